@@ -1,0 +1,33 @@
+"""Expected failures. Each carries the file it is about, so the CLI prints one line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class EosfixError(Exception):
+    """An expected problem with the input; the CLI prints it as one line, no traceback."""
+
+    def __init__(self, message: str, *, path: str | Path | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.path = str(path) if path is not None else None
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.message}" if self.path else self.message
+
+
+class RepoLoadError(EosfixError):
+    """A file of the model repository cannot be read or parsed."""
+
+
+class TemplateError(EosfixError):
+    """A chat template cannot be compiled (not valid Jinja)."""
+
+
+class WriteError(EosfixError):
+    """A file cannot be written safely (symlink, read-only, vanished...)."""
+
+
+class VerificationError(EosfixError):
+    """A planned edit failed its own safety check: a bug, nothing was written."""
