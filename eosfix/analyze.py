@@ -1,0 +1,330 @@
+"""Find the tokens that end an assistant turn, and check the stop configuration against them.
+
+Vocabulary:
+
+- **turn terminator**: a token the model emits to end its assistant turn. Found, in order of
+  evidence: (1) the special tokens right after the assistant text when the conversation ends
+  with an assistant message (the training target; the last of them is the turn-level one,
+  earlier ones are acceptable stops); (2) the same after an assistant tool call; (3) only when
+  (1) writes no special token at all, the opener of the turn that follows (GLM: ``<|user|>``,
+  ``<|observation|>``); (4) when no special token separates turns, plain-text stop strings.
+- **in-turn token**: a special token written *inside* one assistant turn (between reasoning
+  and answer). It is never a terminator (gpt-oss ``<|end|>``).
+
+Everything here is pure: no printing, no writing, no network.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import jinja2
+from jinja2 import nodes
+
+from eosfix.errors import TemplateError
+from eosfix.models import eos_tuple
+from eosfix.probes import SPECS, Probe, run_probe
+from eosfix.repo import CONFIG, GENERATION_CONFIG, ChatTemplate, ModelRepo, TokenInfo
+from eosfix.template import compile_template
+
+TURN_END = "turn_end"
+TOOL_CALL = "tool_call"
+NEXT_TURN = "next_turn_opener"
+STOP_STRING = "stop_string"
+_EVIDENCE_CHARS = 48
+# Literals shaped like control tokens (``<|x|>``, ``<｜x｜>``) that a tokenizer may not list.
+_CONTROL_SHAPE = re.compile(r"<\|[^<>|\s]{1,40}\|>|<｜[^<>｜\s]{1,40}｜>")
+
+
+@dataclass(frozen=True)
+class Terminator:
+    content: str
+    id: int | None
+    kind: str  # turn_end | tool_call | next_turn_opener | stop_string
+    templates: tuple[str, ...]
+    probe: str  # the probe that showed it
+    evidence: str  # rendered text around it, sentinel included
+    id_source: str | None = None
+
+
+@dataclass(frozen=True)
+class TemplateAnalysis:
+    name: str
+    file: str
+    probes: tuple[Probe, ...]
+    generation_prompt: str | None = None
+    unreached_literals: tuple[tuple[str, int], ...] = ()  # (token, template line)
+
+    @property
+    def refusals(self) -> tuple[Probe, ...]:
+        return tuple(p for p in self.probes if p.refusal is not None)
+
+    @property
+    def rendered(self) -> tuple[Probe, ...]:
+        return tuple(p for p in self.probes if p.text is not None)
+
+
+@dataclass(frozen=True)
+class TerminatorSet:
+    terminators: tuple[Terminator, ...]
+    acceptable: tuple[str, ...] = ()
+    in_turn: tuple[str, ...] = ()
+    templates: tuple[TemplateAnalysis, ...] = field(default_factory=tuple)
+
+
+class SpecialScanner:
+    """Finds control-token strings in rendered text, longest match first."""
+
+    def __init__(self, specials: Iterable[str], plain: Iterable[str] = ()) -> None:
+        self._plain = frozenset(plain)  # added tokens the tokenizer treats as text
+        tokens = sorted({s for s in specials if s}, key=len, reverse=True)
+        alternation = "|".join(re.escape(t) for t in tokens)
+        pattern = f"{alternation}|{_CONTROL_SHAPE.pattern}" if tokens else _CONTROL_SHAPE.pattern
+        self._regex = re.compile(pattern)
+
+    def find(self, text: str) -> list[tuple[str, int]]:
+        found = ((m.group(0), m.start()) for m in self._regex.finditer(text))
+        return [(tok, pos) for tok, pos in found if tok not in self._plain]
+
+
+def _evidence(text: str, start: int, end: int) -> str:
+    lo = max(0, start - _EVIDENCE_CHARS)
+    hi = min(len(text), end + _EVIDENCE_CHARS)
+    return ("…" if lo else "") + text[lo:hi] + ("…" if hi < len(text) else "")
+
+
+def _tail_specials(
+    probe: Probe, scanner: SpecialScanner, openers: frozenset[str] = frozenset()
+) -> list[tuple[str, int]]:
+    """Control tokens after the end marker, up to where a next turn opens.
+
+    A turn opens at the next turn's sentinel (history shapes) or at the first token that
+    opens turns in this template (``openers``): templates that always append the
+    generation prompt write ``<|eot_id|><|start_header_id|>assistant...`` after a reply.
+    """
+    start = probe.tail_start
+    if start is None or probe.text is None:
+        return []
+    stop = probe.next_start if probe.next_start is not None else len(probe.text)
+    out = []
+    for tok, pos in scanner.find(probe.text[start:stop]):
+        if tok in openers:
+            break
+        out.append((tok, start + pos))
+    return out
+
+
+def _turn_openers(ta: TemplateAnalysis, scanner: SpecialScanner) -> frozenset[str]:
+    """Control tokens that open a turn: those of the generation prompt (the assistant opener).
+
+    When the template ignores ``add_generation_prompt`` (it always appends the opener), read
+    what it writes before the first message's text in the probe with a system message.
+    """
+    from eosfix.probes import SYSTEM
+
+    if ta.generation_prompt:
+        return frozenset(tok for tok, _ in scanner.find(ta.generation_prompt))
+    for probe in ta.rendered:
+        if probe.spec.name == "final+system" and probe.text is not None and SYSTEM in probe.text:
+            return frozenset(tok for tok, _ in scanner.find(probe.text[: probe.text.find(SYSTEM)]))
+    return frozenset()
+
+
+def _in_turn_tokens(probes: Iterable[Probe], scanner: SpecialScanner) -> set[str]:
+    """Control tokens between an assistant message's reasoning and its answer."""
+    from eosfix.probes import ASSISTANT1, THINK1
+
+    found: set[str] = set()
+    for probe in probes:
+        if probe.spec.kind != "reasoning" or probe.text is None:
+            continue
+        think, answer = probe.text.rfind(THINK1), probe.text.rfind(ASSISTANT1)
+        if 0 <= think < answer:
+            found.update(tok for tok, _ in scanner.find(probe.text[think + len(THINK1) : answer]))
+    return found
+
+
+def _unreached_literals(source: str, rendered: Iterable[str], scanner: SpecialScanner) -> tuple[
+    tuple[str, int], ...
+]:
+    """Control-token literals of the template that no probe rendered, with their line."""
+    try:
+        ast = jinja2.Environment(extensions=["jinja2.ext.loopcontrols"]).parse(source)
+    except jinja2.TemplateSyntaxError:
+        return ()
+    seen = "".join(rendered)
+    out: dict[str, int] = {}
+    for const in ast.find_all(nodes.Const):
+        if isinstance(const.value, str):
+            for tok, _ in scanner.find(const.value):
+                if tok not in seen and tok not in out:
+                    out[tok] = const.lineno
+    for data in ast.find_all(nodes.TemplateData):
+        for tok, _ in scanner.find(data.data):
+            if tok not in seen and tok not in out:
+                out[tok] = data.lineno
+    return tuple(sorted(out.items(), key=lambda kv: kv[1]))
+
+
+def analyze_template(
+    template: ChatTemplate, repo: ModelRepo, scanner: SpecialScanner
+) -> TemplateAnalysis:
+    """Run every probe on one template (``TemplateError`` if it is not valid Jinja)."""
+    from eosfix.probes import run_generation_prompt
+
+    try:
+        compile_template(template.source)
+    except TemplateError as exc:
+        raise TemplateError(exc.message, path=repo.root / template.file) from None
+    probes = tuple(run_probe(template.source, template.name, s, repo.special_tokens) for s in SPECS)
+    texts = [p.text for p in probes if p.text is not None]
+    return TemplateAnalysis(
+        template.name,
+        template.file,
+        probes,
+        run_generation_prompt(template.source, repo.special_tokens),
+        _unreached_literals(template.source, texts, scanner),
+    )
+
+
+class _Collector:
+    """Accumulates terminators across probes and templates, first evidence wins."""
+
+    def __init__(self, repo: ModelRepo) -> None:
+        self.repo = repo
+        self.found: dict[str, Terminator] = {}
+        self.acceptable: list[str] = []
+
+    def add(self, content: str, kind: str, probe: Probe, pos: int) -> None:
+        text = probe.text or ""
+        if content in self.found:
+            old = self.found[content]
+            if probe.template not in old.templates:
+                self.found[content] = _replace_templates(old, (*old.templates, probe.template))
+            return
+        info = self.repo.resolve(content) if kind != STOP_STRING else None
+        self.found[content] = Terminator(
+            content=content,
+            id=info.id if info else None,
+            kind=kind,
+            templates=(probe.template,),
+            probe=f"{probe.template}/{probe.spec.name}",
+            evidence=_evidence(text, pos, pos + len(content)),
+            id_source=info.source if info else None,
+        )
+
+
+def _replace_templates(t: Terminator, templates: tuple[str, ...]) -> Terminator:
+    return Terminator(t.content, t.id, t.kind, templates, t.probe, t.evidence, t.id_source)
+
+
+def _collect_final(ta: TemplateAnalysis, scan: SpecialScanner, col: _Collector,
+                   in_turn: set[str]) -> bool:
+    """Rule 1 and 2: the last control token after the final assistant text / tool call.
+
+    Returns whether a final-position probe rendered and wrote no control token at all.
+    """
+    wrote_special = rendered_final = False
+    openers = _turn_openers(ta, scan)
+    for probe in ta.rendered:
+        if probe.spec.kind not in ("final", "reasoning", "tool_call"):
+            continue
+        rendered_final |= probe.spec.kind != "tool_call" and probe.tail_start is not None
+        specials = _tail_specials(probe, scan, openers)
+        if not specials:
+            continue
+        if probe.spec.kind != "tool_call":
+            wrote_special = True
+        *earlier, (last, pos) = specials
+        if last in in_turn:
+            continue  # e.g. a template that closes reasoning last: never stop inside a turn
+        col.add(last, TURN_END if probe.spec.kind != "tool_call" else TOOL_CALL, probe, pos)
+        if probe.spec.kind != "tool_call":  # tool-call syntax tokens are not turn ends
+            col.acceptable += [tok for tok, _ in earlier if tok not in in_turn]
+    return rendered_final and not wrote_special
+
+
+def _collect_openers(ta: TemplateAnalysis, scan: SpecialScanner, col: _Collector,
+                     in_turn: set[str]) -> None:
+    """Rule 3 and 4: what opens the next turn (GLM), or plain-text stop strings."""
+    for probe in ta.rendered:
+        if probe.spec.kind not in ("history", "tool_result") or probe.next_start is None:
+            continue
+        specials = [(t, p) for t, p in _tail_specials(probe, scan) if t not in in_turn]
+        for tok, pos in specials:
+            col.add(tok, NEXT_TURN, probe, pos)
+        if specials or probe.text is None or probe.tail_start is None:
+            continue
+        between = probe.text[probe.tail_start : probe.next_start]
+        for line in between.splitlines():
+            if line.strip():
+                col.add(line.strip(), STOP_STRING, probe, probe.tail_start + between.find(line))
+                break
+
+
+def find_terminators(repo: ModelRepo) -> TerminatorSet:
+    """Analyze every named template of the repo and collect its turn terminators."""
+    specials = set(repo.iter_special_strings())
+    plain = [c for c, info in repo.added_tokens.items() if not info.special and c not in specials]
+    scan = SpecialScanner(specials, plain)
+    analyses = tuple(analyze_template(t, repo, scan) for t in repo.templates)
+    col = _Collector(repo)
+    in_turn: set[str] = set()
+    for ta in analyses:
+        in_turn |= _in_turn_tokens(ta.rendered, scan)
+    for ta in analyses:
+        if _collect_final(ta, scan, col, in_turn):
+            _collect_openers(ta, scan, col, in_turn)
+    acceptable = tuple(dict.fromkeys(a for a in col.acceptable if a not in col.found))
+    return TerminatorSet(tuple(col.found.values()), acceptable, tuple(sorted(in_turn)), analyses)
+
+
+@dataclass(frozen=True)
+class StopConfig:
+    """What transformers stops on today, and where that comes from."""
+
+    ids: tuple[int, ...] | None
+    source: str  # "generation_config.json", "config.json", "config.json text_config", "none"
+    generation_config_exists: bool
+    raw: int | list[int] | None
+
+
+def current_stop_config(repo: ModelRepo) -> StopConfig:
+    """transformers reads generation_config.json alone; only a missing file falls back."""
+    if repo.generation_config is not None:
+        raw = repo.generation_config.eos_token_id
+        return StopConfig(eos_tuple(raw), GENERATION_CONFIG, True, raw)
+    if repo.config is not None:
+        if repo.config.eos_token_id is not None:
+            raw = repo.config.eos_token_id
+            return StopConfig(eos_tuple(raw), CONFIG, False, raw)
+        if repo.config.text_config is not None and repo.config.text_config.eos_token_id is not None:
+            raw = repo.config.text_config.eos_token_id
+            return StopConfig(eos_tuple(raw), f"{CONFIG} text_config", False, raw)
+    return StopConfig(None, "none", False, None)
+
+
+def tokenizer_eos(repo: ModelRepo) -> TokenInfo | None:
+    content = repo.eos_token
+    if content is None:
+        return None
+    return repo.resolve(content) or TokenInfo(content, None, True, False, "unresolved")
+
+
+def propose_eos(
+    current: tuple[int, ...] | None, eos: TokenInfo | None, terminators: Iterable[Terminator]
+) -> tuple[int, ...] | None:
+    """The list to write, or None when every terminator is already a stop id.
+
+    Existing ids first in their order (transformers pads with the first; ExLlamaV2 keeps only
+    the first), then the tokenizer's eos (TGI and mlx-lm replace it with the list), then each
+    terminator id.
+    """
+    have = list(current or ())
+    missing = [t.id for t in terminators if t.id is not None and t.id not in have]
+    if not missing:
+        return None
+    extra = [eos.id] if eos is not None and eos.id is not None else []
+    return tuple(dict.fromkeys([*have, *extra, *missing]))

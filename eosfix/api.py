@@ -1,0 +1,88 @@
+"""The Python API: what a conversion script calls in-process.
+
+    >>> import eosfix.api as eosfix
+    >>> result = eosfix.check("./my-model")          # read only
+    >>> result.status.value, [t.content for t in result.check.id_terminators]
+    ('fixable', ['<|im_end|>'])
+    >>> eosfix.fix("./my-model").written             # atomic, minimal, idempotent
+    ('generation_config.json',)
+
+Every function returns a ``RepoResult``; expected input problems are captured in
+``result.error`` (an ``EosfixError``) instead of raised, so a batch can go on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from eosfix.check import RepoCheck, Status, check_repo
+from eosfix.errors import EosfixError
+from eosfix.fileio import locked_dir, write_if_changed
+from eosfix.patch import FilePatch, plan_patches
+from eosfix.repo import load_repo
+
+
+@dataclass(frozen=True)
+class RepoResult:
+    path: Path
+    check: RepoCheck | None = None
+    patches: tuple[FilePatch, ...] = ()
+    written: tuple[str, ...] = ()
+    error: EosfixError | None = None
+    label: str | None = None  # how to name the repo in output (repo id, cache revision...)
+    extra: dict[str, object] = field(default_factory=dict)
+
+    @property
+    def status(self) -> Status | None:
+        return None if self.check is None else self.check.status
+
+    @property
+    def name(self) -> str:
+        return self.label or str(self.path)
+
+
+def _analyze(path: Path, config_json: bool) -> tuple[RepoCheck, tuple[FilePatch, ...]]:
+    check = check_repo(load_repo(path))
+    return check, plan_patches(check, config_json=config_json)
+
+
+def check(path: str | Path, *, config_json: bool = False, label: str | None = None) -> RepoResult:
+    """Analyze the folder and plan the fix without writing anything."""
+    root = Path(path)
+    try:
+        result, patches = _analyze(root, config_json)
+    except EosfixError as exc:
+        return RepoResult(root, error=exc, label=label)
+    return RepoResult(root, result, patches, label=label)
+
+
+def fix(
+    path: str | Path,
+    *,
+    config_json: bool = False,
+    label: str | None = None,
+    replace_symlinks: bool = False,
+    after_write: Callable[[Path, FilePatch], None] | None = None,
+) -> RepoResult:
+    """Analyze and write the planned edits atomically; returns which files changed.
+
+    The folder is locked for the whole read-plan-write, so two eosfix processes fixing the
+    same repo never interleave. ``replace_symlinks`` is for the Hugging Face cache: the
+    snapshot symlink is replaced by a regular file, the shared blob is never written.
+    """
+    root = Path(path)
+    try:
+        with locked_dir(root):
+            result, patches = _analyze(root, config_json)
+            written = []
+            for patch in patches:
+                target = root / patch.file
+                if write_if_changed(target, patch.new_text, allow_symlink_replace=replace_symlinks):
+                    written.append(patch.file)
+                    if after_write is not None:
+                        after_write(target, patch)
+    except EosfixError as exc:
+        return RepoResult(root, error=exc, label=label)
+    return RepoResult(root, result, patches, tuple(written), label=label)

@@ -1,0 +1,143 @@
+"""Turn the terminator analysis into findings with stable codes and a proposed stop list.
+
+Codes (stable: documented in the README, used by tests and scripts):
+
+- EOS001 error, fixable: a turn terminator is not among the stop ids transformers uses.
+- EOS002 error, fixable: generation_config.json is missing and config.json's eos lacks a terminator.
+- EOS003 error, fixable: generation_config.json has no eos_token_id: generation never stops on eos.
+- EOS004 warning: the tokenizer's eos_token is not in the stop list (TGI, mlx-lm replace it).
+- EOS005 warning: turns end with plain text: only stop strings can stop them, no id is written.
+- EOS006 error: a terminator is not a single token of this tokenizer: no id can stop on it.
+- EOS007 warning: a terminator's id cannot be checked (no tokenizer file lists it).
+- EOS008 warning: a template refused or failed some probes (evidence, not a failure).
+- EOS100 error: a template refused or failed every probe: nothing could be analyzed.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from eosfix.analyze import (
+    STOP_STRING,
+    StopConfig,
+    Terminator,
+    TerminatorSet,
+    current_stop_config,
+    find_terminators,
+    propose_eos,
+    tokenizer_eos,
+)
+from eosfix.repo import GENERATION_CONFIG, ModelRepo, TokenInfo
+
+
+class Severity(enum.Enum):
+    ERROR = "error"
+    WARNING = "warning"
+
+
+class Status(enum.Enum):
+    OK = "ok"  # every terminator is a stop id
+    FIXABLE = "fixable"  # eosfix fix would repair it
+    PROBLEMS = "problems"  # errors eosfix cannot fix by writing ids
+    NO_TEMPLATE = "no_template"  # a base model: nothing to check
+
+
+@dataclass(frozen=True)
+class Finding:
+    code: str
+    file: str
+    message: str
+    severity: Severity = Severity.ERROR
+    fixable: bool = False
+
+
+@dataclass(frozen=True)
+class RepoCheck:
+    """Everything eosfix knows about one repo; ``check``, ``fix --diff`` and ``fix`` show it."""
+
+    repo: ModelRepo
+    terminators: TerminatorSet
+    stop: StopConfig
+    tokenizer_eos: TokenInfo | None
+    proposed: tuple[int, ...] | None
+    findings: tuple[Finding, ...]
+
+    @property
+    def status(self) -> Status:
+        if not self.repo.templates:
+            return Status.NO_TEMPLATE
+        errors = [f for f in self.findings if f.severity is Severity.ERROR]
+        if any(not f.fixable for f in errors):
+            return Status.PROBLEMS
+        return Status.FIXABLE if errors else Status.OK
+
+    @property
+    def id_terminators(self) -> tuple[Terminator, ...]:
+        return tuple(t for t in self.terminators.terminators if t.kind != STOP_STRING)
+
+    @property
+    def stop_strings(self) -> tuple[str, ...]:
+        return tuple(t.content for t in self.terminators.terminators if t.kind == STOP_STRING)
+
+
+def _token_str(t: Terminator) -> str:
+    return f"{t.content} ({t.id})" if t.id is not None else t.content
+
+
+def _stop_findings(stop: StopConfig, missing: list[Terminator]) -> list[Finding]:
+    if not missing:
+        return []
+    names = ", ".join(_token_str(t) for t in missing)
+    if not stop.generation_config_exists:
+        where = f"{stop.source} eos_token_id {stop.raw}" if stop.ids else "config.json sets no eos"
+        msg = f"generation_config.json is missing and {where} does not include {names}"
+        return [Finding("EOS002", GENERATION_CONFIG, msg, fixable=True)]
+    if stop.ids is None:
+        msg = f"eos_token_id is not set: generation never stops on {names}"
+        return [Finding("EOS003", GENERATION_CONFIG, msg, fixable=True)]
+    msg = f"eos_token_id {stop.raw} does not include {names}: generation runs past the turn end"
+    return [Finding("EOS001", GENERATION_CONFIG, msg, fixable=True)]
+
+
+def _terminator_findings(repo: ModelRepo, ts: TerminatorSet) -> list[Finding]:
+    out = []
+    for t in ts.terminators:
+        files = ", ".join(sorted({ta.file for ta in ts.templates if ta.name in t.templates}))
+        if t.kind == STOP_STRING:
+            msg = f"turns end with plain text {t.content!r}: runtimes need it as a stop string"
+            out.append(Finding("EOS005", files, msg, Severity.WARNING))
+        elif t.id is None and repo.has_tokenizer_json:
+            msg = f"{t.content} ends a turn but is not a single token of tokenizer.json"
+            out.append(Finding("EOS006", files, msg))
+        elif t.id is None:
+            msg = f"{t.content} ends a turn; its id cannot be checked without tokenizer.json"
+            out.append(Finding("EOS007", files, msg, Severity.WARNING))
+    return out
+
+
+def _template_findings(ts: TerminatorSet) -> list[Finding]:
+    out = []
+    for ta in ts.templates:
+        if not ta.rendered:
+            first = ta.refusals[0].refusal if ta.refusals else "no output"
+            msg = f"template {ta.name!r} refused every probe ({first})"
+            out.append(Finding("EOS100", ta.file, msg))
+    return out
+
+
+def check_repo(repo: ModelRepo) -> RepoCheck:
+    """Analyze a loaded repo: terminators, the current stop ids, findings, the proposed list."""
+    ts = find_terminators(repo)
+    stop = current_stop_config(repo)
+    eos = tokenizer_eos(repo)
+    proposed = propose_eos(stop.ids, eos, ts.terminators)
+    have = set(stop.ids or ())
+    missing = [t for t in ts.terminators if t.id is not None and t.id not in have]
+    findings = [*_template_findings(ts), *_stop_findings(stop, missing)]
+    findings += _terminator_findings(repo, ts)
+    stop_list = proposed or stop.ids or ()
+    if repo.templates and eos is not None and eos.id is not None and eos.id not in stop_list:
+        msg = f"the tokenizer's eos_token {eos.content} ({eos.id}) is not a stop id"
+        findings.append(Finding("EOS004", GENERATION_CONFIG, msg, Severity.WARNING))
+    return RepoCheck(repo, ts, stop, eos, proposed, tuple(findings))

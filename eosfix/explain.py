@@ -1,0 +1,91 @@
+"""The in-depth view of one repo: probes as rendered, terminators and their evidence, and the
+exact ids a hand-written generation loop must compare after each step."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from eosfix.analyze import SpecialScanner, TemplateAnalysis
+from eosfix.api import RepoResult
+from eosfix.check import RepoCheck
+from eosfix.report import render_repo_text, result_to_dict
+
+_SHOWN_PROBES = ("final", "final+system", "tool_call", "history")
+
+
+def _visible(text: str, scanner: SpecialScanner) -> str:
+    """Escape newlines and highlight control tokens so a person sees where they are."""
+    out, last = [], 0
+    for tok, pos in scanner.find(text):
+        out.append(text[last:pos].replace("\n", "\\n\n"))
+        out.append(click.style(tok, fg="cyan", bold=True))
+        last = pos + len(tok)
+    out.append(text[last:].replace("\n", "\\n\n"))
+    return "".join(out)
+
+
+def _scanner(c: RepoCheck) -> SpecialScanner:
+    return SpecialScanner(c.repo.iter_special_strings())
+
+
+def _template_block(ta: TemplateAnalysis, scanner: SpecialScanner) -> list[str]:
+    lines = [click.style(f"template {ta.name!r} ({ta.file})", bold=True),
+             f"  {len(ta.rendered)} of {len(ta.probes)} probes rendered"]
+    for probe in ta.refusals:
+        lines.append(f"  refused {probe.spec.name}: {probe.refusal}")
+    for probe in ta.rendered:
+        if probe.spec.name in _SHOWN_PROBES and probe.text is not None:
+            lines.append(f"  --- probe {probe.spec.name} (add_generation_prompt=False) ---")
+            lines += ["  | " + line for line in _visible(probe.text, scanner).splitlines()]
+    if ta.generation_prompt is not None:
+        lines.append(f"  generation prompt: {_visible(ta.generation_prompt, scanner)!s}")
+    for tok, line in ta.unreached_literals:
+        lines.append(f"  possible: {tok} is written at template line {line} "
+                     "but no probe reached it")
+    return lines
+
+
+def loop_ids(c: RepoCheck) -> tuple[list[int], str]:
+    """The ids a generation loop must stop on, and where they come from."""
+    if c.proposed is not None:
+        return list(c.proposed), "generation_config.json after `eosfix fix`"
+    return list(c.stop.ids or ()), c.stop.source
+
+
+def render_explain(result: RepoResult) -> str:
+    """The explain view as text."""
+    if result.check is None:
+        return render_repo_text(result)
+    c = result.check
+    scanner = _scanner(c)
+    lines = [render_repo_text(result), ""]
+    for ta in c.terminators.templates:
+        lines += _template_block(ta, scanner)
+        lines.append("")
+    for t in c.terminators.terminators:
+        lines.append(f"{t.content} ends a turn ({t.kind.replace('_', ' ')}), seen in probe "
+                     f"{t.probe}: {_visible(t.evidence, scanner)}")
+        lines.append(f"  id {t.id} from {t.id_source}" if t.id is not None else "  no id")
+    ids, source = loop_ids(c)
+    if c.repo.templates:
+        lines += ["", click.style("For a hand-written generation loop", bold=True),
+                  f"  stop when the sampled id is in {ids}  ({source})"]
+        if c.stop_strings:
+            lines.append(f"  and stop on the text {list(c.stop_strings)} (no single id exists)")
+    return "\n".join(lines)
+
+
+def result_explain_dict(result: RepoResult) -> dict[str, Any]:
+    """The explain view as JSON: the check payload plus every probe's rendered text."""
+    out = result_to_dict(result)
+    if result.check is None:
+        return out
+    out["probes"] = [
+        {"template": p.template, "probe": p.spec.name, "text": p.text, "refusal": p.refusal}
+        for ta in result.check.terminators.templates for p in ta.probes
+    ]
+    ids, source = loop_ids(result.check)
+    out["loop"] = {"stop_ids": ids, "source": source}
+    return out

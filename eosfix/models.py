@@ -1,0 +1,77 @@
+"""pydantic models of the files eosfix reads. Used to read and validate only, never to write."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
+
+TokenId = Annotated[StrictInt, Field(ge=0)]
+# eos_token_id: one id or a list of ids; floats, negatives and strings are refused.
+EosValue = TokenId | Annotated[list[TokenId], Field(max_length=4096)] | None
+
+
+class _Loose(BaseModel):
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+
+class AddedTokenModel(_Loose):
+    """One entry of ``added_tokens_decoder`` / tokenizer.json ``added_tokens`` / a token dict."""
+
+    content: StrictStr
+    special: StrictBool = False
+    normalized: StrictBool = True
+    lstrip: StrictBool = False
+    rstrip: StrictBool = False
+    single_word: StrictBool = False
+
+
+class NamedTemplateModel(_Loose):
+    name: StrictStr
+    template: StrictStr
+
+
+class TokenizerConfigModel(_Loose):
+    chat_template: StrictStr | list[NamedTemplateModel] | None = None
+    added_tokens_decoder: dict[str, AddedTokenModel] | None = None
+    eos_token: StrictStr | AddedTokenModel | None = None
+    bos_token: StrictStr | AddedTokenModel | None = None
+    extra_special_tokens: dict[str, Any] | list[Any] | None = None
+
+
+class SpecialTokensMapModel(_Loose):
+    eos_token: StrictStr | AddedTokenModel | None = None
+
+
+class GenerationConfigModel(_Loose):
+    eos_token_id: EosValue = None
+
+
+class TextConfigModel(_Loose):
+    eos_token_id: EosValue = None
+
+
+class ModelConfigModel(_Loose):
+    eos_token_id: EosValue = None
+    text_config: TextConfigModel | None = None
+
+
+class ChatTemplateJsonModel(_Loose):
+    chat_template: StrictStr | None = None
+
+
+def token_content(value: str | AddedTokenModel | dict[str, Any] | None) -> str | None:
+    """The text of a special token given as a string or an ``AddedToken`` dict."""
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, AddedTokenModel):
+        return value.content
+    content = value.get("content")
+    return content if isinstance(content, str) else None
+
+
+def eos_tuple(value: int | list[int] | None) -> tuple[int, ...] | None:
+    """Normalise an ``eos_token_id`` value (int, list or None) to a tuple."""
+    if value is None:
+        return None
+    return (value,) if isinstance(value, int) else tuple(value)

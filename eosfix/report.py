@@ -1,0 +1,175 @@
+"""Render results as text or JSON, and own the exit code (``Report``)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import click
+
+from eosfix.api import RepoResult
+from eosfix.check import Severity, Status
+
+EXIT_OK = 0  # nothing to fix / nothing changed
+EXIT_FINDINGS = 1  # findings (check) or files changed (fix)
+EXIT_INPUT = 2  # usage error or an input that cannot be read
+EXIT_INTERNAL = 3  # a bug: rerun with EOSFIX_DEBUG=1 for the traceback
+
+
+@dataclass
+class Report:
+    """Counts what happened to each repo; decides the exit code, like black's Report."""
+
+    results: list[RepoResult] = field(default_factory=list)
+
+    def record(self, result: RepoResult) -> None:
+        self.results.append(result)
+
+    @property
+    def exit_code(self) -> int:
+        if any(r.error is not None for r in self.results):
+            return EXIT_INPUT
+        if any(r.written for r in self.results):
+            return EXIT_FINDINGS
+        bad = (Status.FIXABLE, Status.PROBLEMS)
+        if any(r.status in bad and not r.written for r in self.results if r.check):
+            return EXIT_FINDINGS
+        return EXIT_OK
+
+    def summary(self, *, fixing: bool, dry_run: bool) -> str:
+        counts = dict.fromkeys(
+            ("fixed", "fixable", "problems", "warned", "ok", "no_template", "error"), 0
+        )
+        for r in self.results:
+            if r.error is not None:
+                counts["error"] += 1
+            elif r.check is not None and r.status is Status.OK and r.check.findings:
+                counts["warned"] += 1
+            elif r.written:
+                counts["fixed"] += 1
+            elif r.status is not None:
+                counts[r.status.value] += 1
+        verb = "would be fixed" if (dry_run or not fixing) else "fixed"
+        parts = [
+            (counts["fixed"], "fixed"),
+            (counts["fixable"], verb),
+            (counts["problems"], "with problems eosfix cannot fix"),
+            (counts["warned"], "with warnings only"),
+            (counts["ok"], "already stop correctly"),
+            (counts["no_template"], "without a chat template"),
+            (counts["error"], "could not be read"),
+        ]
+        text = ", ".join(f"{n} {_plural(n)} {what}" for n, what in parts if n)
+        return text or "no repos checked"
+
+
+KIND_TEXT = {
+    "turn_end": "written after every reply",
+    "tool_call": "written after a tool call",
+    "next_turn_opener": "opens the next turn (replies have no closing token)",
+    "stop_string": "plain text: needs a stop string",
+}
+
+
+def _plural(n: int) -> str:
+    return "repo" if n == 1 else "repos"
+
+
+def _ids(ids: Iterable[int] | int | None) -> str:
+    if ids is None:
+        return "(not set)"
+    if isinstance(ids, int):
+        return str(ids)
+    return "[" + ", ".join(str(i) for i in ids) + "]"
+
+
+def result_to_dict(r: RepoResult) -> dict[str, Any]:
+    """The JSON shape of one repo (stable keys, documented in the README)."""
+    out: dict[str, Any] = {"path": str(r.path), "name": r.name}
+    if r.error is not None:
+        out.update(status="error", error=str(r.error))
+        return out
+    c = r.check
+    assert c is not None
+    out.update(
+        status=c.status.value,
+        templates=[
+            {"name": ta.name, "file": ta.file, "probes_rendered": len(ta.rendered),
+             "refusals": [f"{p.spec.name}: {p.refusal}" for p in ta.refusals],
+             "possible": [{"content": tok, "line": line} for tok, line in ta.unreached_literals]}
+            for ta in c.terminators.templates
+        ],
+        terminators=[
+            {"content": t.content, "id": t.id, "kind": t.kind, "templates": list(t.templates),
+             "probe": t.probe, "evidence": t.evidence, "id_source": t.id_source}
+            for t in c.terminators.terminators
+        ],
+        acceptable=list(c.terminators.acceptable),
+        in_turn=list(c.terminators.in_turn),
+        stop_strings=list(c.stop_strings),
+        tokenizer_eos=None if c.tokenizer_eos is None
+        else {"content": c.tokenizer_eos.content, "id": c.tokenizer_eos.id},
+        eos_token_id=c.stop.raw,
+        eos_token_id_source=c.stop.source,
+        proposed_eos_token_id=None if c.proposed is None else list(c.proposed),
+        findings=[
+            {"code": f.code, "severity": f.severity.value, "file": f.file,
+             "message": f.message, "fixable": f.fixable}
+            for f in c.findings
+        ],
+        changes=[{"file": p.file, "created": p.created, "diff": p.diff()} for p in r.patches],
+        written=list(r.written),
+    )
+    out.update(r.extra)
+    return out
+
+
+def render_json(results: list[RepoResult], report: Report, **_: Any) -> str:
+    payload = {"repos": [result_to_dict(r) for r in results], "exit_code": report.exit_code}
+    return json.dumps(payload, indent=2, ensure_ascii=False)
+
+
+def _finding_line(r: RepoResult, code: str, file: str, message: str, severity: Severity) -> str:
+    color = "red" if severity is Severity.ERROR else "yellow"
+    where = f"{r.name}/{file}" if file else r.name
+    return f"{where}: {click.style(code, fg=color, bold=True)} {message}"
+
+
+def render_repo_text(r: RepoResult, *, fixing: bool = False, show_diff: bool = False) -> str:
+    """One repo, read in a glance: what ends a turn, what the config says, what changes, why."""
+    if r.error is not None:
+        return f"{click.style('error', fg='red', bold=True)}: {r.error}"
+    c = r.check
+    assert c is not None
+    if c.status is Status.NO_TEMPLATE:
+        return f"{r.name}: no chat template: nothing to check"
+    lines = [click.style(r.name, bold=True)]
+    for t in c.terminators.terminators:
+        ident = f"id {t.id}" if t.id is not None else "no id"
+        where = ", ".join(t.templates)
+        lines.append(f"  ends a turn   {t.content}  {ident}, {KIND_TEXT.get(t.kind, t.kind)} "
+                     f"(template {where})")
+    if not c.terminators.terminators:
+        lines.append("  ends a turn   (nothing found)")
+    if c.terminators.in_turn:
+        lines.append(f"  inside a turn {' '.join(c.terminators.in_turn)}  (never a stop id)")
+    lines.append(f"  stops on      {_ids(c.stop.raw)}  (from {c.stop.source})")
+    lines += ["  " + _finding_line(r, f.code, f.file, f.message, f.severity) for f in c.findings]
+    if c.proposed is not None:
+        verb = "wrote" if r.written else "fix"
+        lines.append(f"  {verb:<13} eos_token_id -> {_ids(c.proposed)}"
+                     + ("" if r.written or fixing else f"  (run: eosfix fix {r.path})"))
+    if show_diff:
+        lines += [p.diff().rstrip("\n") for p in r.patches]
+    return "\n".join(lines)
+
+
+def render_text(results: list[RepoResult], report: Report, *, fixing: bool = False,
+                show_diff: bool = False, dry_run: bool = False) -> str:
+    blocks = [render_repo_text(r, fixing=fixing, show_diff=show_diff) for r in results]
+    return "\n\n".join([*blocks, report.summary(fixing=fixing, dry_run=dry_run)])
+
+
+RENDERER_BY_NAME: dict[str, Callable[..., str]] = {"text": render_text, "json": render_json}

@@ -1,0 +1,613 @@
+"""The fake Hub (tests/hubserver.py) is faithful enough for the real huggingface_hub client."""
+# ruff: noqa: F811  (the `fake_hub` fixture is imported, then requested by name)
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import httpx2
+import huggingface_hub
+import pytest
+from hubserver import FakeHub, fake_hub, git_sha1  # noqa: F401  (fixture)
+from huggingface_hub import (
+    CommitOperationAdd,
+    CommitOperationDelete,
+    HfApi,
+    constants,
+    hf_hub_download,
+    scan_cache_dir,
+    snapshot_download,
+)
+from huggingface_hub.errors import (
+    GatedRepoError,
+    HfHubHTTPError,
+    LocalEntryNotFoundError,
+    RemoteEntryNotFoundError,
+    RepositoryNotFoundError,
+    RevisionNotFoundError,
+)
+
+REPO = "org/chat-model"
+CONFIG = b'{\n  "eos_token_id": 2\n}\n'
+FILES = {
+    "config.json": CONFIG,
+    "tokenizer_config.json": b'{"eos_token": "</s>"}\n',
+    "chat_template.jinja": b"{% for m in messages %}{{ m.content }}{% endfor %}",
+    "additional_chat_templates/tool_use.jinja": b"{{ tools }}",
+    "model.safetensors": b"\0" * 4096,
+}
+GEN = b'{\n  "eos_token_id": [2, 7]\n}\n'
+TOKEN = "hf_fake_secret"
+
+
+@pytest.fixture
+def repo(fake_hub):
+    return fake_hub.add_repo(REPO, FILES)
+
+
+def _cache(fake_hub) -> Path:
+    return Path(constants.HF_HUB_CACHE)
+
+
+# --- downloads & cache layout -------------------------------------------------------------------
+
+
+def test_fixture_points_huggingface_hub_at_fake(fake_hub, tmp_path):
+    assert constants.ENDPOINT == fake_hub.url == os.environ["HF_ENDPOINT"]
+    assert fake_hub.url.startswith("http://127.0.0.1:")
+    assert Path(constants.HF_HUB_CACHE).is_relative_to(tmp_path)
+    assert Path(constants.HF_TOKEN_PATH).is_relative_to(tmp_path)
+    assert "HF_TOKEN" not in os.environ
+    assert huggingface_hub.hf_api.api.endpoint == fake_hub.url
+    assert HfApi().endpoint == fake_hub.url
+
+
+def test_hf_hub_download_populates_real_cache_layout(fake_hub, repo):
+    path = Path(hf_hub_download(REPO, "config.json"))
+
+    storage = _cache(fake_hub) / "models--org--chat-model"
+    assert path == storage / "snapshots" / repo.head / "config.json"
+    assert path.read_bytes() == CONFIG
+    assert path.is_symlink()
+    assert os.readlink(path) == f"../../blobs/{git_sha1(CONFIG)}"
+    assert (storage / "blobs" / git_sha1(CONFIG)).read_bytes() == CONFIG
+    assert (storage / "refs" / "main").read_text() == repo.head
+    assert fake_hub.requests == [
+        ("HEAD", f"/{REPO}/resolve/main/config.json"),
+        ("GET", f"/{REPO}/resolve/main/config.json"),
+    ]
+
+
+def test_nested_file_gets_deeper_relative_symlink(fake_hub, repo):
+    path = Path(hf_hub_download(REPO, "additional_chat_templates/tool_use.jinja"))
+    assert os.readlink(path) == f"../../../blobs/{git_sha1(b'{{ tools }}')}"
+    assert path.read_bytes() == b"{{ tools }}"
+
+
+def test_snapshot_download_with_patterns_never_fetches_weights(fake_hub, repo):
+    folder = Path(snapshot_download(REPO, allow_patterns=["*.json", "*.jinja"]))
+
+    assert folder.name == repo.head
+    got = sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file())
+    assert got == sorted(p for p in FILES if p != "model.safetensors")
+    assert not (folder / "model.safetensors").exists()
+    assert not any("model.safetensors" in path for _, path in fake_hub.requests)
+    assert "model.safetensors" not in fake_hub.downloads(REPO)
+    assert ("GET", f"/api/models/{REPO}/revision/main") in fake_hub.requests
+    assert ("GET", f"/api/models/{REPO}/tree/{repo.head}") in fake_hub.requests
+    tree_call = next(r for r in fake_hub.request_log if "/tree/" in r.path)
+    assert tree_call.query["recursive"] == ["true"]
+    # 2.x writes the tree listing cache
+    assert (_cache(fake_hub) / "models--org--chat-model" / "trees" / f"{repo.head}.json").is_file()
+
+
+def test_download_by_commit_sha_and_unchanged_blob_is_shared(fake_hub, repo):
+    first = repo.head
+    second = fake_hub.push(REPO, {"generation_config.json": GEN}, message="add gen config")
+    assert repo.commits == [first, second]
+    a = Path(hf_hub_download(REPO, "config.json", revision=first))
+    b = Path(hf_hub_download(REPO, "config.json"))
+    assert a.parent.name == first
+    assert b.parent.name == second
+    assert a.resolve() == b.resolve()  # same blob
+    assert hf_hub_download(REPO, "config.json", revision=first) == str(a)  # cache shortcut
+    assert Path(hf_hub_download(REPO, "generation_config.json")).read_bytes() == GEN
+
+
+def test_replacing_files_dict_becomes_a_new_commit(fake_hub, repo):
+    old = repo.head
+    repo.files = {**repo.files, "config.json": b"{}"}
+    assert HfApi().model_info(REPO).sha != old
+    assert Path(hf_hub_download(REPO, "config.json")).read_bytes() == b"{}"
+
+
+def test_scan_cache_dir_has_no_warnings(fake_hub, repo):
+    snapshot_download(REPO, allow_patterns=["*.json", "*.jinja"])
+    HfApi().create_commit(
+        REPO,
+        [CommitOperationAdd("generation_config.json", GEN)],
+        commit_message="fix",
+        create_pr=True,
+    )
+    hf_hub_download(REPO, "generation_config.json", revision="refs/pr/1")
+
+    info = scan_cache_dir()
+    assert info.warnings == []
+    (cached,) = info.repos
+    assert cached.repo_id == REPO
+    assert {frozenset(r.refs) for r in cached.revisions} == {
+        frozenset({"main"}),
+        frozenset({"refs/pr/1"}),
+    }
+
+
+# --- API metadata ---------------------------------------------------------------------------------
+
+
+def test_model_info(fake_hub, repo):
+    api = HfApi()
+    info = api.model_info(REPO)
+    assert info.id == REPO
+    assert info.sha == repo.head
+    assert info.private is False
+    assert info.gated is False
+    assert info.author == "org"
+    assert info.last_modified is not None
+    assert sorted(s.rfilename for s in info.siblings) == sorted(FILES)
+
+    detailed = api.model_info(REPO, revision=repo.head, files_metadata=True)
+    sizes = {s.rfilename: (s.size, s.blob_id) for s in detailed.siblings}
+    assert sizes["config.json"] == (len(CONFIG), git_sha1(CONFIG))
+    assert huggingface_hub.model_info(REPO).sha == repo.head  # module-level api too
+    assert api.repo_exists(REPO)
+    assert not api.repo_exists("org/missing")
+    assert api.file_exists(REPO, "config.json")
+    assert not api.file_exists(REPO, "generation_config.json")
+
+
+def test_list_repo_tree(fake_hub, repo):
+    api = HfApi()
+    top = {e.path: e for e in api.list_repo_tree(REPO)}
+    assert set(top) == {
+        "additional_chat_templates",
+        "config.json",
+        "tokenizer_config.json",
+        "chat_template.jinja",
+        "model.safetensors",
+    }
+    assert isinstance(top["additional_chat_templates"], huggingface_hub.hf_api.RepoFolder)
+    assert top["config.json"].blob_id == git_sha1(CONFIG)
+    assert top["config.json"].size == len(CONFIG)
+
+    everything = {e.path for e in api.list_repo_tree(REPO, recursive=True)}
+    assert "additional_chat_templates/tool_use.jinja" in everything
+    sub = [e.path for e in api.list_repo_tree(REPO, path_in_repo="additional_chat_templates")]
+    assert sub == ["additional_chat_templates/tool_use.jinja"]
+    with pytest.raises(RemoteEntryNotFoundError):
+        list(api.list_repo_tree(REPO, path_in_repo="nope"))
+
+    expanded = {e.path: e for e in api.list_repo_tree(REPO, expand=True)}
+    assert expanded["config.json"].last_commit.oid == repo.head
+    assert sorted(api.list_repo_files(REPO)) == sorted(FILES)
+
+
+def test_list_repo_tree_pagination(fake_hub, repo):
+    fake_hub.page_size = 2
+    paths = [e.path for e in HfApi().list_repo_tree(REPO, recursive=True)]
+    assert len(paths) == len(FILES) + 1  # + the directory entry
+    assert sum(1 for _, p in fake_hub.requests if "/tree/" in p) == 3
+
+
+def test_list_models_by_author(fake_hub, repo):
+    fake_hub.add_repo("org/other", {"config.json": b"{}"})
+    fake_hub.add_repo("someone/else", {"config.json": b"{}"})
+    fake_hub.page_size = 1  # forces Link-header pagination
+    api = HfApi()
+    assert sorted(m.id for m in api.list_models(author="org")) == ["org/chat-model", "org/other"]
+    assert [m.id for m in api.list_models(author="org", limit=1)] == ["org/chat-model"]
+    assert [m.id for m in api.list_models(search="else")] == ["someone/else"]
+
+
+def test_list_refs(fake_hub, repo):
+    HfApi().create_commit(
+        REPO, [CommitOperationAdd("x.json", b"{}")], commit_message="x", create_pr=True
+    )
+    refs = HfApi().list_repo_refs(REPO, include_pull_requests=True)
+    assert [(b.name, b.target_commit) for b in refs.branches] == [("main", repo.head)]
+    assert [p.ref for p in refs.pull_requests] == ["refs/pr/1"]
+
+
+# --- commits & pull requests ----------------------------------------------------------------------
+
+
+def test_create_commit_opens_pr(fake_hub, repo):
+    base = repo.head
+    info = HfApi().create_commit(
+        REPO,
+        [CommitOperationAdd("generation_config.json", GEN)],
+        commit_message="Set eos_token_id",
+        commit_description="Found by eosfix",
+        create_pr=True,
+    )
+    assert info.pr_url == f"{fake_hub.url}/{REPO}/discussions/1"
+    assert info.pr_num == 1
+    assert info.pr_revision == "refs/pr/1"
+    assert info.oid == repo.refs["refs/pr/1"]
+    assert repo.head == base  # main untouched
+
+    (received,) = fake_hub.commits_received
+    assert received["create_pr"] is True
+    assert received["revision"] == "main"
+    assert received["summary"] == "Set eos_token_id"
+    assert received["description"] == "Found by eosfix"
+    assert received["files"] == {"generation_config.json": GEN}
+    assert received["pr_num"] == 1
+    # preupload and commit both carry ?create_pr=1
+    posts = [r for r in fake_hub.request_log if r.method == "POST"]
+    assert [r.path for r in posts] == [
+        f"/api/models/{REPO}/preupload/main",
+        f"/api/models/{REPO}/commit/main",
+    ]
+    assert all(r.query["create_pr"] == ["1"] for r in posts)
+    assert posts[1].headers["Content-Type"] == "application/x-ndjson"
+
+    # PR = base files + the change; downloadable through refs/pr/1
+    pr_file = hf_hub_download(REPO, "generation_config.json", revision="refs/pr/1")
+    assert Path(pr_file).read_bytes() == GEN
+    assert Path(hf_hub_download(REPO, "config.json", revision="refs/pr/1")).read_bytes() == CONFIG
+    assert ("HEAD", f"/{REPO}/resolve/refs%2Fpr%2F1/generation_config.json") in fake_hub.requests
+    ref = _cache(fake_hub) / "models--org--chat-model" / "refs" / "refs" / "pr" / "1"
+    assert ref.read_text() == info.oid
+    with pytest.raises(RemoteEntryNotFoundError):
+        hf_hub_download(REPO, "generation_config.json")  # not on main
+    assert HfApi().model_info(REPO, revision="refs/pr/1").sha == info.oid
+
+
+def test_second_pr_gets_next_number_and_push_to_pr(fake_hub, repo):
+    api = HfApi()
+    one = api.create_commit(
+        REPO, [CommitOperationAdd("a.json", b"1")], commit_message="a", create_pr=True
+    )
+    two = api.create_commit(
+        REPO, [CommitOperationAdd("b.json", b"2")], commit_message="b", create_pr=True
+    )
+    assert (one.pr_num, two.pr_num) == (1, 2)
+    upd = api.create_commit(
+        REPO,
+        [CommitOperationAdd("a.json", b"1b")],
+        commit_message="update a",
+        revision="refs/pr/1",
+    )
+    assert upd.pr_url is None
+    assert repo.pr_files(1)["a.json"] == b"1b"
+    assert fake_hub.commits_received[-1]["revision"] == "refs/pr/1"
+    details = api.get_discussion_details(REPO, 1)
+    assert [e.oid for e in details.events if e.type == "commit"] == [one.oid, upd.oid]
+
+
+def test_unchanged_file_is_a_noop_commit(fake_hub, repo):
+    info = HfApi().create_commit(
+        REPO,
+        [CommitOperationAdd("config.json", CONFIG)],
+        commit_message="nothing",
+        create_pr=True,
+    )
+    assert info.pr_url is None
+    assert info.oid == repo.head
+    assert fake_hub.commits_received == []
+    assert not any("/commit/" in p for _, p in fake_hub.requests)
+
+
+def test_commit_to_main_and_delete(fake_hub, repo):
+    old = repo.head
+    info = HfApi().create_commit(
+        REPO,
+        [
+            CommitOperationAdd("generation_config.json", GEN),
+            CommitOperationDelete("chat_template.jinja"),
+            CommitOperationDelete("additional_chat_templates/"),
+        ],
+        commit_message="direct",
+    )
+    assert info.pr_url is None
+    assert repo.head == info.oid != old
+    assert repo.commits == [old, info.oid]
+    assert "chat_template.jinja" not in repo.files
+    assert "additional_chat_templates/tool_use.jinja" not in repo.files
+    assert repo.files["generation_config.json"] == GEN
+    assert fake_hub.commits_received[0]["deleted"] == [
+        "chat_template.jinja",
+        "additional_chat_templates/",
+    ]
+    with pytest.raises(RemoteEntryNotFoundError):
+        HfApi().create_commit(
+            REPO, [CommitOperationDelete("missing.txt")], commit_message="bad delete"
+        )
+
+
+def test_parent_commit_mismatch_and_write_protection(fake_hub, repo):
+    old = repo.head
+    fake_hub.push(REPO, {"new.txt": b"x"})
+    with pytest.raises(HfHubHTTPError) as exc:
+        HfApi().create_commit(
+            REPO, [CommitOperationAdd("a", b"a")], commit_message="m", parent_commit=old
+        )
+    assert exc.value.response.status_code == 412
+    # a PR may start from an older parent
+    pr = HfApi().create_commit(
+        REPO, [CommitOperationAdd("a", b"a")], commit_message="m", parent_commit=old, create_pr=True
+    )
+    assert "new.txt" not in repo.pr_files(pr.pr_num)
+
+    repo.can_write = False
+    with pytest.raises(HfHubHTTPError) as exc:
+        HfApi().create_commit(REPO, [CommitOperationAdd("b", b"b")], commit_message="m")
+    assert exc.value.response.status_code == 403
+    assert (
+        HfApi()
+        .create_commit(REPO, [CommitOperationAdd("b", b"b")], commit_message="m", create_pr=True)
+        .pr_url
+    )
+
+
+def test_create_pr_on_non_branch_revision_fails(fake_hub, repo):
+    with pytest.raises(RevisionNotFoundError):
+        HfApi().create_commit(
+            REPO,
+            [CommitOperationAdd("a", b"a")],
+            commit_message="m",
+            revision=repo.head,
+            create_pr=True,
+        )
+
+
+# --- discussions ----------------------------------------------------------------------------------
+
+
+def test_discussions_list_and_details(fake_hub, repo):
+    api = HfApi()
+    info = api.create_commit(
+        REPO,
+        [CommitOperationAdd("generation_config.json", GEN)],
+        commit_message="Set eos_token_id",
+        commit_description="body text",
+        create_pr=True,
+    )
+    api.create_discussion(REPO, "A question")
+
+    listed = list(api.get_repo_discussions(REPO))
+    assert [(d.num, d.is_pull_request) for d in listed] == [(2, False), (1, True)]
+    (pr,) = api.get_repo_discussions(REPO, discussion_type="pull_request", discussion_status="open")
+    assert pr.title == "Set eos_token_id"
+    assert pr.author == "eosfix-user"
+    assert pr.status == "open"
+    assert pr.git_reference == "refs/pr/1"
+    assert pr.url == info.pr_url
+
+    details = api.get_discussion_details(REPO, 1)
+    assert details.is_pull_request
+    assert details.target_branch == "refs/heads/main"
+    assert details.merge_commit_oid is None
+    assert details.conflicting_files == []
+    assert details.events[0].content == "body text"
+    assert details.events[-1].oid == info.oid == repo.refs["refs/pr/1"]
+    assert '+  "eos_token_id": [2, 7]' in details.diff
+    assert "generation_config.json" in details.diff
+
+    with pytest.raises(HfHubHTTPError):
+        api.get_discussion_details(REPO, 99)
+
+
+def test_discussion_comment_close_and_merge(fake_hub, repo):
+    api = HfApi()
+    api.create_commit(
+        REPO, [CommitOperationAdd("a.json", b"1")], commit_message="a", create_pr=True
+    )
+    api.create_commit(
+        REPO,
+        [CommitOperationAdd("generation_config.json", GEN)],
+        commit_message="g",
+        create_pr=True,
+    )
+    assert api.comment_discussion(REPO, 1, "superseded").content == "superseded"
+    assert api.change_discussion_status(REPO, 1, "closed").new_status == "closed"
+    assert [d.num for d in api.get_repo_discussions(REPO, discussion_status="open")] == [2]
+
+    api.merge_pull_request(REPO, 2)
+    details = api.get_discussion_details(REPO, 2)
+    assert details.status == "merged"
+    assert details.merge_commit_oid == repo.head
+    assert repo.files["generation_config.json"] == GEN
+    assert "a.json" not in repo.files
+
+
+# --- auth, errors and injected failures -----------------------------------------------------------
+
+
+def test_unknown_repo_revision_and_file(fake_hub, repo):
+    with pytest.raises(RepositoryNotFoundError):
+        HfApi().model_info("org/missing")
+    with pytest.raises(RepositoryNotFoundError):
+        hf_hub_download("org/missing", "config.json")
+    with pytest.raises(RevisionNotFoundError):
+        HfApi().model_info(REPO, revision="nope")
+    with pytest.raises(RevisionNotFoundError):
+        hf_hub_download(REPO, "config.json", revision="nope")
+    with pytest.raises(RemoteEntryNotFoundError):
+        hf_hub_download(REPO, "generation_config.json")
+    marker = _cache(fake_hub) / "models--org--chat-model" / ".no_exist" / repo.head
+    assert (marker / "generation_config.json").is_file()
+    unrouted = [r for r in fake_hub.request_log if r.path.startswith("/api/nothing")]
+    assert unrouted == []
+
+
+def test_unknown_route_is_404_and_logged(fake_hub):
+    r = httpx2.get(f"{fake_hub.url}/api/nothing/here")
+    assert r.status_code == 404
+    assert ("GET", "/api/nothing/here") in fake_hub.requests
+
+
+def test_gated_repo(fake_hub):
+    repo = fake_hub.add_repo("org/gated", {"config.json": CONFIG}, gated=True)
+    info = HfApi().model_info("org/gated")  # metadata stays public, like the real Hub
+    assert info.gated == "manual"
+    with pytest.raises(GatedRepoError) as exc:
+        hf_hub_download("org/gated", "config.json")
+    assert exc.value.response.status_code == 401
+    with pytest.raises(GatedRepoError) as exc:
+        hf_hub_download("org/gated", "config.json", token=TOKEN)
+    assert exc.value.response.status_code == 403
+    repo.gated_access = True
+    assert Path(hf_hub_download("org/gated", "config.json", token=TOKEN)).read_bytes() == CONFIG
+    repo.gate_api = True
+    repo.gated_access = False
+    with pytest.raises(GatedRepoError):
+        HfApi().model_info("org/gated")
+
+
+@pytest.mark.parametrize("fake_hub", [{"token": TOKEN}], indirect=True)
+def test_private_repo_requires_token(fake_hub):
+    fake_hub.add_repo("org/private", {"config.json": CONFIG}, private=True)
+    fake_hub.add_repo("org/public", {"config.json": CONFIG})
+    with pytest.raises(RepositoryNotFoundError) as exc:
+        HfApi().model_info("org/private")
+    assert exc.value.response.status_code == 401
+    with pytest.raises(RepositoryNotFoundError):
+        hf_hub_download("org/private", "config.json")
+    assert [m.id for m in HfApi().list_models(author="org")] == ["org/public"]
+
+    api = HfApi(token=TOKEN)
+    assert api.model_info("org/private").private is True
+    assert Path(hf_hub_download("org/private", "config.json", token=TOKEN)).read_bytes() == CONFIG
+    assert [m.id for m in api.list_models(author="org")] == ["org/private", "org/public"]
+    last = fake_hub.request_log[-1]
+    assert last.headers["Authorization"] == f"Bearer {TOKEN}"
+
+    with pytest.raises(HfHubHTTPError) as exc:
+        HfApi(token="hf_wrong").model_info("org/public")
+    assert exc.value.response.status_code == 401
+    assert not isinstance(exc.value, RepositoryNotFoundError)
+
+    # token saved by `hf auth login` lands in the temporary HF_HOME
+    Path(constants.HF_TOKEN_PATH).write_text(TOKEN)
+    assert HfApi().model_info("org/private").private is True
+    assert HfApi().whoami()["name"] == "eosfix-user"
+
+
+def test_whoami(fake_hub):
+    assert HfApi(token=TOKEN).whoami()["name"] == "eosfix-user"
+    with pytest.raises(huggingface_hub.errors.LocalTokenNotFoundError):
+        HfApi().whoami()  # no token anywhere
+
+
+@pytest.mark.parametrize(
+    ("status", "error"),
+    [
+        (401, RepositoryNotFoundError),
+        (403, GatedRepoError),
+        (404, RepositoryNotFoundError),
+        (429, HfHubHTTPError),
+        (500, HfHubHTTPError),
+    ],
+)
+def test_injected_status_maps_to_client_errors(fake_hub, repo, status, error):
+    fake_hub.fail(REPO, status)
+    start = time.monotonic()
+    with pytest.raises(error) as exc:
+        HfApi().model_info(REPO)
+    assert exc.value.response.status_code == status
+    assert time.monotonic() - start < 3
+
+
+def test_injected_failure_respects_times_match_and_headers(fake_hub, repo):
+    fake_hub.fail(REPO, 403, times=1, headers={"X-Error-Code": None}, match=r"/revision/")
+    with pytest.raises(HfHubHTTPError) as exc:
+        HfApi().model_info(REPO, revision="main")
+    assert not isinstance(exc.value, RepositoryNotFoundError)
+    assert exc.value.response.status_code == 403
+    assert HfApi().model_info(REPO, revision="main").sha == repo.head
+    fake_hub.fail("*", 500, method="POST")
+    assert HfApi().model_info(REPO).sha == repo.head
+    fake_hub.clear_failures()
+
+
+def test_429_on_download_is_retried_quickly(fake_hub, repo):
+    fake_hub.fail(REPO, 429, times=2, match=r"/resolve/")
+    start = time.monotonic()
+    path = hf_hub_download(REPO, "config.json")
+    assert Path(path).read_bytes() == CONFIG
+    assert time.monotonic() - start < 3
+    heads = [p for m, p in fake_hub.requests if m == "HEAD"]
+    assert len(heads) == 3
+    assert fake_hub.backoff_sleeps  # the client backed off (instantly, thanks to the fixture)
+
+
+def test_persistent_500_gives_up_quickly(fake_hub, repo):
+    fake_hub.fail(REPO, 500, match=r"/resolve/")
+    start = time.monotonic()
+    with pytest.raises(LocalEntryNotFoundError):
+        hf_hub_download(REPO, "config.json")
+    assert time.monotonic() - start < 5
+
+
+def test_dropped_connection(fake_hub, repo):
+    # API calls that go through http_backoff (tree listing, preupload) retry a dropped connection
+    fake_hub.fail(REPO, 0, times=1, match=r"/tree/")
+    assert len(list(HfApi().list_repo_tree(REPO))) == 5
+    assert fake_hub.request_log[0].status == 0
+    # huggingface_hub quirk: the first HEAD of hf_hub_download runs without retries and only
+    # catches ConnectError/TimeoutException, so a dropped connection surfaces as-is
+    fake_hub.fail(REPO, 0, times=1, match=r"/resolve/")
+    with pytest.raises(httpx2.RemoteProtocolError):
+        hf_hub_download(REPO, "config.json")
+    assert Path(hf_hub_download(REPO, "config.json")).read_bytes() == CONFIG
+
+
+def test_slow_server_times_out_then_recovers(fake_hub, repo):
+    fake_hub.fail(REPO, 200, times=1, delay=1.0, match=r"/resolve/")
+    start = time.monotonic()
+    path = hf_hub_download(REPO, "config.json", etag_timeout=0.2)
+    assert Path(path).read_bytes() == CONFIG
+    assert time.monotonic() - start < 3
+    fake_hub.fail(REPO, 200, times=1, delay=1.0)
+    with pytest.raises(httpx2.TimeoutException):
+        HfApi().model_info(REPO, timeout=0.2)
+
+
+def test_persistent_failures_on_snapshot_download_raise(fake_hub, repo):
+    fake_hub.fail(REPO, 404)
+    with pytest.raises(RepositoryNotFoundError):
+        snapshot_download(REPO)
+
+
+# --- lifecycle ------------------------------------------------------------------------------------
+
+
+def test_context_manager_stops_cleanly():
+    with FakeHub() as hub:
+        hub.add_repo("a/b", {"x.json": b"{}"})
+        with httpx2.Client() as client:
+            r = client.get(f"{hub.url}/api/models/a/b")
+            assert r.json()["sha"] == hub.repos["a/b"].head
+            r = client.head(f"{hub.url}/a/b/resolve/main/x.json")
+            assert r.headers["ETag"] == f'"{git_sha1(b"{}")}"'
+            assert r.headers["X-Repo-Commit"] == hub.repos["a/b"].head
+            url = hub.url
+        # a keep-alive connection still open when the server stops must not block stop()
+        keep = httpx2.Client()
+        keep.get(f"{url}/api/models/a/b")
+    keep.close()
+    with pytest.raises(httpx2.ConnectError):
+        httpx2.get(f"{url}/api/models/a/b")
+
+
+def test_commit_sha_is_deterministic():
+    with FakeHub() as one, FakeHub() as two:
+        a = one.add_repo("a/b", {"x.json": b"{}", "y": b"1"})
+        b = two.add_repo("a/b", {"y": b"1", "x.json": b"{}"})
+        assert a.head == b.head
+        assert len(a.head) == 40
+        assert json.loads(json.dumps(a.commits)) == [a.head]

@@ -1,0 +1,217 @@
+"""Per-runtime stop sets (../shared/notes/runtimes.md A.13 scenarios and corner cases)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from eosfix.runtimes import (
+    EOG_TEXTS,
+    RUNTIMES,
+    StopInputs,
+    apply_config_eos,
+    apply_generation_config_eos,
+    compare,
+    describe,
+    stop_sets,
+)
+
+A, B = 151643, 151645  # <|endoftext|>, <|im_end|>
+CHATML = {"<|endoftext|>": A, "<|im_start|>": 151644, "<|im_end|>": B}
+ALL = {rt.name for rt in RUNTIMES}
+
+
+def make(**kw) -> StopInputs:
+    base = {
+        "tokenizer_eos_id": A,
+        "tokenizer_eos_content": "<|endoftext|>",
+        "generation_config_exists": True,
+        "generation_config_eos": (A,),
+        "generation_config_eos_is_list": False,
+        "config_eos": (A,),
+        "config_eos_is_list": False,
+        "text_config_eos": None,
+        "vocab": CHATML,
+    }
+    base.update(kw)
+    return StopInputs(**base)
+
+
+def stopping_on(inputs: StopInputs, token: int) -> set[str]:
+    return {name for name, ids in stop_sets(inputs).items() if token in ids}
+
+
+def test_runtime_names_and_describe():
+    assert [rt.name for rt in RUNTIMES] == [
+        "transformers", "vLLM", "SGLang", "TGI", "llama.cpp", "ollama",
+        "mlx-lm", "mlx-vlm", "candle", "ExLlamaV2",
+    ]  # fmt: skip
+    assert describe("vllm").name == "vLLM"
+    assert all(rt.reads and rt.source for rt in RUNTIMES)
+    with pytest.raises(KeyError):
+        describe("nope")
+
+
+@pytest.mark.parametrize("b_text", ["<|im_end|>", "<|turn_end|>"])
+def test_scenario1_motivating_bug(b_text):
+    # tokenizer eos B, generation_config A (int), config.json A (runtimes.md A.13)
+    inputs = make(tokenizer_eos_id=B, tokenizer_eos_content=b_text,
+                  vocab={"<|endoftext|>": A, b_text: B})  # fmt: skip
+    assert stopping_on(inputs, B) == {"vLLM", "SGLang", "TGI", "llama.cpp", "ollama"}
+    sets = stop_sets(inputs)
+    assert sets["transformers"] == {A}
+    assert sets["mlx-lm"] == sets["mlx-vlm"] == sets["candle"] == sets["ExLlamaV2"] == {A}
+
+
+def test_scenario1_chatml_text_list_also_stops_llama_cpp():
+    inputs = make(tokenizer_eos_id=A)  # even with the wrong GGUF eos, <|im_end|> is EOG by text
+    assert B in stop_sets(inputs)["llama.cpp"]
+    assert B in stop_sets(inputs)["ollama"]
+    assert B not in stop_sets(inputs)["vLLM"]
+
+
+def test_scenario2_after_fix_chatml():
+    after = apply_generation_config_eos(make(), [A, B])
+    yes = {"transformers", "vLLM", "SGLang", "TGI", "mlx-lm", "mlx-vlm", "ollama", "llama.cpp"}
+    assert stopping_on(after, B) == yes
+    assert stopping_on(after, A) == ALL  # TGI's list replaces but still holds the tokenizer eos
+
+
+def test_scenario2_glm_user_not_caught_by_llama_cpp():
+    eot, user = 151329, 151336
+    vocab = {"<|endoftext|>": eot, "<|user|>": user, "<|assistant|>": 151337}
+    before = make(tokenizer_eos_id=eot, generation_config_eos=(eot,), config_eos=(eot,),
+                  vocab=vocab)  # fmt: skip
+    after = apply_generation_config_eos(before, [eot, user])
+    assert stopping_on(after, user) == {"transformers", "vLLM", "SGLang", "TGI", "mlx-lm",
+                                        "mlx-vlm", "ollama"}  # fmt: skip
+    assert stopping_on(before, user) == set()
+
+
+def test_missing_generation_config_falls_back_to_config_json():
+    inputs = make(generation_config_exists=False, generation_config_eos=None,
+                  tokenizer_eos_id=B, config_eos=(A, 7), config_eos_is_list=True)  # fmt: skip
+    sets = stop_sets(inputs)
+    assert sets["transformers"] == {A, 7}
+    assert sets["vLLM"] == {A, 7, B}
+    assert sets["TGI"] == {B}
+    assert sets["mlx-lm"] == {A, 7}
+    assert sets["ExLlamaV2"] == {A}
+    assert sets["llama.cpp"] >= {A, B}  # tokenizer eos B; the config list is ignored anyway
+
+
+def test_missing_generation_config_falls_back_to_text_config():
+    inputs = make(generation_config_exists=False, generation_config_eos=None, config_eos=None,
+                  text_config_eos=(1, 106), tokenizer_eos_id=1, vocab={"<eos>": 1})  # fmt: skip
+    sets = stop_sets(inputs)
+    assert sets["transformers"] == {1, 106}
+    assert sets["vLLM"] == {1, 106}
+    assert sets["candle"] == set()  # top-level config.json only, no </s>
+    assert sets["mlx-lm"] == {1}  # top-level only, falls back to tokenizer eos
+
+
+def test_generation_config_without_eos_disables_transformers_stop():
+    inputs = make(generation_config_eos=None)
+    sets = stop_sets(inputs)
+    assert sets["transformers"] == set()
+    assert sets["vLLM"] == {A}
+    assert sets["mlx-lm"] == {A}  # config.json value kept when gen-config eos is absent
+
+
+@pytest.mark.parametrize(("is_list", "expected"), [(False, {B}), (True, {A, 7})])
+def test_tgi_only_honours_a_list(is_list, expected):
+    inputs = make(tokenizer_eos_id=B, generation_config_eos=(A, 7) if is_list else (A,),
+                  generation_config_eos_is_list=is_list)  # fmt: skip
+    assert stop_sets(inputs)["TGI"] == expected
+
+
+def test_ollama_only_takes_a_list_from_generation_config():
+    vocab = {"<|x|>": 5, "<|y|>": 6}
+    as_int = make(tokenizer_eos_id=5, generation_config_eos=(6,), vocab=vocab)
+    as_list = dataclasses.replace(as_int, generation_config_eos_is_list=True)
+    assert stop_sets(as_int)["ollama"] == {5}
+    assert stop_sets(as_list)["ollama"] == {5, 6}
+    assert stop_sets(as_list)["llama.cpp"] == {5}  # never reads generation_config.json
+
+
+def test_gpt_oss_end_removed_from_llama_cpp_eog():
+    vocab = {"<|endoftext|>": 199999, "<|return|>": 200002, "<|end|>": 200007,
+             "<|call|>": 200012}  # fmt: skip
+    inputs = make(tokenizer_eos_id=200002, vocab=vocab)
+    assert stop_sets(inputs)["llama.cpp"] == {199999, 200002, 200012}
+    phi = make(tokenizer_eos_id=199999, vocab={"<|endoftext|>": 199999, "<|end|>": 200007})
+    assert 200007 in stop_sets(phi)["llama.cpp"]  # without <|return|>+<|call|> it stays
+    solar = make(tokenizer_eos_id=1, vocab={"<|end|>": 2, "<|calls|>": 3, "<|flush|>": 4})
+    assert stop_sets(solar)["llama.cpp"] == {1, 3, 4}
+
+
+def test_llama_cpp_config_int_fallback_and_list_ignored():
+    as_int = make(tokenizer_eos_id=None, config_eos=(9,), vocab={})
+    as_list = make(tokenizer_eos_id=None, config_eos=(9, 10), config_eos_is_list=True, vocab={})
+    assert stop_sets(as_int)["llama.cpp"] == {9}
+    assert stop_sets(as_list)["llama.cpp"] == set()
+    assert "<|eot_id|>" in EOG_TEXTS
+    assert "<\uff5cend\u2581of\u2581sentence\uff5c>" in EOG_TEXTS
+
+
+def test_exllamav2_keeps_first_config_id_only():
+    inputs = make(config_eos=(B, A), config_eos_is_list=True)
+    assert stop_sets(inputs)["ExLlamaV2"] == {B}
+    assert stop_sets(inputs)["candle"] == {A, B}
+    assert stop_sets(make(config_eos=None))["ExLlamaV2"] == set()
+
+
+def test_sglang_unions_everything_and_eom():
+    vocab = {"<|end_of_text|>": 128001, "<|eom_id|>": 128008, "<|eot_id|>": 128009}
+    inputs = make(tokenizer_eos_id=128009, generation_config_eos=(128001,),
+                  config_eos=(128002,), vocab=vocab)  # fmt: skip
+    assert stop_sets(inputs)["SGLang"] == {128001, 128002, 128008, 128009}
+
+
+def test_mlx_lm_and_mlx_vlm_replace_tokenizer_eos():
+    inputs = make(tokenizer_eos_id=B, generation_config_eos=(0,), config_eos=(A,))
+    assert stop_sets(inputs)["mlx-lm"] == {A}  # int 0 is falsy: config.json kept
+    assert stop_sets(inputs)["mlx-vlm"] == {0}  # gen-config wins when present
+    none = make(tokenizer_eos_id=B, generation_config_eos=None, config_eos=None)
+    assert stop_sets(none)["mlx-lm"] == stop_sets(none)["mlx-vlm"] == {B}
+
+
+def test_candle_falls_back_to_slash_s():
+    inputs = make(config_eos=None, vocab={"</s>": 2})
+    assert stop_sets(inputs)["candle"] == {2}
+
+
+def test_apply_generation_config_creates_file():
+    before = make(generation_config_exists=False, generation_config_eos=None, config_eos=None)
+    after = apply_generation_config_eos(before, [A, B])
+    assert after.generation_config_exists
+    assert after.generation_config_eos == (A, B)
+    assert after.generation_config_eos_is_list
+    assert after.config_eos is None
+
+
+def test_apply_config_eos_covers_candle_and_exllamav2():
+    before = make(text_config_eos=(A,))
+    after = apply_config_eos(before, [B, A])
+    assert after.config_eos == after.text_config_eos == after.generation_config_eos == (B, A)
+    assert stopping_on(after, B) == ALL
+    assert apply_config_eos(make(), [A, B]).text_config_eos is None
+
+
+def test_compare_verdicts():
+    before = make()
+    after = apply_generation_config_eos(before, [A, B])
+    verdicts = {v.runtime: v for v in compare(before, after, [A, B])}
+    assert list(verdicts) == [rt.name for rt in RUNTIMES]
+    tf = verdicts["transformers"]
+    assert tf.stops_before == {A: True, B: False}
+    assert tf.stops_after == {A: True, B: True}
+    assert not tf.ok_before
+    assert tf.ok_after
+    assert tf.before == {A}
+    assert tf.after == {A, B}
+    assert verdicts["llama.cpp"].ok_before  # <|im_end|> by text
+    assert not verdicts["candle"].ok_after
+    assert not verdicts["ExLlamaV2"].ok_after
+    assert verdicts["candle"].reads == describe("candle").reads
