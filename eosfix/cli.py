@@ -174,7 +174,12 @@ def explain(path: str, fmt: str) -> None:
     sys.exit(report.exit_code)
 
 
-LazyGroup.lazy = {}
+# Commands that pull in heavier modules (huggingface_hub, rich) live elsewhere.
+LazyGroup.lazy = {
+    "cache": "eosfix.cli_cache:cache",
+    "hub": "eosfix.cli_hub:hub",
+    "upload": "eosfix.cli_hub:upload",
+}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -17,11 +17,13 @@ import copy
 import itertools
 import json
 import math
+import re
 from dataclasses import dataclass, field
 
 from eosfix.errors import VerificationError
 
-_WS = " \t\n\r"
+_WS_RUN = re.compile(r"[ \t\n\r]*")  # JSON's four whitespace characters, nothing else
+_PLAIN_RUN = re.compile(r'[^"\\\x00-\x1f]+')  # string characters needing no attention
 _BOM = "\ufeff"
 _ESCAPES = {'"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
 _LITERALS = ("true", "false", "null", "NaN", "Infinity", "-Infinity")  # json.loads takes all
@@ -66,8 +68,9 @@ class _Scanner:
         return ValueError(f"invalid JSON: {what} at offset {self.pos}")
 
     def skip_ws(self) -> None:
-        while self.pos < len(self.text) and self.text[self.pos] in _WS:
-            self.pos += 1
+        run = _WS_RUN.match(self.text, self.pos)
+        if run is not None:
+            self.pos = run.end()
 
     def peek(self) -> str:
         return self.text[self.pos] if self.pos < len(self.text) else ""
@@ -142,6 +145,11 @@ class _Scanner:
         self.pos += 1
         out: list[str] = []
         while True:
+            # Copy a run of plain characters in one step (as json.decoder's STRINGCHUNK does).
+            run = _PLAIN_RUN.match(self.text, self.pos)
+            if run is not None:
+                out.append(run.group())
+                self.pos = run.end()
             char = self.peek()
             if char == "":
                 raise self.fail("unterminated string")

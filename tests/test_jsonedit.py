@@ -320,7 +320,9 @@ def test_invalid_json_raises_value_error(text):
         set_json_value(text, EOS, [1])
 
 
-@pytest.mark.parametrize("text", [pytest.param("[1]", id="array"), pytest.param('"x"', id="string")])
+@pytest.mark.parametrize(
+    "text", [pytest.param("[1]", id="array"), pytest.param('"x"', id="string")]
+)
 def test_top_level_not_object_raises(text):
     with pytest.raises(ValueError, match="top level is not an object"):
         find_value_span(text, EOS)
@@ -349,7 +351,7 @@ def test_accepts_what_json_loads_accepts():
 
 
 def test_bad_edit_raises_verification_error(monkeypatch):
-    monkeypatch.setattr(jsonedit, "format_value_like", lambda *a, **k: "[1, 2], \"x\": 1")
+    monkeypatch.setattr(jsonedit, "format_value_like", lambda *a, **k: '[1, 2], "x": 1')
     with pytest.raises(VerificationError, match="changed more than eos_token_id"):
         set_json_value('{"eos_token_id": 1}', EOS, [1, 2])
     monkeypatch.setattr(jsonedit, "format_value_like", lambda *a, **k: "[1,")
@@ -363,7 +365,9 @@ def test_bad_edit_raises_verification_error(monkeypatch):
         pytest.param("2", {"newline": "\n"}, "[\n    1,\n    2\n  ]", id="scalar pretty"),
         pytest.param(None, {"newline": ""}, "[1, 2]", id="absent one-line"),
         pytest.param(None, {"newline": "", "item_sep": ","}, "[1,2]", id="absent compact"),
-        pytest.param("[\r\n\t\t9\r\n\t]", {"newline": ""}, "[\r\n\t\t1,\r\n\t\t2\r\n  ]", id="crlf"),
+        pytest.param(
+            "[\r\n\t\t9\r\n\t]", {"newline": ""}, "[\r\n\t\t1,\r\n\t\t2\r\n  ]", id="crlf"
+        ),
         pytest.param("[9 ,  8]", {"newline": "\n"}, "[1 ,  2]", id="odd inline sep"),
     ],
 )
@@ -383,7 +387,9 @@ _scalars = st.none() | st.booleans() | st.integers(-(2**40), 2**40) | st.text(ma
 _scalars |= st.floats(allow_nan=False, allow_infinity=False)
 _values = st.recursive(
     _scalars,
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3)
+    ),
     max_leaves=8,
 )
 _keys = st.text(max_size=10) | st.sampled_from(["eos_token_id", "bos_token_id", "pad_token_id"])

@@ -1,0 +1,58 @@
+"""Golden sample repos: what `check` prints and the exact bytes `fix` writes."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.conftest import SAMPLES, sample_names
+
+
+@pytest.mark.parametrize("name", sample_names())
+def test_check_prints_expected_lines(name, sample_repo, run_eosfix):
+    repo = sample_repo(name)
+    result = run_eosfix("check", repo)
+    out = result.stdout.replace(str(repo), f"sample_repos/{name}")
+    for line in (SAMPLES / name / "expected.txt").read_text().splitlines():
+        assert line in out, f"missing line {line!r} in:\n{out}"
+    fixable = (SAMPLES / name / "fixed").is_dir()
+    assert result.exit_code == (1 if fixable else 0)
+
+
+@pytest.mark.parametrize("name", sample_names())
+def test_fix_writes_expected_bytes_then_is_idempotent(name, sample_repo, run_eosfix):
+    repo = sample_repo(name)
+    before = {p.relative_to(repo): p.read_bytes() for p in repo.rglob("*") if p.is_file()}
+    fixed_dir = SAMPLES / name / "fixed"
+    expected = {p.relative_to(fixed_dir): p.read_bytes() for p in fixed_dir.rglob("*")
+                if p.is_file()} if fixed_dir.is_dir() else {}
+
+    first = run_eosfix("fix", repo)
+    assert first.exit_code == (1 if expected else 0), first.stdout
+    after = {p.relative_to(repo): p.read_bytes() for p in repo.rglob("*") if p.is_file()}
+    for rel, data in after.items():
+        assert data == expected.get(rel, before.get(rel)), f"{rel} differs"
+    assert set(after) == set(before) | set(expected)
+    for rel in expected:
+        assert f"Fixing {repo / rel}" in first.stderr
+
+    second = run_eosfix("fix", repo)
+    assert second.exit_code == 0
+    assert second.stderr == ""
+    assert run_eosfix("check", repo).exit_code == 0
+
+
+@pytest.mark.parametrize("name", sample_names())
+def test_json_output_shape(name, sample_repo, run_eosfix):
+    repo = sample_repo(name)
+    payload = json.loads(run_eosfix("check", repo, "--format", "json").stdout)
+    (entry,) = payload["repos"]
+    if entry["status"] == "no_template":
+        assert entry["terminators"] == []
+        return
+    assert {"terminators", "eos_token_id", "proposed_eos_token_id", "findings"} <= set(entry)
+    for t in entry["terminators"]:
+        assert {"content", "id", "kind"} <= set(t)
+    for f in entry["findings"]:
+        assert f["code"].startswith("EOS")
