@@ -60,6 +60,12 @@ def repo_dirs(paths: Sequence[str]) -> list[Path]:
 
 
 def _emit(results: list[Any], report: Report, fmt: str, **kwargs: Any) -> None:
+    """Results to stdout; in text mode each unreadable repo is one line on stderr."""
+    if fmt == "text":
+        for r in results:
+            if r.error is not None:
+                click.echo(f"{click.style('error', fg='red', bold=True)}: {r.error}", err=True)
+        results = [r for r in results if r.error is None]
     click.echo(RENDERER_BY_NAME[fmt](results, report, **kwargs))
 
 

@@ -11,6 +11,7 @@ from eosfix.analyze import SpecialScanner, TemplateAnalysis
 from eosfix.api import RepoResult
 from eosfix.check import RepoCheck
 from eosfix.report import render_repo_text, result_to_dict
+from eosfix.stopsets import RuntimeRow, RuntimeTable, TokenizedProbe, runtime_table, tokenize_probe
 
 _SHOWN_PROBES = ("final", "final+system", "tool_call", "history")
 
@@ -54,6 +55,56 @@ def loop_ids(c: RepoCheck) -> tuple[list[int], str]:
     return list(c.stop.ids or ()), c.stop.source
 
 
+def _cell(stops: dict[str, bool | None]) -> str:
+    missed = [c for c, v in stops.items() if v is False]
+    if missed:
+        return "misses " + " ".join(missed)
+    return "stops" if any(stops.values()) else "-"
+
+
+def _runtime_cells(row: RuntimeRow, table: RuntimeTable) -> tuple[str, ...]:
+    cfg = "(written)" if table.config_json_written else _cell(row.stops_with_config_json)
+    return (row.runtime, row.reads, _cell(row.stops_before), _cell(row.stops_after), cfg,
+            row.note)
+
+
+def render_runtime_table(table: RuntimeTable) -> str:
+    """The per-runtime table: does each runtime stop at every terminator, now and after fix."""
+    import io
+    import shutil
+
+    from rich import box  # imported lazily: only explain draws tables
+    from rich.console import Console
+    from rich.table import Table
+
+    grid = Table(box=box.SIMPLE_HEAD, show_lines=False, pad_edge=False)
+    for name in ("runtime", "reads eos from", "now", "after fix", "fix --config-json", "note"):
+        grid.add_column(name, overflow="fold")
+    for row in table.rows:
+        grid.add_row(*_runtime_cells(row, table))
+    buf = io.StringIO()
+    width = max(100, shutil.get_terminal_size((140, 24)).columns)
+    Console(file=buf, width=width, color_system=None, highlight=False, emoji=False).print(grid)
+    return buf.getvalue().rstrip("\n")
+
+
+def _tokenized_lines(tp: TokenizedProbe) -> list[str]:
+    s = tp.split
+    lines = [f"  probe {s.template}/{s.probe} tokenized with tokenizer.json "
+             "(add_special_tokens=False, as apply_chat_template(tokenize=True)):",
+             f"  prompt ids ({len(tp.prompt_ids)}, add_generation_prompt=True): "
+             f"{list(tp.prompt_ids)}",
+             f"  reply ids: {list(tp.reply_ids)}"]
+    if tp.stop_at is None:
+        lines.append(f"  a loop comparing with {list(tp.stop_ids)} never stops in this reply")
+    else:
+        stop_id = tp.reply_ids[tp.stop_at]
+        lines.append(f"  a correct loop stops at reply position {tp.stop_at} (id {stop_id}, "
+                     f"generated token {tp.stop_at + 1}, sequence position "
+                     f"{len(tp.prompt_ids) + tp.stop_at}): {tp.decoded_reply!r}")
+    return lines
+
+
 def render_explain(result: RepoResult) -> str:
     """The explain view as text."""
     if result.check is None:
@@ -70,10 +121,15 @@ def render_explain(result: RepoResult) -> str:
         lines.append(f"  id {t.id} from {t.id_source}" if t.id is not None else "  no id")
     ids, source = loop_ids(c)
     if c.repo.templates:
+        lines += ["", click.style("Runtimes: does generation stop at every terminator?", bold=True),
+                  render_runtime_table(runtime_table(c, result.patches))]
         lines += ["", click.style("For a hand-written generation loop", bold=True),
                   f"  stop when the sampled id is in {ids}  ({source})"]
         if c.stop_strings:
             lines.append(f"  and stop on the text {list(c.stop_strings)} (no single id exists)")
+        tp = tokenize_probe(c, ids)
+        if tp is not None:
+            lines += _tokenized_lines(tp)
     return "\n".join(lines)
 
 
@@ -88,4 +144,11 @@ def result_explain_dict(result: RepoResult) -> dict[str, Any]:
     ]
     ids, source = loop_ids(result.check)
     out["loop"] = {"stop_ids": ids, "source": source}
+    tp = tokenize_probe(result.check, ids)
+    if tp is not None:
+        out["loop"]["tokenized_probe"] = {
+            "template": tp.split.template, "probe": tp.split.probe,
+            "prompt_ids": list(tp.prompt_ids), "reply_ids": list(tp.reply_ids),
+            "stop_at": tp.stop_at, "decoded_reply": tp.decoded_reply,
+        }
     return out

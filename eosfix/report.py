@@ -11,6 +11,13 @@ import click
 
 from eosfix.api import RepoResult
 from eosfix.check import Severity, Status
+from eosfix.stopsets import (
+    CONFIG_READERS,
+    FIRST_ID_ONLY,
+    RuntimeTable,
+    runtime_rows_json,
+    runtime_table,
+)
 
 EXIT_OK = 0  # nothing to fix / nothing changed
 EXIT_FINDINGS = 1  # findings (check) or files changed (fix)
@@ -121,6 +128,7 @@ def result_to_dict(r: RepoResult) -> dict[str, Any]:
         ],
         changes=[{"file": p.file, "created": p.created, "diff": p.diff()} for p in r.patches],
         written=list(r.written),
+        runtimes=runtime_rows_json(runtime_table(c, r.patches)) if c.repo.templates else [],
     )
     out.update(r.extra)
     return out
@@ -161,9 +169,41 @@ def render_repo_text(r: RepoResult, *, fixing: bool = False, show_diff: bool = F
         verb = "wrote" if r.written else "fix"
         lines.append(f"  {verb:<13} eos_token_id -> {_ids(c.proposed)}"
                      + ("" if r.written or fixing else f"  (run: eosfix fix {r.path})"))
+    lines.append(f"  runtimes      {runtimes_line(runtime_table(c, r.patches))}")
     if show_diff:
         lines += [p.diff().rstrip("\n") for p in r.patches]
     return "\n".join(lines)
+
+
+def _why_still(table: RuntimeTable, still: list[str]) -> list[str]:
+    """Why runtimes still fail after the fix, when the reason is config.json."""
+    why = []
+    cfg_fixes = table.fixed_by_config_json()
+    if cfg_fixes:
+        why.append(f"{', '.join(cfg_fixes)}: use --config-json")
+    if not table.has_config_json:
+        absent = [n for n in still if n in CONFIG_READERS]
+        if absent:
+            why.append(f"{', '.join(absent)}: no config.json here")
+    elif table.first_config_id is not None:
+        why += [f"{n} stops only on config.json's first id, {table.first_config_id}"
+                for n in still if n in FIRST_ID_ONLY]
+    return why
+
+
+def runtimes_line(table: RuntimeTable) -> str:
+    """One glanceable line: runtimes that would not stop now, and after the planned fix."""
+    if all(i is None for i in table.terminators.values()):
+        return "nothing to compare: no terminator has a known token id"
+    before = table.failing_before()
+    if not before:
+        return f"all {len(table.rows)} stop at every terminator"
+    after = table.failing_after()
+    text = f"would not stop: {', '.join(before)}"
+    if after != before:
+        text += f"; after fix: {', '.join(after) if after else 'all stop'}"
+    why = _why_still(table, after)
+    return text + (f" ({'; '.join(why)})" if why else "")
 
 
 def render_text(results: list[RepoResult], report: Report, *, fixing: bool = False,

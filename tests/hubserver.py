@@ -6,10 +6,9 @@ uses for reading model repos, downloading files, opening pull requests through
 `HfApi.create_commit(create_pr=True)` and listing/reading discussions, so the client is
 exercised end to end without any network access.
 
-Use the `fake_hub` fixture (import it in `tests/conftest.py`; `tests/` has no `__init__.py`, so
-pytest's default "prepend" import mode puts `tests/` itself on `sys.path`)::
-
-    from hubserver import fake_hub  # noqa: F401
+Use the `fake_hub` fixture (pyproject sets `pythonpath = ["."]`, so `tests.hubserver` is
+importable; register it in `tests/conftest.py` with `pytest_plugins = ["tests.hubserver"]` or
+`from tests.hubserver import fake_hub`)::
 
     def test_x(fake_hub):
         fake_hub.add_repo("org/model", {"config.json": b"{}"})

@@ -11,7 +11,6 @@ from pathlib import Path
 import httpx2
 import huggingface_hub
 import pytest
-from hubserver import FakeHub, fake_hub, git_sha1  # noqa: F401  (fixture)
 from huggingface_hub import (
     CommitOperationAdd,
     CommitOperationDelete,
@@ -29,6 +28,8 @@ from huggingface_hub.errors import (
     RepositoryNotFoundError,
     RevisionNotFoundError,
 )
+
+from tests.hubserver import FakeHub, fake_hub, git_sha1  # noqa: F401  (fixture)
 
 REPO = "org/chat-model"
 CONFIG = b'{\n  "eos_token_id": 2\n}\n'
