@@ -9,7 +9,6 @@ Codes (stable: documented in the README, used by tests and scripts):
 - EOS005 warning: turns end with plain text: only stop strings can stop them, no id is written.
 - EOS006 error: a terminator is not a single token of this tokenizer: no id can stop on it.
 - EOS007 warning: a terminator's id cannot be checked (no tokenizer file lists it).
-- EOS008 warning: a template refused or failed some probes (evidence, not a failure).
 - EOS100 error: a template refused or failed every probe: nothing could be analyzed.
 """
 

@@ -47,6 +47,8 @@ def repo_dirs(paths: Sequence[str]) -> list[Path]:
     out: dict[Path, None] = {}
     for raw in paths:
         path = Path(raw)
+        if not path.exists():
+            raise click.UsageError(f"{raw}: no such file or directory")
         if path.is_dir():
             out[path] = None
         elif path.name in _CONFIG_NAMES or path.suffix == ".jinja":
@@ -54,8 +56,6 @@ def repo_dirs(paths: Sequence[str]) -> list[Path]:
             if parent.name == "additional_chat_templates":
                 parent = parent.parent
             out[parent] = None
-        elif not path.exists():
-            raise click.UsageError(f"{raw}: no such file or directory")
     return list(out)
 
 

@@ -69,23 +69,20 @@ def _runtime_cells(row: RuntimeRow, table: RuntimeTable) -> tuple[str, ...]:
 
 
 def render_runtime_table(table: RuntimeTable) -> str:
-    """The per-runtime table: does each runtime stop at every terminator, now and after fix."""
-    import io
-    import shutil
+    """The per-runtime table: does each runtime stop at every terminator, now and after fix.
 
-    from rich import box  # imported lazily: only explain draws tables
-    from rich.console import Console
-    from rich.table import Table
-
-    grid = Table(box=box.SIMPLE_HEAD, show_lines=False, pad_edge=False)
-    for name in ("runtime", "reads eos from", "now", "after fix", "fix --config-json", "note"):
-        grid.add_column(name, overflow="fold")
-    for row in table.rows:
-        grid.add_row(*_runtime_cells(row, table))
-    buf = io.StringIO()
-    width = max(100, shutil.get_terminal_size((140, 24)).columns)
-    Console(file=buf, width=width, color_system=None, highlight=False, emoji=False).print(grid)
-    return buf.getvalue().rstrip("\n")
+    Plain aligned columns (the long ``reads`` text last, so nothing wraps mid-word), then one
+    note per runtime.
+    """
+    head = ("runtime", "now", "after fix", "fix --config-json", "reads eos from")
+    rows = [head] + [(*_runtime_cells(r, table)[:1], *_runtime_cells(r, table)[2:5],
+                      r.reads) for r in table.rows]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(head) - 1)]
+    lines = ["  " + "  ".join(cell.ljust(w) for cell, w in zip(row, widths)) + "  " + row[-1]
+             for row in rows]
+    lines.insert(1, "  " + "-" * (len(lines[0]) - 2))
+    lines += ["  notes:", *(f"    {r.runtime}: {r.note}" for r in table.rows if r.note)]
+    return "\n".join(line.rstrip() for line in lines)
 
 
 def _tokenized_lines(tp: TokenizedProbe) -> list[str]:

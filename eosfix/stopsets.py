@@ -137,6 +137,8 @@ def _stops(ids: frozenset[int], terms: Mapping[str, int | None]) -> dict[str, bo
 def _note(name: str, base: str, check: RepoCheck, after: StopInputs) -> str:
     if name in FIRST_ID_ONLY and after.config_eos and len(after.config_eos) > 1:
         return f"keeps only config.json's first id ({after.config_eos[0]}): stops on no other id"
+    if name in CONFIG_READERS and CONFIG not in check.repo.files:
+        return f"{base}; no config.json in this folder"
     if check.stop_strings:
         return f"{base}; plain-text turn ends need stop strings"
     return base

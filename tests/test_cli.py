@@ -1,0 +1,131 @@
+"""The command line: exit codes, stdout/stderr, --diff, file arguments, explain."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from eosfix import report
+from eosfix.cli import main
+
+
+def test_exit_code_constants_are_pinned():
+    assert (report.EXIT_OK, report.EXIT_FINDINGS, report.EXIT_INPUT, report.EXIT_INTERNAL) == (
+        0, 1, 2, 3)
+
+
+def test_check_broken_repo_exits_1_and_writes_nothing(sample_repo, run_eosfix):
+    repo = sample_repo("chatml-missing-im-end")
+    before = (repo / "generation_config.json").read_bytes()
+    result = run_eosfix("check", repo)
+    assert result.exit_code == 1
+    assert f"{repo}/generation_config.json: EOS001 eos_token_id 248044 does not include " \
+           "<|im_end|> (248046)" in result.stdout
+    assert result.stdout.rstrip().endswith("1 repo would be fixed")
+    assert (repo / "generation_config.json").read_bytes() == before
+
+
+def test_fix_diff_shows_unified_diff_and_writes_nothing(sample_repo, run_eosfix):
+    repo = sample_repo("chatml-missing-im-end")
+    before = (repo / "generation_config.json").read_bytes()
+    result = run_eosfix("fix", "--diff", repo)
+    assert result.exit_code == 1
+    assert "--- a/generation_config.json\n+++ b/generation_config.json" in result.stdout
+    assert '-  "eos_token_id": 248044,\n+  "eos_token_id": [\n+    248044,\n+    248046\n+  ],' \
+        in result.stdout
+    assert (repo / "generation_config.json").read_bytes() == before
+    assert result.stderr == ""
+
+
+def test_fix_exit_zero_even_if_changed(sample_repo, run_eosfix):
+    repo = sample_repo("chatml-missing-im-end")
+    result = run_eosfix("fix", "--exit-zero-even-if-changed", repo)
+    assert result.exit_code == 0
+    assert "Fixing" in result.stderr
+    assert json.loads((repo / "generation_config.json").read_text())["eos_token_id"] == [
+        248044, 248046]
+
+
+def test_file_arguments_are_grouped_by_folder(sample_repo, run_eosfix):
+    """pre-commit passes file names; each folder is one repo, unrelated files are ignored."""
+    repo = sample_repo("named-templates")
+    other = sample_repo("llama3-healthy")
+    args = [repo / "generation_config.json", repo / "additional_chat_templates/tool_use.jinja",
+            repo / "tokenizer_config.json", other / "config.json", other / "README.md"]
+    (other / "README.md").write_text("hi")
+    result = run_eosfix("check", "--format", "json", *args)
+    names = [r["path"] for r in json.loads(result.stdout)["repos"]]
+    assert names == [str(repo), str(other)]
+
+
+@pytest.mark.parametrize("fmt", ["text", "json"])
+def test_clean_repo_exits_0(fmt, sample_repo, run_eosfix):
+    result = run_eosfix("check", "--format", fmt, sample_repo("llama3-healthy"))
+    assert result.exit_code == 0
+    if fmt == "json":
+        (entry,) = json.loads(result.stdout)["repos"]
+        assert entry["status"] == "ok"
+        assert entry["proposed_eos_token_id"] is None
+        assert entry["eos_token_id"] == [128001, 128009]
+
+
+def test_base_model_reports_no_template_and_exits_0(sample_repo, run_eosfix):
+    result = run_eosfix("check", sample_repo("base-model"))
+    assert result.exit_code == 0
+    assert "no chat template: nothing to check" in result.stdout
+
+
+def test_json_fix_reports_written_files(sample_repo, run_eosfix):
+    repo = sample_repo("glm-next-turn-opener")
+    (entry,) = json.loads(run_eosfix("fix", "--format", "json", repo).stdout)["repos"]
+    assert entry["written"] == ["generation_config.json"]
+    assert entry["proposed_eos_token_id"] == [151329, 151336, 151338]
+    assert [t["kind"] for t in entry["terminators"]] == ["next_turn_opener"] * 2
+
+
+def test_missing_path_is_a_usage_error(tmp_path, capsys):
+    assert main(["check", str(tmp_path / "nope" / "config.json")]) == 2
+    assert "no such file or directory" in capsys.readouterr().err
+
+
+def test_unreadable_repo_is_one_line_on_stderr(tmp_path, capsys):
+    (tmp_path / "generation_config.json").write_text("{not json")
+    (tmp_path / "tokenizer_config.json").write_text("{}")
+    assert main(["check", str(tmp_path)]) == 2
+    out, err = capsys.readouterr()
+    assert err.count("\n") == 1
+    assert err.startswith(f"error: {tmp_path}/generation_config.json: invalid JSON")
+    assert "Traceback" not in out + err
+
+
+def test_explain_shows_probe_evidence_and_loop_ids(sample_repo, run_eosfix):
+    repo = sample_repo("reasoning-channel")
+    result = run_eosfix("explain", repo)
+    assert result.exit_code == 1
+    out = result.stdout
+    assert "probe final" in out
+    assert "<|call|> ends a turn (tool call)" in out
+    assert "stop when the sampled id is in [200002, 199999, 200012]" in out
+    payload = json.loads(run_eosfix("explain", "--format", "json", repo).stdout)
+    assert payload["loop"]["stop_ids"] == [200002, 199999, 200012]
+    assert any(p["probe"] == "final" and p["text"] for p in payload["probes"])
+
+
+def test_version(run_eosfix):
+    from eosfix import __version__
+
+    assert run_eosfix("--version").stdout.strip() == f"eosfix, version {__version__}"
+
+
+def test_internal_error_gives_exit_3_and_hint(monkeypatch, sample_repo, capsys):
+    import eosfix.api
+
+    def boom(*a, **k):
+        raise RuntimeError("kaboom")
+
+    monkeypatch.setattr(eosfix.api, "check", boom)
+    monkeypatch.delenv("EOSFIX_DEBUG", raising=False)
+    assert main(["check", str(sample_repo("llama3-healthy"))]) == 3
+    err = capsys.readouterr().err
+    assert "kaboom" in err and "EOSFIX_DEBUG=1" in err and "Traceback" not in err
