@@ -122,13 +122,15 @@ def _turn_openers(ta: TemplateAnalysis, scanner: SpecialScanner) -> frozenset[st
     When the template ignores ``add_generation_prompt`` (it always appends the opener), read
     what it writes before the first message's text in the probe with a system message.
     """
-    from eosfix.probes import SYSTEM
+    from eosfix.probes import SYSTEM, USER1
 
     if ta.generation_prompt:
         return frozenset(tok for tok, _ in scanner.find(ta.generation_prompt))
-    for probe in ta.rendered:
-        if probe.spec.name == "final+system" and probe.text is not None and SYSTEM in probe.text:
-            return frozenset(tok for tok, _ in scanner.find(probe.text[: probe.text.find(SYSTEM)]))
+    by_name = {p.spec.name: p.text for p in ta.rendered}
+    for name, marker in (("final+system", SYSTEM), ("final", USER1)):
+        text = by_name.get(name)
+        if text is not None and marker in text:
+            return frozenset(tok for tok, _ in scanner.find(text[: text.find(marker)]))
     return frozenset()
 
 
@@ -228,39 +230,64 @@ def _collect_final(ta: TemplateAnalysis, scan: SpecialScanner, col: _Collector,
     """
     wrote_special = rendered_final = False
     openers = _turn_openers(ta, scan)
+    tails = []
     for probe in ta.rendered:
         if probe.spec.kind not in ("final", "reasoning", "tool_call"):
             continue
         rendered_final |= probe.spec.kind != "tool_call" and probe.tail_start is not None
         specials = _tail_specials(probe, scan, openers)
-        if not specials:
-            continue
-        if probe.spec.kind != "tool_call":
-            wrote_special = True
+        if specials:
+            wrote_special |= probe.spec.kind != "tool_call"
+            tails.append((probe, specials))
+    # A token that another shape follows with more control tokens is not turn-level
+    # (LFM2 writes <|tool_call_end|> and then, when there is content, <|im_end|>).
+    followed = {tok for probe, sp in tails if probe.spec.kind == "tool_call" for tok, _ in sp[:-1]}
+    for probe, specials in tails:
         *earlier, (last, pos) = specials
         if last in in_turn:
             continue  # e.g. a template that closes reasoning last: never stop inside a turn
-        col.add(last, TURN_END if probe.spec.kind != "tool_call" else TOOL_CALL, probe, pos)
-        if probe.spec.kind != "tool_call":  # tool-call syntax tokens are not turn ends
-            col.acceptable += [tok for tok, _ in earlier if tok not in in_turn]
+        if probe.spec.kind == "tool_call":
+            if last not in followed:
+                col.add(last, TOOL_CALL, probe, pos)
+            continue  # tool-call syntax tokens are not acceptable turn ends
+        col.add(last, TURN_END, probe, pos)
+        col.acceptable += [tok for tok, _ in earlier if tok not in in_turn]
     return rendered_final and not wrote_special
 
 
+def _call_tail(ta: TemplateAnalysis, scan: SpecialScanner) -> list[str]:
+    """What closes a tool call in final position (to strip it from the tool-result gap)."""
+    for probe in ta.rendered:
+        if probe.spec.kind == "tool_call":
+            return [tok for tok, _ in _tail_specials(probe, scan)]
+    return []
+
+
 def _collect_openers(ta: TemplateAnalysis, scan: SpecialScanner, col: _Collector,
-                     in_turn: set[str]) -> None:
-    """Rule 3 and 4: what opens the next turn (GLM), or plain-text stop strings."""
+                     in_turn: set[str], openers: frozenset[str]) -> None:
+    """Rule 3 and 4: replies have no closing token, so the next turn's first control token
+    ends them (GLM: ``<|user|>``, ``<|observation|>``); with none, plain-text stop strings."""
+    call_tail = _call_tail(ta, scan)
     for probe in ta.rendered:
         if probe.spec.kind not in ("history", "tool_result") or probe.next_start is None:
             continue
         specials = [(t, p) for t, p in _tail_specials(probe, scan) if t not in in_turn]
-        for tok, pos in specials:
-            col.add(tok, NEXT_TURN, probe, pos)
-        if specials or probe.text is None or probe.tail_start is None:
+        if probe.spec.kind == "tool_result":  # the call's own closing tokens come first
+            while specials and call_tail and specials[0][0] == call_tail[0]:
+                specials, call_tail = specials[1:], call_tail[1:]
+        text, start = probe.text or "", probe.tail_start or 0
+        if specials:
+            tok, pos = specials[0]
+            # Followed by a turn opener, it ends this turn (a template that closes a reply only
+            # when another turn follows); otherwise it opens the next turn itself (GLM).
+            rest = {t for t, _ in scan.find(text[pos + len(tok) : probe.next_start])}
+            kind = TURN_END if rest & openers else NEXT_TURN
+            col.add(tok, kind, probe, pos)
             continue
-        between = probe.text[probe.tail_start : probe.next_start]
+        between = text[start : probe.next_start]
         for line in between.splitlines():
             if line.strip():
-                col.add(line.strip(), STOP_STRING, probe, probe.tail_start + between.find(line))
+                col.add(line.strip(), STOP_STRING, probe, start + between.find(line))
                 break
 
 
@@ -276,7 +303,7 @@ def find_terminators(repo: ModelRepo) -> TerminatorSet:
         in_turn |= _in_turn_tokens(ta.rendered, scan)
     for ta in analyses:
         if _collect_final(ta, scan, col, in_turn):
-            _collect_openers(ta, scan, col, in_turn)
+            _collect_openers(ta, scan, col, in_turn, _turn_openers(ta, scan))
     acceptable = tuple(dict.fromkeys(a for a in col.acceptable if a not in col.found))
     return TerminatorSet(tuple(col.found.values()), acceptable, tuple(sorted(in_turn)), analyses)
 

@@ -85,6 +85,10 @@ def _specs() -> tuple[ProbeSpec, ...]:
         ProbeSpec("final+tools", "final", (_user(USER1), _assistant(ASSISTANT1)), tools),
         ProbeSpec("final+documents", "final", (_user(USER1), _assistant(ASSISTANT1)),
                   {"documents": [{"title": "Eosfixtitle", "text": "Eosfixdoc"}], "tools": []}),
+        # The legacy OpenAI "functions" role some function-calling templates require first.
+        ProbeSpec("final+functions", "final",
+                  ({"role": "functions", "content": json.dumps([TOOL_SCHEMA["function"]])},
+                   _user(USER1), _assistant(ASSISTANT1))),
         ProbeSpec("final+reasoning", "reasoning",
                   (_user(USER1), _assistant(ASSISTANT1, reasoning_content=THINK1))),
         ProbeSpec("history", "history",
