@@ -16,6 +16,7 @@ Everything here is pure: no printing, no writing, no network.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -47,6 +48,7 @@ class Terminator:
     probe: str  # the probe that showed it
     evidence: str  # rendered text around it, sentinel included
     id_source: str | None = None
+    special: bool | None = None  # marked special by the tokenizer (None: unknown)
 
 
 @dataclass(frozen=True)
@@ -215,11 +217,12 @@ class _Collector:
             probe=f"{probe.template}/{probe.spec.name}",
             evidence=_evidence(text, pos, pos + len(content)),
             id_source=info.source if info else None,
+            special=info.special if info else None,
         )
 
 
 def _replace_templates(t: Terminator, templates: tuple[str, ...]) -> Terminator:
-    return Terminator(t.content, t.id, t.kind, templates, t.probe, t.evidence, t.id_source)
+    return dataclasses.replace(t, templates=templates)
 
 
 def _collect_final(ta: TemplateAnalysis, scan: SpecialScanner, col: _Collector,

@@ -9,6 +9,8 @@ Codes (stable: documented in the README, used by tests and scripts):
 - EOS005 warning: turns end with plain text: only stop strings can stop them, no id is written.
 - EOS006 error: a terminator is not a single token of this tokenizer: no id can stop on it.
 - EOS007 warning: a terminator's id cannot be checked (no tokenizer file lists it).
+- EOS008 warning: a terminator is not marked special: decoded replies show it as text.
+- EOS009 warning: no turn terminator found: the template writes nothing that ends a reply.
 - EOS100 error: a template refused or failed every probe: nothing could be analyzed.
 """
 
@@ -112,6 +114,13 @@ def _terminator_findings(repo: ModelRepo, ts: TerminatorSet) -> list[Finding]:
         elif t.id is None:
             msg = f"{t.content} ends a turn; its id cannot be checked without tokenizer.json"
             out.append(Finding("EOS007", files, msg, Severity.WARNING))
+        elif t.special is False and t.content != repo.eos_token:
+            msg = (f"{t.content} ({t.id}) ends a turn but is not marked special: "
+                   "decoding with skip_special_tokens=True leaves it in the reply text")
+            out.append(Finding("EOS008", t.id_source or "", msg, Severity.WARNING))
+    if repo.templates and not ts.terminators and any(ta.rendered for ta in ts.templates):
+        msg = "no turn terminator found: the template writes nothing that ends a reply"
+        out.append(Finding("EOS009", ts.templates[0].file, msg, Severity.WARNING))
     return out
 
 

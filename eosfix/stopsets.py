@@ -21,6 +21,7 @@ from typing import Any
 from eosfix.check import RepoCheck
 from eosfix.models import eos_tuple
 from eosfix.patch import FilePatch, plan_config
+from eosfix.probes import Probe
 from eosfix.repo import CONFIG, GENERATION_CONFIG
 from eosfix.runtimes import RUNTIMES, StopInputs
 
@@ -191,22 +192,37 @@ class ProbeSplit:
     reply: str  # the rest of the probe: what a model trained on it generates
 
 
-def split_probe(check: RepoCheck, probe_name: str = "final") -> ProbeSplit | None:
-    """Cut a probe of the first template that renders it into prompt and reply text."""
+def _prompt_messages(probe: Probe) -> tuple[dict[str, Any], ...]:
+    """The messages before the assistant message whose tail the probe reads."""
+    msgs = probe.spec.messages
+    for i, m in enumerate(msgs):
+        if m.get("role") == "assistant" and probe.spec.end_marker in json.dumps(m):
+            return tuple(dict(x) for x in msgs[:i])
+    return tuple(dict(x) for x in msgs[:-1])
+
+
+def split_probe(check: RepoCheck, probe_name: str = "final",
+                template: str | None = None) -> ProbeSplit | None:
+    """Cut a probe into prompt and reply text, from ``template`` or the first that renders it.
+
+    The prompt is what ``apply_chat_template(messages, add_generation_prompt=True)`` gives for
+    the messages before the probed assistant turn; the reply is the rest of the probe.
+    """
     from eosfix.template import render_chat
 
     for ta in check.terminators.templates:
+        if template is not None and ta.name != template:
+            continue
         source = next(t.source for t in check.repo.templates if t.name == ta.name)
         for probe in ta.rendered:
             if probe.spec.name != probe_name or probe.text is None:
                 continue
-            messages = tuple(dict(m) for m in probe.spec.messages[:-1])
-            kwargs = dict(probe.spec.kwargs)
+            messages, kwargs = _prompt_messages(probe), dict(probe.spec.kwargs)
             try:
                 prompt = render_chat(source, [dict(m) for m in messages],
                                      special_tokens=check.repo.special_tokens,
                                      add_generation_prompt=True, **kwargs)
-            except Exception:  # a template that refuses the prompt alone: try the next one
+            except Exception:  # a template may refuse the prompt alone: try the next one
                 continue
             if probe.text.startswith(prompt):
                 return ProbeSplit(ta.name, probe_name, messages, kwargs, prompt,
@@ -224,12 +240,12 @@ class TokenizedProbe:
     decoded_reply: str  # reply up to and including the stop, special tokens kept
 
 
-def tokenize_probe(check: RepoCheck, stop_ids: Sequence[int],
-                   probe_name: str = "final") -> TokenizedProbe | None:
+def tokenize_probe(check: RepoCheck, stop_ids: Sequence[int], probe_name: str = "final",
+                   template: str | None = None) -> TokenizedProbe | None:
     """Tokenize a probe with tokenizer.json (``add_special_tokens=False``, as chat templates
     add their own), and find where a loop comparing against ``stop_ids`` stops."""
     tok = check.repo.tokenizer()
-    split = split_probe(check, probe_name)
+    split = split_probe(check, probe_name, template)
     if tok is None or split is None:
         return None
     prompt_ids = tuple(tok.encode(split.prompt, add_special_tokens=False).ids)

