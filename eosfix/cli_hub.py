@@ -20,7 +20,9 @@ from eosfix.cli import _format_option
 from eosfix.report import EXIT_FINDINGS, EXIT_INPUT, EXIT_OK, RENDERER_BY_NAME, Report
 
 _token_option = click.option(
-    "--token", default=None, metavar="TOKEN",
+    "--token",
+    default=None,
+    metavar="TOKEN",
     help="Hub token (default: the one huggingface_hub finds: HF_TOKEN or `hf auth login`). "
     "Never printed.",
 )
@@ -44,8 +46,9 @@ def _quiet_hub() -> Iterator[None]:
             enable_progress_bars()
 
 
-def _check_all(session: object, repo_ids: list[str], revision: str | None,
-               workers: int) -> list[RepoResult]:
+def _check_all(
+    session: object, repo_ids: list[str], revision: str | None, workers: int
+) -> list[RepoResult]:
     """Check concurrently; a rich progress bar on a terminal, nothing when piped."""
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
@@ -55,9 +58,15 @@ def _check_all(session: object, repo_ids: list[str], revision: str | None,
     assert isinstance(session, HubSession)
     console = Console(stderr=True)
     show = console.is_terminal and len(repo_ids) > 1
-    with Progress(TextColumn("checking"), BarColumn(), MofNCompleteColumn(),
-                  TextColumn("{task.description}"), console=console, transient=True,
-                  disable=not show) as progress:
+    with Progress(
+        TextColumn("checking"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.description}"),
+        console=console,
+        transient=True,
+        disable=not show,
+    ) as progress:
         task = progress.add_task("", total=len(repo_ids))
 
         def done(result: RepoResult) -> None:
@@ -74,16 +83,21 @@ def _summary_table(results: list[RepoResult]) -> str:
     from eosfix.report import _ids
 
     table = Table(title="eosfix hub summary")
-    for col in ("repo", "status", "stops on", "proposed", "pull request"):
+    for col in ("repo", "status", "stops on", "proposed", "pull request or error"):
         table.add_column(col)
     for r in results:
         if r.error is not None:
-            table.add_row(r.name, "error", "", "", getattr(r.error, "message", str(r.error)))
+            table.add_row(r.name, "error", "", "", _error_text(r))
             continue
         assert r.check is not None
         proposed = _ids(r.check.proposed) if r.check.proposed is not None else ""
-        table.add_row(r.name, r.check.status.value, _ids(r.check.stop.raw), proposed,
-                      str(r.extra.get("pr_url", "")))
+        table.add_row(
+            r.name,
+            r.check.status.value,
+            _ids(r.check.stop.raw),
+            proposed,
+            str(r.extra.get("pr_url", "")),
+        )
     buf = io.StringIO()
     Console(file=buf, width=160, force_terminal=False, no_color=True).print(table)
     return buf.getvalue().rstrip("\n")
@@ -93,16 +107,34 @@ def _summary_table(results: list[RepoResult]) -> str:
 @click.argument("repo_ids", nargs=-1)
 @click.option("--author", metavar="ORG", help="Check every model repo of this user or org.")
 @click.option("--revision", metavar="REV", help="Branch, tag or commit (default: main).")
-@click.option("--pr", "open_prs", is_flag=True,
-              help="Open one pull request per fixable repo (generation_config.json only).")
-@click.option("--workers", type=click.IntRange(1, 16), default=4, show_default=True,
-              help="Repos checked at the same time.")
-@click.option("--timeout", type=float, default=None, metavar="SECONDS",
-              help="Timeout of each Hub request.")
+@click.option(
+    "--pr",
+    "open_prs",
+    is_flag=True,
+    help="Open one pull request per fixable repo (generation_config.json only).",
+)
+@click.option(
+    "--workers",
+    type=click.IntRange(1, 16),
+    default=4,
+    show_default=True,
+    help="Repos checked at the same time.",
+)
+@click.option(
+    "--timeout", type=float, default=None, metavar="SECONDS", help="Timeout of each Hub request."
+)
 @_token_option
 @_format_option
-def hub(repo_ids: tuple[str, ...], author: str | None, revision: str | None, open_prs: bool,
-        workers: int, timeout: float | None, token: str | None, fmt: str) -> None:
+def hub(
+    repo_ids: tuple[str, ...],
+    author: str | None,
+    revision: str | None,
+    open_prs: bool,
+    workers: int,
+    timeout: float | None,
+    token: str | None,
+    fmt: str,
+) -> None:
     """Check Hub repos by id (only small config files are downloaded, never weights).
 
     With --pr, open a pull request on each repo that would not stop, carrying the minimal
@@ -158,9 +190,22 @@ def _open_prs(session: object, results: list[RepoResult]) -> bool:
             continue
         if pr is None:
             continue
-        results[i] = RepoResult(r.path, r.check, r.patches, r.written, r.error, r.label,
-                                {**r.extra, "pr_url": pr.url, "pr_created": pr.created})
+        results[i] = RepoResult(
+            r.path,
+            r.check,
+            r.patches,
+            r.written,
+            r.error,
+            r.label,
+            {**r.extra, "pr_url": pr.url, "pr_created": pr.created},
+        )
     return failed
+
+
+def _error_text(r: RepoResult) -> str:
+    """The reason a repo could not be read; a file error keeps its repo path."""
+    assert r.error is not None
+    return r.error.message if r.error.path == r.name else str(r.error)
 
 
 def _emit_text(results: list[RepoResult], report: Report, *, scan: bool) -> None:
@@ -168,7 +213,7 @@ def _emit_text(results: list[RepoResult], report: Report, *, scan: bool) -> None
 
     for r in results:
         if r.error is not None:
-            click.echo(f"{r.name}: error: {getattr(r.error, 'message', r.error)}", err=True)
+            click.echo(f"{r.name}: error: {_error_text(r)}", err=True)
     readable = [r for r in results if r.error is None]
     text = render_text(readable, report, fixing=True, dry_run=True)
     for r in readable:
@@ -191,8 +236,16 @@ def _emit_text(results: list[RepoResult], report: Report, *, scan: bool) -> None
 @click.option("--private", is_flag=True, help="Create the repo as private if it does not exist.")
 @click.option("--commit-message", default=None, help="Commit title.")
 @_token_option
-def upload(folder: Path, repo_id: str, do_fix: bool, revision: str | None, create_pr: bool,
-           private: bool, commit_message: str | None, token: str | None) -> None:
+def upload(
+    folder: Path,
+    repo_id: str,
+    do_fix: bool,
+    revision: str | None,
+    create_pr: bool,
+    private: bool,
+    commit_message: str | None,
+    token: str | None,
+) -> None:
     """Upload FOLDER to REPO_ID only if it stops at the end of every turn.
 
     The folder is checked (and with --fix, fixed) first; a folder that would not stop is
@@ -221,8 +274,13 @@ def upload(folder: Path, repo_id: str, do_fix: bool, revision: str | None, creat
         with _quiet_hub():
             if not api.repo_exists(repo_id):
                 api.create_repo(repo_id, private=private)
-            commit = api.upload_folder(repo_id=repo_id, folder_path=folder, revision=revision,
-                                       create_pr=create_pr, commit_message=commit_message)
+            commit = api.upload_folder(
+                repo_id=repo_id,
+                folder_path=folder,
+                revision=revision,
+                create_pr=create_pr,
+                commit_message=commit_message,
+            )
     except Exception as exc:
         from eosfix.hub import _hub_errors
 

@@ -148,8 +148,14 @@ def _http_reason(status: int) -> str:
 def _hub_errors() -> tuple[type[BaseException], ...]:
     import httpx2
 
-    return (HfHubHTTPError, LocalEntryNotFoundError, OfflineModeIsEnabled, httpx2.HTTPError,
-            ConnectionError, TimeoutError)
+    return (
+        HfHubHTTPError,
+        LocalEntryNotFoundError,
+        OfflineModeIsEnabled,
+        httpx2.HTTPError,
+        ConnectionError,
+        TimeoutError,
+    )
 
 
 def _matches(path: Path, sibling: RepoSibling) -> bool:
@@ -166,8 +172,14 @@ class HubSession:
     Keep ``workdir`` until results are rendered: a result may still read tokenizer.json.
     """
 
-    def __init__(self, workdir: str | Path, *, token: str | None = None,
-                 timeout: float | None = None, hf_api: HfApi | None = None) -> None:
+    def __init__(
+        self,
+        workdir: str | Path,
+        *,
+        token: str | None = None,
+        timeout: float | None = None,
+        hf_api: HfApi | None = None,
+    ) -> None:
         self.workdir = Path(workdir)
         self.token = token  # None: huggingface_hub finds it (HF_TOKEN, `hf auth login`)
         self.timeout = timeout
@@ -192,9 +204,14 @@ class HubSession:
             error = HubError(message, repo_id=repo_id, status=status)
             return RepoResult(Path(repo_id), error=error, label=repo_id)
 
-    def check_many(self, repo_ids: Iterable[str], revision: str | None = None, *,
-                   workers: int = 4,
-                   on_done: Callable[[RepoResult], None] | None = None) -> list[RepoResult]:
+    def check_many(
+        self,
+        repo_ids: Iterable[str],
+        revision: str | None = None,
+        *,
+        workers: int = 4,
+        on_done: Callable[[RepoResult], None] | None = None,
+    ) -> list[RepoResult]:
         """``check`` each repo concurrently; results come back in the order given."""
         ids = list(repo_ids)
 
@@ -208,8 +225,9 @@ class HubSession:
             return list(pool.map(_one, ids))
 
     def _check(self, repo_id: str, revision: str | None) -> RepoResult:
-        info = self.api.model_info(repo_id, revision=revision, files_metadata=True,
-                                   timeout=self.timeout)
+        info = self.api.model_info(
+            repo_id, revision=revision, files_metadata=True, timeout=self.timeout
+        )
         sha = info.sha
         if sha is None:
             raise HubError("the Hub did not return a commit sha", repo_id=repo_id)
@@ -226,18 +244,36 @@ class HubSession:
             self._fetch(repo_id, sha, tree[TOKENIZER_JSON], folder)
             result = api.check(folder, label=repo_id)
         extra: dict[str, object] = {"repo_id": repo_id, "revision": revision or "main", "sha": sha}
-        return replace(result, path=Path(repo_id), error=_relabel(result.error, folder, repo_id),
-                       extra=extra)
+        return replace(
+            result, path=Path(repo_id), error=_relabel(result.error, folder, repo_id), extra=extra
+        )
 
     def _fetch(self, repo_id: str, sha: str, sibling: RepoSibling, folder: Path) -> None:
         name = sibling.rfilename
-        cached = Path(hf_hub_download(repo_id, name, revision=sha, token=self.token,
-                                      etag_timeout=self.timeout or 10))
+        cached = Path(
+            hf_hub_download(
+                repo_id, name, revision=sha, token=self.token, etag_timeout=self.timeout or 10
+            )
+        )
         if not _matches(cached, sibling):  # snapshot edited locally: take the Hub's bytes
             log.debug("%s: cached %s differs from the Hub; downloading it apart", repo_id, name)
             fresh = folder.parent / f"{sha}.fresh"
-            cached = Path(hf_hub_download(repo_id, name, revision=sha, token=self.token,
-                                          local_dir=fresh, etag_timeout=self.timeout or 10))
+            # force_download: otherwise local_dir copies the (edited) cached file
+            cached = Path(
+                hf_hub_download(
+                    repo_id,
+                    name,
+                    revision=sha,
+                    token=self.token,
+                    local_dir=fresh,
+                    force_download=True,
+                    etag_timeout=self.timeout or 10,
+                )
+            )
+            if not _matches(cached, sibling):
+                raise HubError(
+                    f"{name}: downloaded bytes do not match the Hub's hash", repo_id=repo_id
+                )
         dest = folder / name
         dest.parent.mkdir(parents=True, exist_ok=True)
         try:
@@ -273,24 +309,31 @@ class HubSession:
             )
         except _hub_errors() as exc:
             message, status = describe_error(exc)
-            raise HubError(f"cannot open a pull request: {message}", repo_id=repo_id,
-                           status=status) from None
+            raise HubError(
+                f"cannot open a pull request: {message}", repo_id=repo_id, status=status
+            ) from None
         if info.pr_url is None:  # the Hub saw no change: the file already has these bytes
-            raise HubError("cannot open a pull request: the Hub reports no change",
-                           repo_id=repo_id)
+            raise HubError("cannot open a pull request: the Hub reports no change", repo_id=repo_id)
         return PullRequest(info.pr_url, info.pr_num, created=True)
 
     def find_open_pr(self, repo_id: str, new_bytes: bytes) -> PullRequest | None:
         """An open eosfix PR whose generation_config.json is exactly ``new_bytes``."""
-        prs = self.api.get_repo_discussions(repo_id, discussion_type="pull_request",
-                                            discussion_status="open")
+        prs = self.api.get_repo_discussions(
+            repo_id, discussion_type="pull_request", discussion_status="open"
+        )
         for pr in prs:
             if not pr.title.startswith(PR_TITLE_PREFIX) or pr.git_reference is None:
                 continue
             where = self.workdir / "prs" / repo_id.replace("/", "--") / str(pr.num)
             try:
-                path = hf_hub_download(repo_id, GENERATION_CONFIG, revision=pr.git_reference,
-                                       local_dir=where, token=self.token)
+                path = hf_hub_download(
+                    repo_id,
+                    GENERATION_CONFIG,
+                    revision=pr.git_reference,
+                    local_dir=where,
+                    force_download=True,
+                    token=self.token,
+                )
             except RemoteEntryNotFoundError:
                 continue
             if Path(path).read_bytes() == new_bytes:
@@ -329,9 +372,11 @@ def pr_description(result: RepoResult) -> str:
     check = result.check
     assert check is not None
     lines = [
-        ("This pull request was opened by [eosfix](https://pypi.org/project/eosfix/). It "
-         "changes only `eos_token_id` in `generation_config.json`, so that generation stops "
-         "where the chat template ends an assistant turn."),
+        (
+            "This pull request was opened by [eosfix](https://pypi.org/project/eosfix/). It "
+            "changes only `eos_token_id` in `generation_config.json`, so that generation stops "
+            "where the chat template ends an assistant turn."
+        ),
         "",
         "### What ends an assistant turn",
         "",
@@ -339,10 +384,12 @@ def pr_description(result: RepoResult) -> str:
     for t in check.terminators.terminators:
         ident = f"id {t.id}" if t.id is not None else "no id"
         templates = ", ".join(t.templates)
-        lines.append(f"- `{t.content}` ({ident}): {KIND_TEXT.get(t.kind, t.kind)} "
-                     f"(template {templates}, probe `{t.probe}`)")
+        lines.append(
+            f"- `{t.content}` ({ident}): {KIND_TEXT.get(t.kind, t.kind)} "
+            f"(template {templates}, probe `{t.probe}`). Rendered:"
+        )
         if t.evidence:
-            lines.append(f"  - rendered: `{t.evidence.replace('`', chr(39))}`")
+            lines += ["", "  ```text", *(f"  {line}" for line in t.evidence.splitlines()), "  ```"]
     lines += [
         "",
         "### What the configuration said",
@@ -350,12 +397,25 @@ def pr_description(result: RepoResult) -> str:
         f"`eos_token_id` = `{check.stop.raw}` (from `{check.stop.source}`).",
         "",
     ]
-    lines += [f"- **{f.code}** `{f.file}`: {f.message}" for f in check.findings]
+    lines += [f"- **{f.code}** `{f.file}`: `{f.message}`" for f in check.findings]
     lines += ["", "### What changes", "", "```diff"]
     lines += [p.diff().rstrip("\n") for p in result.patches if p.file == GENERATION_CONFIG]
-    lines += ["```", "", "### Which runtimes this affects", "",
-              runtimes_line(runtime_table(check, result.patches)), ""]
+    lines += ["```", "", "### Which runtimes this affects", ""]
+    table = runtime_table(check, result.patches)
+    lines += [
+        "| runtime | reads | stops at every turn end now | after this PR |",
+        "| --- | --- | --- | --- |",
+    ]
+    lines += [
+        f"| {row.runtime} | {row.reads} | {_yes(row.ok_before)} | {_yes(row.ok_after)} |"
+        for row in table.rows
+    ]
+    lines += ["", runtimes_line(table), ""]
     return "\n".join(lines)
+
+
+def _yes(ok: bool) -> str:
+    return "yes" if ok else "**no**"
 
 
 def refusal_reason(result: RepoResult) -> str | None:
@@ -364,20 +424,30 @@ def refusal_reason(result: RepoResult) -> str | None:
         return str(result.error)
     if result.status in (Status.FIXABLE, Status.PROBLEMS):
         assert result.check is not None
-        errors = [f"{f.code} {f.message}" for f in result.check.findings
-                  if f.severity.value == "error"]
-        hint = " (run `eosfix fix` or pass fix=True)" if result.status is Status.FIXABLE else ""
+        errors = [
+            f"{f.code} {f.message}" for f in result.check.findings if f.severity.value == "error"
+        ]
+        hint = " (eosfix can fix this: --fix / fix=True)" if result.status is Status.FIXABLE else ""
         return "would not stop at the end of a turn: " + "; ".join(errors) + hint
     return None
 
 
 def check_folder(folder: str | Path, *, fix: bool = False) -> RepoResult:
-    """Check (and with ``fix``, fix) a local folder before it is uploaded."""
-    return api.fix(folder) if fix else api.check(folder)
+    """Check (and with ``fix``, fix) a local folder before it is uploaded.
+
+    After a fix the folder is checked again, so the result describes what would be uploaded.
+    """
+    if not fix:
+        return api.check(folder)
+    fixed = api.fix(folder)
+    if fixed.error is not None or not fixed.written:
+        return fixed
+    return replace(api.check(folder), written=fixed.written)
 
 
-def upload_checked(folder: str | Path, repo_id: str, *, fix: bool = False,
-                   **upload_folder_kwargs: Any) -> CommitInfo:
+def upload_checked(
+    folder: str | Path, repo_id: str, *, fix: bool = False, **upload_folder_kwargs: Any
+) -> CommitInfo:
     """Upload ``folder`` with ``HfApi.upload_folder`` only if it stops at every turn end.
 
     With ``fix=True`` the folder is fixed first (minimal atomic edit). Raises
