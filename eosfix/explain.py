@@ -78,7 +78,7 @@ def render_runtime_table(table: RuntimeTable) -> str:
     rows = [head] + [(*_runtime_cells(r, table)[:1], *_runtime_cells(r, table)[2:5],
                       r.reads) for r in table.rows]
     widths = [max(len(row[i]) for row in rows) for i in range(len(head) - 1)]
-    lines = ["  " + "  ".join(cell.ljust(w) for cell, w in zip(row, widths)) + "  " + row[-1]
+    lines = ["  " + "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=False)) + "  " + row[-1]
              for row in rows]
     lines.insert(1, "  " + "-" * (len(lines[0]) - 2))
     lines += ["  notes:", *(f"    {r.runtime}: {r.note}" for r in table.rows if r.note)]
@@ -87,11 +87,13 @@ def render_runtime_table(table: RuntimeTable) -> str:
 
 def _tokenized_lines(tp: TokenizedProbe) -> list[str]:
     s = tp.split
-    lines = [f"  probe {s.template}/{s.probe} tokenized with tokenizer.json "
-             "(add_special_tokens=False, as apply_chat_template(tokenize=True)):",
-             f"  prompt ids ({len(tp.prompt_ids)}, add_generation_prompt=True): "
-             f"{list(tp.prompt_ids)}",
-             f"  reply ids: {list(tp.reply_ids)}"]
+    lines = [
+        (f"  probe {s.template}/{s.probe} tokenized with tokenizer.json "
+         "(add_special_tokens=False, as apply_chat_template(tokenize=True)):"),
+        (f"  prompt ids ({len(tp.prompt_ids)}, add_generation_prompt=True): "
+         f"{list(tp.prompt_ids)}"),
+        f"  reply ids: {list(tp.reply_ids)}",
+    ]
     if tp.stop_at is None:
         lines.append(f"  a loop comparing with {list(tp.stop_ids)} never stops in this reply")
     else:

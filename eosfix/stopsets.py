@@ -201,14 +201,17 @@ def _prompt_messages(probe: Probe) -> tuple[dict[str, Any], ...]:
     return tuple(dict(x) for x in msgs[:-1])
 
 
-def split_probe(check: RepoCheck, probe_name: str = "final",
-                template: str | None = None) -> ProbeSplit | None:
+def split_probe(
+    check: RepoCheck, probe_name: str = "final", template: str | None = None
+) -> ProbeSplit | None:
     """Cut a probe into prompt and reply text, from ``template`` or the first that renders it.
 
     The prompt is what ``apply_chat_template(messages, add_generation_prompt=True)`` gives for
     the messages before the probed assistant turn; the reply is the rest of the probe.
     """
-    from eosfix.template import render_chat
+    import jinja2
+
+    from eosfix.template import TemplateRefusal, render_chat
 
     for ta in check.terminators.templates:
         if template is not None and ta.name != template:
@@ -219,14 +222,19 @@ def split_probe(check: RepoCheck, probe_name: str = "final",
                 continue
             messages, kwargs = _prompt_messages(probe), dict(probe.spec.kwargs)
             try:
-                prompt = render_chat(source, [dict(m) for m in messages],
-                                     special_tokens=check.repo.special_tokens,
-                                     add_generation_prompt=True, **kwargs)
-            except Exception:  # a template may refuse the prompt alone: try the next one
-                continue
+                prompt = render_chat(
+                    source,
+                    [dict(m) for m in messages],
+                    special_tokens=check.repo.special_tokens,
+                    add_generation_prompt=True,
+                    **kwargs,
+                )
+            except (TemplateRefusal, jinja2.TemplateError, TypeError, ValueError, KeyError):
+                continue  # a template may refuse the prompt alone: try the next one
             if probe.text.startswith(prompt):
-                return ProbeSplit(ta.name, probe_name, messages, kwargs, prompt,
-                                  probe.text[len(prompt):])
+                return ProbeSplit(
+                    ta.name, probe_name, messages, kwargs, prompt, probe.text[len(prompt) :]
+                )
     return None
 
 
@@ -240,8 +248,12 @@ class TokenizedProbe:
     decoded_reply: str  # reply up to and including the stop, special tokens kept
 
 
-def tokenize_probe(check: RepoCheck, stop_ids: Sequence[int], probe_name: str = "final",
-                   template: str | None = None) -> TokenizedProbe | None:
+def tokenize_probe(
+    check: RepoCheck,
+    stop_ids: Sequence[int],
+    probe_name: str = "final",
+    template: str | None = None,
+) -> TokenizedProbe | None:
     """Tokenize a probe with tokenizer.json (``add_special_tokens=False``, as chat templates
     add their own), and find where a loop comparing against ``stop_ids`` stops."""
     tok = check.repo.tokenizer()
@@ -252,7 +264,7 @@ def tokenize_probe(check: RepoCheck, stop_ids: Sequence[int], probe_name: str = 
     full = tuple(tok.encode(split.prompt + split.reply, add_special_tokens=False).ids)
     if full[: len(prompt_ids)] != prompt_ids:  # a merge across the boundary: keep it whole
         return None
-    reply = full[len(prompt_ids):]
+    reply = full[len(prompt_ids) :]
     stop_at = next((i for i, t in enumerate(reply) if t in set(stop_ids)), None)
     shown = reply if stop_at is None else reply[: stop_at + 1]
     decoded = tok.decode(list(shown), skip_special_tokens=False)

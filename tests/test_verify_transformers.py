@@ -16,31 +16,43 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("torch", reason="the transformers verification needs torch (pip install "
-                    "'eosfix[verify]')")
-pytest.importorskip("transformers", reason="the transformers verification needs transformers "
-                    "(pip install 'eosfix[verify]')")
+pytest.importorskip(
+    "torch", reason="the transformers verification needs torch (pip install 'eosfix[verify]')"
+)
+pytest.importorskip(
+    "transformers",
+    reason="the transformers verification needs transformers (pip install 'eosfix[verify]')",
+)
 
-import torch  # noqa: E402
-from transformers import AutoTokenizer, GenerationConfig  # noqa: E402
+import torch
+from transformers import AutoTokenizer, GenerationConfig
 
-from eosfix import api  # noqa: E402
-from eosfix.check import check_repo  # noqa: E402
-from eosfix.probes import SPECS  # noqa: E402
-from eosfix.repo import load_repo  # noqa: E402
-from eosfix.stopsets import split_probe, tokenize_probe  # noqa: E402
-from tests.conftest import CORPUS  # noqa: E402
-from tests.tiny_lm import ScriptedConfig, ScriptedLM, save_tokenizer, word_level_tokenizer  # noqa: E402
+from eosfix import api
+from eosfix.check import check_repo
+from eosfix.probes import SPECS
+from eosfix.repo import load_repo
+from eosfix.stopsets import split_probe, tokenize_probe
+from tests.conftest import CORPUS
+from tests.tiny_lm import save_tokenizer, scripted_lm, word_level_tokenizer
 
 MULTI_TERMINATOR = ["reasoning-channel", "glm-next-turn-opener", "named-templates"]
 JUNK_STEPS = 8
 
 
-def _generate(model, prompt_ids, gen: GenerationConfig, max_new_tokens: int) -> list[int]:
+def _generate(
+    model, prompt_ids, gen: GenerationConfig, max_new_tokens: int, use_cache: bool = False
+) -> list[int]:
+    """Greedy ``generate()``; the new ids only. Stopping comes from ``gen`` alone."""
     ids = torch.tensor([list(prompt_ids)])
-    out = model.generate(ids, attention_mask=torch.ones_like(ids), generation_config=gen,
-                         do_sample=False, max_new_tokens=max_new_tokens, use_cache=False)
-    return out[0, ids.shape[1]:].tolist()
+    out = model.generate(
+        ids,
+        attention_mask=torch.ones_like(ids),
+        generation_config=gen,
+        do_sample=False,
+        max_new_tokens=max_new_tokens,
+        use_cache=use_cache,
+    )
+    return out[0, ids.shape[1] :].tolist()
 
 
 def _with_tokenizer(repo: Path):
@@ -71,10 +83,8 @@ def test_scripted_lm_runs_past_terminator_until_fixed(name, sample_repo):
         assert not set(turn[:-1]) & set(after_ids), "the turn must end at the terminator"
         junk = [i for i in tp.prompt_ids if i not in after_ids][:JUNK_STEPS]
         script = turn + junk
-        model = ScriptedLM(ScriptedConfig(
-            vocab_size=max(script + after_ids + list(tp.prompt_ids)) + 1, script=script,
-            prompt_len=len(tp.prompt_ids), use_cache=False,
-        ))  # fmt: skip
+        vocab_size = max(script + after_ids + list(tp.prompt_ids)) + 1
+        model = scripted_lm(script, len(tp.prompt_ids), vocab_size)
         budget = len(script)
         original = GenerationConfig(eos_token_id=before_ids, pad_token_id=before_ids[0])
         ran_on = _generate(model, tp.prompt_ids, original, budget)
@@ -113,16 +123,18 @@ def smollm2(tmp_path_factory):
     folder = tmp_path_factory.mktemp("smollm2")
     tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
     tokenizer.save_pretrained(folder)
-    model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name,
-                                                 dtype=torch.float32)
+    model = AutoModelForCausalLM.from_pretrained(
+        gguf.parent, gguf_file=gguf.name, dtype=torch.float32
+    )
     model.eval()
     # What broken conversions ship: the base model's <|endoftext|> as the only stop id.
     (folder / "generation_config.json").write_text(
-        json.dumps({"bos_token_id": 1, "eos_token_id": 0}, indent=2) + "\n")
+        json.dumps({"bos_token_id": 1, "eos_token_id": 0}, indent=2) + "\n"
+    )
     return folder, tokenizer, model
 
 
-SMOL_MAX_NEW_TOKENS = 48
+SMOL_MAX_NEW_TOKENS = 16  # the answer is 8 tokens; then it invents a turn
 QUESTION = [{"role": "user", "content": "What is the capital of France? Answer in one sentence."}]
 
 
@@ -133,12 +145,13 @@ def test_smollm2_runs_past_im_end_then_stops_after_fix(smollm2):
     folder, tokenizer, model = smollm2
     im_end = tokenizer.convert_tokens_to_ids("<|im_end|>")
     assert im_end == 2
-    prompt = tokenizer.apply_chat_template(QUESTION, add_generation_prompt=True,
-                                           tokenize=True, return_dict=True)["input_ids"]
+    prompt = tokenizer.apply_chat_template(
+        QUESTION, add_generation_prompt=True, tokenize=True, return_dict=True
+    )["input_ids"]
 
     before = GenerationConfig.from_pretrained(folder)
     assert before.eos_token_id == 0
-    ran_on = _generate(model, prompt, before, SMOL_MAX_NEW_TOKENS)
+    ran_on = _generate(model, prompt, before, SMOL_MAX_NEW_TOKENS, use_cache=True)
     assert im_end in ran_on, tokenizer.decode(ran_on)
     first_end = ran_on.index(im_end)
     assert len(ran_on) > first_end + 1, "the original config must run past <|im_end|>"
@@ -146,10 +159,15 @@ def test_smollm2_runs_past_im_end_then_stops_after_fix(smollm2):
 
     result = api.fix(folder)
     assert result.error is None
+    assert result.check is not None
+    # save_pretrained wrote tokenizer.json + tokenizer_config.json + the chat template
+    assert result.check.repo.has_tokenizer_json
+    assert result.check.repo.templates
+    assert [(t.content, t.id) for t in result.check.id_terminators] == [("<|im_end|>", 2)]
     assert result.written == ("generation_config.json",)
     after = GenerationConfig.from_pretrained(folder)
     assert im_end in after.eos_token_id
-    stopped = _generate(model, prompt, after, SMOL_MAX_NEW_TOKENS)
+    stopped = _generate(model, prompt, after, SMOL_MAX_NEW_TOKENS, use_cache=True)
     assert stopped[-1] == im_end
     assert stopped.index(im_end) == len(stopped) - 1
     assert stopped == ran_on[: first_end + 1]
@@ -184,13 +202,19 @@ def test_rendering_and_tokens_equal_apply_chat_template(name):
     tp = tokenize_probe(check, ids)
     assert tp is not None
     split = split_probe(check)
-    assert split is not None and split.prompt == tp.split.prompt
-    prompt = tokenizer.apply_chat_template([dict(m) for m in split.messages], tokenize=True,
-                                           add_generation_prompt=True, return_dict=True)
+    assert split is not None
+    assert split.prompt == tp.split.prompt
+    prompt = tokenizer.apply_chat_template(
+        [dict(m) for m in split.messages],
+        tokenize=True,
+        add_generation_prompt=True,
+        return_dict=True,
+    )
     assert list(tp.prompt_ids) == _ids(prompt)
     full_messages = [dict(m) for m in SPECS[0].messages]
     full = tokenizer.apply_chat_template(full_messages, tokenize=True, return_dict=True)
     assert [*tp.prompt_ids, *tp.reply_ids] == _ids(full)
     assert tp.stop_at is not None
     assert tokenizer.convert_ids_to_tokens(tp.reply_ids[tp.stop_at]) in {
-        t.content for t in check.id_terminators}
+        t.content for t in check.id_terminators
+    }

@@ -5,54 +5,71 @@ position after ``prompt_len + k`` tokens put all the mass on ``script[k]``, so g
 replays ``script``. Whether generation stops inside the script is decided only by
 transformers' own stopping criteria, fed by a ``GenerationConfig``.
 
-Imports torch and transformers: import this module only after ``pytest.importorskip``.
+``scripted_lm`` imports torch and transformers on first use; the tokenizer helpers need only
+the ``tokenizers`` library.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
-import torch
 from tokenizers import AddedToken, Regex, Tokenizer, models, pre_tokenizers
-from transformers import GenerationMixin, PretrainedConfig, PreTrainedModel
-from transformers.modeling_outputs import CausalLMOutput
 
 _PIECES = r"\w+|[^\w\s]|\s+"
 
 
-class ScriptedConfig(PretrainedConfig):
-    model_type = "eosfix-scripted"
+@functools.cache
+def _classes() -> tuple[type, type]:
+    """Define the model classes on first use, so the tokenizer helpers need no torch."""
+    import torch
+    from transformers import GenerationMixin, PretrainedConfig, PreTrainedModel
+    from transformers.modeling_outputs import CausalLMOutput
 
-    def __init__(self, vocab_size: int = 8, script: Sequence[int] = (0,), prompt_len: int = 0,
-                 **kwargs):
-        self.vocab_size = vocab_size
-        self.script = list(script)
-        self.prompt_len = prompt_len
-        self.num_hidden_layers = 1
-        super().__init__(**kwargs)
+    class ScriptedConfig(PretrainedConfig):
+        model_type = "eosfix-scripted"
+
+        def __init__(
+            self, vocab_size: int = 8, script: Sequence[int] = (0,), prompt_len: int = 0, **kwargs
+        ):
+            self.vocab_size = vocab_size
+            self.script = list(script)
+            self.prompt_len = prompt_len
+            self.num_hidden_layers = 1
+            super().__init__(**kwargs)
+
+    class ScriptedLM(PreTrainedModel, GenerationMixin):
+        """Greedy generation replays ``config.script`` after ``config.prompt_len`` tokens."""
+
+        config_class = ScriptedConfig
+        main_input_name = "input_ids"
+
+        def __init__(self, config: ScriptedConfig):
+            super().__init__(config)
+            self.unused = torch.nn.Parameter(torch.zeros(1))  # a model needs one parameter
+            self.post_init()
+
+        def forward(self, input_ids, attention_mask=None, **_: object):
+            batch, length = input_ids.shape
+            logits = torch.full((batch, length, self.config.vocab_size), -1e4)
+            script = self.config.script
+            for pos in range(length):  # the logits at ``pos`` choose the token at ``pos + 1``
+                step = min(max(pos + 1 - self.config.prompt_len, 0), len(script) - 1)
+                logits[:, pos, script[step]] = 0.0
+            return CausalLMOutput(logits=logits)
+
+    return ScriptedConfig, ScriptedLM
 
 
-class ScriptedLM(PreTrainedModel, GenerationMixin):
-    """Greedy generation replays ``config.script`` after a prompt of ``config.prompt_len``."""
-
-    config_class = ScriptedConfig
-    main_input_name = "input_ids"
-
-    def __init__(self, config: ScriptedConfig):
-        super().__init__(config)
-        self.unused = torch.nn.Parameter(torch.zeros(1))  # a model needs one parameter
-        self.post_init()
-
-    def forward(self, input_ids: torch.Tensor, attention_mask=None, **_: object) -> CausalLMOutput:
-        batch, length = input_ids.shape
-        logits = torch.full((batch, length, self.config.vocab_size), -1e4)
-        script = self.config.script
-        for pos in range(length):  # the logits at ``pos`` choose the token at ``pos + 1``
-            step = min(max(pos + 1 - self.config.prompt_len, 0), len(script) - 1)
-            logits[:, pos, script[step]] = 0.0
-        return CausalLMOutput(logits=logits)
+def scripted_lm(script: Sequence[int], prompt_len: int, vocab_size: int):
+    """A model whose greedy generation after ``prompt_len`` prompt tokens replays ``script``."""
+    config_cls, model_cls = _classes()
+    config = config_cls(
+        vocab_size=vocab_size, script=script, prompt_len=prompt_len, use_cache=False
+    )
+    return model_cls(config)
 
 
 def word_level_tokenizer(texts: Iterable[str], added: Mapping[str, int]) -> Tokenizer:
