@@ -113,7 +113,7 @@ def plan_config(check: RepoCheck) -> FilePatch | None:
     if cfg is None or not wanted:
         return None
     text = cfg.text
-    paths = [("eos_token_id",)]
+    paths: list[tuple[str, ...]] = [("eos_token_id",)]
     if isinstance(cfg.data.get("text_config"), dict) and "eos_token_id" in cfg.data["text_config"]:
         paths.append(("text_config", "eos_token_id"))
     for path in paths:
