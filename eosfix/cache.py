@@ -7,8 +7,8 @@ Layout (huggingface_hub 2.x)::
     <cache>/models--org--name/refs/main                       the commit sha
     <cache>/models--org--name/.no_exist/<commit>/<path>       "not in this commit" marker
 
-Snapshots are found with ``huggingface_hub.scan_cache_dir`` (its ``warnings`` name the corrupted
-repos, which are reported and skipped). Each distinct set of stop-relevant file contents is
+Snapshots are found with the scanner of ``huggingface_hub.scan_cache_dir``, run repo by repo
+(its ``CorruptedCacheException`` warnings name the corrupted repos, reported and skipped). Each distinct set of stop-relevant file contents is
 analyzed once: the key of a snapshot is its (repo path, blob hash) pairs, and a blob's name *is*
 its content hash, so revisions and repos that share files share one analysis. Many distinct
 analyses run in 2 worker processes. Fixing re-analyzes each snapshot under its lock and writes
@@ -148,33 +148,82 @@ def _corrupted(cache_dir: Path, warnings: Iterable[Exception]) -> list[Corrupted
     return out
 
 
-def scan_cache(cache_dir: str | Path) -> CacheScan:
-    """Every model snapshot of the cache, with its analysis key; corrupted repos apart."""
-    from huggingface_hub import scan_cache_dir
-    from huggingface_hub.errors import CacheNotFound
-
-    root = Path(cache_dir).expanduser().resolve()
+def _repo_scanner() -> Callable[[Path], Iterator[Any]] | None:
+    """scan_cache_dir's own per-repo scanner (same rules, same CorruptedCacheException), so
+    the cache is read one repo at a time and memory stays flat. None if this
+    huggingface_hub has no such function: then the whole scan_cache_dir() is used."""
     try:
-        info = scan_cache_dir(root)
-    except CacheNotFound:
-        raise CacheError("no Hugging Face cache here (set HF_HUB_CACHE or pass --cache-dir)",
-                         path=root) from None
-    except (ValueError, OSError) as exc:
-        raise CacheError(f"cannot scan the cache: {exc}", path=root) from None
-    snapshots = []
-    for repo in info.repos:
-        if repo.repo_type != "model":
-            continue
-        for rev in repo.revisions:
-            pairs = []
-            for f in rev.files:
+        from huggingface_hub.utils import _cache_manager as cm
+        from huggingface_hub.utils import _shared_blobs as sb
+
+        scan_repo, ignored = cm._scan_cached_repo, set(cm.FILES_TO_IGNORE)
+        store_name, is_store = sb.SHARED_BLOBS_DIR_NAME, sb.is_shared_blobs_dir
+    except (ImportError, AttributeError):  # pragma: no cover - other huggingface_hub versions
+        return None
+
+    def scan(root: Path) -> Iterator[Any]:
+        """Yield CachedRepoInfo or CorruptedCacheException, repo by repo, like scan_cache_dir."""
+        for path in sorted(root.iterdir()):
+            if path.name in ignored or path.name in (".locks", "CACHEDIR.TAG"):
+                continue
+            if path.name == store_name and is_store(path):
+                continue
+            try:
+                yield scan_repo(path)
+            except cm.CorruptedCacheException as exc:
+                yield exc
+
+    return scan
+
+
+def _scan_all(root: Path) -> Iterator[Any]:
+    from huggingface_hub import scan_cache_dir
+
+    info = scan_cache_dir(root)
+    yield from info.repos
+    yield from info.warnings
+
+
+def _snapshots_of(repo: Any) -> Iterator[Snapshot]:
+    for rev in repo.revisions:
+        pairs = []
+        for f in rev.files:
+            if f.file_name in KEY_FILES or f.file_name.endswith(".jinja"):
                 rel = f.file_path.relative_to(rev.snapshot_path).as_posix()
                 if _is_key_file(rel):
                     pairs.append((rel, file_identity(f.file_path, f.blob_path)))
-            snapshots.append(Snapshot(repo.repo_id, rev.commit_hash, tuple(sorted(rev.refs)),
-                                      rev.snapshot_path, tuple(sorted(pairs))))
+        yield Snapshot(repo.repo_id, rev.commit_hash, tuple(sorted(rev.refs)),
+                       rev.snapshot_path, tuple(sorted(pairs)))
+
+
+def scan_cache(cache_dir: str | Path) -> CacheScan:
+    """Every model snapshot of the cache, with its analysis key; corrupted repos apart.
+
+    Same rules and warnings as ``huggingface_hub.scan_cache_dir``, but read repo by repo
+    and reduced to what eosfix needs: scan_cache_dir keeps an object per file of the whole
+    cache (45,000 for 5,000 snapshots), which made peak memory grow with the cache.
+    """
+    from huggingface_hub.errors import CacheNotFound, CorruptedCacheException
+
+    root = Path(cache_dir).expanduser().resolve()
+    if not root.exists():
+        raise CacheError("no Hugging Face cache here (set HF_HUB_CACHE or pass --cache-dir)",
+                         path=root)
+    if not root.is_dir():
+        raise CacheError("not a directory", path=root)
+    scanner = _repo_scanner() or _scan_all
+    snapshots: list[Snapshot] = []
+    warnings: list[Exception] = []
+    try:
+        for item in scanner(root):
+            if isinstance(item, CorruptedCacheException):
+                warnings.append(item)
+            elif item.repo_type == "model":
+                snapshots.extend(_snapshots_of(item))
+    except (CacheNotFound, ValueError, OSError) as exc:
+        raise CacheError(f"cannot scan the cache: {exc}", path=root) from None
     snapshots.sort(key=lambda s: (s.repo_id.lower(), "main" not in s.refs, s.refs, s.commit))
-    corrupted = sorted(_corrupted(root, info.warnings), key=lambda c: c.name)
+    corrupted = sorted(_corrupted(root, warnings), key=lambda c: c.name)
     return CacheScan(root, tuple(snapshots), tuple(corrupted))
 
 
@@ -399,14 +448,14 @@ def run_cache(
     reps = [members[0].path for members in groups.values()]
     progress.start("analyzing", len(reps))
     verdicts = dict(zip(groups, run_many(analyze_snapshot, reps, detail, workers=workers,
-                                         progress=progress)))
+                                         progress=progress), strict=True))
     by_snapshot = {s: verdicts[s.key] for s in scan.snapshots}
     if fix:
         todo = [s for s in scan.snapshots if by_snapshot[s].has_patches]
         progress.start("fixing", len(todo))
         fixed = run_many(fix_snapshot, [s.path for s in todo], detail, workers=workers,
                          progress=progress)
-        by_snapshot.update(zip(todo, fixed))
+        by_snapshot.update(zip(todo, fixed, strict=True))
     results = [SnapshotResult(s, by_snapshot[s]) for s in scan.snapshots]
     return CacheRun(scan.cache_dir, fix, results, list(scan.corrupted), len(reps))
 

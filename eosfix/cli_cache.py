@@ -9,6 +9,7 @@ from typing import Any
 import click
 
 from eosfix import cache as cachelib
+from eosfix.report import EXIT_INPUT
 
 _STYLE = {
     "fixed": "bold green", "fixable": "bold red", "problems": "bold red", "warned": "yellow",
@@ -75,7 +76,8 @@ def summary_line(run: cachelib.CacheRun) -> str:
     n = len(run.results)
     head = f"{n} snapshot{'s' * (n != 1)} of {repos} repo{'s' * (repos != 1)}"
     body = ", ".join(f"{k} {what}" for k, what in parts if k) or "nothing to check"
-    tail = f"; {len(run.corrupted)} corrupted cache entries skipped" if run.corrupted else ""
+    k = len(run.corrupted)
+    tail = f"; {k} corrupted repo{'s' * (k != 1)} skipped" if k else ""
     return f"{head}: {body}{tail}"
 
 
@@ -131,7 +133,11 @@ def cache(cache_dir: str | None, do_fix: bool, repos: tuple[str, ...],
         eosfix cache --repo 'Qwen/*' --revision main --fix
     """
     root = cache_dir if cache_dir is not None else cachelib.default_cache_dir()
-    scan = cachelib.select(cachelib.scan_cache(root), repos, revisions)
+    try:
+        scan = cachelib.select(cachelib.scan_cache(root), repos, revisions)
+    except cachelib.CacheError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(EXIT_INPUT)
     if _use_progress():
         from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
