@@ -17,6 +17,7 @@ Everything here is pure: no printing, no writing, no network.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -28,7 +29,7 @@ from eosfix.errors import TemplateError
 from eosfix.models import eos_tuple
 from eosfix.probes import SPECS, Probe, run_probe
 from eosfix.repo import CONFIG, GENERATION_CONFIG, ChatTemplate, ModelRepo, TokenInfo
-from eosfix.template import compile_template
+from eosfix.template import compile_template, make_environment
 
 TURN_END = "turn_end"
 TOOL_CALL = "tool_call"
@@ -150,25 +151,28 @@ def _in_turn_tokens(probes: Iterable[Probe], scanner: SpecialScanner) -> set[str
     return found
 
 
+@functools.lru_cache(maxsize=256)
+def _template_literals(source: str) -> tuple[tuple[str, int], ...]:
+    """Every string the template can write verbatim (constants and raw text), with its line."""
+    try:  # the environment transformers uses, so {% generation %} parses
+        ast = make_environment().parse(source)
+    except jinja2.TemplateSyntaxError:
+        return ()
+    consts = [(c.value, c.lineno) for c in ast.find_all(nodes.Const) if isinstance(c.value, str)]
+    raw = [(d.data, d.lineno) for d in ast.find_all(nodes.TemplateData)]
+    return tuple(consts + raw)
+
+
 def _unreached_literals(source: str, rendered: Iterable[str], scanner: SpecialScanner) -> tuple[
     tuple[str, int], ...
 ]:
     """Control-token literals of the template that no probe rendered, with their line."""
-    try:
-        ast = jinja2.Environment(extensions=["jinja2.ext.loopcontrols"]).parse(source)
-    except jinja2.TemplateSyntaxError:
-        return ()
     seen = "".join(rendered)
     out: dict[str, int] = {}
-    for const in ast.find_all(nodes.Const):
-        if isinstance(const.value, str):
-            for tok, _ in scanner.find(const.value):
-                if tok not in seen and tok not in out:
-                    out[tok] = const.lineno
-    for data in ast.find_all(nodes.TemplateData):
-        for tok, _ in scanner.find(data.data):
+    for text, lineno in _template_literals(source):
+        for tok, _ in scanner.find(text):
             if tok not in seen and tok not in out:
-                out[tok] = data.lineno
+                out[tok] = lineno
     return tuple(sorted(out.items(), key=lambda kv: kv[1]))
 
 
