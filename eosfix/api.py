@@ -19,7 +19,7 @@ from pathlib import Path
 
 from eosfix.check import RepoCheck, Status, check_repo
 from eosfix.errors import EosfixError
-from eosfix.fileio import locked_dir, write_if_changed
+from eosfix.fileio import check_writable, locked_dir, write_if_changed
 from eosfix.patch import FilePatch, plan_patches
 from eosfix.repo import load_repo
 
@@ -76,6 +76,8 @@ def fix(
     try:
         with locked_dir(root):
             result, patches = _analyze(root, config_json)
+            for patch in patches:  # all or nothing: refuse before writing the first file
+                check_writable(root / patch.file, allow_symlink_replace=replace_symlinks)
             written = []
             for patch in patches:
                 target = root / patch.file

@@ -12,6 +12,9 @@ Codes (stable: documented in the README, used by tests and scripts):
 - EOS008 warning: a terminator is not marked special: decoded replies show it as text.
 - EOS009 warning: no turn terminator found: the template writes nothing that ends a reply.
 - EOS100 error: a template refused or failed every probe: nothing could be analyzed.
+- EOS101 error: a template exceeded a render limit (time, size, output, loop iterations,
+  calls, recursion depth, memory): it was stopped, its analysis is incomplete.
+- EOS102 error: a template tried to reach an attribute the sandbox hides (``__class__``...).
 """
 
 from __future__ import annotations
@@ -127,7 +130,13 @@ def _terminator_findings(repo: ModelRepo, ts: TerminatorSet) -> list[Finding]:
 def _template_findings(ts: TerminatorSet) -> list[Finding]:
     out = []
     for ta in ts.templates:
-        if not ta.rendered:
+        limited = next((p for p in ta.probes if p.limit is not None), None)
+        if limited is not None:  # named first: it explains why the probes failed
+            escape = limited.limit == "sandbox"
+            what = "was stopped by the sandbox" if escape else "exceeded a render limit"
+            msg = f"template {ta.name!r} {what}: {limited.refusal}"
+            out.append(Finding("EOS102" if escape else "EOS101", ta.file, msg))
+        elif not ta.rendered:
             first = ta.refusals[0].refusal if ta.refusals else "no output"
             msg = f"template {ta.name!r} refused every probe ({first})"
             out.append(Finding("EOS100", ta.file, msg))

@@ -15,12 +15,14 @@ import os
 import stat
 import tempfile
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 from eosfix.errors import RepoLoadError, WriteError
 
 _TMP_SUFFIX = ".eosfix-tmp"
+_STALE_SECONDS = 60.0  # a temp file this old is left over from a killed process
 _held = threading.local()  # per thread: {(st_dev, st_ino) of a locked dir: depth}
 
 
@@ -114,6 +116,55 @@ def _target_mode(path: Path, allow_symlink_replace: bool) -> int:
     return stat.S_IMODE(info.st_mode)
 
 
+def check_writable(path: Path, *, allow_symlink_replace: bool = False) -> None:
+    """Raise ``WriteError`` if ``write_atomic(path, ...)`` would be refused; write nothing.
+
+    Call it for every file of a multi-file fix before writing any, so that a file that
+    cannot be written (symlink, read-only, not a regular file, folder not writable) leaves
+    the others untouched too.
+    """
+    _target_mode(path, allow_symlink_replace)
+    if not os.access(path.parent, os.W_OK | os.X_OK):
+        raise WriteError("its folder is not writable", path=path)
+
+
+def _try_flock(fd: int) -> bool | None:
+    """Take an exclusive lock without waiting: True taken, False held elsewhere, None no flock."""
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    except OSError:
+        return None
+    return True
+
+
+def remove_stale_temps(directory: Path) -> list[Path]:
+    """Delete ``.*.eosfix-tmp`` files a killed eosfix left in ``directory``; return them.
+
+    A writer holds an flock on its temp file until it is renamed, so a temp file nobody
+    locks is garbage; where flock is unavailable, only files older than a minute go.
+    Call it with the directory locked (``write_atomic`` does).
+    """
+    removed = []
+    for tmp in directory.glob(f".*{_TMP_SUFFIX}"):
+        try:
+            fd = os.open(tmp, os.O_RDONLY | os.O_NOFOLLOW)
+        except OSError:
+            continue
+        try:
+            taken = _try_flock(fd)
+            old = time.time() - os.fstat(fd).st_mtime > _STALE_SECONDS
+            if taken or (taken is None and old):
+                os.unlink(tmp)
+                removed.append(tmp)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+    return removed
+
+
 def _fsync_dir(directory: Path) -> None:
     """Persist the rename itself; best effort (not every file system allows it)."""
     with contextlib.suppress(OSError):
@@ -132,6 +183,7 @@ def write_atomic(path: Path, data: bytes, *, allow_symlink_replace: bool = False
     """
     with locked_dir(path):
         mode = _target_mode(path, allow_symlink_replace)
+        remove_stale_temps(path.parent)
         try:
             tmp = tempfile.NamedTemporaryFile(  # noqa: SIM115 (closed below or on error)
                 dir=path.parent, delete=False, prefix=f".{path.name}.", suffix=_TMP_SUFFIX
@@ -142,6 +194,7 @@ def write_atomic(path: Path, data: bytes, *, allow_symlink_replace: bool = False
             ) from None
         try:
             with tmp:
+                _try_flock(tmp.fileno())  # marks it in use for remove_stale_temps
                 tmp.write(data)
                 tmp.flush()
                 os.fsync(tmp.fileno())

@@ -390,7 +390,10 @@ def _insert_member(
         gap = "," + lead if "\n" in lead else style.item_sep
     after = [m for m in members if m.key > key]
     anchor = after[0] if after else members[-1]
-    base = gap.rsplit("\n", 1)[1] if "\n" in gap else _line_indent(text, anchor.key_start)
+    # Only the whitespace of the gap's last line: comma-first files put the "," there too.
+    last = gap.rsplit("\n", 1)[-1]
+    base = last[: len(last) - len(last.lstrip(" \t"))] if "\n" in gap else _line_indent(
+        text, anchor.key_start)
     new = json.dumps(key, ensure_ascii=False) + style.key_sep
     new += _render(value, None, style, base, multi)
     if after:

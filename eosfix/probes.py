@@ -14,6 +14,7 @@ from typing import Any
 
 import jinja2
 
+from eosfix.limits import RenderLimitExceeded, SandboxEscape
 from eosfix.template import TemplateRefusal, render_chat
 
 SYSTEM = "Eosfixsystem0"
@@ -124,6 +125,7 @@ class Probe:
     template: str  # template name
     text: str | None = None
     refusal: str | None = None
+    limit: str | None = None  # the render bound it hit ("time", "output", "sandbox"...)
 
     @property
     def tail_start(self) -> int | None:
@@ -143,6 +145,11 @@ class Probe:
         return None if pos < 0 else pos
 
 
+# What a template can raise from inside the sandbox (besides raise_exception).
+_RENDER_ERRORS = (jinja2.TemplateError, TypeError, ValueError, KeyError, IndexError,
+                  AttributeError, ZeroDivisionError, OverflowError, RecursionError)
+
+
 def run_probe(
     source: str, template_name: str, spec: ProbeSpec, special_tokens: Mapping[str, str]
 ) -> Probe:
@@ -157,17 +164,19 @@ def run_probe(
         )
     except TemplateRefusal as exc:
         return Probe(spec, template_name, refusal=f"raise_exception: {exc}")
-    except jinja2.TemplateError as exc:
-        return Probe(spec, template_name, refusal=f"{type(exc).__name__}: {exc}")
-    except (TypeError, ValueError, KeyError, IndexError, AttributeError, ZeroDivisionError,
-            OverflowError, RecursionError) as exc:
+    except (RenderLimitExceeded, SandboxEscape) as exc:
+        return Probe(spec, template_name, refusal=str(exc), limit=exc.limit)
+    except _RENDER_ERRORS as exc:
         return Probe(spec, template_name, refusal=f"{type(exc).__name__}: {exc}")
     return Probe(spec, template_name, text=text)
 
 
 def run_generation_prompt(source: str, special_tokens: Mapping[str, str]) -> str | None:
     """What ``add_generation_prompt=True`` appends after a user turn: the assistant opener."""
-    shapes = (([_user(USER1)], {}), ([_user(USER1)], {"tools": [TOOL_SCHEMA]}))
+    user: list[Mapping[str, Any]] = [_user(USER1)]
+    shapes: tuple[tuple[list[Mapping[str, Any]], dict[str, Any]], ...] = (
+        (user, {}), (user, {"tools": [TOOL_SCHEMA]})
+    )
     for messages, extra in shapes:
         try:
             without, with_prompt = (
@@ -175,7 +184,7 @@ def run_generation_prompt(source: str, special_tokens: Mapping[str, str]) -> str
                             add_generation_prompt=flag, **extra)
                 for flag in (False, True)
             )
-        except (TemplateRefusal, jinja2.TemplateError, TypeError, ValueError, KeyError):
+        except (TemplateRefusal, *_RENDER_ERRORS):
             continue
         if with_prompt.startswith(without):
             return with_prompt[len(without) :]

@@ -47,7 +47,11 @@ RELEVANT_FILES = (
     CHAT_TEMPLATE_JSON,
     PROCESSOR_CONFIG,
 )
-_MAX_JSON_BYTES = 64 * 1024 * 1024
+# Real config files and templates are kB to a few MB (a huge added_tokens_decoder); bigger
+# ones are refused before reading, so a hostile repo cannot make eosfix hold hundreds of MB.
+# tokenizer.json (10-35 MB, read lazily) has its own, larger bound.
+_MAX_FILE_BYTES = 16 * 1024 * 1024
+_MAX_TOKENIZER_JSON_BYTES = 256 * 1024 * 1024
 M = TypeVar("M", bound=BaseModel)
 
 
@@ -85,8 +89,9 @@ def read_bytes(path: Path) -> bytes:
         if path.is_dir():
             raise RepoLoadError("is a directory, expected a file", path=path)
         size = path.stat().st_size
-        if size > _MAX_JSON_BYTES and path.suffix == ".json" and path.name != TOKENIZER_JSON:
-            raise RepoLoadError(f"too large for a config file ({size} bytes)", path=path)
+        limit = _MAX_TOKENIZER_JSON_BYTES if path.name == TOKENIZER_JSON else _MAX_FILE_BYTES
+        if size > limit:
+            raise RepoLoadError(f"too large ({size} bytes, limit {limit})", path=path)
         return path.read_bytes()
     except PermissionError:
         raise RepoLoadError("permission denied", path=path) from None
@@ -114,6 +119,18 @@ def parse_json_text(text: str, path: Path) -> Any:
         raise RepoLoadError("invalid JSON: nested too deeply", path=path) from None
 
 
+def _data_path(data: Any, loc: tuple[Any, ...]) -> str:
+    """The JSON path of a pydantic error location, without pydantic's union-branch tags."""
+    parts, node = [], data
+    for part in loc:
+        in_list = isinstance(node, list) and isinstance(part, int) and part < len(node)
+        if not (in_list or (isinstance(node, dict) and part in node)):
+            continue  # "constrained-int", "str", "list[...]": which union branch failed
+        node = node[part]
+        parts.append(str(part))
+    return ".".join(parts)
+
+
 def validate(model: type[M], data: Any, path: Path) -> M:
     """Check the shape of a parsed file; the first problem becomes a one-line error."""
     if not isinstance(data, dict):
@@ -122,8 +139,12 @@ def validate(model: type[M], data: Any, path: Path) -> M:
         return model.model_validate(data)
     except ValidationError as exc:
         err = exc.errors()[0]
-        where = ".".join(str(p) for p in err["loc"] if not str(p).startswith(("function-", "list[")))
-        value = json.dumps(err.get("input"), default=str)[:60]
+        where = _data_path(data, tuple(err["loc"]))
+        value = json.dumps(err.get("input"), default=str)
+        value = value if len(value) <= 60 else value[:57] + "..."
+        if where.split(".")[-1] == "eos_token_id" or ".eos_token_id." in f".{where}.":
+            msg = f"{where}: expected a token id (an integer >= 0) or a list of at most 4096"
+            raise RepoLoadError(f"{msg} (got {value})", path=path) from None
         raise RepoLoadError(f"{where}: {err['msg'].lower()} (got {value})", path=path) from None
 
 
@@ -155,7 +176,7 @@ class ModelRepo:
         path = self.root / TOKENIZER_JSON
         try:
             return Tokenizer.from_file(str(path))
-        except Exception as exc:  # the tokenizers library raises a bare Exception
+        except Exception as exc:  # noqa: BLE001 (the tokenizers library raises a bare Exception)
             raise RepoLoadError(f"cannot load tokenizer: {exc}", path=path) from None
 
     def tokenizer(self) -> Any:

@@ -5,11 +5,16 @@ an ``ImmutableSandboxedEnvironment`` with ``trim_blocks``/``lstrip_blocks``, ``l
 a ``{% generation %}`` tag that renders its body, ``raise_exception``, ``strftime_now`` and a
 ``tojson`` that is plain ``json.dumps(ensure_ascii=False)``. Every other Jinja default stays
 (one trailing newline of the template dropped, undefined names render as "").
+
+The sandbox is :class:`eosfix.limits.GuardedSandbox`: the same text for every real template,
+but each render is bounded in time, size and work (``RenderLimitExceeded``), and an attempt
+to reach a hidden attribute raises ``SandboxEscape``. A template that hit a bound once is
+refused at once on its next renders in this process, so a hostile template costs one
+render's budget, not one per probe.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping
 from datetime import datetime
 from functools import lru_cache
@@ -19,11 +24,24 @@ import jinja2
 from jinja2 import nodes
 from jinja2.ext import Extension
 from jinja2.parser import Parser
-from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from eosfix.errors import TemplateError
+from eosfix.limits import (
+    DEFAULT_LIMITS,
+    GuardedSandbox,
+    RenderLimitExceeded,
+    RenderLimits,
+    budgeted_json,
+    guarded_finalize,
+    render_budget,
+)
 
 _MIN_JINJA = (3, 1, 6)
+# Real chat templates are a few kB (the largest known are ~100 kB); compiling megabytes of
+# Jinja takes seconds and memory, so a bigger template is refused before it is compiled.
+MAX_TEMPLATE_CHARS = 1_000_000
+_STRUCK_MAX = 256
+_struck: dict[str, RenderLimitExceeded] = {}  # source -> the limit it hit (FIFO-bounded)
 
 
 class TemplateRefusal(Exception):
@@ -33,7 +51,7 @@ class TemplateRefusal(Exception):
 class _GenerationTag(Extension):
     """``{% generation %}...{% endgeneration %}`` marks assistant tokens; it renders its body."""
 
-    tags = frozenset({"generation"})
+    tags = {"generation"}  # noqa: RUF012 (jinja2 declares it a plain set)
 
     def parse(self, parser: Parser) -> nodes.Node:
         lineno = next(parser.stream).lineno
@@ -52,7 +70,7 @@ def _tojson(
     separators: tuple[str, str] | None = None,
     sort_keys: bool = False,
 ) -> str:
-    return json.dumps(
+    return budgeted_json(
         x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys
     )
 
@@ -69,16 +87,17 @@ def _jinja_version() -> tuple[int, ...]:
     return tuple(parts)
 
 
-def make_environment(now: Callable[[], datetime] = datetime.now) -> ImmutableSandboxedEnvironment:
+def make_environment(now: Callable[[], datetime] = datetime.now) -> GuardedSandbox:
     """Build the sandboxed environment transformers uses (``now`` feeds ``strftime_now``)."""
     if _jinja_version() < _MIN_JINJA:  # older releases have known sandbox escapes
         raise TemplateError(f"jinja2 {jinja2.__version__} is too old: eosfix needs >= 3.1.6")
-    env = ImmutableSandboxedEnvironment(
+    env = GuardedSandbox(
         trim_blocks=True,
         lstrip_blocks=True,
         extensions=[_GenerationTag, "jinja2.ext.loopcontrols"],
+        finalize=guarded_finalize,
     )
-    env.filters["tojson"] = _tojson
+    env.add_filter("tojson", _tojson)
     env.globals["raise_exception"] = _raise_exception
     env.globals["strftime_now"] = lambda fmt: now().strftime(fmt)
     return env
@@ -90,10 +109,17 @@ _ENV = make_environment()
 @lru_cache(maxsize=256)
 def compile_template(source: str) -> jinja2.Template:
     """Compile a chat template; raise ``TemplateError`` when it is not valid Jinja."""
+    if len(source) > MAX_TEMPLATE_CHARS:
+        raise TemplateError(
+            f"chat template too large ({len(source)} characters, limit {MAX_TEMPLATE_CHARS})"
+        )
     try:
         return _ENV.from_string(source)
     except jinja2.TemplateSyntaxError as exc:
         raise TemplateError(f"not a valid Jinja template: line {exc.lineno}: {exc.message}") from exc
+    except (RecursionError, MemoryError, SyntaxError, ValueError, OverflowError) as exc:
+        # Deeply nested expressions overflow the parser or Python's own compiler.
+        raise TemplateError(f"chat template cannot be compiled: {type(exc).__name__}") from None
 
 
 def normalize_messages(messages: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -110,13 +136,38 @@ def normalize_messages(messages: list[Mapping[str, Any]]) -> list[dict[str, Any]
     return out
 
 
-def render(source: str, context: Mapping[str, Any]) -> str:
+def render(
+    source: str, context: Mapping[str, Any], limits: RenderLimits = DEFAULT_LIMITS
+) -> str:
     """Render ``source`` with exactly ``context`` as its variables.
 
-    Raises ``TemplateRefusal`` when the template calls ``raise_exception`` and
-    ``jinja2.TemplateError`` (or a Python error from inside the sandbox) when it fails.
+    Raises ``TemplateRefusal`` when the template calls ``raise_exception``,
+    ``RenderLimitExceeded`` when it goes over ``limits`` (recursion and memory included),
+    ``SandboxEscape`` when it reaches for a hidden attribute, and ``jinja2.TemplateError``
+    (or a Python error from inside the sandbox) when it fails.
     """
-    return compile_template(source).render(**context)
+    struck = _struck.get(source)
+    if struck is not None:
+        raise RenderLimitExceeded(struck.limit, "exceeded in an earlier render")
+    template = compile_template(source)
+    try:
+        with render_budget(limits):
+            return template.render(**context)
+    except RenderLimitExceeded as exc:
+        _strike(source, exc)
+        raise
+    except RecursionError:
+        refused = RenderLimitExceeded("recursion depth", "too deep")
+    except MemoryError:
+        refused = RenderLimitExceeded("memory", "the process ran out of memory")
+    _strike(source, refused)
+    raise refused
+
+
+def _strike(source: str, exc: RenderLimitExceeded) -> None:
+    if len(_struck) >= _STRUCK_MAX:
+        _struck.pop(next(iter(_struck)))
+    _struck[source] = exc
 
 
 def render_chat(
