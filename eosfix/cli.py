@@ -206,7 +206,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except EosfixError as exc:
         click.echo(f"error: {exc}", err=True)
         return EXIT_INPUT
-    except Exception:
+    except Exception:  # noqa: BLE001 - the last resort: a bug becomes exit 3 with a hint
         if os.environ.get("EOSFIX_DEBUG"):
             traceback.print_exc()
         else:

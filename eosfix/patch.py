@@ -22,15 +22,18 @@ from eosfix.repo import CONFIG, GENERATION_CONFIG, ModelRepo
 # GenerationConfig attributes that from_model_config copies from config.json (transformers
 # generation/configuration_utils.py); other config.json keys are not generation settings.
 _GENERATION_KEYS = frozenset(
-    """max_length max_new_tokens min_length min_new_tokens early_stopping max_time stop_strings
-    do_sample num_beams num_beam_groups penalty_alpha use_cache temperature top_k top_p min_p
-    typical_p epsilon_cutoff eta_cutoff diversity_penalty repetition_penalty
-    encoder_repetition_penalty length_penalty no_repeat_ngram_size bad_words_ids
-    force_words_ids renormalize_logits forced_bos_token_id forced_eos_token_id
-    remove_invalid_values exponential_decay_length_penalty suppress_tokens
-    begin_suppress_tokens num_return_sequences output_attentions output_hidden_states
-    output_scores output_logits return_dict_in_generate pad_token_id bos_token_id eos_token_id
-    encoder_no_repeat_ngram_size decoder_start_token_id""".split()
+    {
+        "max_length", "max_new_tokens", "min_length", "min_new_tokens", "early_stopping", "max_time",
+        "stop_strings", "do_sample", "num_beams", "num_beam_groups", "penalty_alpha", "use_cache",
+        "temperature", "top_k", "top_p", "min_p", "typical_p", "epsilon_cutoff", "eta_cutoff",
+        "diversity_penalty", "repetition_penalty", "encoder_repetition_penalty", "length_penalty",
+        "no_repeat_ngram_size", "bad_words_ids", "force_words_ids", "renormalize_logits",
+        "forced_bos_token_id", "forced_eos_token_id", "remove_invalid_values",
+        "exponential_decay_length_penalty", "suppress_tokens", "begin_suppress_tokens",
+        "num_return_sequences", "output_attentions", "output_hidden_states", "output_scores",
+        "output_logits", "return_dict_in_generate", "pad_token_id", "bos_token_id", "eos_token_id",
+        "encoder_no_repeat_ngram_size", "decoder_start_token_id",
+    }
 )
 _SUBCONFIGS = ("decoder", "generator", "text_config")
 

@@ -128,4 +128,6 @@ def test_internal_error_gives_exit_3_and_hint(monkeypatch, sample_repo, capsys):
     monkeypatch.delenv("EOSFIX_DEBUG", raising=False)
     assert main(["check", str(sample_repo("llama3-healthy"))]) == 3
     err = capsys.readouterr().err
-    assert "kaboom" in err and "EOSFIX_DEBUG=1" in err and "Traceback" not in err
+    assert "kaboom" in err
+    assert "EOSFIX_DEBUG=1" in err
+    assert "Traceback" not in err

@@ -13,7 +13,7 @@ README = (ROOT / "README.md").read_text()
 
 
 def test_readme_starts_with_two_working_commands():
-    block = re.search(r"```bash\n(.*?)\n```", README, re.S)
+    block = re.search(r"```bash\n(.*?)\n```", README, re.DOTALL)
     assert block is not None
     first, second = block.group(1).splitlines()
     assert first.startswith("pip install . && eosfix check sample_repos/")
@@ -32,7 +32,8 @@ def test_every_command_has_help_and_is_in_readme():
     ctx = click.Context(cli)
     for name in cli.list_commands(ctx):
         cmd = cli.get_command(ctx, name)
-        assert cmd is not None and cmd.help, name
+        assert cmd is not None, name
+        assert cmd.help, name
         assert f"eosfix {name}" in README, name
 
 
