@@ -19,7 +19,7 @@ from pathlib import Path
 
 from eosfix.check import RepoCheck, Status, check_repo
 from eosfix.errors import EosfixError
-from eosfix.fileio import check_writable, locked_dir, write_if_changed
+from eosfix.fileio import check_writable, locked_dir, write_atomic, write_if_changed
 from eosfix.patch import FilePatch, plan_patches
 from eosfix.repo import load_repo
 
@@ -46,6 +46,26 @@ class RepoResult:
 def _analyze(path: Path, config_json: bool) -> tuple[RepoCheck, tuple[FilePatch, ...]]:
     check = check_repo(load_repo(path))
     return check, plan_patches(check, config_json=config_json)
+
+
+def _write_all(root: Path, patches: tuple[FilePatch, ...], replace_symlinks: bool) -> list[str]:
+    """Write every patch, or none: an unforeseen failure (disk full, I/O error) on a later
+    file puts the earlier ones back as they were (a created file is removed)."""
+    written: list[FilePatch] = []
+    try:
+        for patch in patches:
+            target = root / patch.file
+            if write_if_changed(target, patch.new_text, allow_symlink_replace=replace_symlinks):
+                written.append(patch)
+    except EosfixError:
+        for done in reversed(written):
+            target = root / done.file
+            if done.old_text is None:
+                target.unlink(missing_ok=True)
+            else:  # a cache snapshot link comes back as a regular file with the same bytes
+                write_atomic(target, done.old_text.encode("utf-8"), allow_symlink_replace=True)
+        raise
+    return [p.file for p in written]
 
 
 def check(path: str | Path, *, config_json: bool = False, label: str | None = None) -> RepoResult:
@@ -78,13 +98,10 @@ def fix(
             result, patches = _analyze(root, config_json)
             for patch in patches:  # all or nothing: refuse before writing the first file
                 check_writable(root / patch.file, allow_symlink_replace=replace_symlinks)
-            written = []
+            written = _write_all(root, patches, replace_symlinks)
             for patch in patches:
-                target = root / patch.file
-                if write_if_changed(target, patch.new_text, allow_symlink_replace=replace_symlinks):
-                    written.append(patch.file)
-                    if after_write is not None:
-                        after_write(target, patch)
+                if after_write is not None and patch.file in written:
+                    after_write(root / patch.file, patch)
     except EosfixError as exc:
         return RepoResult(root, error=exc, label=label)
     return RepoResult(root, result, patches, tuple(written), label=label)

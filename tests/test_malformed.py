@@ -181,3 +181,29 @@ def test_internal_error_exits_3_with_hint(tmp_path, capsys, monkeypatch):
     _, err = capsys.readouterr()
     assert "Traceback" in err
     assert "RuntimeError: boom" in err
+
+
+def test_failure_on_the_second_file_rolls_back_the_first(tmp_path, monkeypatch):
+    """--config-json writes two files: an unforeseen failure on the second (disk full) puts
+    the first back byte for byte."""
+    import shutil
+
+    import eosfix.api
+    from eosfix.errors import WriteError
+    from tests.conftest import SAMPLES
+
+    repo = tmp_path / "repo"
+    shutil.copytree(SAMPLES / "chatml-missing-im-end", repo,
+                    ignore=shutil.ignore_patterns("fixed", "expected.txt"))
+    before = {p.name: p.read_bytes() for p in repo.iterdir()}
+    real = eosfix.api.write_if_changed
+
+    def fail_on_config(path, text, **kwargs):
+        if path.name == "config.json":
+            raise WriteError("No space left on device", path=path)
+        return real(path, text, **kwargs)
+
+    monkeypatch.setattr(eosfix.api, "write_if_changed", fail_on_config)
+    result = eosfix.api.fix(repo, config_json=True)
+    assert isinstance(result.error, WriteError)
+    assert {p.name: p.read_bytes() for p in repo.iterdir()} == before
