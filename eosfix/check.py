@@ -81,6 +81,23 @@ class RepoCheck:
         return tuple(t for t in self.terminators.terminators if t.kind != STOP_STRING)
 
     @property
+    def unwritten_eog_tokens(self) -> tuple[tuple[str, int], ...]:
+        """Special tokens runtimes treat as end-of-generation by their text (llama.cpp's list)
+        that no template writes: a model may still have learned them from data the template
+        does not show (Llama 3.2's ``<|eom_id|>``). Evidence for a person, never written."""
+        from eosfix.runtimes import EOG_TEXTS
+
+        rendered = "".join(
+            p.text or "" for ta in self.terminators.templates for p in ta.rendered
+        )
+        return tuple(
+            (text, info.id)
+            for text in EOG_TEXTS
+            if (info := self.repo.added_tokens.get(text)) is not None
+            and info.special and info.id is not None and text not in rendered
+        )
+
+    @property
     def stop_strings(self) -> tuple[str, ...]:
         return tuple(t.content for t in self.terminators.terminators if t.kind == STOP_STRING)
 

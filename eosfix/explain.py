@@ -118,6 +118,9 @@ def render_explain(result: RepoResult) -> str:
         lines.append(f"{t.content} ends a turn ({t.kind.replace('_', ' ')}), seen in probe "
                      f"{t.probe}: {_visible(t.evidence, scanner)}")
         lines.append(f"  id {t.id} from {t.id_source}" if t.id is not None else "  no id")
+    for text, token_id in c.unwritten_eog_tokens:
+        lines.append(f"{text} ({token_id}) is a special token runtimes stop on by name, but no "
+                     "template writes it: add it to your loop only if the model emits it")
     ids, source = loop_ids(c)
     if c.repo.templates:
         lines += ["", click.style("Runtimes: does generation stop at every terminator?", bold=True),

@@ -114,6 +114,7 @@ def result_to_dict(r: RepoResult) -> dict[str, Any]:
             for t in c.terminators.terminators
         ],
         acceptable=list(c.terminators.acceptable),
+        unwritten_eog_tokens=[{"content": t, "id": i} for t, i in c.unwritten_eog_tokens],
         in_turn=list(c.terminators.in_turn),
         stop_strings=list(c.stop_strings),
         tokenizer_eos=None if c.tokenizer_eos is None
