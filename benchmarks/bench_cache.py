@@ -9,14 +9,20 @@ analyses). Every snapshot needs a fix.
     python benchmarks/bench_cache.py               # N = 100, 1000, 5000
     python benchmarks/bench_cache.py 1000 --workers 1
 
-eosfix runs in a fresh process per N, so peak RSS (ru_maxrss of that process plus its
-largest worker child) is eosfix's alone. The driver checks afterwards that every blob is
-byte-identical and that scan_cache_dir() has no warnings (and times scan_cache_dir alone).
+Each phase runs the real command (`eosfix cache`, output to a file) in a fresh process:
+check (text table), check --format json, --fix (text), then a json recheck. Peak RSS is
+the VmHWM of that process (``base``: after imports, before the run) plus the ru_maxrss of
+its largest worker child, so it is eosfix's alone; flat memory means the same peak for
+every N. (ru_maxrss of the process itself would not do: it survives execve, so it reported
+the driver's own peak, its scan_cache_dir() of the whole cache: 94 MB at N=5000.) The
+driver checks afterwards that every blob is byte-identical and that scan_cache_dir() has
+no warnings (and times scan_cache_dir alone).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import resource
 import subprocess
@@ -24,6 +30,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
@@ -54,9 +61,14 @@ def build(root: Path, n: int) -> CacheBuilder:
 
 
 def _peak_mb() -> tuple[float, float]:
-    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    child = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-    return own, child
+    """Peak RSS of this process and of its largest finished child (the workers), in MB.
+
+    This process's own is VmHWM: ru_maxrss survives execve, so it would report the
+    driver's peak (its scan_cache_dir of the whole cache) when that was larger."""
+    with open("/proc/self/status") as f:
+        own = next(int(line.split()[1]) for line in f if line.startswith("VmHWM:"))
+    child = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    return own / 1024, child / 1024
 
 
 def _cpu() -> float:
@@ -66,39 +78,58 @@ def _cpu() -> float:
     return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
 
 
-def measure(root: Path, n: int, workers: int) -> dict[str, float]:
-    """check, fix, check again: timings and peak memory of eosfix alone (own process)."""
-    from eosfix import cache
-
-    t, cpu = time.perf_counter(), _cpu()
-    scan = cache.scan_cache(root)
-    scan_s = time.perf_counter() - t
-    run = cache.run_cache(scan, workers=workers)  # the pool's workers have exited: counted
-    check_s, check_cpu = time.perf_counter() - t, _cpu() - cpu
-    assert len(run.results) == n, len(run.results)
-    assert run.counts()["fixable"] == n, run.counts()
-    analyses = run.analyses
-
-    t = time.perf_counter()
-    run = cache.run_cache(cache.scan_cache(root), fix=True, workers=workers)
-    fix_s = time.perf_counter() - t
-    assert run.counts()["fixed"] == n, run.counts()
-
-    t = time.perf_counter()
-    again = cache.run_cache(cache.scan_cache(root), workers=workers)
-    recheck_s = time.perf_counter() - t
-    assert again.exit_code == 0, again.counts()
-    own, child = _peak_mb()
-    return {
-        "n": n, "analyses": analyses, "scan_s": scan_s, "check_s": check_s,
-        "check_cpu_s": check_cpu, "fix_s": fix_s, "recheck_s": recheck_s,
-        "check_per_s": n / check_s, "fix_per_s": n / fix_s, "recheck_per_s": n / recheck_s,
-        "peak_self_mb": own, "peak_child_mb": child,
-    }
+PHASES = {  # name: extra arguments of `eosfix cache`
+    "check": [], "json": ["--format", "json"], "fix": ["--fix"], "recheck": ["--format", "json"],
+}
 
 
-def bench(n: int, workers: int) -> dict[str, float]:
-    """Build a cache of n snapshots, measure eosfix in a fresh process, then verify the cache."""
+def _json_footer(path: Path) -> dict[str, Any]:
+    """corrupted, summary and exit_code of a streamed JSON output, read from its end only
+    (loading all the entries would count against this process's peak)."""
+    with path.open("rb") as f:
+        f.seek(max(0, path.stat().st_size - 65536))
+        tail = f.read().decode()
+    return json.loads("{" + tail[tail.rindex('\n  "corrupted": '):])
+
+
+def measure(root: Path, n: int, workers: int, phase: str) -> dict[str, Any]:
+    """One phase of `eosfix cache` in this (fresh) process: time, CPU, peak memory."""
+    from eosfix import cache as cachelib
+    from eosfix.cli_cache import cache
+
+    cachelib.WORKERS = workers
+    base = _peak_mb()[0]
+    with tempfile.TemporaryDirectory(prefix="eosfix-bench-out-") as tmp:
+        out = Path(tmp) / "out"
+        t, cpu = time.perf_counter(), _cpu()
+        with out.open("w") as f, contextlib.redirect_stdout(f):
+            try:
+                cache.main(["--cache-dir", str(root), *PHASES[phase]], standalone_mode=False)
+            except SystemExit as exc:
+                code = exc.code
+        seconds, cpu = time.perf_counter() - t, _cpu() - cpu
+        own, child = _peak_mb()
+        result: dict[str, Any] = {"s": seconds, "cpu_s": cpu, "exit": code, "base_mb": base,
+                                  "peak_self_mb": own, "peak_child_mb": child}
+        if phase in ("json", "recheck"):
+            summary = _json_footer(out)["summary"]
+            assert summary["snapshots"] == n, summary
+            entries = json.loads(out.read_text())["repos"]  # the whole stream parses (peak taken)
+            assert len({e["name"] for e in entries}) == n
+            del entries
+            result["analyses"] = summary["analyses"]
+            expected = "ok" if phase == "recheck" else "fixable"
+            assert summary[expected] == n, summary
+        else:
+            last = out.read_text().rstrip().splitlines()[-1]
+            what = "fixed" if phase == "fix" else "would be fixed"
+            assert f": {n} {what}" in last, last
+    assert code == (0 if phase == "recheck" else 1), code
+    return result
+
+
+def bench(n: int, workers: int) -> dict[str, Any]:
+    """Build a cache of n snapshots, measure each phase in a fresh process, verify the cache."""
     from huggingface_hub import scan_cache_dir
 
     with tempfile.TemporaryDirectory(prefix="eosfix-bench-") as tmp:
@@ -110,13 +141,17 @@ def bench(n: int, workers: int) -> dict[str, float]:
         assert not scan_cache_dir(root).warnings
         scan_dir_s = time.perf_counter() - t
         blobs = hash_blobs(root)
-        out = subprocess.run(
-            [sys.executable, __file__, "--measure", str(root), str(n), "--workers", str(workers)],
-            check=True, capture_output=True, text=True,
-        ).stdout
+        phases = {}
+        for phase in PHASES:
+            out = subprocess.run(
+                [sys.executable, __file__, "--measure", str(root), str(n),
+                 "--workers", str(workers), "--phase", phase],
+                check=True, capture_output=True, text=True,
+            ).stdout
+            phases[phase] = json.loads(out)
         assert hash_blobs(root) == blobs, "a blob changed"
         assert not scan_cache_dir(root).warnings
-    return {**json.loads(out), "build_s": build_s, "scan_cache_dir_s": scan_dir_s}
+    return {"n": n, "build_s": build_s, "scan_cache_dir_s": scan_dir_s, **phases}
 
 
 def main() -> None:
@@ -124,18 +159,26 @@ def main() -> None:
     parser.add_argument("sizes", nargs="*", type=int, default=[100, 1000, 5000])
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--measure", metavar="CACHE", help=argparse.SUPPRESS)
+    parser.add_argument("--phase", choices=PHASES, help=argparse.SUPPRESS)
+    parser.add_argument("--json", action="store_true", help="print every result as JSON")
     args = parser.parse_args()
     if args.measure:
-        print(json.dumps(measure(Path(args.measure), args.sizes[0], args.workers)))
+        print(json.dumps(measure(Path(args.measure), args.sizes[0], args.workers, args.phase)))
         return
-    print(f"{'N':>6} {'analyses':>8} {'scan_cache_dir':>14} {'check':>8} {'(cpu)':>7} "
-          f"{'check/s':>8} {'fix':>8} {'fix/s':>8} {'recheck':>8} {'peak MB self + worker':>22}")
+    mem = "peak MB: base / self + worker"
+    print(f"{'N':>6} {'analyses':>8} {'hub scan':>8} {'check':>7} {'(cpu)':>7} {'check/s':>7} "
+          f"{'json':>7} {'fix':>7} {'fix/s':>6} {'recheck':>7}   {mem} (check, json, fix)")
     for n in args.sizes:
         r = bench(n, args.workers)
-        print(f"{n:>6} {r['analyses']:>8} {r['scan_cache_dir_s']:>13.2f}s {r['check_s']:>7.2f}s "
-              f"{r['check_cpu_s']:>6.2f}s {r['check_per_s']:>8.0f} {r['fix_s']:>7.2f}s "
-              f"{r['fix_per_s']:>8.0f} {r['recheck_s']:>7.2f}s "
-              f"{r['peak_self_mb']:>10.0f} + {r['peak_child_mb']:.0f}", flush=True)
+        if args.json:
+            print(json.dumps(r), flush=True)
+            continue
+        c, j, f, rc = r["check"], r["json"], r["fix"], r["recheck"]
+        peaks = ", ".join(f"{p['base_mb']:.0f} / {p['peak_self_mb']:.0f} + {p['peak_child_mb']:.0f}"
+                          for p in (c, j, f))
+        print(f"{n:>6} {j['analyses']:>8} {r['scan_cache_dir_s']:>7.2f}s {c['s']:>6.2f}s "
+              f"{c['cpu_s']:>6.2f}s {n / c['s']:>7.0f} {j['s']:>6.2f}s {f['s']:>6.2f}s "
+              f"{n / f['s']:>6.0f} {rc['s']:>6.2f}s   {peaks}", flush=True)
 
 
 if __name__ == "__main__":

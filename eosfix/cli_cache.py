@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from typing import Any
 
@@ -25,41 +24,20 @@ _VERDICT_TEXT = {
 class _RichProgress(cachelib.Progress):
     """A transient progress bar on stderr."""
 
+    wants_total = True
+
     def __init__(self, bar: Any) -> None:
         self.bar = bar
         self.task: Any = None
 
-    def start(self, stage: str, total: int) -> None:
+    def start(self, stage: str, total: int | None) -> None:
         if self.task is not None:
             self.bar.remove_task(self.task)
-        self.task = self.bar.add_task(stage, total=total) if total else None
+        self.task = self.bar.add_task(stage, total=total)
 
     def advance(self, n: int = 1) -> None:
         if self.task is not None:
             self.bar.advance(self.task, n)
-
-
-def _ids(ids: tuple[int, ...] | None) -> str:
-    if ids is None:
-        return "(not set)"
-    return str(ids[0]) if len(ids) == 1 else "[" + ", ".join(map(str, ids)) + "]"
-
-
-def _row(r: cachelib.SnapshotResult) -> list[Any]:
-    from rich.text import Text
-
-    s, v = r.snapshot, r.verdict
-    revision = s.short + (f" ({', '.join(s.refs)})" if s.refs else "")
-    terms = "\n".join(f"{c} {i}" if i is not None else c for c, i in v.terminators)
-    eos = "" if v.status == "error" else _ids(v.eos)
-    if v.eos_source and v.eos_source != "generation_config.json" and v.status != "error":
-        eos += f" (from {v.eos_source})"
-    verdict = Text(_VERDICT_TEXT[r.verdict_name], style=_STYLE[r.verdict_name])
-    if r.verdict_name in ("fixable", "fixed", "problems") and v.proposed is not None:
-        verdict.append(f" -> {_ids(v.proposed)}")
-    if v.error:
-        verdict.append(f": {v.error}")
-    return [s.repo_id, revision, terms or "-", eos, verdict]
 
 
 def summary_line(run: cachelib.CacheRun) -> str:
@@ -72,8 +50,7 @@ def summary_line(run: cachelib.CacheRun) -> str:
         (counts["no_template"], "without a chat template"),
         (counts["error"], "could not be read"),
     ]
-    repos = len({r.snapshot.repo_id for r in run.results})
-    n = len(run.results)
+    repos, n = run.repos, run.snapshots
     head = f"{n} snapshot{'s' * (n != 1)} of {repos} repo{'s' * (repos != 1)}"
     body = ", ".join(f"{k} {what}" for k, what in parts if k) or "nothing to check"
     k = len(run.corrupted)
@@ -81,7 +58,33 @@ def summary_line(run: cachelib.CacheRun) -> str:
     return f"{head}: {body}{tail}"
 
 
+_HEADERS = ("repo", "revision", "ends a turn", "stops on", "verdict")
+CHUNK = 200  # rows rendered at once: a rich Table of 5,000 rows would take ~30 MB
+
+
+def _cells(row: cachelib.Row) -> tuple[str, str, str, str, str]:
+    return (row.repo_id, row.revision, row.terminators, row.eos,
+            _VERDICT_TEXT[row.verdict] + row.note)
+
+
+def _widths(rows: list[cachelib.Row], width: int) -> list[int]:
+    """One width per column for every chunk of the table, fitting ``width`` columns of
+    the console (the widest columns shrink and fold)."""
+    from rich.cells import cell_len
+
+    widths = [cell_len(h) for h in _HEADERS]
+    for row in rows:
+        for i, cell in enumerate(_cells(row)):
+            widths[i] = max(widths[i], *(cell_len(line) for line in cell.split("\n")))
+    room = width - 3 * len(widths) + 1  # " x │ y " without outer edges: 3 per column, less 1
+    while sum(widths) > room and max(widths) > 8:
+        widths[widths.index(max(widths))] -= 1
+    return widths
+
+
 def _render_text(run: cachelib.CacheRun) -> None:
+    """The table, CHUNK rows at a time, each chunk a rich Table with the same column widths
+    and no outer edge: they print as one table, and memory does not grow with the rows."""
     from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
@@ -90,12 +93,17 @@ def _render_text(run: cachelib.CacheRun) -> None:
     console = Console(file=sys.stdout, highlight=False)
     if not console.is_terminal:  # piped: no wrapping at 80 columns
         console.width = 200
-    if run.results:
-        table = Table(show_lines=False, header_style="bold")
-        for name in ("repo", "revision", "ends a turn", "stops on", "verdict"):
-            table.add_column(name, overflow="fold")
-        for r in run.results:
-            table.add_row(*(Text(c) if isinstance(c, str) else c for c in _row(r)))
+    rows = run.results
+    widths = _widths(rows, console.width) if rows else []
+    for start in range(0, len(rows), CHUNK):
+        table = Table(show_header=start == 0, show_edge=False, header_style="bold")
+        for name, width in zip(_HEADERS, widths, strict=True):
+            table.add_column(name, width=width, overflow="fold")
+        for row in rows[start:start + CHUNK]:
+            verdict = Text(_VERDICT_TEXT[row.verdict], style=_STYLE[row.verdict])
+            verdict.append(row.note)
+            table.add_row(Text(row.repo_id), Text(row.revision), Text(row.terminators),
+                          Text(row.eos), verdict)
         console.print(table)
     for c in run.corrupted:
         console.print(f"[bold red]corrupted[/] {escape(c.repo_id or c.name or '?')}: "
@@ -104,7 +112,13 @@ def _render_text(run: cachelib.CacheRun) -> None:
 
 
 def _use_progress() -> bool:
+    """The bar for the text table: on a terminal (the table prints once it is gone)."""
     return sys.stdout.isatty() and sys.stderr.isatty()
+
+
+def _use_progress_json() -> bool:
+    """JSON streams out as it is made: a bar on stderr only when stdout is not the terminal."""
+    return sys.stderr.isatty() and not sys.stdout.isatty()
 
 
 @click.command()
@@ -138,18 +152,34 @@ def cache(cache_dir: str | None, do_fix: bool, repos: tuple[str, ...],
     except cachelib.CacheError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(EXIT_INPUT)
-    if _use_progress():
-        from rich.console import Console
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+    json_out = fmt == "json"
+    show = _use_progress_json() if json_out else _use_progress()
 
-        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                      console=Console(stderr=True), transient=True) as bar:
-            run = cachelib.run_cache(scan, fix=do_fix, detail=fmt == "json",
-                                     progress=_RichProgress(bar))
-    else:
-        run = cachelib.run_cache(scan, fix=do_fix, detail=fmt == "json")
-    if fmt == "json":
-        click.echo(json.dumps(cachelib.run_to_dict(run), indent=2, ensure_ascii=False))
-    else:
+    def go(progress: cachelib.Progress | None) -> cachelib.CacheRun:
+        run = cachelib.CacheRun(scan, fix=do_fix, detail=json_out, progress=progress,
+                                keep_rows=not json_out)
+        if json_out:
+            cachelib.write_json(run, sys.stdout)
+        else:
+            run.drain()
+        return run
+
+    try:
+        if show:
+            from rich.console import Console
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+            with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                          console=Console(stderr=True), transient=True,
+                          redirect_stdout=False, redirect_stderr=False) as bar:
+                run = go(_RichProgress(bar))
+        else:
+            run = go(None)
+    except cachelib.CacheError as exc:  # only a huggingface_hub without the per-repo scanner
+        sys.stdout.flush()
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(EXIT_INPUT)
+    if not json_out:
         _render_text(run)
+    sys.stdout.flush()
     sys.exit(run.exit_code)
