@@ -79,7 +79,10 @@ def _cpu() -> float:
 
 
 PHASES = {  # name: extra arguments of `eosfix cache`
-    "check": [], "json": ["--format", "json"], "fix": ["--fix"], "recheck": ["--format", "json"],
+    "check": [],
+    "json": ["--format", "json"],
+    "fix": ["--fix"],
+    "recheck": ["--format", "json"],
 }
 
 
@@ -89,7 +92,7 @@ def _json_footer(path: Path) -> dict[str, Any]:
     with path.open("rb") as f:
         f.seek(max(0, path.stat().st_size - 65536))
         tail = f.read().decode()
-    return json.loads("{" + tail[tail.rindex('\n  "corrupted": '):])
+    return json.loads("{" + tail[tail.rindex('\n  "corrupted": ') :])
 
 
 def measure(root: Path, n: int, workers: int, phase: str) -> dict[str, Any]:
@@ -109,8 +112,14 @@ def measure(root: Path, n: int, workers: int, phase: str) -> dict[str, Any]:
                 code = exc.code
         seconds, cpu = time.perf_counter() - t, _cpu() - cpu
         own, child = _peak_mb()
-        result: dict[str, Any] = {"s": seconds, "cpu_s": cpu, "exit": code, "base_mb": base,
-                                  "peak_self_mb": own, "peak_child_mb": child}
+        result: dict[str, Any] = {
+            "s": seconds,
+            "cpu_s": cpu,
+            "exit": code,
+            "base_mb": base,
+            "peak_self_mb": own,
+            "peak_child_mb": child,
+        }
         if phase in ("json", "recheck"):
             summary = _json_footer(out)["summary"]
             assert summary["snapshots"] == n, summary
@@ -144,9 +153,20 @@ def bench(n: int, workers: int) -> dict[str, Any]:
         phases = {}
         for phase in PHASES:
             out = subprocess.run(
-                [sys.executable, __file__, "--measure", str(root), str(n),
-                 "--workers", str(workers), "--phase", phase],
-                check=True, capture_output=True, text=True,
+                [
+                    sys.executable,
+                    __file__,
+                    "--measure",
+                    str(root),
+                    str(n),
+                    "--workers",
+                    str(workers),
+                    "--phase",
+                    phase,
+                ],
+                check=True,
+                capture_output=True,
+                text=True,
             ).stdout
             phases[phase] = json.loads(out)
         assert hash_blobs(root) == blobs, "a blob changed"
@@ -166,19 +186,26 @@ def main() -> None:
         print(json.dumps(measure(Path(args.measure), args.sizes[0], args.workers, args.phase)))
         return
     mem = "peak MB: base / self + worker"
-    print(f"{'N':>6} {'analyses':>8} {'hub scan':>8} {'check':>7} {'(cpu)':>7} {'check/s':>7} "
-          f"{'json':>7} {'fix':>7} {'fix/s':>6} {'recheck':>7}   {mem} (check, json, fix)")
+    print(
+        f"{'N':>6} {'analyses':>8} {'hub scan':>8} {'check':>7} {'(cpu)':>7} {'check/s':>7} "
+        f"{'json':>7} {'fix':>7} {'fix/s':>6} {'recheck':>7}   {mem} (check, json, fix)"
+    )
     for n in args.sizes:
         r = bench(n, args.workers)
         if args.json:
             print(json.dumps(r), flush=True)
             continue
         c, j, f, rc = r["check"], r["json"], r["fix"], r["recheck"]
-        peaks = ", ".join(f"{p['base_mb']:.0f} / {p['peak_self_mb']:.0f} + {p['peak_child_mb']:.0f}"
-                          for p in (c, j, f))
-        print(f"{n:>6} {j['analyses']:>8} {r['scan_cache_dir_s']:>7.2f}s {c['s']:>6.2f}s "
-              f"{c['cpu_s']:>6.2f}s {n / c['s']:>7.0f} {j['s']:>6.2f}s {f['s']:>6.2f}s "
-              f"{n / f['s']:>6.0f} {rc['s']:>6.2f}s   {peaks}", flush=True)
+        peaks = ", ".join(
+            f"{p['base_mb']:.0f} / {p['peak_self_mb']:.0f} + {p['peak_child_mb']:.0f}"
+            for p in (c, j, f)
+        )
+        print(
+            f"{n:>6} {j['analyses']:>8} {r['scan_cache_dir_s']:>7.2f}s {c['s']:>6.2f}s "
+            f"{c['cpu_s']:>6.2f}s {n / c['s']:>7.0f} {j['s']:>6.2f}s {f['s']:>6.2f}s "
+            f"{n / f['s']:>6.0f} {rc['s']:>6.2f}s   {peaks}",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

@@ -163,9 +163,9 @@ def _template_literals(source: str) -> tuple[tuple[str, int], ...]:
     return tuple(consts + raw)
 
 
-def _unreached_literals(source: str, rendered: Iterable[str], scanner: SpecialScanner) -> tuple[
-    tuple[str, int], ...
-]:
+def _unreached_literals(
+    source: str, rendered: Iterable[str], scanner: SpecialScanner
+) -> tuple[tuple[str, int], ...]:
     """Control-token literals of the template that no probe rendered, with their line."""
     seen = "".join(rendered)
     out: dict[str, int] = {}
@@ -229,8 +229,9 @@ def _replace_templates(t: Terminator, templates: tuple[str, ...]) -> Terminator:
     return dataclasses.replace(t, templates=templates)
 
 
-def _collect_final(ta: TemplateAnalysis, scan: SpecialScanner, col: _Collector,
-                   in_turn: set[str]) -> bool:
+def _collect_final(
+    ta: TemplateAnalysis, scan: SpecialScanner, col: _Collector, in_turn: set[str]
+) -> bool:
     """Rule 1 and 2: the last control token after the final assistant text / tool call.
 
     Returns whether a final-position probe rendered and wrote no control token at all.
@@ -270,8 +271,13 @@ def _call_tail(ta: TemplateAnalysis, scan: SpecialScanner) -> list[str]:
     return []
 
 
-def _collect_openers(ta: TemplateAnalysis, scan: SpecialScanner, col: _Collector,
-                     in_turn: set[str], openers: frozenset[str]) -> None:
+def _collect_openers(
+    ta: TemplateAnalysis,
+    scan: SpecialScanner,
+    col: _Collector,
+    in_turn: set[str],
+    openers: frozenset[str],
+) -> None:
     """Rule 3 and 4: replies have no closing token, so the next turn's first control token
     ends them (GLM: ``<|user|>``, ``<|observation|>``); with none, plain-text stop strings."""
     call_tail = _call_tail(ta, scan)

@@ -197,8 +197,13 @@ def _snapshots_of(repo: Any) -> Iterator[Snapshot]:
                 rel = f.file_path.relative_to(rev.snapshot_path).as_posix()
                 if _is_key_file(rel):
                     pairs.append((sys.intern(rel), file_identity(f.file_path, f.blob_path)))
-        yield Snapshot(repo.repo_id, rev.commit_hash, tuple(sorted(rev.refs)),
-                       rev.snapshot_path, tuple(sorted(pairs)))
+        yield Snapshot(
+            repo.repo_id,
+            rev.commit_hash,
+            tuple(sorted(rev.refs)),
+            rev.snapshot_path,
+            tuple(sorted(pairs)),
+        )
 
 
 def _order(s: Snapshot) -> tuple[str, bool, tuple[str, ...], str]:
@@ -223,7 +228,9 @@ def _rev_ok(commit: str, refs: Iterable[str], revisions: Sequence[str]) -> bool:
         return True
     refs = set(refs)
     return any(
-        r in refs or f"refs/heads/{r}" in refs or r.removeprefix("refs/heads/") in refs
+        r in refs
+        or f"refs/heads/{r}" in refs
+        or r.removeprefix("refs/heads/") in refs
         or (len(r) >= 7 and commit.startswith(r.lower()))
         for r in revisions
     )
@@ -276,8 +283,9 @@ class CacheScan:
                 if isinstance(item, Exception):  # CorruptedCacheException
                     yield Corrupted(name, repo_id, str(item))
                 elif item is not None and item.repo_type == "model":
-                    group.extend(s for s in _snapshots_of(item)
-                                 if _rev_ok(s.commit, s.refs, self.revisions))
+                    group.extend(
+                        s for s in _snapshots_of(item) if _rev_ok(s.commit, s.refs, self.revisions)
+                    )
             group.sort(key=_order)
             yield from group
 
@@ -293,8 +301,9 @@ class CacheScan:
                 if isinstance(item, CorruptedCacheException):
                     warnings.append(item)
                 elif item.repo_type == "model" and item.repo_path.name in wanted:
-                    snapshots.extend(s for s in _snapshots_of(item)
-                                     if _rev_ok(s.commit, s.refs, self.revisions))
+                    snapshots.extend(
+                        s for s in _snapshots_of(item) if _rev_ok(s.commit, s.refs, self.revisions)
+                    )
         except (OSError, ValueError) as exc:
             raise CacheError(f"cannot scan the cache: {exc}", path=self.cache_dir) from None
         for c in _corrupted(self.cache_dir, warnings):
@@ -353,8 +362,9 @@ def scan_cache(cache_dir: str | Path) -> CacheScan:
     """
     root = Path(cache_dir).expanduser().resolve()
     if not root.exists():
-        raise CacheError("no Hugging Face cache here (set HF_HUB_CACHE or pass --cache-dir)",
-                         path=root)
+        raise CacheError(
+            "no Hugging Face cache here (set HF_HUB_CACHE or pass --cache-dir)", path=root
+        )
     if not root.is_dir():
         raise CacheError("not a directory", path=root)
     try:
@@ -376,8 +386,9 @@ def select(scan: CacheScan, repos: Sequence[str] = (), revisions: Sequence[str] 
         )
 
     if repos:
-        scan = dataclasses.replace(scan, folders=tuple(filter(repo_ok, scan.folders)),
-                                   filtered=True)
+        scan = dataclasses.replace(
+            scan, folders=tuple(filter(repo_ok, scan.folders)), filtered=True
+        )
     if revisions:
         scan = dataclasses.replace(scan, revisions=tuple(revisions))
     return scan
@@ -420,8 +431,11 @@ class Verdict:
         verdict: the rows of snapshots sharing an analysis share these strings."""
         terms = "\n".join(f"{c} {i}" if i is not None else c for c, i in self.terminators)
         eos = "" if self.status == "error" else _ids(self.eos)
-        if self.eos_source and self.eos_source != "generation_config.json" \
-                and self.status != "error":
+        if (
+            self.eos_source
+            and self.eos_source != "generation_config.json"
+            and self.status != "error"
+        ):
             eos += f" (from {self.eos_source})"
         note = ""
         if self.name in ("fixable", "fixed", "problems") and self.proposed is not None:
@@ -485,8 +499,9 @@ def drop_no_exist_marker(snapshot: Path, target: Path, patch: FilePatch) -> None
     try:
         marker.unlink(missing_ok=True)
     except OSError as exc:
-        raise WriteError(f"written, but its .no_exist marker stays: {exc.strerror or exc}",
-                         path=marker) from None
+        raise WriteError(
+            f"written, but its .no_exist marker stays: {exc.strerror or exc}", path=marker
+        ) from None
 
 
 def fix_snapshot(path: Path, detail: bool) -> Verdict:
@@ -665,11 +680,15 @@ class SnapshotResult:
         """The JSON entry: result_to_dict's keys (as `eosfix check` per folder) plus
         repo_id, revision, refs and verdict."""
         s, v = self.snapshot, self.verdict
-        entry: dict[str, Any] = {"path": str(s.path), "name": s.label, "repo_id": s.repo_id,
-                                 "revision": s.commit, "refs": list(s.refs),
-                                 "verdict": v.name}
-        entry.update(v.detail or {"status": v.status, "error": v.error,
-                                  "written": list(v.written)})
+        entry: dict[str, Any] = {
+            "path": str(s.path),
+            "name": s.label,
+            "repo_id": s.repo_id,
+            "revision": s.commit,
+            "refs": list(s.refs),
+            "verdict": v.name,
+        }
+        entry.update(v.detail or {"status": v.status, "error": v.error, "written": list(v.written)})
         return entry
 
 
@@ -749,10 +768,12 @@ class CacheRun:
         if self.rows is not None:
             self.rows.append(result.row())
 
-    def _run(self, scan: CacheScan, fix: bool, detail: bool, workers: int,
-             progress: Progress) -> Iterator[SnapshotResult]:
-        progress.start("fixing" if fix else "checking",
-                       scan.estimate() if progress.wants_total else None)
+    def _run(
+        self, scan: CacheScan, fix: bool, detail: bool, workers: int, progress: Progress
+    ) -> Iterator[SnapshotResult]:
+        progress.start(
+            "fixing" if fix else "checking", scan.estimate() if progress.wants_total else None
+        )
         jobs = _Jobs(detail, workers)
         try:
             pairs = self._analyzed(self._snapshots(scan), jobs, detail)
@@ -774,8 +795,9 @@ class CacheRun:
             else:
                 yield item
 
-    def _analyzed(self, snapshots: Iterable[Snapshot], jobs: _Jobs,
-                  detail: bool) -> Iterator[tuple[Snapshot, Verdict]]:
+    def _analyzed(
+        self, snapshots: Iterable[Snapshot], jobs: _Jobs, detail: bool
+    ) -> Iterator[tuple[Snapshot, Verdict]]:
         """(snapshot, verdict) in order; each distinct key analyzed once while in the LRU.
         At most WINDOW snapshots wait for their analysis: memory stays bounded."""
         lru = _Lru(LRU_DETAIL if detail else LRU_SIZE)
@@ -806,8 +828,9 @@ class CacheRun:
             yield settle()
 
     @staticmethod
-    def _fixed(pairs: Iterable[tuple[Snapshot, Verdict]],
-               jobs: _Jobs) -> Iterator[tuple[Snapshot, Verdict]]:
+    def _fixed(
+        pairs: Iterable[tuple[Snapshot, Verdict]], jobs: _Jobs
+    ) -> Iterator[tuple[Snapshot, Verdict]]:
         """Fix, in order, each snapshot whose verdict has patches (each its own fix)."""
         window: deque[tuple[Snapshot, Verdict | Ticket]] = deque()
 
@@ -816,8 +839,12 @@ class CacheRun:
             return snapshot, got if isinstance(got, Verdict) else jobs.result(got)
 
         for snapshot, verdict in pairs:
-            window.append((snapshot, jobs.submit(fix_snapshot, snapshot.path)
-                           if verdict.has_patches else verdict))
+            window.append(
+                (
+                    snapshot,
+                    jobs.submit(fix_snapshot, snapshot.path) if verdict.has_patches else verdict,
+                )
+            )
             if len(window) > WINDOW:
                 yield settle()
         jobs.flush()
@@ -834,8 +861,9 @@ def run_cache(
     progress: Progress | None = None,
 ) -> CacheRun:
     """The whole run at once, keeping one Row per snapshot in ``results``."""
-    return CacheRun(scan, fix=fix, detail=detail, workers=workers, progress=progress,
-                    keep_rows=True).drain()
+    return CacheRun(
+        scan, fix=fix, detail=detail, workers=workers, progress=progress, keep_rows=True
+    ).drain()
 
 
 def _dumps(value: Any, indent: str) -> str:
@@ -855,8 +883,9 @@ def write_json(run: CacheRun, out: TextIO) -> None:
         sep = ",\n    "
     out.write("]" if sep == "\n    " else "\n  ]")
     footer = {
-        "corrupted": [{"name": c.name, "repo_id": c.repo_id, "error": c.message}
-                      for c in run.corrupted],
+        "corrupted": [
+            {"name": c.name, "repo_id": c.repo_id, "error": c.message} for c in run.corrupted
+        ],
         "summary": run.summary(),
         "exit_code": run.exit_code,
     }

@@ -87,14 +87,14 @@ class RepoCheck:
         does not show (Llama 3.2's ``<|eom_id|>``). Evidence for a person, never written."""
         from eosfix.runtimes import EOG_TEXTS
 
-        rendered = "".join(
-            p.text or "" for ta in self.terminators.templates for p in ta.rendered
-        )
+        rendered = "".join(p.text or "" for ta in self.terminators.templates for p in ta.rendered)
         return tuple(
             (text, info.id)
             for text in EOG_TEXTS
             if (info := self.repo.added_tokens.get(text)) is not None
-            and info.special and info.id is not None and text not in rendered
+            and info.special
+            and info.id is not None
+            and text not in rendered
         )
 
     @property
@@ -135,8 +135,10 @@ def _terminator_findings(repo: ModelRepo, ts: TerminatorSet) -> list[Finding]:
             msg = f"{t.content} ends a turn; its id cannot be checked without tokenizer.json"
             out.append(Finding("EOS007", files, msg, Severity.WARNING))
         elif t.special is False and t.content != repo.eos_token:
-            msg = (f"{t.content} ({t.id}) ends a turn but is not marked special: "
-                   "decoding with skip_special_tokens=True leaves it in the reply text")
+            msg = (
+                f"{t.content} ({t.id}) ends a turn but is not marked special: "
+                "decoding with skip_special_tokens=True leaves it in the reply text"
+            )
             out.append(Finding("EOS008", t.id_source or "", msg, Severity.WARNING))
     if repo.templates and not ts.terminators and any(ta.rendered for ta in ts.templates):
         msg = "no turn terminator found: the template writes nothing that ends a reply"

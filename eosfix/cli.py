@@ -17,8 +17,14 @@ from eosfix.errors import EosfixError
 from eosfix.report import EXIT_INPUT, EXIT_INTERNAL, RENDERER_BY_NAME, Report
 
 _CONFIG_NAMES = {
-    "config.json", "generation_config.json", "tokenizer_config.json", "special_tokens_map.json",
-    "tokenizer.json", "chat_template.jinja", "chat_template.json", "processor_config.json",
+    "config.json",
+    "generation_config.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "tokenizer.json",
+    "chat_template.jinja",
+    "chat_template.json",
+    "processor_config.json",
     "added_tokens.json",
 }
 
@@ -70,11 +76,16 @@ def _emit(results: list[Any], report: Report, fmt: str, **kwargs: Any) -> None:
 
 
 _format_option = click.option(
-    "--format", "fmt", type=click.Choice(sorted(RENDERER_BY_NAME)), default="text",
-    show_default=True, help="text for people, json for scripts.",
+    "--format",
+    "fmt",
+    type=click.Choice(sorted(RENDERER_BY_NAME)),
+    default="text",
+    show_default=True,
+    help="text for people, json for scripts.",
 )
 _config_option = click.option(
-    "--config-json", is_flag=True,
+    "--config-json",
+    is_flag=True,
     help="Also write config.json's eos_token_id (for candle, ExLlamaV2, old mlx-lm, which read "
     "only config.json).",
 )
@@ -120,8 +131,13 @@ def check(paths: tuple[str, ...], fmt: str, config_json: bool) -> None:
 @click.option("--exit-zero-even-if-changed", is_flag=True, help="Exit 0 after changing files.")
 @_format_option
 @_config_option
-def fix(paths: tuple[str, ...], show_diff: bool, exit_zero_even_if_changed: bool, fmt: str,
-        config_json: bool) -> None:
+def fix(
+    paths: tuple[str, ...],
+    show_diff: bool,
+    exit_zero_even_if_changed: bool,
+    fmt: str,
+    config_json: bool,
+) -> None:
     """Rewrite eos_token_id so generation stops at every turn terminator.
 
     Minimal byte-level edit, atomic write, only when something changes; a second run
@@ -152,8 +168,9 @@ def fix(paths: tuple[str, ...], show_diff: bool, exit_zero_even_if_changed: bool
 
 @cli.command()
 @click.argument("path", type=click.Path())
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
-              show_default=True)
+@click.option(
+    "--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True
+)
 def explain(path: str, fmt: str) -> None:
     """Explain one repo in depth: each probe rendered, each terminator with its evidence.
 
@@ -191,8 +208,9 @@ LazyGroup.lazy = {
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point: known errors print one line; a bug prints a hint (EOSFIX_DEBUG=1)."""
     try:
-        cli.main(args=list(argv) if argv is not None else None, prog_name="eosfix",
-                 standalone_mode=False)
+        cli.main(
+            args=list(argv) if argv is not None else None, prog_name="eosfix", standalone_mode=False
+        )
     except click.exceptions.Exit as exc:
         return exc.exit_code
     except click.Abort:
@@ -211,8 +229,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             traceback.print_exc()
         else:
             exc_type, exc_value, _ = sys.exc_info()
-            click.echo(f"internal error: {exc_type.__name__ if exc_type else ''}: {exc_value}",
-                       err=True)
+            click.echo(
+                f"internal error: {exc_type.__name__ if exc_type else ''}: {exc_value}", err=True
+            )
             click.echo("this is a bug in eosfix; set EOSFIX_DEBUG=1 for the traceback", err=True)
         return EXIT_INTERNAL
     return 0

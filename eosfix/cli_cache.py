@@ -11,12 +11,21 @@ from eosfix import cache as cachelib
 from eosfix.report import EXIT_INPUT
 
 _STYLE = {
-    "fixed": "bold green", "fixable": "bold red", "problems": "bold red", "warned": "yellow",
-    "ok": "green", "no_template": "dim", "error": "bold red",
+    "fixed": "bold green",
+    "fixable": "bold red",
+    "problems": "bold red",
+    "warned": "yellow",
+    "ok": "green",
+    "no_template": "dim",
+    "error": "bold red",
 }
 _VERDICT_TEXT = {
-    "fixed": "fixed", "fixable": "won't stop", "problems": "problems (not fixable)",
-    "warned": "ok, with warnings", "ok": "ok", "no_template": "no chat template",
+    "fixed": "fixed",
+    "fixable": "won't stop",
+    "problems": "problems (not fixable)",
+    "warned": "ok, with warnings",
+    "ok": "ok",
+    "no_template": "no chat template",
     "error": "error",
 }
 
@@ -44,9 +53,11 @@ def summary_line(run: cachelib.CacheRun) -> str:
     counts = run.counts()
     fixable = "fixable" if run.fixing else "would be fixed (run with --fix)"
     parts = [
-        (counts["fixed"], "fixed"), (counts["fixable"], fixable),
+        (counts["fixed"], "fixed"),
+        (counts["fixable"], fixable),
         (counts["problems"], "with problems eosfix cannot fix"),
-        (counts["warned"], "with warnings only"), (counts["ok"], "stop correctly"),
+        (counts["warned"], "with warnings only"),
+        (counts["ok"], "stop correctly"),
         (counts["no_template"], "without a chat template"),
         (counts["error"], "could not be read"),
     ]
@@ -63,8 +74,13 @@ CHUNK = 200  # rows rendered at once: a rich Table of 5,000 rows would take ~30 
 
 
 def _cells(row: cachelib.Row) -> tuple[str, str, str, str, str]:
-    return (row.repo_id, row.revision, row.terminators, row.eos,
-            _VERDICT_TEXT[row.verdict] + row.note)
+    return (
+        row.repo_id,
+        row.revision,
+        row.terminators,
+        row.eos,
+        _VERDICT_TEXT[row.verdict] + row.note,
+    )
 
 
 def _widths(rows: list[cachelib.Row], width: int) -> list[int]:
@@ -99,15 +115,19 @@ def _render_text(run: cachelib.CacheRun) -> None:
         table = Table(show_header=start == 0, show_edge=False, header_style="bold")
         for name, width in zip(_HEADERS, widths, strict=True):
             table.add_column(name, width=width, overflow="fold")
-        for row in rows[start:start + CHUNK]:
+        for row in rows[start : start + CHUNK]:
             verdict = Text(_VERDICT_TEXT[row.verdict], style=_STYLE[row.verdict])
             verdict.append(row.note)
-            table.add_row(Text(row.repo_id), Text(row.revision), Text(row.terminators),
-                          Text(row.eos), verdict)
+            table.add_row(
+                Text(row.repo_id), Text(row.revision), Text(row.terminators), Text(row.eos), verdict
+            )
         console.print(table)
     for c in run.corrupted:
-        console.print(f"[bold red]corrupted[/] {escape(c.repo_id or c.name or '?')}: "
-                      f"{escape(c.message)} (skipped)", soft_wrap=True)
+        console.print(
+            f"[bold red]corrupted[/] {escape(c.repo_id or c.name or '?')}: "
+            f"{escape(c.message)} (skipped)",
+            soft_wrap=True,
+        )
     console.print(escape(summary_line(run)), soft_wrap=True)
 
 
@@ -122,19 +142,47 @@ def _use_progress_json() -> bool:
 
 
 @click.command()
-@click.option("--cache-dir", type=click.Path(file_okay=False),
-              help="The hub cache (default: HF_HUB_CACHE, else $HF_HOME/hub).")
-@click.option("--fix", "do_fix", is_flag=True,
-              help="Fix every snapshot that needs it (the link is replaced, blobs stay intact).")
-@click.option("--repo", "repos", multiple=True, metavar="GLOB",
-              help="Only repo ids matching this glob, e.g. 'Qwen/*' (repeatable).")
-@click.option("--revision", "revisions", multiple=True, metavar="REV",
-              help="Only this ref ('main', 'refs/pr/1') or commit sha (repeatable; "
-              "default: every cached revision).")
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
-              show_default=True, help="text for people, json for scripts.")
-def cache(cache_dir: str | None, do_fix: bool, repos: tuple[str, ...],
-          revisions: tuple[str, ...], fmt: str) -> None:
+@click.option(
+    "--cache-dir",
+    type=click.Path(file_okay=False),
+    help="The hub cache (default: HF_HUB_CACHE, else $HF_HOME/hub).",
+)
+@click.option(
+    "--fix",
+    "do_fix",
+    is_flag=True,
+    help="Fix every snapshot that needs it (the link is replaced, blobs stay intact).",
+)
+@click.option(
+    "--repo",
+    "repos",
+    multiple=True,
+    metavar="GLOB",
+    help="Only repo ids matching this glob, e.g. 'Qwen/*' (repeatable).",
+)
+@click.option(
+    "--revision",
+    "revisions",
+    multiple=True,
+    metavar="REV",
+    help="Only this ref ('main', 'refs/pr/1') or commit sha (repeatable; "
+    "default: every cached revision).",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="text for people, json for scripts.",
+)
+def cache(
+    cache_dir: str | None,
+    do_fix: bool,
+    repos: tuple[str, ...],
+    revisions: tuple[str, ...],
+    fmt: str,
+) -> None:
     """Check every model in the local Hugging Face cache; --fix repairs them in place.
 
     Each revision is its own snapshot: a fix replaces that snapshot's link by a file and
@@ -156,8 +204,9 @@ def cache(cache_dir: str | None, do_fix: bool, repos: tuple[str, ...],
     show = _use_progress_json() if json_out else _use_progress()
 
     def go(progress: cachelib.Progress | None) -> cachelib.CacheRun:
-        run = cachelib.CacheRun(scan, fix=do_fix, detail=json_out, progress=progress,
-                                keep_rows=not json_out)
+        run = cachelib.CacheRun(
+            scan, fix=do_fix, detail=json_out, progress=progress, keep_rows=not json_out
+        )
         if json_out:
             cachelib.write_json(run, sys.stdout)
         else:
@@ -169,9 +218,15 @@ def cache(cache_dir: str | None, do_fix: bool, repos: tuple[str, ...],
             from rich.console import Console
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-            with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                          console=Console(stderr=True), transient=True,
-                          redirect_stdout=False, redirect_stderr=False) as bar:
+            with Progress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                console=Console(stderr=True),
+                transient=True,
+                redirect_stdout=False,
+                redirect_stderr=False,
+            ) as bar:
                 run = go(_RichProgress(bar))
         else:
             run = go(None)

@@ -32,8 +32,10 @@ def _scanner(c: RepoCheck) -> SpecialScanner:
 
 
 def _template_block(ta: TemplateAnalysis, scanner: SpecialScanner) -> list[str]:
-    lines = [click.style(f"template {ta.name!r} ({ta.file})", bold=True),
-             f"  {len(ta.rendered)} of {len(ta.probes)} probes rendered"]
+    lines = [
+        click.style(f"template {ta.name!r} ({ta.file})", bold=True),
+        f"  {len(ta.rendered)} of {len(ta.probes)} probes rendered",
+    ]
     for probe in ta.refusals:
         lines.append(f"  refused {probe.spec.name}: {probe.refusal}")
     for probe in ta.rendered:
@@ -43,8 +45,9 @@ def _template_block(ta: TemplateAnalysis, scanner: SpecialScanner) -> list[str]:
     if ta.generation_prompt is not None:
         lines.append(f"  generation prompt: {_visible(ta.generation_prompt, scanner)!s}")
     for tok, line in ta.unreached_literals:
-        lines.append(f"  possible: {tok} is written at template line {line} "
-                     "but no probe reached it")
+        lines.append(
+            f"  possible: {tok} is written at template line {line} but no probe reached it"
+        )
     return lines
 
 
@@ -64,8 +67,7 @@ def _cell(stops: dict[str, bool | None]) -> str:
 
 def _runtime_cells(row: RuntimeRow, table: RuntimeTable) -> tuple[str, ...]:
     cfg = "(written)" if table.config_json_written else _cell(row.stops_with_config_json)
-    return (row.runtime, row.reads, _cell(row.stops_before), _cell(row.stops_after), cfg,
-            row.note)
+    return (row.runtime, row.reads, _cell(row.stops_before), _cell(row.stops_after), cfg, row.note)
 
 
 def render_runtime_table(table: RuntimeTable) -> str:
@@ -75,11 +77,17 @@ def render_runtime_table(table: RuntimeTable) -> str:
     note per runtime.
     """
     head = ("runtime", "now", "after fix", "fix --config-json", "reads eos from")
-    rows = [head] + [(*_runtime_cells(r, table)[:1], *_runtime_cells(r, table)[2:5],
-                      r.reads) for r in table.rows]
+    rows = [head] + [
+        (*_runtime_cells(r, table)[:1], *_runtime_cells(r, table)[2:5], r.reads) for r in table.rows
+    ]
     widths = [max(len(row[i]) for row in rows) for i in range(len(head) - 1)]
-    lines = ["  " + "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=False)) + "  " + row[-1]
-             for row in rows]
+    lines = [
+        "  "
+        + "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=False))
+        + "  "
+        + row[-1]
+        for row in rows
+    ]
     lines.insert(1, "  " + "-" * (len(lines[0]) - 2))
     lines += ["  notes:", *(f"    {r.runtime}: {r.note}" for r in table.rows if r.note)]
     return "\n".join(line.rstrip() for line in lines)
@@ -88,19 +96,22 @@ def render_runtime_table(table: RuntimeTable) -> str:
 def _tokenized_lines(tp: TokenizedProbe) -> list[str]:
     s = tp.split
     lines = [
-        (f"  probe {s.template}/{s.probe} tokenized with tokenizer.json "
-         "(add_special_tokens=False, as apply_chat_template(tokenize=True)):"),
-        (f"  prompt ids ({len(tp.prompt_ids)}, add_generation_prompt=True): "
-         f"{list(tp.prompt_ids)}"),
+        (
+            f"  probe {s.template}/{s.probe} tokenized with tokenizer.json "
+            "(add_special_tokens=False, as apply_chat_template(tokenize=True)):"
+        ),
+        (f"  prompt ids ({len(tp.prompt_ids)}, add_generation_prompt=True): {list(tp.prompt_ids)}"),
         f"  reply ids: {list(tp.reply_ids)}",
     ]
     if tp.stop_at is None:
         lines.append(f"  a loop comparing with {list(tp.stop_ids)} never stops in this reply")
     else:
         stop_id = tp.reply_ids[tp.stop_at]
-        lines.append(f"  a correct loop stops at reply position {tp.stop_at} (id {stop_id}, "
-                     f"generated token {tp.stop_at + 1}, sequence position "
-                     f"{len(tp.prompt_ids) + tp.stop_at}): {tp.decoded_reply!r}")
+        lines.append(
+            f"  a correct loop stops at reply position {tp.stop_at} (id {stop_id}, "
+            f"generated token {tp.stop_at + 1}, sequence position "
+            f"{len(tp.prompt_ids) + tp.stop_at}): {tp.decoded_reply!r}"
+        )
     return lines
 
 
@@ -115,18 +126,28 @@ def render_explain(result: RepoResult) -> str:
         lines += _template_block(ta, scanner)
         lines.append("")
     for t in c.terminators.terminators:
-        lines.append(f"{t.content} ends a turn ({t.kind.replace('_', ' ')}), seen in probe "
-                     f"{t.probe}: {_visible(t.evidence, scanner)}")
+        lines.append(
+            f"{t.content} ends a turn ({t.kind.replace('_', ' ')}), seen in probe "
+            f"{t.probe}: {_visible(t.evidence, scanner)}"
+        )
         lines.append(f"  id {t.id} from {t.id_source}" if t.id is not None else "  no id")
     for text, token_id in c.unwritten_eog_tokens:
-        lines.append(f"{text} ({token_id}) is a special token runtimes stop on by name, but no "
-                     "template writes it: add it to your loop only if the model emits it")
+        lines.append(
+            f"{text} ({token_id}) is a special token runtimes stop on by name, but no "
+            "template writes it: add it to your loop only if the model emits it"
+        )
     ids, source = loop_ids(c)
     if c.repo.templates:
-        lines += ["", click.style("Runtimes: does generation stop at every terminator?", bold=True),
-                  render_runtime_table(runtime_table(c, result.patches))]
-        lines += ["", click.style("For a hand-written generation loop", bold=True),
-                  f"  stop when the sampled id is in {ids}  ({source})"]
+        lines += [
+            "",
+            click.style("Runtimes: does generation stop at every terminator?", bold=True),
+            render_runtime_table(runtime_table(c, result.patches)),
+        ]
+        lines += [
+            "",
+            click.style("For a hand-written generation loop", bold=True),
+            f"  stop when the sampled id is in {ids}  ({source})",
+        ]
         if c.stop_strings:
             lines.append(f"  and stop on the text {list(c.stop_strings)} (no single id exists)")
         tp = tokenize_probe(c, ids)
@@ -142,15 +163,19 @@ def result_explain_dict(result: RepoResult) -> dict[str, Any]:
         return out
     out["probes"] = [
         {"template": p.template, "probe": p.spec.name, "text": p.text, "refusal": p.refusal}
-        for ta in result.check.terminators.templates for p in ta.probes
+        for ta in result.check.terminators.templates
+        for p in ta.probes
     ]
     ids, source = loop_ids(result.check)
     out["loop"] = {"stop_ids": ids, "source": source}
     tp = tokenize_probe(result.check, ids)
     if tp is not None:
         out["loop"]["tokenized_probe"] = {
-            "template": tp.split.template, "probe": tp.split.probe,
-            "prompt_ids": list(tp.prompt_ids), "reply_ids": list(tp.reply_ids),
-            "stop_at": tp.stop_at, "decoded_reply": tp.decoded_reply,
+            "template": tp.split.template,
+            "probe": tp.split.probe,
+            "prompt_ids": list(tp.prompt_ids),
+            "reply_ids": list(tp.reply_ids),
+            "stop_at": tp.stop_at,
+            "decoded_reply": tp.decoded_reply,
         }
     return out

@@ -392,8 +392,11 @@ def _insert_member(
     anchor = after[0] if after else members[-1]
     # Only the whitespace of the gap's last line: comma-first files put the "," there too.
     last = gap.rsplit("\n", 1)[-1]
-    base = last[: len(last) - len(last.lstrip(" \t"))] if "\n" in gap else _line_indent(
-        text, anchor.key_start)
+    base = (
+        last[: len(last) - len(last.lstrip(" \t"))]
+        if "\n" in gap
+        else _line_indent(text, anchor.key_start)
+    )
     new = json.dumps(key, ensure_ascii=False) + style.key_sep
     new += _render(value, None, style, base, multi)
     if after:

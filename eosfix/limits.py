@@ -213,8 +213,13 @@ def _binop_estimate(operator: str, left: Any, right: Any, limits: RenderLimits) 
         elif _int_bits(left) + _int_bits(right) > limits.max_int_bits:
             raise RenderLimitExceeded("size", f"int product over {limits.max_int_bits} bits")
     elif operator == "**":
-        if (isinstance(left, int) and isinstance(right, int) and right > 0 and abs(left) > 1
-                and max(_int_bits(left), 1) * right > limits.max_int_bits):
+        if (
+            isinstance(left, int)
+            and isinstance(right, int)
+            and right > 0
+            and abs(left) > 1
+            and max(_int_bits(left), 1) * right > limits.max_int_bits
+        ):
             raise RenderLimitExceeded("size", f"int power over {limits.max_int_bits} bits")
     elif operator == "+":
         if isinstance(left, (str, list, tuple)) and isinstance(right, (str, list, tuple)):
@@ -266,8 +271,18 @@ def _filter_estimate(name: str, value: Any, extra: tuple[Any, ...], cap: int) ->
 # Filters that spend seconds on a maximal input (sort's per-item key, urlize's regexes):
 # their input is held to a tenth of the size budget so one call stays well under a second.
 _SLOW_FILTERS = frozenset(
-    {"sort", "unique", "urlize", "wordwrap", "groupby", "dictsort", "title", "striptags",
-     "min", "max"}
+    {
+        "sort",
+        "unique",
+        "urlize",
+        "wordwrap",
+        "groupby",
+        "dictsort",
+        "title",
+        "striptags",
+        "min",
+        "max",
+    }
 )
 
 
@@ -280,9 +295,11 @@ def _guard_filter(name: str, func: Callable[..., Any]) -> Callable[..., Any]:
     def guarded(*args: Any, **kwargs: Any) -> Any:
         _tick()
         cap = _limits().max_size
-        value, extra = (args[skip], (*args[skip + 1 :], *kwargs.values())) if len(
-            args
-        ) > skip else (None, tuple(kwargs.values()))
+        value, extra = (
+            (args[skip], (*args[skip + 1 :], *kwargs.values()))
+            if len(args) > skip
+            else (None, tuple(kwargs.values()))
+        )
         if any(isinstance(v, int) and not isinstance(v, bool) and v > cap for v in extra):
             raise RenderLimitExceeded("size", f"filter {name!r} given a width over {cap}")
         estimate = _filter_estimate(name, value, extra, cap)
@@ -327,8 +344,9 @@ class _GuardedCodeGenerator(CodeGenerator):
 
     def visit_Template(self, node: nodes.Template, frame: Frame | None = None) -> None:
         for loop in node.find_all(nodes.For):
-            loop.iter = nodes.Filter(loop.iter, _LOOP_FILTER, [], [], None, None,
-                                     lineno=loop.lineno)
+            loop.iter = nodes.Filter(
+                loop.iter, _LOOP_FILTER, [], [], None, None, lineno=loop.lineno
+            )
         super().visit_Template(node, frame)
 
     def visit_Concat(self, node: nodes.Concat, frame: Frame) -> None:
@@ -358,8 +376,6 @@ class GuardedSandbox(ImmutableSandboxedEnvironment):
         self.filters[_LOOP_FILTER] = _loop_guard
         self.globals["lipsum"] = _lipsum
 
-
-
     def add_filter(self, name: str, func: Callable[..., Any]) -> None:
         """Register a filter with the same guards as the built-in ones."""
         self.filters[name] = _guard_filter(name, func)
@@ -367,8 +383,9 @@ class GuardedSandbox(ImmutableSandboxedEnvironment):
     def call_binop(self, context: Context, operator: str, left: Any, right: Any) -> Any:
         _tick()
         _binop_estimate(operator, left, right, _limits())
-        return _check_result(super().call_binop(context, operator, left, right),
-                             f"operator {operator!r}")
+        return _check_result(
+            super().call_binop(context, operator, left, right), f"operator {operator!r}"
+        )
 
     def call(self, context: Context, obj: Any, /, *args: Any, **kwargs: Any) -> Any:
         budget = _budget()
@@ -390,8 +407,7 @@ class GuardedSandbox(ImmutableSandboxedEnvironment):
         if modifies_known_mutable(obj, attribute):  # list.append...: refused when called
             return super().unsafe_undefined(obj, attribute)
         raise SandboxEscape(
-            f"sandbox escape attempt: attribute {attribute!r} of {type(obj).__name__!r} "
-            "is blocked"
+            f"sandbox escape attempt: attribute {attribute!r} of {type(obj).__name__!r} is blocked"
         )
 
     def concat(self, pieces: Iterable[str]) -> str:

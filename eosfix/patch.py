@@ -23,16 +23,50 @@ from eosfix.repo import CONFIG, GENERATION_CONFIG, ModelRepo
 # generation/configuration_utils.py); other config.json keys are not generation settings.
 _GENERATION_KEYS = frozenset(
     {
-        "max_length", "max_new_tokens", "min_length", "min_new_tokens", "early_stopping", "max_time",
-        "stop_strings", "do_sample", "num_beams", "num_beam_groups", "penalty_alpha", "use_cache",
-        "temperature", "top_k", "top_p", "min_p", "typical_p", "epsilon_cutoff", "eta_cutoff",
-        "diversity_penalty", "repetition_penalty", "encoder_repetition_penalty", "length_penalty",
-        "no_repeat_ngram_size", "bad_words_ids", "force_words_ids", "renormalize_logits",
-        "forced_bos_token_id", "forced_eos_token_id", "remove_invalid_values",
-        "exponential_decay_length_penalty", "suppress_tokens", "begin_suppress_tokens",
-        "num_return_sequences", "output_attentions", "output_hidden_states", "output_scores",
-        "output_logits", "return_dict_in_generate", "pad_token_id", "bos_token_id", "eos_token_id",
-        "encoder_no_repeat_ngram_size", "decoder_start_token_id",
+        "max_length",
+        "max_new_tokens",
+        "min_length",
+        "min_new_tokens",
+        "early_stopping",
+        "max_time",
+        "stop_strings",
+        "do_sample",
+        "num_beams",
+        "num_beam_groups",
+        "penalty_alpha",
+        "use_cache",
+        "temperature",
+        "top_k",
+        "top_p",
+        "min_p",
+        "typical_p",
+        "epsilon_cutoff",
+        "eta_cutoff",
+        "diversity_penalty",
+        "repetition_penalty",
+        "encoder_repetition_penalty",
+        "length_penalty",
+        "no_repeat_ngram_size",
+        "bad_words_ids",
+        "force_words_ids",
+        "renormalize_logits",
+        "forced_bos_token_id",
+        "forced_eos_token_id",
+        "remove_invalid_values",
+        "exponential_decay_length_penalty",
+        "suppress_tokens",
+        "begin_suppress_tokens",
+        "num_return_sequences",
+        "output_attentions",
+        "output_hidden_states",
+        "output_scores",
+        "output_logits",
+        "return_dict_in_generate",
+        "pad_token_id",
+        "bos_token_id",
+        "eos_token_id",
+        "encoder_no_repeat_ngram_size",
+        "decoder_start_token_id",
     }
 )
 _SUBCONFIGS = ("decoder", "generator", "text_config")
@@ -54,8 +88,10 @@ class FilePatch:
         new = self.new_text.splitlines(keepends=True)
         src = "/dev/null" if self.created else f"a/{self.file}"
         lines = difflib.unified_diff(old, new, src, f"b/{self.file}")
-        return "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n"
-                       for line in lines)
+        return "".join(
+            line if line.endswith("\n") else line + "\n\\ No newline at end of file\n"
+            for line in lines
+        )
 
 
 def derived_generation_config(config: dict[str, Any] | None) -> dict[str, Any]:

@@ -79,38 +79,91 @@ def _specs() -> tuple[ProbeSpec, ...]:
     tools = {"tools": [TOOL_SCHEMA]}
     return (
         ProbeSpec("final", "final", (_user(USER1), _assistant(ASSISTANT1))),
-        ProbeSpec("final+system", "final", ({"role": "system", "content": SYSTEM},
-                                             _user(USER1), _assistant(ASSISTANT1))),
+        ProbeSpec(
+            "final+system",
+            "final",
+            ({"role": "system", "content": SYSTEM}, _user(USER1), _assistant(ASSISTANT1)),
+        ),
         ProbeSpec("final+parts", "final", (_user(USER1, True), _assistant(ASSISTANT1, True))),
         # Some templates iterate ``tools`` or ``documents`` unconditionally (Command R).
         ProbeSpec("final+tools", "final", (_user(USER1), _assistant(ASSISTANT1)), tools),
-        ProbeSpec("final+documents", "final", (_user(USER1), _assistant(ASSISTANT1)),
-                  {"documents": [{"title": "Eosfixtitle", "text": "Eosfixdoc"}], "tools": []}),
+        ProbeSpec(
+            "final+documents",
+            "final",
+            (_user(USER1), _assistant(ASSISTANT1)),
+            {"documents": [{"title": "Eosfixtitle", "text": "Eosfixdoc"}], "tools": []},
+        ),
         # The legacy OpenAI "functions" role some function-calling templates require first.
-        ProbeSpec("final+functions", "final",
-                  ({"role": "functions", "content": json.dumps([TOOL_SCHEMA["function"]])},
-                   _user(USER1), _assistant(ASSISTANT1))),
-        ProbeSpec("final+reasoning", "reasoning",
-                  (_user(USER1), _assistant(ASSISTANT1, reasoning_content=THINK1))),
-        ProbeSpec("history", "history",
-                  (_user(USER1), _assistant(ASSISTANT0), _user(USER2), _assistant(ASSISTANT1)),
-                  end_marker=ASSISTANT0, next_marker=USER2),
-        ProbeSpec("history+system", "history",
-                  ({"role": "system", "content": SYSTEM}, _user(USER1), _assistant(ASSISTANT0),
-                   _user(USER2), _assistant(ASSISTANT1)),
-                  end_marker=ASSISTANT0, next_marker=USER2),
-        ProbeSpec("tool_call", "tool_call", (_user(USER1), _tool_call_message(False, None)),
-                  tools, end_marker=TOOL_ARG),
-        ProbeSpec("tool_call+json_args", "tool_call",
-                  (_user(USER1), _tool_call_message(True, None)), tools, end_marker=TOOL_ARG),
-        ProbeSpec("tool_call+empty_content", "tool_call",
-                  (_user(USER1), _tool_call_message(False, "")), {}, end_marker=TOOL_ARG),
-        ProbeSpec("tool_call+builtin_tools", "tool_call",
-                  (_user(USER1), _tool_call_message(False, None)),
-                  {**tools, "builtin_tools": [TOOL]}, end_marker=TOOL_ARG),
-        ProbeSpec("tool_result", "tool_result",
-                  (_user(USER1), _tool_call_message(False, None), dict(_TOOL_RESULT_MSG)),
-                  tools, end_marker=TOOL_ARG, next_marker=TOOL_RESULT),
+        ProbeSpec(
+            "final+functions",
+            "final",
+            (
+                {"role": "functions", "content": json.dumps([TOOL_SCHEMA["function"]])},
+                _user(USER1),
+                _assistant(ASSISTANT1),
+            ),
+        ),
+        ProbeSpec(
+            "final+reasoning",
+            "reasoning",
+            (_user(USER1), _assistant(ASSISTANT1, reasoning_content=THINK1)),
+        ),
+        ProbeSpec(
+            "history",
+            "history",
+            (_user(USER1), _assistant(ASSISTANT0), _user(USER2), _assistant(ASSISTANT1)),
+            end_marker=ASSISTANT0,
+            next_marker=USER2,
+        ),
+        ProbeSpec(
+            "history+system",
+            "history",
+            (
+                {"role": "system", "content": SYSTEM},
+                _user(USER1),
+                _assistant(ASSISTANT0),
+                _user(USER2),
+                _assistant(ASSISTANT1),
+            ),
+            end_marker=ASSISTANT0,
+            next_marker=USER2,
+        ),
+        ProbeSpec(
+            "tool_call",
+            "tool_call",
+            (_user(USER1), _tool_call_message(False, None)),
+            tools,
+            end_marker=TOOL_ARG,
+        ),
+        ProbeSpec(
+            "tool_call+json_args",
+            "tool_call",
+            (_user(USER1), _tool_call_message(True, None)),
+            tools,
+            end_marker=TOOL_ARG,
+        ),
+        ProbeSpec(
+            "tool_call+empty_content",
+            "tool_call",
+            (_user(USER1), _tool_call_message(False, "")),
+            {},
+            end_marker=TOOL_ARG,
+        ),
+        ProbeSpec(
+            "tool_call+builtin_tools",
+            "tool_call",
+            (_user(USER1), _tool_call_message(False, None)),
+            {**tools, "builtin_tools": [TOOL]},
+            end_marker=TOOL_ARG,
+        ),
+        ProbeSpec(
+            "tool_result",
+            "tool_result",
+            (_user(USER1), _tool_call_message(False, None), dict(_TOOL_RESULT_MSG)),
+            tools,
+            end_marker=TOOL_ARG,
+            next_marker=TOOL_RESULT,
+        ),
     )
 
 
@@ -146,8 +199,17 @@ class Probe:
 
 
 # What a template can raise from inside the sandbox (besides raise_exception).
-_RENDER_ERRORS = (jinja2.TemplateError, TypeError, ValueError, KeyError, IndexError,
-                  AttributeError, ZeroDivisionError, OverflowError, RecursionError)
+_RENDER_ERRORS = (
+    jinja2.TemplateError,
+    TypeError,
+    ValueError,
+    KeyError,
+    IndexError,
+    AttributeError,
+    ZeroDivisionError,
+    OverflowError,
+    RecursionError,
+)
 
 
 def run_probe(
@@ -175,13 +237,19 @@ def run_generation_prompt(source: str, special_tokens: Mapping[str, str]) -> str
     """What ``add_generation_prompt=True`` appends after a user turn: the assistant opener."""
     user: list[Mapping[str, Any]] = [_user(USER1)]
     shapes: tuple[tuple[list[Mapping[str, Any]], dict[str, Any]], ...] = (
-        (user, {}), (user, {"tools": [TOOL_SCHEMA]})
+        (user, {}),
+        (user, {"tools": [TOOL_SCHEMA]}),
     )
     for messages, extra in shapes:
         try:
             without, with_prompt = (
-                render_chat(source, messages, special_tokens=special_tokens,
-                            add_generation_prompt=flag, **extra)
+                render_chat(
+                    source,
+                    messages,
+                    special_tokens=special_tokens,
+                    add_generation_prompt=flag,
+                    **extra,
+                )
                 for flag in (False, True)
             )
         except (TemplateRefusal, *_RENDER_ERRORS):

@@ -231,9 +231,7 @@ def _load_templates(root: Path, tok: TokenizerConfigModel | None) -> tuple[ChatT
     if tok is not None and tok.chat_template is not None:
         if isinstance(tok.chat_template, str):
             return (ChatTemplate("default", tok.chat_template, TOKENIZER_CONFIG),)
-        return tuple(
-            ChatTemplate(t.name, t.template, TOKENIZER_CONFIG) for t in tok.chat_template
-        )
+        return tuple(ChatTemplate(t.name, t.template, TOKENIZER_CONFIG) for t in tok.chat_template)
     return _load_processor_templates(root)
 
 

@@ -103,28 +103,45 @@ def result_to_dict(r: RepoResult) -> dict[str, Any]:
     out.update(
         status=c.status.value,
         templates=[
-            {"name": ta.name, "file": ta.file, "probes_rendered": len(ta.rendered),
-             "refusals": [f"{p.spec.name}: {p.refusal}" for p in ta.refusals],
-             "possible": [{"content": tok, "line": line} for tok, line in ta.unreached_literals]}
+            {
+                "name": ta.name,
+                "file": ta.file,
+                "probes_rendered": len(ta.rendered),
+                "refusals": [f"{p.spec.name}: {p.refusal}" for p in ta.refusals],
+                "possible": [{"content": tok, "line": line} for tok, line in ta.unreached_literals],
+            }
             for ta in c.terminators.templates
         ],
         terminators=[
-            {"content": t.content, "id": t.id, "kind": t.kind, "templates": list(t.templates),
-             "probe": t.probe, "evidence": t.evidence, "id_source": t.id_source}
+            {
+                "content": t.content,
+                "id": t.id,
+                "kind": t.kind,
+                "templates": list(t.templates),
+                "probe": t.probe,
+                "evidence": t.evidence,
+                "id_source": t.id_source,
+            }
             for t in c.terminators.terminators
         ],
         acceptable=list(c.terminators.acceptable),
         unwritten_eog_tokens=[{"content": t, "id": i} for t, i in c.unwritten_eog_tokens],
         in_turn=list(c.terminators.in_turn),
         stop_strings=list(c.stop_strings),
-        tokenizer_eos=None if c.tokenizer_eos is None
+        tokenizer_eos=None
+        if c.tokenizer_eos is None
         else {"content": c.tokenizer_eos.content, "id": c.tokenizer_eos.id},
         eos_token_id=c.stop.raw,
         eos_token_id_source=c.stop.source,
         proposed_eos_token_id=None if c.proposed is None else list(c.proposed),
         findings=[
-            {"code": f.code, "severity": f.severity.value, "file": f.file,
-             "message": f.message, "fixable": f.fixable}
+            {
+                "code": f.code,
+                "severity": f.severity.value,
+                "file": f.file,
+                "message": f.message,
+                "fixable": f.fixable,
+            }
             for f in c.findings
         ],
         changes=[{"file": p.file, "created": p.created, "diff": p.diff()} for p in r.patches],
@@ -158,8 +175,10 @@ def render_repo_text(r: RepoResult, *, fixing: bool = False, show_diff: bool = F
     for t in c.terminators.terminators:
         ident = f"id {t.id}" if t.id is not None else "no id"
         where = ", ".join(t.templates)
-        lines.append(f"  ends a turn   {t.content}  {ident}, {KIND_TEXT.get(t.kind, t.kind)} "
-                     f"(template {where})")
+        lines.append(
+            f"  ends a turn   {t.content}  {ident}, {KIND_TEXT.get(t.kind, t.kind)} "
+            f"(template {where})"
+        )
     if not c.terminators.terminators:
         lines.append("  ends a turn   (nothing found)")
     if c.terminators.in_turn:
@@ -168,8 +187,10 @@ def render_repo_text(r: RepoResult, *, fixing: bool = False, show_diff: bool = F
     lines += ["  " + _finding_line(r, f.code, f.file, f.message, f.severity) for f in c.findings]
     if c.proposed is not None:
         verb = "wrote" if r.written else "fix"
-        lines.append(f"  {verb:<13} eos_token_id -> {_ids(c.proposed)}"
-                     + ("" if r.written or fixing else f"  (run: eosfix fix {r.path})"))
+        lines.append(
+            f"  {verb:<13} eos_token_id -> {_ids(c.proposed)}"
+            + ("" if r.written or fixing else f"  (run: eosfix fix {r.path})")
+        )
     lines.append(f"  runtimes      {runtimes_line(runtime_table(c, r.patches))}")
     if show_diff:
         lines += [p.diff().rstrip("\n") for p in r.patches]
@@ -187,8 +208,11 @@ def _why_still(table: RuntimeTable, still: list[str]) -> list[str]:
         if absent:
             why.append(f"{', '.join(absent)}: no config.json here")
     elif table.first_config_id is not None:
-        why += [f"{n} stops only on config.json's first id, {table.first_config_id}"
-                for n in still if n in FIRST_ID_ONLY]
+        why += [
+            f"{n} stops only on config.json's first id, {table.first_config_id}"
+            for n in still
+            if n in FIRST_ID_ONLY
+        ]
     return why
 
 
@@ -207,8 +231,14 @@ def runtimes_line(table: RuntimeTable) -> str:
     return text + (f" ({'; '.join(why)})" if why else "")
 
 
-def render_text(results: list[RepoResult], report: Report, *, fixing: bool = False,
-                show_diff: bool = False, dry_run: bool = False) -> str:
+def render_text(
+    results: list[RepoResult],
+    report: Report,
+    *,
+    fixing: bool = False,
+    show_diff: bool = False,
+    dry_run: bool = False,
+) -> str:
     blocks = [render_repo_text(r, fixing=fixing, show_diff=show_diff) for r in results]
     return "\n\n".join([*blocks, report.summary(fixing=fixing, dry_run=dry_run)])
 

@@ -116,7 +116,9 @@ def compile_template(source: str) -> jinja2.Template:
     try:
         return _ENV.from_string(source)
     except jinja2.TemplateSyntaxError as exc:
-        raise TemplateError(f"not a valid Jinja template: line {exc.lineno}: {exc.message}") from exc
+        raise TemplateError(
+            f"not a valid Jinja template: line {exc.lineno}: {exc.message}"
+        ) from exc
     except (RecursionError, MemoryError, SyntaxError, ValueError, OverflowError) as exc:
         # Deeply nested expressions overflow the parser or Python's own compiler.
         raise TemplateError(f"chat template cannot be compiled: {type(exc).__name__}") from None
@@ -136,9 +138,7 @@ def normalize_messages(messages: list[Mapping[str, Any]]) -> list[dict[str, Any]
     return out
 
 
-def render(
-    source: str, context: Mapping[str, Any], limits: RenderLimits = DEFAULT_LIMITS
-) -> str:
+def render(source: str, context: Mapping[str, Any], limits: RenderLimits = DEFAULT_LIMITS) -> str:
     """Render ``source`` with exactly ``context`` as its variables.
 
     Raises ``TemplateRefusal`` when the template calls ``raise_exception``,

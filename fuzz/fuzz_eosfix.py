@@ -34,8 +34,14 @@ from eosfix.jsonedit import set_json_value
 from eosfix.patch import plan_patches
 from eosfix.repo import load_repo
 
-FILES = ("generation_config.json", "config.json", "tokenizer_config.json",
-         "special_tokens_map.json", "chat_template.jinja", "added_tokens.json")
+FILES = (
+    "generation_config.json",
+    "config.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "chat_template.jinja",
+    "added_tokens.json",
+)
 CORPUS = ROOT.parent / "shared" / "corpus"
 CRASHES = ROOT / "fuzz" / "crashes"
 
@@ -50,9 +56,33 @@ def _seeds() -> dict[str, list[bytes]]:
 
 
 SEEDS = _seeds()
-_INTERESTING = [b"", b"{", b"}", b"[", b"]", b'"', b"\\", b"\xff", b"\xef\xbb\xbf", b"null",
-                b"-1", b"1e999", b"2.0", b"[]", b"{}", b'"eos_token_id"', b"{%", b"%}", b"{{",
-                b"}}", b"<|im_end|>", b"\x00", b"\r\n", b"NaN", b"99999999999999999999"]
+_INTERESTING = [
+    b"",
+    b"{",
+    b"}",
+    b"[",
+    b"]",
+    b'"',
+    b"\\",
+    b"\xff",
+    b"\xef\xbb\xbf",
+    b"null",
+    b"-1",
+    b"1e999",
+    b"2.0",
+    b"[]",
+    b"{}",
+    b'"eos_token_id"',
+    b"{%",
+    b"%}",
+    b"{{",
+    b"}}",
+    b"<|im_end|>",
+    b"\x00",
+    b"\r\n",
+    b"NaN",
+    b"99999999999999999999",
+]
 
 
 def _mutate(data: bytes, rnd: random.Random) -> bytes:
@@ -80,8 +110,9 @@ def _json_value(obj: object) -> bytes:
 
 _json_objects = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner,
-                                                                max_size=4),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
     max_leaves=12,
 )
 
@@ -104,10 +135,24 @@ def _repo_files(draw: st.DrawFn) -> dict[str, bytes]:
         elif choice == 2:
             files[name] = draw(st.binary(max_size=200))
         elif name.endswith(".json"):
-            files[name] = _json_value(draw(st.dictionaries(
-                st.sampled_from(["eos_token_id", "chat_template", "eos_token",
-                                 "added_tokens_decoder", "text_config", "bos_token"]),
-                _json_objects, max_size=4)))
+            files[name] = _json_value(
+                draw(
+                    st.dictionaries(
+                        st.sampled_from(
+                            [
+                                "eos_token_id",
+                                "chat_template",
+                                "eos_token",
+                                "added_tokens_decoder",
+                                "text_config",
+                                "bos_token",
+                            ]
+                        ),
+                        _json_objects,
+                        max_size=4,
+                    )
+                )
+            )
         else:
             files[name] = draw(st.text(max_size=200)).encode()
     return files
@@ -169,16 +214,21 @@ def main() -> int:
     json_texts = st.one_of(
         st.text(max_size=80),
         _json_objects.map(json.dumps),
-        st.sampled_from([s.decode("utf-8", "replace") for v in SEEDS.values() for s in v
-                         if len(s) < 20_000] or ["{}"]).flatmap(
+        st.sampled_from(
+            [s.decode("utf-8", "replace") for v in SEEDS.values() for s in v if len(s) < 20_000]
+            or ["{}"]
+        ).flatmap(
             lambda s: st.integers(0, 2**32).map(
-                lambda seed: _mutate(s.encode(), random.Random(seed)).decode("utf-8", "replace"))),
+                lambda seed: _mutate(s.encode(), random.Random(seed)).decode("utf-8", "replace")
+            )
+        ),
     )
     eos = st.none() | st.integers(-5, 2**40) | st.lists(st.integers(0, 2**31), max_size=4)
 
     # Small batches, so the deadline is checked often; hypothesis shrinks a failure first.
-    fuzz_settings = settings(max_examples=200, deadline=None, database=None,
-                             suppress_health_check=list(HealthCheck))
+    fuzz_settings = settings(
+        max_examples=200, deadline=None, database=None, suppress_health_check=list(HealthCheck)
+    )
 
     @fuzz_settings
     @given(files=_repo_files())
@@ -206,9 +256,11 @@ def main() -> int:
         status = 1
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-    print(f"ran {counts['repo']} repos ({OUTCOMES['analyzed']} analyzed, "
-          f"{OUTCOMES['refused']} refused as EosfixError) and {counts['jsonedit']} edits",
-          file=sys.stderr)
+    print(
+        f"ran {counts['repo']} repos ({OUTCOMES['analyzed']} analyzed, "
+        f"{OUTCOMES['refused']} refused as EosfixError) and {counts['jsonedit']} edits",
+        file=sys.stderr,
+    )
     return status
 
 

@@ -117,8 +117,12 @@ CHATML_TEMPLATE = (
 
 def _added(token_id: int, content: str) -> tuple[str, dict[str, object]]:
     return str(token_id), {
-        "content": content, "lstrip": False, "normalized": False, "rstrip": False,
-        "single_word": False, "special": True,
+        "content": content,
+        "lstrip": False,
+        "normalized": False,
+        "rstrip": False,
+        "single_word": False,
+        "special": True,
     }
 
 
@@ -139,8 +143,11 @@ def chatml_files(
     endoftext, im_start, im_end = base, base + 1, base + 2
     tok: dict[str, object] = {
         "added_tokens_decoder": dict(
-            [_added(endoftext, "<|endoftext|>"), _added(im_start, "<|im_start|>"),
-             _added(im_end, "<|im_end|>")]
+            [
+                _added(endoftext, "<|endoftext|>"),
+                _added(im_start, "<|im_start|>"),
+                _added(im_end, "<|im_end|>"),
+            ]
         ),
         "bos_token": None,
         "eos_token": "<|endoftext|>",
@@ -151,8 +158,11 @@ def chatml_files(
     if not template_file:
         tok["chat_template"] = CHATML_TEMPLATE
     config = {
-        "architectures": ["Qwen2ForCausalLM"], "bos_token_id": endoftext,
-        "eos_token_id": endoftext, "model_type": "qwen2", "vocab_size": base + 3,
+        "architectures": ["Qwen2ForCausalLM"],
+        "bos_token_id": endoftext,
+        "eos_token_id": endoftext,
+        "model_type": "qwen2",
+        "vocab_size": base + 3,
     }
     files: dict[str, bytes | str] = {
         "config.json": json.dumps(config, indent=2) + "\n",
@@ -164,8 +174,13 @@ def chatml_files(
         files["chat_template.jinja"] = CHATML_TEMPLATE
     if generation_config:
         eos: object = [endoftext, im_end] if healthy else endoftext
-        gen = {"bos_token_id": endoftext, "do_sample": True, "eos_token_id": eos,
-               "temperature": 0.7, "transformers_version": "4.57.1"}
+        gen = {
+            "bos_token_id": endoftext,
+            "do_sample": True,
+            "eos_token_id": eos,
+            "temperature": 0.7,
+            "transformers_version": "4.57.1",
+        }
         files["generation_config.json"] = json.dumps(gen, indent=2) + "\n"
     return files
 

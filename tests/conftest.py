@@ -65,8 +65,10 @@ def _no_network(monkeypatch):
 
     def guarded(self, address):
         host = address[0] if isinstance(address, tuple) else address
-        if isinstance(host, str) and host not in ("127.0.0.1", "localhost", "::1") and not (
-            host.startswith("/")
+        if (
+            isinstance(host, str)
+            and host not in ("127.0.0.1", "localhost", "::1")
+            and not (host.startswith("/"))
         ):
             raise RuntimeError(f"test tried to reach the network: {address!r}")
         return real_connect(self, address)

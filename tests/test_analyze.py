@@ -17,8 +17,17 @@ CHATML = (
 
 
 def _decoder(tokens: dict[int, str], special: bool = True) -> dict:
-    return {str(i): {"content": c, "special": special, "normalized": False, "lstrip": False,
-                     "rstrip": False, "single_word": False} for i, c in tokens.items()}
+    return {
+        str(i): {
+            "content": c,
+            "special": special,
+            "normalized": False,
+            "lstrip": False,
+            "rstrip": False,
+            "single_word": False,
+        }
+        for i, c in tokens.items()
+    }
 
 
 def make_repo(tmp_path, template=None, tokens=None, eos="<|im_end|>", gen=None, **files):
@@ -43,7 +52,9 @@ def found(repo) -> dict[str, Terminator]:
 
 
 def test_chatml_reply_ends_with_im_end(tmp_path):
-    repo = make_repo(tmp_path, CHATML, {1: "<|im_start|>", 2: "<|im_end|>"}, gen={"eos_token_id": 0})
+    repo = make_repo(
+        tmp_path, CHATML, {1: "<|im_start|>", 2: "<|im_end|>"}, gen={"eos_token_id": 0}
+    )
     (t,) = found(repo).values()
     assert (t.content, t.id, t.kind) == ("<|im_end|>", 2, TURN_END)
     assert "Eosfixassistant1<|im_end|>" in t.evidence
@@ -54,8 +65,12 @@ def test_template_that_always_appends_the_opener_is_cut_at_the_opener(tmp_path):
         "{{ bos_token }}{% for m in messages %}<|start_header_id|>{{ m.role }}<|end_header_id|>"
         "\n\n{{ m.content }}<|eot_id|>{% endfor %}<|start_header_id|>assistant<|end_header_id|>\n\n"
     )
-    tokens = {0: "<|begin_of_text|>", 1: "<|start_header_id|>", 2: "<|end_header_id|>",
-              3: "<|eot_id|>"}
+    tokens = {
+        0: "<|begin_of_text|>",
+        1: "<|start_header_id|>",
+        2: "<|end_header_id|>",
+        3: "<|eot_id|>",
+    }
     repo = make_repo(tmp_path, template, tokens, eos="<|eot_id|>", bos_token="x")
     assert list(found(repo)) == ["<|eot_id|>"]
 
@@ -71,7 +86,10 @@ def test_next_turn_openers_when_replies_have_no_closing_token(tmp_path):
     tokens = {10: "<|endoftext|>", 11: "<|user|>", 12: "<|assistant|>", 13: "<|observation|>"}
     repo = make_repo(tmp_path, template, tokens, eos="<|endoftext|>", gen={"eos_token_id": 10})
     terms = found(repo)
-    assert {c: t.kind for c, t in terms.items()} == {"<|user|>": NEXT_TURN, "<|observation|>": NEXT_TURN}
+    assert {c: t.kind for c, t in terms.items()} == {
+        "<|user|>": NEXT_TURN,
+        "<|observation|>": NEXT_TURN,
+    }
     assert check_repo(repo).proposed == (10, 11, 13)
 
 
@@ -111,9 +129,14 @@ def test_tool_call_terminator_from_named_tool_use_template(tmp_path):
         "{% else %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>{% endif %}{% endfor %}"
     )
     tokens = {1: "<|im_start|>", 2: "<|im_end|>", 3: "<|call_start|>", 4: "<|call_end|>"}
-    repo = make_repo(tmp_path, None, tokens, gen={"eos_token_id": 2},
-                     chat_template_jinja=CHATML,
-                     additional_chat_templates__tool_use_jinja=tool_use)
+    repo = make_repo(
+        tmp_path,
+        None,
+        tokens,
+        gen={"eos_token_id": 2},
+        chat_template_jinja=CHATML,
+        additional_chat_templates__tool_use_jinja=tool_use,
+    )
     terms = found(repo)
     assert terms["<|call_end|>"].kind == TOOL_CALL
     assert terms["<|call_end|>"].templates == ("tool_use",)
@@ -121,7 +144,9 @@ def test_tool_call_terminator_from_named_tool_use_template(tmp_path):
 
 
 def test_template_refusing_every_probe_is_reported(tmp_path):
-    repo = make_repo(tmp_path, "{{ raise_exception('I only run inside my app') }}", {2: "<|im_end|>"})
+    repo = make_repo(
+        tmp_path, "{{ raise_exception('I only run inside my app') }}", {2: "<|im_end|>"}
+    )
     result = check_repo(repo)
     assert result.findings[0].code == "EOS100"
     assert "I only run inside my app" in result.findings[0].message
@@ -129,8 +154,11 @@ def test_template_refusing_every_probe_is_reported(tmp_path):
 
 def test_unregistered_control_token_with_tokenizer_json_is_not_a_single_token(tmp_path):
     template = "{% for m in messages %}{{ m.content }}<|turn_over|>{% endfor %}"
-    tokenizer_json = {"version": "1.0", "added_tokens": [], "model": {"type": "WordLevel",
-                      "vocab": {"[UNK]": 0, "a": 1}, "unk_token": "[UNK]"}}
+    tokenizer_json = {
+        "version": "1.0",
+        "added_tokens": [],
+        "model": {"type": "WordLevel", "vocab": {"[UNK]": 0, "a": 1}, "unk_token": "[UNK]"},
+    }
     repo = make_repo(tmp_path, template, None, eos="a", tokenizer_json=tokenizer_json)
     result = check_repo(repo)
     assert "EOS006" in [f.code for f in result.findings]
@@ -138,20 +166,34 @@ def test_unregistered_control_token_with_tokenizer_json_is_not_a_single_token(tm
 
 
 def test_transformers5_layout_reads_ids_from_tokenizer_json(tmp_path):
-    tokenizer_json = {"version": "1.0", "added_tokens": [
-        {"id": 7, "content": "<|im_start|>", "special": True, "normalized": False},
-        {"id": 8, "content": "<|im_end|>", "special": True, "normalized": False}]}
+    tokenizer_json = {
+        "version": "1.0",
+        "added_tokens": [
+            {"id": 7, "content": "<|im_start|>", "special": True, "normalized": False},
+            {"id": 8, "content": "<|im_end|>", "special": True, "normalized": False},
+        ],
+    }
     repo = make_repo(tmp_path, CHATML, None, gen={"eos_token_id": 0}, tokenizer_json=tokenizer_json)
     assert found(repo)["<|im_end|>"].id == 8
     assert found(repo)["<|im_end|>"].id_source == "tokenizer.json"
 
 
 def test_special_tokens_map_overrides_eos_only_in_legacy_layout(tmp_path):
-    repo = make_repo(tmp_path, CHATML, None, eos="</s>",
-                     special_tokens_map_json={"eos_token": {"content": "<|im_end|>"}})
+    repo = make_repo(
+        tmp_path,
+        CHATML,
+        None,
+        eos="</s>",
+        special_tokens_map_json={"eos_token": {"content": "<|im_end|>"}},
+    )
     assert repo.eos_token == "<|im_end|>"
-    repo = make_repo(tmp_path, CHATML, {2: "<|im_end|>"}, eos="</s>",
-                     special_tokens_map_json={"eos_token": {"content": "<|im_end|>"}})
+    repo = make_repo(
+        tmp_path,
+        CHATML,
+        {2: "<|im_end|>"},
+        eos="</s>",
+        special_tokens_map_json={"eos_token": {"content": "<|im_end|>"}},
+    )
     assert repo.eos_token == "</s>"
 
 
@@ -161,15 +203,23 @@ def test_jinja_files_replace_tokenizer_config_templates(tmp_path):
 
 
 def test_processor_config_template_beats_chat_template_json(tmp_path):
-    repo = make_repo(tmp_path, None, {2: "<|im_end|>"},
-                     chat_template_json={"chat_template": "JSON"},
-                     processor_config_json={"chat_template": CHATML})
+    repo = make_repo(
+        tmp_path,
+        None,
+        {2: "<|im_end|>"},
+        chat_template_json={"chat_template": "JSON"},
+        processor_config_json={"chat_template": CHATML},
+    )
     assert [(t.source, t.file) for t in repo.templates] == [(CHATML, "processor_config.json")]
 
 
 def test_generation_config_missing_falls_back_to_text_config(tmp_path):
-    repo = make_repo(tmp_path, CHATML, {1: "<|im_start|>", 2: "<|im_end|>"},
-                     config_json={"text_config": {"eos_token_id": 1}})
+    repo = make_repo(
+        tmp_path,
+        CHATML,
+        {1: "<|im_start|>", 2: "<|im_end|>"},
+        config_json={"text_config": {"eos_token_id": 1}},
+    )
     result = check_repo(repo)
     assert result.stop.source == "config.json text_config"
     assert result.findings[0].code == "EOS002"

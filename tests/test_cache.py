@@ -1,4 +1,5 @@
 """`eosfix cache`: batch check and fix of a Hugging Face cache with the real layout."""
+
 from __future__ import annotations
 
 import io
@@ -47,11 +48,14 @@ def hub_cache(tmp_path: Path) -> tuple[CacheBuilder, dict[str, str]]:
     b = CacheBuilder(tmp_path / "hub")
     shas = {
         "qwen_main": b.add_revision("org/qwen", chatml_files(1000)),
-        "qwen_pr": b.add_revision("org/qwen", chatml_files(1000, readme="v2\n"),
-                                  refs=["refs/pr/1"]),
-        "nogen": b.add_revision("org/nogen", chatml_files(2000, generation_config=False,
-                                                          template_file=False),
-                                no_exist=[GEN]),
+        "qwen_pr": b.add_revision(
+            "org/qwen", chatml_files(1000, readme="v2\n"), refs=["refs/pr/1"]
+        ),
+        "nogen": b.add_revision(
+            "org/nogen",
+            chatml_files(2000, generation_config=False, template_file=False),
+            no_exist=[GEN],
+        ),
         "good": b.add_revision("org/good", chatml_files(3000, healthy=True)),
         "base": b.add_revision("org/base", base_model_files()),
     }
@@ -73,8 +77,16 @@ def test_check_json_shape_and_exit_code(hub_cache):
     assert payload["exit_code"] == 1
     assert payload["corrupted"] == []
     assert payload["summary"] == {
-        "snapshots": 5, "analyses": 4, "fixed": 0, "fixable": 3, "problems": 0, "warned": 0,
-        "ok": 1, "no_template": 1, "error": 0, "corrupted": 0,
+        "snapshots": 5,
+        "analyses": 4,
+        "fixed": 0,
+        "fixable": 3,
+        "problems": 0,
+        "warned": 0,
+        "ok": 1,
+        "no_template": 1,
+        "error": 0,
+        "corrupted": 0,
     }
     entries = _by_name(payload)
     main = entries[f"org/qwen@{shas['qwen_main'][:8]}"]
@@ -115,11 +127,15 @@ def test_check_text_table_and_no_progress_when_piped(hub_cache):
 
 def test_check_writes_nothing(hub_cache):
     b, _ = hub_cache
-    before = {p: (p.is_symlink(), p.read_bytes() if p.is_file() else None)
-              for p in sorted(b.root.rglob("*"))}
+    before = {
+        p: (p.is_symlink(), p.read_bytes() if p.is_file() else None)
+        for p in sorted(b.root.rglob("*"))
+    }
     run("--cache-dir", str(b.root))
-    after = {p: (p.is_symlink(), p.read_bytes() if p.is_file() else None)
-             for p in sorted(b.root.rglob("*"))}
+    after = {
+        p: (p.is_symlink(), p.read_bytes() if p.is_file() else None)
+        for p in sorted(b.root.rglob("*"))
+    }
     assert before == after
 
 
@@ -140,18 +156,27 @@ def test_shared_files_are_analyzed_once(hub_cache, monkeypatch):
 
 def test_key_ignores_other_files_and_covers_named_templates(tmp_path):
     b = CacheBuilder(tmp_path)
-    files = {**chatml_files(10), "additional_chat_templates/tool_use.jinja": "{{ x }}",
-             "tokenizer.json": '{"added_tokens": []}'}
+    files = {
+        **chatml_files(10),
+        "additional_chat_templates/tool_use.jinja": "{{ x }}",
+        "tokenizer.json": '{"added_tokens": []}',
+    }
     b.add_revision("o/m", files)
     b.add_revision("o/m", {**files, "README.md": "other"}, refs=["refs/pr/1"])
-    b.add_revision("o/m", {**files, "additional_chat_templates/tool_use.jinja": "{{ y }}"},
-                   refs=["refs/pr/2"])
+    b.add_revision(
+        "o/m", {**files, "additional_chat_templates/tool_use.jinja": "{{ y }}"}, refs=["refs/pr/2"]
+    )
     snaps = cachelib.scan_cache(tmp_path).snapshots
     keys = {s.refs[0]: dict(s.key) for s in snaps}
     assert keys["main"] == keys["refs/pr/1"] != keys["refs/pr/2"]
-    assert set(keys["main"]) == {"config.json", GEN, "tokenizer_config.json",
-                                 "chat_template.jinja", "tokenizer.json",
-                                 "additional_chat_templates/tool_use.jinja"}
+    assert set(keys["main"]) == {
+        "config.json",
+        GEN,
+        "tokenizer_config.json",
+        "chat_template.jinja",
+        "tokenizer.json",
+        "additional_chat_templates/tool_use.jinja",
+    }
     assert keys["main"][GEN] == git_sha1(files[GEN].encode())
 
 
@@ -219,8 +244,9 @@ def test_revision_main_fixes_only_mains_snapshot(hub_cache):
     shared_blob = pr_gen.resolve()
     assert main_gen.resolve() == shared_blob  # both revisions share one blob
     blobs = hash_blobs(b.root)
-    code, payload = run_json("--cache-dir", str(b.root), "--repo", "org/qwen",
-                             "--revision", "main", "--fix")
+    code, payload = run_json(
+        "--cache-dir", str(b.root), "--repo", "org/qwen", "--revision", "main", "--fix"
+    )
     assert code == 1
     assert [e["refs"] for e in payload["repos"]] == [["main"]]
     assert payload["repos"][0]["verdict"] == "fixed"
@@ -233,7 +259,9 @@ def test_revision_main_fixes_only_mains_snapshot(hub_cache):
     assert hash_blobs(b.root) == blobs
     code, payload = run_json("--cache-dir", str(b.root), "--repo", "org/qwen")
     assert {e["refs"][0]: e["verdict"] for e in payload["repos"]} == {
-        "main": "ok", "refs/pr/1": "fixable"}
+        "main": "ok",
+        "refs/pr/1": "fixable",
+    }
 
 
 def test_created_file_drops_no_exist_marker(hub_cache):
@@ -385,6 +413,7 @@ def test_cli_uses_hf_hub_cache_from_environment(hub_cache):
 
 # --- a cache written by huggingface_hub itself -------------------------------------------------
 
+
 def test_cache_populated_by_huggingface_hub(fake_hub):
     from huggingface_hub import constants, hf_hub_download, snapshot_download
 
@@ -435,7 +464,9 @@ def test_scan_agrees_with_scan_cache_dir(hub_cache, monkeypatch):
     info = scan_cache_dir(b.root)
     assert {(s.repo_id, s.commit, s.refs) for s in scan.snapshots} == {
         (repo.repo_id, rev.commit_hash, tuple(sorted(rev.refs)))
-        for repo in info.repos if repo.repo_type == "model" for rev in repo.revisions
+        for repo in info.repos
+        if repo.repo_type == "model"
+        for rev in repo.revisions
     }
     assert [c.message for c in scan.corrupted] == [str(w) for w in info.warnings]
     # without huggingface_hub's per-repo scanner, the whole scan_cache_dir() gives the same

@@ -12,7 +12,11 @@ from eosfix.cli import main
 
 def test_exit_code_constants_are_pinned():
     assert (report.EXIT_OK, report.EXIT_FINDINGS, report.EXIT_INPUT, report.EXIT_INTERNAL) == (
-        0, 1, 2, 3)
+        0,
+        1,
+        2,
+        3,
+    )
 
 
 def test_check_broken_repo_exits_1_and_writes_nothing(sample_repo, run_eosfix):
@@ -20,8 +24,10 @@ def test_check_broken_repo_exits_1_and_writes_nothing(sample_repo, run_eosfix):
     before = (repo / "generation_config.json").read_bytes()
     result = run_eosfix("check", repo)
     assert result.exit_code == 1
-    assert f"{repo}/generation_config.json: EOS001 eos_token_id 248044 does not include " \
-           "<|im_end|> (248046)" in result.stdout
+    assert (
+        f"{repo}/generation_config.json: EOS001 eos_token_id 248044 does not include "
+        "<|im_end|> (248046)" in result.stdout
+    )
     assert result.stdout.rstrip().endswith("1 repo would be fixed")
     assert (repo / "generation_config.json").read_bytes() == before
 
@@ -32,8 +38,10 @@ def test_fix_diff_shows_unified_diff_and_writes_nothing(sample_repo, run_eosfix)
     result = run_eosfix("fix", "--diff", repo)
     assert result.exit_code == 1
     assert "--- a/generation_config.json\n+++ b/generation_config.json" in result.stdout
-    assert '-  "eos_token_id": 248044,\n+  "eos_token_id": [\n+    248044,\n+    248046\n+  ],' \
+    assert (
+        '-  "eos_token_id": 248044,\n+  "eos_token_id": [\n+    248044,\n+    248046\n+  ],'
         in result.stdout
+    )
     assert (repo / "generation_config.json").read_bytes() == before
     assert result.stderr == ""
 
@@ -44,15 +52,22 @@ def test_fix_exit_zero_even_if_changed(sample_repo, run_eosfix):
     assert result.exit_code == 0
     assert "Fixing" in result.stderr
     assert json.loads((repo / "generation_config.json").read_text())["eos_token_id"] == [
-        248044, 248046]
+        248044,
+        248046,
+    ]
 
 
 def test_file_arguments_are_grouped_by_folder(sample_repo, run_eosfix):
     """pre-commit passes file names; each folder is one repo, unrelated files are ignored."""
     repo = sample_repo("named-templates")
     other = sample_repo("llama3-healthy")
-    args = [repo / "generation_config.json", repo / "additional_chat_templates/tool_use.jinja",
-            repo / "tokenizer_config.json", other / "config.json", other / "README.md"]
+    args = [
+        repo / "generation_config.json",
+        repo / "additional_chat_templates/tool_use.jinja",
+        repo / "tokenizer_config.json",
+        other / "config.json",
+        other / "README.md",
+    ]
     (other / "README.md").write_text("hi")
     result = run_eosfix("check", "--format", "json", *args)
     names = [r["path"] for r in json.loads(result.stdout)["repos"]]

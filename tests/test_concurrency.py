@@ -35,9 +35,16 @@ _RACER = textwrap.dedent(
 
 def test_two_processes_fixing_the_same_repos(tmp_path):
     roots = [copy_repo(SAMPLE, tmp_path / f"r{i}") for i in range(30)]
-    procs = [subprocess.Popen([sys.executable, "-c", _RACER, *map(str, roots)], env=ENV,
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-             for _ in range(2)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", _RACER, *map(str, roots)],
+            env=ENV,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
     for p in procs:
         assert p.stdout is not None
         assert p.stdout.readline() == "ready\n"
@@ -53,7 +60,8 @@ def test_two_processes_fixing_the_same_repos(tmp_path):
         assert data == NEW
         json.loads(data)
         assert sorted(p.name for p in root.iterdir()) == sorted(
-            p.name for p in SAMPLE.iterdir() if p.name not in ("fixed", "expected.txt"))
+            p.name for p in SAMPLE.iterdir() if p.name not in ("fixed", "expected.txt")
+        )
 
 
 _KILLED = textwrap.dedent(
@@ -73,8 +81,12 @@ def test_fix_killed_at_random_moments_leaves_old_or_new(tmp_path):
     seen: set[tuple[bool, bool]] = set()
     for round_ in range(6):
         roots = [copy_repo(SAMPLE, tmp_path / f"k{round_}-{i}") for i in range(20)]
-        with subprocess.Popen([sys.executable, "-c", _KILLED, *map(str, roots)], env=ENV,
-                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL) as proc:
+        with subprocess.Popen(
+            [sys.executable, "-c", _KILLED, *map(str, roots)],
+            env=ENV,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+        ) as proc:
             assert proc.stdout is not None
             assert proc.stdout.readline() == b"ready\n"
             time.sleep(rng.uniform(0.0, 0.3))
@@ -135,8 +147,14 @@ def test_killed_process_temp_is_cleaned_by_next_cli_fix(tmp_path):
     leftover = root / ".generation_config.json.zzz.eosfix-tmp"
     leftover.write_bytes(OLD[:10])
     Path(root / "generation_config.json").write_bytes(OLD)
-    proc = subprocess.run([sys.executable, "-m", "eosfix", "fix", str(root)], env=ENV,
-                          capture_output=True, text=True, timeout=60, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-m", "eosfix", "fix", str(root)],
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert proc.returncode == 1, proc.stderr
     assert not leftover.exists()
     assert (root / "generation_config.json").read_bytes() == NEW

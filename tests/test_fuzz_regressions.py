@@ -23,7 +23,8 @@ CRASHES = {
     "zero-division-in-generation-prompt": _TURNS + "{% if add_generation_prompt %}{{ 1 / 0 }}"
     "{% endif %}",
     # RecursionError escaped run_generation_prompt.
-    "recursion-in-generation-prompt": "{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}" + _TURNS
+    "recursion-in-generation-prompt": "{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}"
+    + _TURNS
     + "{% if add_generation_prompt %}{{ f(0) }}{% endif %}",
     # RecursionError escaped compile_template (the Jinja parser recursed too deep).
     "deeply-nested-expression": "{{ " + "(" * 5000 + "1" + ")" * 5000 + " }}",
@@ -33,8 +34,10 @@ CRASHES = {
 
 def _repo(tmp_path: Path, template: str) -> Path:
     (tmp_path / "chat_template.jinja").write_text(template)
-    tok = {"eos_token": "<|im_end|>",
-           "added_tokens_decoder": {"2": {"content": "<|im_end|>", "special": True}}}
+    tok = {
+        "eos_token": "<|im_end|>",
+        "added_tokens_decoder": {"2": {"content": "<|im_end|>", "special": True}},
+    }
     (tmp_path / "tokenizer_config.json").write_text(json.dumps(tok))
     (tmp_path / "generation_config.json").write_text('{"eos_token_id": 1}\n')
     return tmp_path
@@ -77,8 +80,9 @@ _ws = st.text(alphabet=" \t\r\n", max_size=3)
 _leaf = st.none() | st.booleans() | st.integers(-(10**6), 10**6) | st.text(max_size=5)
 _values = st.recursive(
     _leaf,
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner,
-                                                                max_size=3),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3)
+    ),
     max_leaves=6,
 )
 
@@ -87,8 +91,10 @@ _values = st.recursive(
 def _formatted(draw, value):
     """``value`` as JSON text with random whitespace between every pair of tokens."""
     if isinstance(value, dict):
-        members = [draw(_ws) + json.dumps(k) + draw(_ws) + ":" + draw(_formatted(v))
-                   for k, v in value.items()]
+        members = [
+            draw(_ws) + json.dumps(k) + draw(_ws) + ":" + draw(_formatted(v))
+            for k, v in value.items()
+        ]
         return draw(_ws) + "{" + ",".join(members) + draw(_ws) + "}" + draw(_ws)
     if isinstance(value, list):
         items = [draw(_formatted(v)) for v in value]
@@ -97,9 +103,12 @@ def _formatted(draw, value):
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(data=st.data(), obj=st.dictionaries(st.text(max_size=6), _values, max_size=5),
-       eos=st.none() | st.integers(0, 10**6) | st.lists(st.integers(0, 10**6), max_size=3),
-       new=st.lists(st.integers(0, 2**31), max_size=4))
+@given(
+    data=st.data(),
+    obj=st.dictionaries(st.text(max_size=6), _values, max_size=5),
+    eos=st.none() | st.integers(0, 10**6) | st.lists(st.integers(0, 10**6), max_size=3),
+    new=st.lists(st.integers(0, 2**31), max_size=4),
+)
 def test_set_json_value_any_whitespace(data, obj, eos, new):
     if data.draw(st.booleans()):
         obj["eos_token_id"] = eos
@@ -113,6 +122,7 @@ def test_set_json_value_any_whitespace(data, obj, eos, new):
         assert result[len(result) - (len(text) - span[1]) :] == text[span[1] :]
     elif obj:  # a pure insertion: the original is a prefix plus a suffix of the result
         # (into an empty object, "{ }", the whitespace inside the braces is not kept)
-        n = next((i for i, (a, b) in enumerate(zip(text, result, strict=False)) if a != b),
-                 len(text))
+        n = next(
+            (i for i, (a, b) in enumerate(zip(text, result, strict=False)) if a != b), len(text)
+        )
         assert result.endswith(text[n:])

@@ -20,26 +20,65 @@ from tests.conftest import ROOT, SAMPLES, copy_repo
 
 # (id, template, finding code). Each would hang, eat gigabytes or escape without the guards.
 HOSTILE = [
-    ("nested-range", ("{% for i in range(100000) %}{% for j in range(100000) %}x{% endfor %}"
-     "{% endfor %}"), "EOS101"),
-    ("nested-range-silent", ("{% for i in range(100000) %}{% for j in range(100000) %}"
-     "{% endfor %}{% endfor %}"), "EOS101"),
+    (
+        "nested-range",
+        ("{% for i in range(100000) %}{% for j in range(100000) %}x{% endfor %}{% endfor %}"),
+        "EOS101",
+    ),
+    (
+        "nested-range-silent",
+        ("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}"),
+        "EOS101",
+    ),
     ("string-times-huge", "{{ 'a' * 10**10 }}", "EOS101"),
     ("list-times-huge", "{{ ([1] * 10**9)|length }}", "EOS101"),
-    ("doubling-tilde", ("{% set ns = namespace(s='ab') %}{% for i in range(64) %}"
-     "{% set ns.s = ns.s ~ ns.s %}{% endfor %}{{ ns.s|length }}"), "EOS101"),
-    ("doubling-plus", ("{% set ns = namespace(s='ab') %}{% for i in range(64) %}"
-     "{% set ns.s = ns.s + ns.s %}{% endfor %}"), "EOS101"),
-    ("doubling-set-block", ("{% set ns = namespace(s='ab') %}{% for i in range(64) %}"
-     "{% set t %}{{ ns.s }}{{ ns.s }}{% endset %}{% set ns.s = t %}{% endfor %}"), "EOS101"),
+    (
+        "doubling-tilde",
+        (
+            "{% set ns = namespace(s='ab') %}{% for i in range(64) %}"
+            "{% set ns.s = ns.s ~ ns.s %}{% endfor %}{{ ns.s|length }}"
+        ),
+        "EOS101",
+    ),
+    (
+        "doubling-plus",
+        (
+            "{% set ns = namespace(s='ab') %}{% for i in range(64) %}"
+            "{% set ns.s = ns.s + ns.s %}{% endfor %}"
+        ),
+        "EOS101",
+    ),
+    (
+        "doubling-set-block",
+        (
+            "{% set ns = namespace(s='ab') %}{% for i in range(64) %}"
+            "{% set t %}{{ ns.s }}{{ ns.s }}{% endset %}{% set ns.s = t %}{% endfor %}"
+        ),
+        "EOS101",
+    ),
     ("huge-output", "{% for i in range(100000) %}{{ 'x' * 100000 }}{% endfor %}", "EOS101"),
-    ("huge-macro-output", ("{% macro m() %}{% for i in range(100000) %}{{ 'y' * 99999 }}"
-     "{% endfor %}{% endmacro %}{% set s = m() %}"), "EOS101"),
+    (
+        "huge-macro-output",
+        (
+            "{% macro m() %}{% for i in range(100000) %}{{ 'y' * 99999 }}"
+            "{% endfor %}{% endmacro %}{% set s = m() %}"
+        ),
+        "EOS101",
+    ),
     ("deep-recursion", "{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}", "EOS101"),
-    ("exponential-macro", ("{% macro f(n) %}{% if n %}{{ f(n - 1) }}{{ f(n - 1) }}{% endif %}"
-     "{% endmacro %}{{ f(64) }}"), "EOS101"),
-    ("recursive-loop", ("{% for x in range(1000) recursive %}{{ loop(range(1000)) }}"
-     "{% endfor %}"), "EOS101"),
+    (
+        "exponential-macro",
+        (
+            "{% macro f(n) %}{% if n %}{{ f(n - 1) }}{{ f(n - 1) }}{% endif %}"
+            "{% endmacro %}{{ f(64) }}"
+        ),
+        "EOS101",
+    ),
+    (
+        "recursive-loop",
+        ("{% for x in range(1000) recursive %}{{ loop(range(1000)) }}{% endfor %}"),
+        "EOS101",
+    ),
     ("center-width", "{{ 'a'.center(10**9) }}", "EOS101"),
     ("format-width", "{{ '{:>999999999}'.format(1) }}", "EOS101"),
     ("percent-width", "{{ '%999999999d' % 1 }}", "EOS101"),
@@ -50,8 +89,11 @@ HOSTILE = [
     ("indent-amplify", "{{ ('\\n' * 100000)|indent('x' * 100000) }}", "EOS101"),
     ("int-power", "{{ (2 ** 100000000)|string|length }}", "EOS101"),
     ("lipsum", "{{ lipsum(1000000) }}", "EOS101"),
-    ("slow-filter-loop", ("{% for i in range(100000) %}{{ ('a' * 90000)|list|sort|length }}"
-     "{% endfor %}"), "EOS101"),
+    (
+        "slow-filter-loop",
+        ("{% for i in range(100000) %}{{ ('a' * 90000)|list|sort|length }}{% endfor %}"),
+        "EOS101",
+    ),
     ("tojson-amplify", "{{ [['x' * 1000] * 1000] * 1000 }}", "EOS101"),
     ("class-mro-subclasses", "{{ ''.__class__.__mro__[1].__subclasses__() }}", "EOS102"),
     ("globals", "{{ raise_exception.__globals__['os'] }}", "EOS102"),
@@ -65,16 +107,19 @@ def _repo(tmp_path: Path, name: str, template: str) -> Path:
     root = tmp_path / name
     root.mkdir()
     (root / "chat_template.jinja").write_text(template)
-    tok = {"eos_token": "<|im_end|>", "added_tokens_decoder": {
-        "2": {"content": "<|im_end|>", "special": True}}}
+    tok = {
+        "eos_token": "<|im_end|>",
+        "added_tokens_decoder": {"2": {"content": "<|im_end|>", "special": True}},
+    }
     (root / "tokenizer_config.json").write_text(json.dumps(tok, indent=2) + "\n")
     (root / "generation_config.json").write_text('{\n  "eos_token_id": 1\n}\n')
     return root
 
 
 def _snapshot(root: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*"))
-            if p.is_file()}
+    return {
+        str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()
+    }
 
 
 @pytest.mark.parametrize(("template", "code"), [pytest.param(t, c, id=i) for i, t, c in HOSTILE])
@@ -186,8 +231,14 @@ _MEASURE = textwrap.dedent(
 def test_hostile_batch_under_a_memory_ceiling(tmp_path):
     roots = [_repo(tmp_path, i, t) for i, t, _ in HOSTILE]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.run([sys.executable, "-c", _MEASURE, *map(str, roots)],
-                          capture_output=True, text=True, env=env, timeout=120, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-c", _MEASURE, *map(str, roots)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
     assert out.pop("peak_rss_mb") < 1024
@@ -209,6 +260,12 @@ def test_set_memory_ceiling_turns_exhaustion_into_memory_error():
         """
     )
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                          env=env, timeout=60, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
+    )
     assert proc.stdout.strip() == "MemoryError", proc.stderr

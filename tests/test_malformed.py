@@ -66,8 +66,9 @@ CASES = {
     "eos-huge-list": _gen_eos(list(range(5000))),
     "chat-template-not-a-string": _tok_key("chat_template", 42),
     "added-tokens-decoder-a-list": _tok_key("added_tokens_decoder", ["<s>"]),
-    "added-tokens-decoder-bad-key": _tok_key("added_tokens_decoder",
-                                             {"x": {"content": "<s>", "special": True}}),
+    "added-tokens-decoder-bad-key": _tok_key(
+        "added_tokens_decoder", {"x": {"content": "<s>", "special": True}}
+    ),
     "eos-token-a-number": _tok_key("eos_token", 7),
     "non-utf8": _set("tokenizer_config.json", b'{"eos_token": "\xff\xfe"}'),
     "non-utf8-template": _set("chat_template.jinja", b"{{ '\xc3\x28' }}"),
@@ -77,7 +78,9 @@ CASES = {
     "huge-tokenizer-config": _huge_tokenizer_config,
     "invalid-jinja": _set("chat_template.jinja", b"{% if messages %}{{ x }"),
     "jinja-unknown-filter": _set("chat_template.jinja", b"{{ x|no_such_filter }}"),
-    "jinja-nested-too-deep": _set("chat_template.jinja", b"{{ " + b"(" * 5000 + b")" * 5000 + b" }}"),
+    "jinja-nested-too-deep": _set(
+        "chat_template.jinja", b"{{ " + b"(" * 5000 + b")" * 5000 + b" }}"
+    ),
     "template-too-large": _set("chat_template.jinja", b"x" * 1_100_000),
     "dangling-symlink": _dangling_symlink,
     "directory-not-file": _directory,
@@ -193,8 +196,11 @@ def test_failure_on_the_second_file_rolls_back_the_first(tmp_path, monkeypatch):
     from tests.conftest import SAMPLES
 
     repo = tmp_path / "repo"
-    shutil.copytree(SAMPLES / "chatml-missing-im-end", repo,
-                    ignore=shutil.ignore_patterns("fixed", "expected.txt"))
+    shutil.copytree(
+        SAMPLES / "chatml-missing-im-end",
+        repo,
+        ignore=shutil.ignore_patterns("fixed", "expected.txt"),
+    )
     before = {p.name: p.read_bytes() for p in repo.iterdir()}
     real = eosfix.api.write_if_changed
 

@@ -25,8 +25,11 @@ def test_fix_writes_expected_bytes_then_is_idempotent(name, sample_repo, run_eos
     repo = sample_repo(name)
     before = {p.relative_to(repo): p.read_bytes() for p in repo.rglob("*") if p.is_file()}
     fixed_dir = SAMPLES / name / "fixed"
-    expected = {p.relative_to(fixed_dir): p.read_bytes() for p in fixed_dir.rglob("*")
-                if p.is_file()} if fixed_dir.is_dir() else {}
+    expected = (
+        {p.relative_to(fixed_dir): p.read_bytes() for p in fixed_dir.rglob("*") if p.is_file()}
+        if fixed_dir.is_dir()
+        else {}
+    )
 
     first = run_eosfix("fix", repo)
     assert first.exit_code == (1 if expected else 0), first.stdout
