@@ -46,7 +46,7 @@ from typing import Any, TextIO
 from eosfix import api
 from eosfix.errors import EosfixError, WriteError
 from eosfix.patch import FilePatch
-from eosfix.repo import RELEVANT_FILES, TEMPLATE_DIR, TOKENIZER_JSON
+from eosfix.repo import RELEVANT_FILES, TOKENIZER_JSON, is_relevant_file
 from eosfix.report import EXIT_FINDINGS, EXIT_INPUT, EXIT_OK, result_to_dict
 
 KEY_FILES = frozenset((*RELEVANT_FILES, TOKENIZER_JSON))
@@ -107,10 +107,7 @@ class Corrupted:
 
 
 def _is_key_file(rel: str) -> bool:
-    if rel in KEY_FILES:
-        return True
-    head, _, tail = rel.partition("/")
-    return head == TEMPLATE_DIR and "/" not in tail and tail.endswith(".jinja")
+    return rel == TOKENIZER_JSON or is_relevant_file(rel)
 
 
 def git_sha1_file(path: Path) -> str:

@@ -46,7 +46,7 @@ from eosfix.analyze import STOP_STRING
 from eosfix.api import RepoResult
 from eosfix.check import Status
 from eosfix.errors import EosfixError
-from eosfix.repo import GENERATION_CONFIG, RELEVANT_FILES, TEMPLATE_DIR, TOKENIZER_JSON
+from eosfix.repo import GENERATION_CONFIG, TOKENIZER_JSON, is_relevant_file
 from eosfix.report import KIND_TEXT, runtimes_line
 from eosfix.stopsets import runtime_table
 
@@ -83,12 +83,7 @@ class PullRequest:
     created: bool
 
 
-def is_relevant(path: str) -> bool:
-    """True for the small files eosfix reads (never weights, never tokenizer.json)."""
-    if path in RELEVANT_FILES:
-        return True
-    folder, _, name = path.partition("/")
-    return folder == TEMPLATE_DIR and name.endswith(".jinja") and "/" not in name
+is_relevant = is_relevant_file  # the small files eosfix reads (never weights)
 
 
 def describe_error(exc: BaseException) -> tuple[str, int | None]:

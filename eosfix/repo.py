@@ -47,6 +47,16 @@ RELEVANT_FILES = (
     CHAT_TEMPLATE_JSON,
     PROCESSOR_CONFIG,
 )
+
+
+def is_relevant_file(rel: str) -> bool:
+    """True for a repo-relative path eosfix reads first (never weights, never tokenizer.json)."""
+    if rel in RELEVANT_FILES:
+        return True
+    folder, _, name = rel.partition("/")
+    return folder == TEMPLATE_DIR and name.endswith(".jinja") and "/" not in name
+
+
 # Real config files and templates are kB to a few MB (a huge added_tokens_decoder); bigger
 # ones are refused before reading, so a hostile repo cannot make eosfix hold hundreds of MB.
 # tokenizer.json (10-35 MB, read lazily) has its own, larger bound.
