@@ -22,14 +22,13 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-import jinja2
 from jinja2 import nodes
 
 from eosfix.errors import TemplateError
 from eosfix.models import eos_tuple
 from eosfix.probes import SPECS, Probe, run_probe
 from eosfix.repo import CONFIG, GENERATION_CONFIG, ChatTemplate, ModelRepo, TokenInfo
-from eosfix.template import compile_template, make_environment
+from eosfix.template import compile_template, parse_template
 
 TURN_END = "turn_end"
 TOOL_CALL = "tool_call"
@@ -155,8 +154,8 @@ def _in_turn_tokens(probes: Iterable[Probe], scanner: SpecialScanner) -> set[str
 def _template_literals(source: str) -> tuple[tuple[str, int], ...]:
     """Every string the template can write verbatim (constants and raw text), with its line."""
     try:  # the environment transformers uses, so {% generation %} parses
-        ast = make_environment().parse(source)
-    except jinja2.TemplateSyntaxError:
+        ast = parse_template(source)
+    except TemplateError:
         return ()
     consts = [(c.value, c.lineno) for c in ast.find_all(nodes.Const) if isinstance(c.value, str)]
     raw = [(d.data, d.lineno) for d in ast.find_all(nodes.TemplateData)]

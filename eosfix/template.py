@@ -107,14 +107,14 @@ _ENV = make_environment()
 
 
 @lru_cache(maxsize=256)
-def compile_template(source: str) -> jinja2.Template:
-    """Compile a chat template; raise ``TemplateError`` when it is not valid Jinja."""
+def parse_template(source: str) -> nodes.Template:
+    """Parse a chat template once (analysis reads its literals, rendering compiles it)."""
     if len(source) > MAX_TEMPLATE_CHARS:
         raise TemplateError(
             f"chat template too large ({len(source)} characters, limit {MAX_TEMPLATE_CHARS})"
         )
     try:
-        return _ENV.from_string(source)
+        return _ENV.parse(source)
     except jinja2.TemplateSyntaxError as exc:
         raise TemplateError(
             f"not a valid Jinja template: line {exc.lineno}: {exc.message}"
@@ -122,6 +122,21 @@ def compile_template(source: str) -> jinja2.Template:
     except (RecursionError, MemoryError, SyntaxError, ValueError, OverflowError) as exc:
         # Deeply nested expressions overflow the parser or Python's own compiler.
         raise TemplateError(f"chat template cannot be compiled: {type(exc).__name__}") from None
+
+
+@lru_cache(maxsize=256)
+def compile_template(source: str) -> jinja2.Template:
+    """Compile a chat template; raise ``TemplateError`` when it is not valid Jinja."""
+    ast = parse_template(source)
+    try:
+        code = _ENV.compile(ast)
+    except jinja2.TemplateSyntaxError as exc:
+        raise TemplateError(
+            f"not a valid Jinja template: line {exc.lineno}: {exc.message}"
+        ) from exc
+    except (RecursionError, MemoryError, SyntaxError, ValueError, OverflowError) as exc:
+        raise TemplateError(f"chat template cannot be compiled: {type(exc).__name__}") from None
+    return _ENV.template_class.from_code(_ENV, code, _ENV.make_globals(None), None)
 
 
 def normalize_messages(messages: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
