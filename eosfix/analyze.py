@@ -81,14 +81,23 @@ class SpecialScanner:
 
     def __init__(self, specials: Iterable[str], plain: Iterable[str] = ()) -> None:
         self._plain = frozenset(plain)  # added tokens the tokenizer treats as text
-        tokens = sorted({s for s in specials if s}, key=len, reverse=True)
-        alternation = "|".join(re.escape(t) for t in tokens)
-        pattern = f"{alternation}|{_CONTROL_SHAPE.pattern}" if tokens else _CONTROL_SHAPE.pattern
-        self._regex = re.compile(pattern)
+        self._tokens = tuple(sorted({s for s in specials if s}, key=len, reverse=True))
 
     def find(self, text: str) -> list[tuple[str, int]]:
-        found = ((m.group(0), m.start()) for m in self._regex.finditer(text))
+        # Tokenizers list hundreds of reserved tokens; a text holds a handful. Compiling a
+        # pattern of only those present is much cheaper than one of all of them.
+        present = tuple(t for t in self._tokens if t in text)
+        found = ((m.group(0), m.start()) for m in _scanner_regex(present).finditer(text))
         return [(tok, pos) for tok, pos in found if tok not in self._plain]
+
+
+@functools.lru_cache(maxsize=1024)
+def _scanner_regex(tokens: tuple[str, ...]) -> re.Pattern[str]:
+    """Longest token first, then anything shaped like a control token."""
+    alternation = "|".join(re.escape(t) for t in tokens)
+    return re.compile(
+        f"{alternation}|{_CONTROL_SHAPE.pattern}" if tokens else _CONTROL_SHAPE.pattern
+    )
 
 
 def _evidence(text: str, start: int, end: int) -> str:

@@ -12,7 +12,8 @@ EosValue = TokenId | Annotated[list[TokenId], Field(max_length=4096)] | None
 
 
 class _Loose(BaseModel):
-    model_config = ConfigDict(extra="allow", populate_by_name=True)
+    # defer_build: a model is built on first use, so a check pays only for the files it reads.
+    model_config = ConfigDict(extra="allow", populate_by_name=True, defer_build=True)
 
 
 class AddedTokenModel(_Loose):
