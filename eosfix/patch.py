@@ -152,19 +152,23 @@ def plan_config(check: RepoCheck) -> FilePatch | None:
     if cfg is None or not wanted:
         return None
     text = cfg.text
-    paths: list[tuple[str, ...]] = [("eos_token_id",)]
-    if isinstance(cfg.data.get("text_config"), dict) and "eos_token_id" in cfg.data["text_config"]:
+    sub = cfg.data.get("text_config")
+    # Edit the eos_token_id values that exist (top level and/or text_config); add a top-level
+    # one only when neither exists.
+    paths: list[tuple[str, ...]] = [("eos_token_id",)] if "eos_token_id" in cfg.data else []
+    if isinstance(sub, dict) and "eos_token_id" in sub:
         paths.append(("text_config", "eos_token_id"))
-    for path in paths:
+    eos = check.tokenizer_eos.id if check.tokenizer_eos else None
+    for path in paths or [("eos_token_id",)]:
         node: Any = cfg.data
         for key in path:
             node = node.get(key) if isinstance(node, dict) else None
         have = [node] if isinstance(node, int) else list(node or [])
-        eos = check.tokenizer_eos.id if check.tokenizer_eos else None
+        if all(i in have for i in wanted):
+            continue
         new_list = list(dict.fromkeys([*have, *([eos] if eos is not None else []), *wanted]))
-        if new_list != have:
-            text = set_json_value(text, path, new_list)
-            _verify(text, path, new_list, CONFIG)
+        text = set_json_value(text, path, new_list)
+        _verify(text, path, new_list, CONFIG)
     return None if text == cfg.text else FilePatch(CONFIG, cfg.text, text)
 
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from tests.conftest import SAMPLES, sample_names
+from tests.conftest import SAMPLES, copy_repo, sample_names
 
 
 @pytest.mark.parametrize("name", sample_names())
@@ -59,3 +59,24 @@ def test_json_output_shape(name, sample_repo, run_eosfix):
         assert {"content", "id", "kind"} <= set(t)
     for f in entry["findings"]:
         assert f["code"].startswith("EOS")
+
+
+def test_config_json_option_edits_existing_values_only(tmp_path, run_eosfix):
+    """--config-json: text_config's eos is edited in place; no top-level key is invented."""
+    repo = copy_repo(SAMPLES / "chatml-missing-im-end", tmp_path / "vlm")
+    cfg = repo / "config.json"
+    cfg.write_text(
+        '{\n  "model_type": "qwen3_5_vl",\n  "text_config": {\n    "eos_token_id": 248044\n  }\n}\n'
+    )
+    assert run_eosfix("fix", "--config-json", repo).exit_code == 1
+    assert cfg.read_text() == (
+        '{\n  "model_type": "qwen3_5_vl",\n  "text_config": {\n'
+        '    "eos_token_id": [\n      248044,\n      248046\n    ]\n  }\n}\n'
+    )
+    assert run_eosfix("fix", "--config-json", repo).exit_code == 0
+
+
+def test_config_json_option_keeps_the_first_id_first(sample_repo, run_eosfix):
+    repo = sample_repo("chatml-missing-im-end")
+    assert run_eosfix("fix", "--config-json", repo).exit_code == 1
+    assert json.loads((repo / "config.json").read_text())["eos_token_id"] == [248044, 248046]
