@@ -15,7 +15,8 @@ render's budget, not one per probe.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import contextlib
+from collections.abc import Callable, Iterator, Mapping
 from datetime import datetime
 from functools import lru_cache
 from typing import Any
@@ -106,15 +107,11 @@ def make_environment(now: Callable[[], datetime] = datetime.now) -> GuardedSandb
 _ENV = make_environment()
 
 
-@lru_cache(maxsize=256)
-def parse_template(source: str) -> nodes.Template:
-    """Parse a chat template once (analysis reads its literals, rendering compiles it)."""
-    if len(source) > MAX_TEMPLATE_CHARS:
-        raise TemplateError(
-            f"chat template too large ({len(source)} characters, limit {MAX_TEMPLATE_CHARS})"
-        )
+@contextlib.contextmanager
+def _compile_errors() -> Iterator[None]:
+    """Turn Jinja's and Python's compile failures into one-line ``TemplateError``s."""
     try:
-        return _ENV.parse(source)
+        yield
     except jinja2.TemplateSyntaxError as exc:
         raise TemplateError(
             f"not a valid Jinja template: line {exc.lineno}: {exc.message}"
@@ -125,17 +122,22 @@ def parse_template(source: str) -> nodes.Template:
 
 
 @lru_cache(maxsize=256)
+def parse_template(source: str) -> nodes.Template:
+    """Parse a chat template once (analysis reads its literals, rendering compiles it)."""
+    if len(source) > MAX_TEMPLATE_CHARS:
+        raise TemplateError(
+            f"chat template too large ({len(source)} characters, limit {MAX_TEMPLATE_CHARS})"
+        )
+    with _compile_errors():
+        return _ENV.parse(source)
+
+
+@lru_cache(maxsize=256)
 def compile_template(source: str) -> jinja2.Template:
     """Compile a chat template; raise ``TemplateError`` when it is not valid Jinja."""
     ast = parse_template(source)
-    try:
+    with _compile_errors():
         code = _ENV.compile(ast)
-    except jinja2.TemplateSyntaxError as exc:
-        raise TemplateError(
-            f"not a valid Jinja template: line {exc.lineno}: {exc.message}"
-        ) from exc
-    except (RecursionError, MemoryError, SyntaxError, ValueError, OverflowError) as exc:
-        raise TemplateError(f"chat template cannot be compiled: {type(exc).__name__}") from None
     return _ENV.template_class.from_code(_ENV, code, _ENV.make_globals(None), None)
 
 
