@@ -47,7 +47,14 @@ from eosfix import api
 from eosfix.errors import EosfixError, WriteError
 from eosfix.patch import FilePatch
 from eosfix.repo import RELEVANT_FILES, TOKENIZER_JSON, is_relevant_file
-from eosfix.report import EXIT_FINDINGS, EXIT_INPUT, EXIT_OK, result_to_dict
+from eosfix.report import (
+    EXIT_FINDINGS,
+    EXIT_INPUT,
+    EXIT_OK,
+    VERDICTS,
+    result_to_dict,
+    verdict_of,
+)
 
 KEY_FILES = frozenset((*RELEVANT_FILES, TOKENIZER_JSON))
 POOL_MIN = 24  # the first jobs run in-process; worker processes start at this many
@@ -393,8 +400,6 @@ def select(scan: CacheScan, repos: Sequence[str] = (), revisions: Sequence[str] 
 
 # --- analysis: compact, picklable results ----------------------------------------------------
 
-VERDICTS = ("fixed", "fixable", "problems", "warned", "ok", "no_template", "error")
-
 
 @dataclass(frozen=True)
 class Verdict:
@@ -414,13 +419,7 @@ class Verdict:
     @property
     def name(self) -> str:
         """The verdict of the table and the counts: fixed | warned | ... | the status."""
-        if self.status == "error":
-            return "error"
-        if self.written:
-            return "fixed"
-        if self.status == "ok" and self.codes:
-            return "warned"
-        return self.status
+        return verdict_of(self.status, written=bool(self.written), has_findings=bool(self.codes))
 
     @functools.cached_property
     def cells(self) -> tuple[str, str, str]:

@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from eosfix import cache as cachelib
-from eosfix.report import EXIT_INPUT
+from eosfix.report import EXIT_INPUT, summary_parts
 
 _STYLE = {
     "fixed": "bold green",
@@ -52,18 +52,10 @@ class _RichProgress(cachelib.Progress):
 def summary_line(run: cachelib.CacheRun) -> str:
     counts = run.counts()
     fixable = "fixable" if run.fixing else "would be fixed (run with --fix)"
-    parts = [
-        (counts["fixed"], "fixed"),
-        (counts["fixable"], fixable),
-        (counts["problems"], "with problems eosfix cannot fix"),
-        (counts["warned"], "with warnings only"),
-        (counts["ok"], "stop correctly"),
-        (counts["no_template"], "without a chat template"),
-        (counts["error"], "could not be read"),
-    ]
+    parts = summary_parts(counts, fixable=fixable, ok="stop correctly")
     repos, n = run.repos, run.snapshots
     head = f"{n} snapshot{'s' * (n != 1)} of {repos} repo{'s' * (repos != 1)}"
-    body = ", ".join(f"{k} {what}" for k, what in parts if k) or "nothing to check"
+    body = ", ".join(f"{k} {what}" for k, what in parts) or "nothing to check"
     k = len(run.corrupted)
     tail = f"; {k} corrupted repo{'s' * (k != 1)} skipped" if k else ""
     return f"{head}: {body}{tail}"

@@ -46,30 +46,45 @@ class Report:
         return EXIT_OK
 
     def summary(self, *, fixing: bool, dry_run: bool) -> str:
-        counts = dict.fromkeys(
-            ("fixed", "fixable", "problems", "warned", "ok", "no_template", "error"), 0
-        )
+        counts = dict.fromkeys(VERDICTS, 0)
         for r in self.results:
-            if r.error is not None:
-                counts["error"] += 1
-            elif r.check is not None and r.status is Status.OK and r.check.findings:
-                counts["warned"] += 1
-            elif r.written:
-                counts["fixed"] += 1
-            elif r.status is not None:
-                counts[r.status.value] += 1
-        verb = "would be fixed" if (dry_run or not fixing) else "fixed"
-        parts = [
-            (counts["fixed"], "fixed"),
-            (counts["fixable"], verb),
-            (counts["problems"], "with problems eosfix cannot fix"),
-            (counts["warned"], "with warnings only"),
-            (counts["ok"], "already stop correctly"),
-            (counts["no_template"], "without a chat template"),
-            (counts["error"], "could not be read"),
-        ]
-        text = ", ".join(f"{n} {_plural(n)} {what}" for n, what in parts if n)
+            status = "error" if r.check is None else r.check.status.value
+            findings = r.check is not None and bool(r.check.findings)
+            counts[verdict_of(status, written=bool(r.written), has_findings=findings)] += 1
+        fixable = "would be fixed" if (dry_run or not fixing) else "fixed"
+        parts = summary_parts(counts, fixable=fixable, ok="already stop correctly")
+        text = ", ".join(f"{n} {_plural(n)} {what}" for n, what in parts)
         return text or "no repos checked"
+
+
+# What one repo (or cache snapshot) comes to, in the order summaries list them.
+VERDICTS = ("fixed", "fixable", "problems", "warned", "ok", "no_template", "error")
+
+
+def verdict_of(status: str, *, written: bool, has_findings: bool) -> str:
+    """One of VERDICTS: ``error`` (unreadable), ``fixed`` (files written), ``warned`` (stops
+    on every id but has warnings), else the check status."""
+    if status == "error":
+        return "error"
+    if written:
+        return "fixed"
+    if status == Status.OK.value and has_findings:
+        return "warned"
+    return status
+
+
+def summary_parts(counts: dict[str, int], *, fixable: str, ok: str) -> list[tuple[int, str]]:
+    """(count, what) for each verdict that occurred, in VERDICTS order."""
+    what = {
+        "fixed": "fixed",
+        "fixable": fixable,
+        "problems": "with problems eosfix cannot fix",
+        "warned": "with warnings only",
+        "ok": ok,
+        "no_template": "without a chat template",
+        "error": "could not be read",
+    }
+    return [(counts[v], what[v]) for v in VERDICTS if counts.get(v)]
 
 
 KIND_TEXT = {
