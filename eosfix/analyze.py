@@ -50,6 +50,10 @@ class Terminator:
     id_source: str | None = None
     special: bool | None = None  # marked special by the tokenizer (None: unknown)
 
+    @property
+    def id_str(self) -> str:
+        return f"id {self.id}" if self.id is not None else "no id"
+
 
 @dataclass(frozen=True)
 class TemplateAnalysis:

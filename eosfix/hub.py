@@ -377,10 +377,9 @@ def pr_description(result: RepoResult) -> str:
         "",
     ]
     for t in check.terminators.terminators:
-        ident = f"id {t.id}" if t.id is not None else "no id"
         templates = ", ".join(t.templates)
         lines.append(
-            f"- `{t.content}` ({ident}): {KIND_TEXT.get(t.kind, t.kind)} "
+            f"- `{t.content}` ({t.id_str}): {KIND_TEXT.get(t.kind, t.kind)} "
             f"(template {templates}, probe `{t.probe}`). Rendered:"
         )
         if t.evidence:

@@ -188,10 +188,9 @@ def render_repo_text(r: RepoResult, *, fixing: bool = False, show_diff: bool = F
         return f"{r.name}: no chat template: nothing to check"
     lines = [click.style(r.name, bold=True)]
     for t in c.terminators.terminators:
-        ident = f"id {t.id}" if t.id is not None else "no id"
         where = ", ".join(t.templates)
         lines.append(
-            f"  ends a turn   {t.content}  {ident}, {KIND_TEXT.get(t.kind, t.kind)} "
+            f"  ends a turn   {t.content}  {t.id_str}, {KIND_TEXT.get(t.kind, t.kind)} "
             f"(template {where})"
         )
     if not c.terminators.terminators:
