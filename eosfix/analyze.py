@@ -26,7 +26,16 @@ from jinja2 import nodes
 
 from eosfix.errors import TemplateError
 from eosfix.models import eos_tuple
-from eosfix.probes import SPECS, Probe, run_probe
+from eosfix.probes import (
+    ASSISTANT1,
+    SPECS,
+    SYSTEM,
+    THINK1,
+    USER1,
+    Probe,
+    run_generation_prompt,
+    run_probe,
+)
 from eosfix.repo import CONFIG, GENERATION_CONFIG, ChatTemplate, ModelRepo, TokenInfo
 from eosfix.template import compile_template, parse_template
 
@@ -137,8 +146,6 @@ def _turn_openers(ta: TemplateAnalysis, scanner: SpecialScanner) -> frozenset[st
     When the template ignores ``add_generation_prompt`` (it always appends the opener), read
     what it writes before the first message's text in the probe with a system message.
     """
-    from eosfix.probes import SYSTEM, USER1
-
     if ta.generation_prompt:
         return frozenset(tok for tok, _ in scanner.find(ta.generation_prompt))
     by_name = {p.spec.name: p.text for p in ta.rendered}
@@ -151,8 +158,6 @@ def _turn_openers(ta: TemplateAnalysis, scanner: SpecialScanner) -> frozenset[st
 
 def _in_turn_tokens(probes: Iterable[Probe], scanner: SpecialScanner) -> set[str]:
     """Control tokens between an assistant message's reasoning and its answer."""
-    from eosfix.probes import ASSISTANT1, THINK1
-
     found: set[str] = set()
     for probe in probes:
         if probe.spec.kind != "reasoning" or probe.text is None:
@@ -192,8 +197,6 @@ def analyze_template(
     template: ChatTemplate, repo: ModelRepo, scanner: SpecialScanner
 ) -> TemplateAnalysis:
     """Run every probe on one template (``TemplateError`` if it is not valid Jinja)."""
-    from eosfix.probes import run_generation_prompt
-
     try:
         compile_template(template.source)
     except TemplateError as exc:
@@ -242,14 +245,17 @@ def _replace_templates(t: Terminator, templates: tuple[str, ...]) -> Terminator:
 
 
 def _collect_final(
-    ta: TemplateAnalysis, scan: SpecialScanner, col: _Collector, in_turn: set[str]
+    ta: TemplateAnalysis,
+    scan: SpecialScanner,
+    col: _Collector,
+    in_turn: set[str],
+    openers: frozenset[str],
 ) -> bool:
     """Rule 1 and 2: the last control token after the final assistant text / tool call.
 
     Returns whether a final-position probe rendered and wrote no control token at all.
     """
     wrote_special = rendered_final = False
-    openers = _turn_openers(ta, scan)
     tails = []
     for probe in ta.rendered:
         if probe.spec.kind not in ("final", "reasoning", "tool_call"):
@@ -327,8 +333,9 @@ def find_terminators(repo: ModelRepo) -> TerminatorSet:
     for ta in analyses:
         in_turn |= _in_turn_tokens(ta.rendered, scan)
     for ta in analyses:
-        if _collect_final(ta, scan, col, in_turn):
-            _collect_openers(ta, scan, col, in_turn, _turn_openers(ta, scan))
+        openers = _turn_openers(ta, scan)
+        if _collect_final(ta, scan, col, in_turn, openers):
+            _collect_openers(ta, scan, col, in_turn, openers)
     acceptable = tuple(dict.fromkeys(a for a in col.acceptable if a not in col.found))
     return TerminatorSet(tuple(col.found.values()), acceptable, tuple(sorted(in_turn)), analyses)
 
