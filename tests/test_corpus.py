@@ -12,17 +12,9 @@ from tests.conftest import CORPUS, copy_repo, corpus_cases
 pytestmark = pytest.mark.skipif(
     not CORPUS.is_dir(), reason=f"corpus folder {CORPUS} absent (set EOSFIX_CORPUS to run)"
 )
-# Known gap, kept visible: Llama-3.2's template never writes <|eom_id|> (only Llama 3.1's
-# builtin-tools branch does); the model learned it from data the template does not show.
-KNOWN_GAPS = {"Xenova--Llama-3.2-Tokenizer": "template never renders <|eom_id|>"}
 
 
-def _case(name: str):
-    marks = [pytest.mark.xfail(reason=KNOWN_GAPS[name], strict=True)] if name in KNOWN_GAPS else []
-    return pytest.param(name, marks=marks, id=name)
-
-
-@pytest.mark.parametrize("name", [_case(n) for n in corpus_cases()])
+@pytest.mark.parametrize("name", corpus_cases())
 def test_corpus_case_matches_expect(name):
     expect = json.loads((CORPUS / name / "expect.json").read_text())
     result = api.check(CORPUS / name)
@@ -44,6 +36,13 @@ def test_corpus_case_matches_expect(name):
     for content, token_id in expect["ids"].items():
         if content in found:
             assert found[content].id == token_id
+    # Tokens the model stops on that no template writes: evidence only, never a terminator.
+    unwritten = dict(check.unwritten_eog_tokens)
+    for content in expect.get("unwritten", []):
+        assert content not in found, f"{content} is never written, yet proposed"
+        assert content in unwritten, f"{content} missing from unwritten_eog_tokens"
+        token_id = expect["ids"].get(content)
+        assert token_id is None or unwritten[content] == token_id
 
 
 @pytest.mark.parametrize("name", corpus_cases())
