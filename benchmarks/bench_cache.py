@@ -97,8 +97,8 @@ def _json_footer(path: Path) -> dict[str, Any]:
 
 def measure(root: Path, n: int, workers: int, phase: str) -> dict[str, Any]:
     """One phase of `eosfix cache` in this (fresh) process: time, CPU, peak memory."""
-    from eosfix import cache as cachelib
-    from eosfix.cli_cache import cache
+    from eosfix.cli.cache import cache
+    from eosfix.sources import cache as cachelib
 
     cachelib.WORKERS = workers
     base = _peak_mb()[0]

@@ -21,7 +21,7 @@ from eosfix.check import RepoCheck, Status, check_repo
 from eosfix.errors import EosfixError
 from eosfix.fileio import check_writable, locked_dir, write_atomic, write_if_changed
 from eosfix.patch import FilePatch, plan_patches
-from eosfix.repo import load_repo
+from eosfix.sources.folder import load_repo
 
 
 @dataclass(frozen=True)

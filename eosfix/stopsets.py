@@ -1,7 +1,7 @@
 """Per-runtime verdicts for one checked repo: does generation stop at each terminator, now and
 after the planned fix?
 
-Glue between ``check.RepoCheck`` and the runtime model of ``runtimes.py``:
+Glue between ``check.RepoCheck`` and the runtime model of ``eosfix.runtimes``:
 
 - ``stop_inputs(check)`` reads what the repo's files say today;
 - ``runtime_table(check, patches)`` applies the planned ``FilePatch`` es (their exact new

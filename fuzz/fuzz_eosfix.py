@@ -32,7 +32,7 @@ from eosfix.check import check_repo
 from eosfix.errors import EosfixError
 from eosfix.jsonedit import set_json_value
 from eosfix.patch import plan_patches
-from eosfix.repo import load_repo
+from eosfix.sources.folder import load_repo
 
 FILES = (
     "generation_config.json",

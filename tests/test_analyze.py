@@ -8,7 +8,8 @@ import pytest
 
 from eosfix.analyze import NEXT_TURN, STOP_STRING, TOOL_CALL, TURN_END, Terminator, propose_eos
 from eosfix.check import check_repo
-from eosfix.repo import TokenInfo, load_repo
+from eosfix.repo import TokenInfo
+from eosfix.sources.folder import load_repo
 
 CHATML = (
     "{% for m in messages %}{{ '<|im_start|>' + m.role + '\\n' + m.content + '<|im_end|>\\n' }}"

@@ -12,8 +12,8 @@ from click.testing import CliRunner
 from huggingface_hub import scan_cache_dir, try_to_load_from_cache
 from huggingface_hub.file_download import _CACHED_NO_EXIST
 
-from eosfix import cache as cachelib
 from eosfix.cli import cli
+from eosfix.sources import cache as cachelib
 from tests.cachebuilder import (
     CacheBuilder,
     base_model_files,
@@ -477,7 +477,7 @@ def test_scan_agrees_with_scan_cache_dir(hub_cache, monkeypatch):
 
 
 def test_progress_bar_on_a_terminal(hub_cache, monkeypatch):
-    from eosfix import cli_cache
+    from eosfix.cli import cache as cli_cache
 
     b, _ = hub_cache
     monkeypatch.setattr(cli_cache, "_use_progress", lambda: True)
@@ -567,7 +567,7 @@ def test_memory_does_not_grow_with_the_cache(tmp_path, monkeypatch):
 def test_text_table_in_chunks_reads_as_one_table(tmp_path, monkeypatch):
     b = _many(tmp_path, 10)
     whole = run("--cache-dir", str(b.root))[1]
-    from eosfix import cli_cache
+    from eosfix.cli import cache as cli_cache
 
     monkeypatch.setattr(cli_cache, "CHUNK", 3)
     assert run("--cache-dir", str(b.root))[1] == whole

@@ -7,7 +7,7 @@ import logging
 
 import pytest
 
-from eosfix.hub import PR_TITLE_PREFIX, HubSession, is_relevant
+from eosfix.sources.hub import PR_TITLE_PREFIX, HubSession, is_relevant
 from tests.conftest import SAMPLES
 
 BROKEN = "org/chatml-broken"

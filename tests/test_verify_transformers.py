@@ -30,7 +30,7 @@ from transformers import AutoTokenizer, GenerationConfig
 from eosfix import api
 from eosfix.check import check_repo
 from eosfix.probes import SPECS
-from eosfix.repo import load_repo
+from eosfix.sources.folder import load_repo
 from eosfix.stopsets import split_probe, tokenize_probe
 from tests.conftest import CORPUS
 from tests.tiny_lm import save_tokenizer, scripted_lm, word_level_tokenizer

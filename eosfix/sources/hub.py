@@ -451,7 +451,7 @@ def upload_checked(
 
     Example::
 
-        from eosfix.hub import upload_checked
+        from eosfix.sources.hub import upload_checked
         upload_checked("./out", "me/model-mlx-4bit", fix=True, commit_message="Add weights")
     """
     result = check_folder(folder, fix=fix)

@@ -7,8 +7,8 @@ from typing import Any
 
 import click
 
-from eosfix import cache as cachelib
 from eosfix.report import EXIT_INPUT, summary_parts
+from eosfix.sources import cache as cachelib
 
 _STYLE = {
     "fixed": "bold green",

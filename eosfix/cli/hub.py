@@ -1,6 +1,6 @@
 """``eosfix hub`` and ``eosfix upload``: the commands that talk to the Hugging Face Hub.
 
-Kept apart from cli.py so ``check``/``fix`` never import huggingface_hub or rich.
+Kept in its own module so ``check``/``fix`` never import huggingface_hub or rich.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import click
 
 from eosfix.api import RepoResult
 from eosfix.check import Status
-from eosfix.cli import _format_option
+from eosfix.cli.common import _format_option
 from eosfix.report import EXIT_FINDINGS, EXIT_INPUT, EXIT_OK, RENDERER_BY_NAME, Report
 
 _token_option = click.option(
@@ -53,7 +53,7 @@ def _check_all(
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-    from eosfix.hub import HubSession
+    from eosfix.sources.hub import HubSession
 
     assert isinstance(session, HubSession)
     console = Console(stderr=True)
@@ -148,7 +148,7 @@ def hub(
         eosfix hub my-org/my-model --pr
         eosfix hub --author my-org
     """
-    from eosfix.hub import HubError, HubSession
+    from eosfix.sources.hub import HubError, HubSession
 
     if not repo_ids and not author:
         raise click.UsageError("give REPO_ID... or --author ORG")
@@ -175,7 +175,7 @@ def hub(
 
 def _open_prs(session: object, results: list[RepoResult]) -> bool:
     """Open (or find) a PR for each fixable repo; record its URL; True if one failed."""
-    from eosfix.hub import HubError, HubSession
+    from eosfix.sources.hub import HubError, HubSession
 
     assert isinstance(session, HubSession)
     failed = False
@@ -258,7 +258,7 @@ def upload(
     """
     from huggingface_hub import HfApi
 
-    from eosfix.hub import check_folder, describe_error, refusal_reason
+    from eosfix.sources.hub import check_folder, describe_error, refusal_reason
 
     result = check_folder(folder, fix=do_fix)
     for name in result.written:
@@ -282,7 +282,7 @@ def upload(
                 commit_message=commit_message,
             )
     except Exception as exc:
-        from eosfix.hub import _hub_errors
+        from eosfix.sources.hub import _hub_errors
 
         if not isinstance(exc, _hub_errors()):
             raise

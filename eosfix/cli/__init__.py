@@ -1,0 +1,88 @@
+"""The command line: parse, call the API, render, exit. Only ``eosfix.cli`` prints or exits.
+
+Each command lives in a module of this package and is imported only when it runs
+(``LazyGroup``), so ``eosfix check`` never imports huggingface_hub or rich.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+import traceback
+from collections.abc import Sequence
+
+import click
+
+from eosfix import __version__
+from eosfix.errors import EosfixError
+from eosfix.report import EXIT_INPUT, EXIT_INTERNAL
+
+
+class LazyGroup(click.Group):
+    """Subcommands are imported from their module only when used (fast startup)."""
+
+    lazy: dict[str, str] = {}  # noqa: RUF012 - filled at module end
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted([*super().list_commands(ctx), *self.lazy])
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in self.lazy:
+            module, attr = self.lazy[cmd_name].split(":")
+            cmd: click.Command = getattr(importlib.import_module(module), attr)
+            return cmd
+        return super().get_command(ctx, cmd_name)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="eosfix")
+def cli() -> None:
+    """Make chat models stop where they should.
+
+    eosfix reads a model repository's chat template and tokenizer files, finds the token(s)
+    that really end an assistant turn, and repairs generation_config.json so eos_token_id
+    includes them.
+    """
+
+
+LazyGroup.lazy = {
+    "check": "eosfix.cli.repo:check",
+    "fix": "eosfix.cli.repo:fix",
+    "explain": "eosfix.cli.repo:explain",
+    "cache": "eosfix.cli.cache:cache",
+    "hub": "eosfix.cli.hub:hub",
+    "upload": "eosfix.cli.hub:upload",
+}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point: known errors print one line; a bug prints a hint (EOSFIX_DEBUG=1)."""
+    try:
+        cli.main(
+            args=list(argv) if argv is not None else None, prog_name="eosfix", standalone_mode=False
+        )
+    except click.exceptions.Exit as exc:
+        return exc.exit_code
+    except click.Abort:
+        click.echo("Aborted!", err=True)
+        return 1
+    except click.ClickException as exc:
+        exc.show()
+        return EXIT_INPUT
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else EXIT_INTERNAL
+    except EosfixError as exc:
+        click.echo(f"error: {exc}", err=True)
+        return EXIT_INPUT
+    except Exception:  # noqa: BLE001 - the last resort: a bug becomes exit 3 with a hint
+        if os.environ.get("EOSFIX_DEBUG"):
+            traceback.print_exc()
+        else:
+            exc_type, exc_value, _ = sys.exc_info()
+            click.echo(
+                f"internal error: {exc_type.__name__ if exc_type else ''}: {exc_value}", err=True
+            )
+            click.echo("this is a bug in eosfix; set EOSFIX_DEBUG=1 for the traceback", err=True)
+        return EXIT_INTERNAL
+    return 0

@@ -1,0 +1,69 @@
+"""What every command shares: the options, the paths a user gives, how results are emitted."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import click
+
+from eosfix.report import RENDERER_BY_NAME, Report
+
+_CONFIG_NAMES = {
+    "config.json",
+    "generation_config.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "tokenizer.json",
+    "chat_template.jinja",
+    "chat_template.json",
+    "processor_config.json",
+    "added_tokens.json",
+}
+
+
+def repo_dirs(paths: Sequence[str]) -> list[Path]:
+    """Folders to analyze: a folder as given; a file (from pre-commit) means its folder.
+
+    Files that are not model config files are ignored, so a hook can pass any staged file.
+    """
+    out: dict[Path, None] = {}
+    for raw in paths:
+        path = Path(raw)
+        if not path.exists():
+            raise click.UsageError(f"{raw}: no such file or directory")
+        if path.is_dir():
+            out[path] = None
+        elif path.name in _CONFIG_NAMES or path.suffix == ".jinja":
+            parent = path.parent
+            if parent.name == "additional_chat_templates":
+                parent = parent.parent
+            out[parent] = None
+    return list(out)
+
+
+def _emit(results: list[Any], report: Report, fmt: str, **kwargs: Any) -> None:
+    """Results to stdout; in text mode each unreadable repo is one line on stderr."""
+    if fmt == "text":
+        for r in results:
+            if r.error is not None:
+                click.echo(f"{click.style('error', fg='red', bold=True)}: {r.error}", err=True)
+        results = [r for r in results if r.error is None]
+    click.echo(RENDERER_BY_NAME[fmt](results, report, **kwargs))
+
+
+_format_option = click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(sorted(RENDERER_BY_NAME)),
+    default="text",
+    show_default=True,
+    help="text for people, json for scripts.",
+)
+_config_option = click.option(
+    "--config-json",
+    is_flag=True,
+    help="Also write config.json's eos_token_id (for candle, ExLlamaV2, old mlx-lm, which read "
+    "only config.json).",
+)

@@ -1,0 +1,105 @@
+"""``eosfix check``, ``fix`` and ``explain``: one model repo at a time."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from eosfix.cli.common import _config_option, _emit, _format_option, repo_dirs
+from eosfix.report import Report
+
+
+@click.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path())
+@_format_option
+@_config_option
+def check(paths: tuple[str, ...], fmt: str, config_json: bool) -> None:
+    """Report whether each model folder stops where its turns end (read-only).
+
+    Exit 0: nothing to fix. 1: findings. 2: an input could not be read.
+
+    \b
+    Example:
+        eosfix check ./my-model
+        eosfix check ./my-model --format json
+    """
+    from eosfix import api
+
+    report = Report()
+    for path in repo_dirs(paths):
+        report.record(api.check(path, config_json=config_json))
+    _emit(report.results, report, fmt)
+    sys.exit(report.exit_code)
+
+
+@click.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path())
+@click.option("--diff", "show_diff", is_flag=True, help="Show the unified diff; write nothing.")
+@click.option("--exit-zero-even-if-changed", is_flag=True, help="Exit 0 after changing files.")
+@_format_option
+@_config_option
+def fix(
+    paths: tuple[str, ...],
+    show_diff: bool,
+    exit_zero_even_if_changed: bool,
+    fmt: str,
+    config_json: bool,
+) -> None:
+    """Rewrite eos_token_id so generation stops at every turn terminator.
+
+    Minimal byte-level edit, atomic write, only when something changes; a second run
+    changes nothing. Exit 1 when files changed (as pre-commit fixers do), 0 otherwise.
+
+    \b
+    Example:
+        eosfix fix ./my-model --diff    # show what would change
+        eosfix fix ./my-model
+    """
+    from eosfix import api
+
+    report = Report()
+    for path in repo_dirs(paths):
+        if show_diff:
+            result = api.check(path, config_json=config_json)
+        else:
+            result = api.fix(path, config_json=config_json)
+            for name in result.written:
+                click.echo(f"Fixing {path / name}", err=True)
+        report.record(result)
+    _emit(report.results, report, fmt, fixing=True, show_diff=show_diff, dry_run=show_diff)
+    code = report.exit_code
+    if exit_zero_even_if_changed and code == 1 and not show_diff:
+        code = 0
+    sys.exit(code)
+
+
+@click.command()
+@click.argument("path", type=click.Path())
+@click.option(
+    "--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True
+)
+def explain(path: str, fmt: str) -> None:
+    """Explain one repo in depth: each probe rendered, each terminator with its evidence.
+
+    Shows the rendered probes with special tokens visible, what ends a turn and why, the
+    ids a hand-written generation loop must compare after each step, and which file they
+    come from.
+
+    \b
+    Example:
+        eosfix explain ./my-model
+    """
+    from eosfix import api
+    from eosfix.explain import render_explain, result_explain_dict
+
+    dirs = repo_dirs([path])
+    result = api.check(dirs[0])
+    report = Report([result])
+    if fmt == "json":
+        import json
+
+        click.echo(json.dumps(result_explain_dict(result), indent=2, ensure_ascii=False))
+    else:
+        click.echo(render_explain(result))
+    sys.exit(report.exit_code)
