@@ -106,13 +106,30 @@ def _token_str(t: Terminator) -> str:
     return f"{t.content} ({t.id})" if t.id is not None else t.content
 
 
-def _stop_findings(stop: StopConfig, missing: list[Terminator]) -> list[Finding]:
+def _missing_file_message(repo: ModelRepo, stop: StopConfig, names: str) -> str:
+    """EOS002: what transformers falls back to when generation_config.json is missing."""
+    if stop.ids:
+        key = "text_config.eos_token_id" if stop.source.endswith("text_config") else "eos_token_id"
+        return (
+            f"generation_config.json is missing and config.json's {key} {stop.raw} does not "
+            f"include {names}: generation runs past the turn end"
+        )
+    if repo.config is None:
+        return (
+            f"generation_config.json and config.json are missing: generation never stops on {names}"
+        )
+    return (
+        "generation_config.json is missing and config.json sets no eos_token_id: "
+        f"generation never stops on {names}"
+    )
+
+
+def _stop_findings(repo: ModelRepo, stop: StopConfig, missing: list[Terminator]) -> list[Finding]:
     if not missing:
         return []
     names = ", ".join(_token_str(t) for t in missing)
     if not stop.generation_config_exists:
-        where = f"{stop.source} eos_token_id {stop.raw}" if stop.ids else "config.json sets no eos"
-        msg = f"generation_config.json is missing and {where} does not include {names}"
+        msg = _missing_file_message(repo, stop, names)
         return [Finding("EOS002", GENERATION_CONFIG, msg, fixable=True)]
     if stop.ids is None:
         msg = f"eos_token_id is not set: generation never stops on {names}"
@@ -170,7 +187,7 @@ def check_repo(repo: ModelRepo) -> RepoCheck:
     proposed = propose_eos(stop.ids, eos, ts.terminators)
     have = set(stop.ids or ())
     missing = [t for t in ts.terminators if t.id is not None and t.id not in have]
-    findings = [*_template_findings(ts), *_stop_findings(stop, missing)]
+    findings = [*_template_findings(ts), *_stop_findings(repo, stop, missing)]
     findings += _terminator_findings(repo, ts)
     stop_list = proposed or stop.ids or ()
     if repo.templates and eos is not None and eos.id is not None and eos.id not in stop_list:

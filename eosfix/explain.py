@@ -10,7 +10,7 @@ import click
 from eosfix.analyze import SpecialScanner, TemplateAnalysis
 from eosfix.api import RepoResult
 from eosfix.check import RepoCheck
-from eosfix.report import render_repo_text, result_to_dict
+from eosfix.report import placement_text, render_repo_text, result_to_dict
 from eosfix.stopsets import RuntimeRow, RuntimeTable, TokenizedProbe, runtime_table, tokenize_probe
 
 _SHOWN_PROBES = ("final", "final+system", "tool_call", "history")
@@ -125,10 +125,11 @@ def render_explain(result: RepoResult) -> str:
     for ta in c.terminators.templates:
         lines += _template_block(ta, scanner)
         lines.append("")
-    for t in c.terminators.terminators:
+    for t in (*c.terminators.terminators, *c.terminators.additional):
+        what = "ends a turn" if t.required else "may end the conversation (an optional stop)"
         lines.append(
-            f"{t.content} ends a turn ({t.kind.replace('_', ' ')}), seen in probe "
-            f"{t.probe}: {_visible(t.evidence, scanner)}"
+            f"{t.content} {what} ({t.kind.replace('_', ' ')}), {placement_text(t)}; seen in "
+            f"probe {t.probe}: {_visible(t.evidence, scanner)}"
         )
         lines.append(f"  id {t.id} from {t.id_source}" if t.id is not None else "  no id")
     for text, token_id in c.unwritten_eog_tokens:

@@ -128,6 +128,15 @@ def _specs() -> tuple[ProbeSpec, ...]:
             end_marker=ASSISTANT0,
             next_marker=USER2,
         ),
+        # Templates that iterate ``tools`` unconditionally (Command R) render history only so.
+        ProbeSpec(
+            "history+tools",
+            "history",
+            (_user(USER1), _assistant(ASSISTANT0), _user(USER2), _assistant(ASSISTANT1)),
+            tools,
+            end_marker=ASSISTANT0,
+            next_marker=USER2,
+        ),
         ProbeSpec(
             "tool_call",
             "tool_call",

@@ -1,0 +1,416 @@
+"""Where a chat template writes each control token, relative to the assistant's replies.
+
+A probe's text is cut at the assistant text it probes (a sentinel). What follows, up to where
+another turn opens, *closes* the reply; the next turn's leading control tokens *open* that
+turn. Comparing the closer of the final reply (the conversation ends there) with the closer of
+the same reply in history (another turn follows) places every token (``WHERE``):
+
+- ``every_reply``: written after every reply: final and history agree;
+- ``last_reply``: written after the last reply only, instead of what closes replies in
+  history (gpt-oss ``<|return|>``, while history replies end with ``<|end|>``);
+- ``earlier_replies``: written after replies another turn follows, never after the last one;
+- ``conversation_end``: written once, after the last reply's own closer, when the whole
+  conversation ends (Phi-3 ``<|endoftext|>`` after ``<|end|>``);
+- ``final_reply``: written after the final reply, where no history probe rendered to compare;
+- ``tool_call``: written after an assistant tool call;
+- ``next_turn_opener``: replies have no closer; the next turn's opener follows them (GLM);
+- ``in_turn``: inside one assistant turn (between its reasoning and its answer);
+- ``turn_opener``: opens the assistant turn (the generation prompt).
+
+The stop set must hold the first token a model can emit after a complete reply. So the first
+token after the last reply is always required, and so is the first token of a history closer
+the final reply does not share; a token that only ever follows another closer (the
+conversation end, the rest of a closer of several tokens) is not. Everything is pure.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from eosfix.probes import ASSISTANT1, SYSTEM, THINK1, USER1, Probe
+
+EVERY_REPLY = "every_reply"
+LAST_REPLY = "last_reply"
+EARLIER_REPLIES = "earlier_replies"
+CONVERSATION_END = "conversation_end"
+FINAL_REPLY = "final_reply"
+TOOL_CALL = "tool_call"
+NEXT_TURN = "next_turn_opener"
+IN_TURN = "in_turn"
+TURN_OPENER = "turn_opener"
+PLAIN_TEXT = "plain_text"
+WHERE = (
+    EVERY_REPLY,
+    LAST_REPLY,
+    EARLIER_REPLIES,
+    CONVERSATION_END,
+    FINAL_REPLY,
+    TOOL_CALL,
+    NEXT_TURN,
+    PLAIN_TEXT,
+    IN_TURN,
+    TURN_OPENER,
+)
+
+# Terminator kinds (what a sighting asks of the stop set).
+TURN_END = "turn_end"
+NEXT_TURN_KIND = NEXT_TURN
+STOP_STRING = "stop_string"
+TOOL_CALL_KIND = TOOL_CALL
+CONVERSATION_END_KIND = CONVERSATION_END  # reported, never required
+REQUIRED_KINDS = (TURN_END, TOOL_CALL_KIND, NEXT_TURN_KIND, STOP_STRING)
+
+Hit = tuple[str, int]  # a control token and its offset in the probe's text
+# Literals shaped like control tokens (``<|x|>``, ``<｜x｜>``) that a tokenizer may not list.
+_CONTROL_SHAPE = re.compile(r"<\|[^<>|\s]{1,40}\|>|<｜[^<>｜\s]{1,40}｜>")
+
+
+class SpecialScanner:
+    """Finds control-token strings in rendered text, longest match first."""
+
+    def __init__(self, specials: Iterable[str], plain: Iterable[str] = ()) -> None:
+        self._plain = frozenset(plain)  # added tokens the tokenizer treats as text
+        self._tokens = tuple(sorted({s for s in specials if s}, key=len, reverse=True))
+
+    def find(self, text: str) -> list[Hit]:
+        # Tokenizers list hundreds of reserved tokens; a text holds a handful. Compiling a
+        # pattern of only those present is much cheaper than one of all of them.
+        present = tuple(t for t in self._tokens if t in text)
+        found = ((m.group(0), m.start()) for m in _scanner_regex(present).finditer(text))
+        return [(tok, pos) for tok, pos in found if tok not in self._plain]
+
+
+@functools.lru_cache(maxsize=1024)
+def _scanner_regex(tokens: tuple[str, ...]) -> re.Pattern[str]:
+    """Longest token first, then anything shaped like a control token."""
+    alternation = "|".join(re.escape(t) for t in tokens)
+    return re.compile(
+        f"{alternation}|{_CONTROL_SHAPE.pattern}" if tokens else _CONTROL_SHAPE.pattern
+    )
+
+
+@dataclass(frozen=True)
+class Sighting:
+    """One control token (or plain-text stop) at one place of one probe.
+
+    ``kind`` is what it asks of the stop set: one of ``REQUIRED_KINDS`` (it must be a stop
+    id), ``conversation_end`` (an optional stop), or None (a position only). ``acceptable``:
+    a stop id there does no harm (the reply is complete). ``related``: the tokens the
+    placement refers to (the history closer a last-reply token replaces, the closer a
+    conversation-end token follows, the final closer an earlier-replies token differs from).
+    """
+
+    token: str
+    where: str
+    probe: Probe
+    pos: int
+    kind: str | None = None
+    acceptable: bool = False
+    related: tuple[str, ...] = ()
+
+    @property
+    def required(self) -> bool:
+        return self.kind in REQUIRED_KINDS
+
+
+@dataclass(frozen=True)
+class Gap:
+    """What a history probe writes between the probed assistant text and the next message."""
+
+    probe: Probe
+    closer: tuple[Hit, ...]  # closes the probed turn
+    opener: tuple[Hit, ...]  # opens the next turn
+
+
+def tail_specials(probe: Probe, scanner: SpecialScanner, openers: frozenset[str]) -> list[Hit]:
+    """Control tokens after the probed text, up to the next message or the first turn opener.
+
+    Templates that always append the generation prompt write ``<|eot_id|><|start_header_id|>
+    assistant...`` after the last reply: the opener is not part of the closer.
+    """
+    start = probe.tail_start
+    if start is None or probe.text is None:
+        return []
+    stop = probe.next_start if probe.next_start is not None else len(probe.text)
+    out = []
+    for tok, pos in scanner.find(probe.text[start:stop]):
+        if tok in openers:
+            break
+        out.append((tok, start + pos))
+    return out
+
+
+def turn_openers(
+    probes: Sequence[Probe], generation_prompt: str | None, scanner: SpecialScanner
+) -> frozenset[str]:
+    """Control tokens that open the assistant turn: those of the generation prompt.
+
+    When the template ignores ``add_generation_prompt`` (it always appends the opener), read
+    what it writes before the first message's text. A token that closes history replies is
+    not an opener, even when the generation prompt writes it first (a template that closes
+    the previous turn only when the next one opens).
+    """
+    found: frozenset[str] = frozenset()
+    if generation_prompt:
+        found = frozenset(tok for tok, _ in scanner.find(generation_prompt))
+    else:
+        by_name = {p.spec.name: p.text for p in probes if p.text is not None}
+        for name, marker in (("final+system", SYSTEM), ("final", USER1)):
+            text = by_name.get(name)
+            if text is not None and marker in text:
+                found = frozenset(tok for tok, _ in scanner.find(text[: text.find(marker)]))
+                break
+    closers = set()
+    for probe in probes:
+        if probe.spec.kind == "history" and probe.text is not None:
+            hits = tail_specials(probe, scanner, frozenset())
+            if len(hits) > 1:
+                closers.add(hits[0][0])
+    return found - closers
+
+
+def in_turn_tokens(probes: Iterable[Probe], scanner: SpecialScanner) -> set[str]:
+    """Control tokens between an assistant message's reasoning and its answer."""
+    found: set[str] = set()
+    for probe in probes:
+        if probe.spec.kind != "reasoning" or probe.text is None:
+            continue
+        think, answer = probe.text.rfind(THINK1), probe.text.rfind(ASSISTANT1)
+        if 0 <= think < answer:
+            found.update(tok for tok, _ in scanner.find(probe.text[think + len(THINK1) : answer]))
+    return found
+
+
+def split_gap(
+    probe: Probe,
+    scanner: SpecialScanner,
+    openers: frozenset[str],
+    role_opener: str | None,
+    keep: frozenset[str],
+) -> Gap | None:
+    """Split a history gap into the probed turn's closer and the next turn's opener.
+
+    The opener starts at the first assistant-opener token (``<|im_start|>``, shared by every
+    role), or is the last control token before the next message when that token is the
+    next role's own opener (``role_opener``: ``<|user|>``, ``[INST]``, ``<|observation|>``)
+    and does not close the turn elsewhere (``keep``).
+    """
+    if probe.text is None or probe.tail_start is None or probe.next_start is None:
+        return None
+    start, stop = probe.tail_start, probe.next_start
+    hits = [(tok, start + pos) for tok, pos in scanner.find(probe.text[start:stop])]
+    cut = next((i for i, (tok, _) in enumerate(hits) if tok in openers), len(hits))
+    if cut == len(hits) and hits and hits[-1][0] == role_opener and role_opener not in keep:
+        cut -= 1
+    return Gap(probe, tuple(hits[:cut]), tuple(hits[cut:]))
+
+
+def last_special_before(probe: Probe, marker: str, scanner: SpecialScanner) -> str | None:
+    """The last control token before the first occurrence of ``marker`` (a role's opener)."""
+    if probe.text is None or marker not in probe.text:
+        return None
+    hits = scanner.find(probe.text[: probe.text.find(marker)])
+    return hits[-1][0] if hits else None
+
+
+def common_prefix(a: Sequence[str], b: Sequence[str]) -> int:
+    n = 0
+    while n < min(len(a), len(b)) and a[n] == b[n]:
+        n += 1
+    return n
+
+
+def read_final(
+    probe: Probe, tail: Sequence[Hit], history: Gap | None, in_turn: set[str]
+) -> list[Sighting]:
+    """Place the tokens after the last reply against the history closer (rule 1).
+
+    The first of them is required: it is the first token the model emits after a complete
+    reply. Shared with the history closer, it is written after every reply and what follows
+    it only when the conversation ends; not shared, it replaces the history closer.
+    """
+    final = [h for h in tail if h[0] not in in_turn]
+    if not final:
+        return []
+    first, pos = final[0]
+    if history is None:
+        out = [Sighting(first, FINAL_REPLY, probe, pos, TURN_END, True)]
+        return out + [Sighting(t, FINAL_REPLY, probe, p, None, True) for t, p in final[1:]]
+    closer = [t for t, _ in history.closer if t not in in_turn]
+    shared = common_prefix([t for t, _ in final], closer)
+    if shared:
+        out = [Sighting(first, EVERY_REPLY, probe, pos, TURN_END, True)]
+        out += [
+            Sighting(t, EVERY_REPLY, probe, p, None, True, (first,)) for t, p in final[1:shared]
+        ]
+    else:
+        replaced = tuple(dict.fromkeys(t for t, _ in history.closer))[:1]
+        out = [Sighting(first, LAST_REPLY, probe, pos, TURN_END, True, replaced)]
+    after = final[shared - 1][0] if shared else first
+    rest = final[max(shared, 1) :]
+    return out + [
+        Sighting(t, CONVERSATION_END, probe, p, CONVERSATION_END_KIND, True, (after,))
+        for t, p in rest
+    ]
+
+
+def read_history(gap: Gap, final: Sequence[str] | None, in_turn: set[str]) -> list[Sighting]:
+    """Place a history closer against the final one; with no closer, the next turn's opener
+    (rule 3), or with no control token at all, the plain text between turns (rule 4)."""
+    probe = gap.probe
+    if not gap.closer:
+        return read_opener(gap, in_turn)
+    closer = [(t, p) for t, p in gap.closer if t not in in_turn]
+    if final is None:  # no final probe rendered: nothing to compare with
+        return [
+            Sighting(t, EARLIER_REPLIES, probe, p, TURN_END if i == 0 else None, True)
+            for i, (t, p) in enumerate(closer)
+        ]
+    final_kept = [t for t in final if t not in in_turn]
+    shared = common_prefix(final_kept, [t for t, _ in closer])
+    out = [Sighting(t, EVERY_REPLY, probe, p, None, True) for t, p in closer[:shared]]
+    ends_last = tuple(final_kept[:1])
+    for i, (t, p) in enumerate(closer[shared:]):
+        first = i == 0 and not shared
+        out.append(
+            Sighting(t, EARLIER_REPLIES, probe, p, TURN_END if first else None, True, ends_last)
+        )
+    return out
+
+
+def read_opener(gap: Gap, in_turn: set[str]) -> list[Sighting]:
+    """Replies have no closing token: the next turn's first control token ends them (GLM
+    ``<|user|>``, ``<|observation|>``); with none, the first line of plain text between turns."""
+    probe, text = gap.probe, gap.probe.text or ""
+    opener = [(t, p) for t, p in gap.opener if t not in in_turn]
+    if opener:
+        tok, pos = opener[0]
+        return [Sighting(tok, NEXT_TURN, probe, pos, NEXT_TURN_KIND)]
+    if gap.opener:  # only in-turn tokens open the next turn: nothing to stop on
+        return []
+    start, stop = probe.tail_start or 0, probe.next_start or 0
+    between = text[start:stop]
+    for line in between.splitlines():
+        if line.strip():
+            where = start + between.find(line)
+            return [Sighting(line.strip(), PLAIN_TEXT, probe, where, STOP_STRING)]
+    return []
+
+
+def read_tool_calls(
+    probes: Sequence[Probe],
+    scanner: SpecialScanner,
+    openers: frozenset[str],
+    in_turn: set[str],
+    conversation_end: set[str],
+) -> list[Sighting]:
+    """Rule 2: what closes an assistant tool call (gpt-oss ``<|call|>``, Llama 3.1 builtin
+    tools ``<|eom_id|>``); with nothing, the tool turn's opener that follows (GLM).
+
+    The last token of the call's tail closes it (earlier ones close one call of several);
+    tokens written only because the conversation ends there are dropped first.
+    """
+    tails = []
+    wrote_nothing = True  # no control token at all after a call in final position
+    for probe in probes:
+        if probe.spec.kind == "tool_call" and probe.text is not None:
+            wrote_nothing &= not tail_specials(probe, scanner, frozenset())
+            tail = [h for h in tail_specials(probe, scanner, openers) if h[0] not in in_turn]
+            while len(tail) > 1 and tail[-1][0] in conversation_end:
+                tail.pop()
+            tails.append((probe, tail))
+    # A token that another shape follows with more control tokens is not turn-level
+    # (LFM2 writes <|tool_call_end|> and then, when there is content, <|im_end|>).
+    followed = {tok for _, tail in tails for tok, _ in tail[:-1]}
+    out: list[Sighting] = []
+    for probe, tail in tails:
+        out += [Sighting(t, TOOL_CALL, probe, p) for t, p in tail[:-1]]
+        if tail and tail[-1][0] not in followed:
+            out.append(Sighting(tail[-1][0], TOOL_CALL, probe, tail[-1][1], TOOL_CALL_KIND))
+    closing = {t for _, tail in tails for t, _ in tail}
+    for probe in probes:
+        if probe.spec.kind != "tool_result" or probe.text is None:
+            continue
+        gap = split_gap(probe, scanner, openers, _last_special(probe, scanner), frozenset(closing))
+        if gap is not None:
+            out += _read_tool_gap(gap, closing, in_turn, wrote_nothing)
+    return out
+
+
+def _last_special(probe: Probe, scanner: SpecialScanner) -> str | None:
+    """The last control token before the next message (the tool turn's opener, if any)."""
+    if probe.text is None or probe.tail_start is None or probe.next_start is None:
+        return None
+    hits = scanner.find(probe.text[probe.tail_start : probe.next_start])
+    return hits[-1][0] if hits else None
+
+
+def _read_tool_gap(
+    gap: Gap, closing: set[str], in_turn: set[str], wrote_nothing: bool
+) -> list[Sighting]:
+    """A tool call followed by its result: no closer means the tool turn's opener ends the
+    call; a closer the final-position call never writes must be a stop id too.
+
+    The opener is required only when a call in final position is followed by no control
+    token at all (GLM). A template that writes a whole new turn after the last call (Command
+    R's tool_use appends a system turn) shows an opener, not what the model writes after the
+    call: that opener is reported as an acceptable stop, not required.
+    """
+    if not gap.closer:
+        found = read_opener(gap, in_turn)
+        if wrote_nothing:
+            return found
+        return [dataclasses.replace(s, kind=None, acceptable=True) for s in found]
+    closer = [(t, p) for t, p in gap.closer if t not in in_turn]
+    if not closer or closer[-1][0] in closing or closing & {t for t, _ in closer}:
+        return [Sighting(t, TOOL_CALL, gap.probe, p) for t, p in closer]
+    out = [Sighting(t, TOOL_CALL, gap.probe, p) for t, p in closer[:-1]]
+    tok, pos = closer[-1]
+    return [*out, Sighting(tok, TOOL_CALL, gap.probe, pos, TOOL_CALL_KIND)]
+
+
+def read_template(
+    probes: Sequence[Probe],
+    generation_prompt: str | None,
+    scanner: SpecialScanner,
+    in_turn: set[str],
+) -> list[Sighting]:
+    """Every sighting of one template's probes: replies, history, tool calls."""
+    openers = turn_openers(probes, generation_prompt, scanner)
+    rendered = [p for p in probes if p.text is not None]
+    finals = [
+        (p, tail_specials(p, scanner, openers))
+        for p in rendered
+        if p.spec.kind in ("final", "reasoning") and p.tail_start is not None
+    ]
+    history = _history_gap(rendered, scanner, openers, finals)
+    out: list[Sighting] = []
+    for probe, tail in finals:
+        out += read_final(probe, tail, history, in_turn)
+    if history is not None:
+        final = [t for t, _ in finals[0][1]] if finals else None
+        out += read_history(history, final, in_turn)
+    ended = {s.token for s in out if s.where == CONVERSATION_END}
+    return out + read_tool_calls(rendered, scanner, openers, in_turn, ended)
+
+
+def _history_gap(
+    rendered: Sequence[Probe],
+    scanner: SpecialScanner,
+    openers: frozenset[str],
+    finals: Sequence[tuple[Probe, Sequence[Hit]]],
+) -> Gap | None:
+    """The first history probe's gap, split into the reply's closer and the user's opener."""
+    keep = frozenset(t for _, tail in finals for t, _ in tail)
+    for probe in rendered:
+        if probe.spec.kind != "history":
+            continue
+        role_opener = last_special_before(probe, USER1, scanner)
+        gap = split_gap(probe, scanner, openers, role_opener, keep)
+        if gap is not None:
+            return gap
+    return None
