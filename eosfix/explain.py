@@ -126,10 +126,10 @@ def render_explain(result: RepoResult) -> str:
         lines += _template_block(ta, scanner)
         lines.append("")
     for t in (*c.terminators.terminators, *c.terminators.additional):
-        what = "ends a turn" if t.required else "may end the conversation (an optional stop)"
+        what = f"ends a turn ({t.kind.replace('_', ' ')})" if t.required else "is an optional stop"
         lines.append(
-            f"{t.content} {what} ({t.kind.replace('_', ' ')}), {placement_text(t)}; seen in "
-            f"probe {t.probe}: {_visible(t.evidence, scanner)}"
+            f"{t.content} {what}, {placement_text(t)}; seen in probe {t.probe}: "
+            f"{_visible(t.evidence, scanner)}"
         )
         lines.append(f"  id {t.id} from {t.id_source}" if t.id is not None else "  no id")
     for text, token_id in c.unwritten_eog_tokens:

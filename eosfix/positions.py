@@ -12,6 +12,7 @@ the same reply in history (another turn follows) places every token (``WHERE``):
 - ``conversation_end``: written once, after the last reply's own closer, when the whole
   conversation ends (Phi-3 ``<|endoftext|>`` after ``<|end|>``);
 - ``final_reply``: written after the final reply, where no history probe rendered to compare;
+- ``history_reply``: written after a reply in history, where no final probe rendered;
 - ``tool_call``: written after an assistant tool call;
 - ``next_turn_opener``: replies have no closer; the next turn's opener follows them (GLM);
 - ``in_turn``: inside one assistant turn (between its reasoning and its answer);
@@ -38,6 +39,7 @@ LAST_REPLY = "last_reply"
 EARLIER_REPLIES = "earlier_replies"
 CONVERSATION_END = "conversation_end"
 FINAL_REPLY = "final_reply"
+HISTORY_REPLY = "history_reply"
 TOOL_CALL = "tool_call"
 NEXT_TURN = "next_turn_opener"
 IN_TURN = "in_turn"
@@ -49,6 +51,7 @@ WHERE = (
     EARLIER_REPLIES,
     CONVERSATION_END,
     FINAL_REPLY,
+    HISTORY_REPLY,
     TOOL_CALL,
     NEXT_TURN,
     PLAIN_TEXT,
@@ -234,12 +237,13 @@ def read_final(
     it only when the conversation ends; not shared, it replaces the history closer.
     """
     final = [h for h in tail if h[0] not in in_turn]
+    seen = _in_turn_seen(probe, tail, history, in_turn)
     if not final:
-        return []
+        return seen
     first, pos = final[0]
     if history is None:
         out = [Sighting(first, FINAL_REPLY, probe, pos, TURN_END, True)]
-        return out + [Sighting(t, FINAL_REPLY, probe, p, None, True) for t, p in final[1:]]
+        return out + [Sighting(t, FINAL_REPLY, probe, p, None, True) for t, p in final[1:]] + seen
     closer = [t for t, _ in history.closer if t not in in_turn]
     shared = common_prefix([t for t, _ in final], closer)
     if shared:
@@ -252,9 +256,27 @@ def read_final(
         out = [Sighting(first, LAST_REPLY, probe, pos, TURN_END, True, replaced)]
     after = final[shared - 1][0] if shared else first
     rest = final[max(shared, 1) :]
-    return out + [
-        Sighting(t, CONVERSATION_END, probe, p, CONVERSATION_END_KIND, True, (after,))
-        for t, p in rest
+    return [
+        *out,
+        *(
+            Sighting(t, CONVERSATION_END, probe, p, CONVERSATION_END_KIND, True, (after,))
+            for t, p in rest
+        ),
+        *seen,
+    ]
+
+
+def _in_turn_seen(
+    probe: Probe, tail: Sequence[Hit], history: Gap | None, in_turn: set[str]
+) -> list[Sighting]:
+    """Positions only: in-turn tokens the final reply's closer writes too (gpt-oss-like
+    templates close the reasoning message and history replies with the same token)."""
+    closing = {t for t, _ in history.closer} if history is not None else set()
+    where = FINAL_REPLY if history is None else LAST_REPLY
+    return [
+        Sighting(t, EVERY_REPLY if t in closing else where, probe, p)
+        for t, p in tail
+        if t in in_turn
     ]
 
 
@@ -264,10 +286,15 @@ def read_history(gap: Gap, final: Sequence[str] | None, in_turn: set[str]) -> li
     probe = gap.probe
     if not gap.closer:
         return read_opener(gap, in_turn)
+    seen = [  # positions only: in-turn tokens that close history replies too
+        Sighting(t, EVERY_REPLY if final and t in final else EARLIER_REPLIES, probe, p)
+        for t, p in gap.closer
+        if t in in_turn
+    ]
     closer = [(t, p) for t, p in gap.closer if t not in in_turn]
     if final is None:  # no final probe rendered: nothing to compare with
-        return [
-            Sighting(t, EARLIER_REPLIES, probe, p, TURN_END if i == 0 else None, True)
+        return seen + [
+            Sighting(t, HISTORY_REPLY, probe, p, TURN_END if i == 0 else None, True)
             for i, (t, p) in enumerate(closer)
         ]
     final_kept = [t for t in final if t not in in_turn]
@@ -279,7 +306,7 @@ def read_history(gap: Gap, final: Sequence[str] | None, in_turn: set[str]) -> li
         out.append(
             Sighting(t, EARLIER_REPLIES, probe, p, TURN_END if first else None, True, ends_last)
         )
-    return out
+    return out + seen
 
 
 def read_opener(gap: Gap, in_turn: set[str]) -> list[Sighting]:

@@ -17,6 +17,7 @@ from eosfix.positions import (
     EARLIER_REPLIES,
     EVERY_REPLY,
     FINAL_REPLY,
+    HISTORY_REPLY,
     LAST_REPLY,
     NEXT_TURN,
     PLAIN_TEXT,
@@ -126,6 +127,7 @@ def _where_text(p: Placement) -> str:
 _WHERE_TEXT = {
     EVERY_REPLY: "written after every reply",
     FINAL_REPLY: "written after the final reply (no history turn rendered to compare)",
+    HISTORY_REPLY: "written after a reply another turn follows (no final reply rendered to compare)",
     TOOL_CALL: "written after a tool call",
     NEXT_TURN: "opens the next turn (replies have no closing token)",
     PLAIN_TEXT: "plain text: needs a stop string",
