@@ -30,26 +30,24 @@ from jinja2 import nodes
 from eosfix.errors import TemplateError
 from eosfix.models import eos_tuple
 from eosfix.positions import (
-    CONVERSATION_END_KIND,
+    CONVERSATION_END,
     IN_TURN,
-    NEXT_TURN_KIND,
+    NEXT_TURN,
+    REQUIRED_KINDS,
     STOP_STRING,
-    TOOL_CALL_KIND,
+    TOOL_CALL,
     TURN_END,
     TURN_OPENER,
     Sighting,
     SpecialScanner,
     in_turn_tokens,
-    read_template,
     turn_openers,
 )
 from eosfix.probes import SPECS, Probe, run_generation_prompt, run_probe
+from eosfix.replies import read_template
 from eosfix.repo import CONFIG, GENERATION_CONFIG, ChatTemplate, ModelRepo, TokenInfo
 from eosfix.template import compile_template, parse_template
 
-TOOL_CALL = TOOL_CALL_KIND
-NEXT_TURN = NEXT_TURN_KIND
-CONVERSATION_END = CONVERSATION_END_KIND
 __all__ = [
     "CONVERSATION_END",
     "NEXT_TURN",
@@ -103,7 +101,7 @@ class Terminator:
     @property
     def required(self) -> bool:
         """Whether the stop set must hold it (a conversation-end token need not)."""
-        return self.kind != CONVERSATION_END
+        return self.kind in REQUIRED_KINDS
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,6 @@ conversation end, the rest of a closer of several tokens) is not. Everything is 
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import re
 from collections.abc import Iterable, Sequence
@@ -59,13 +58,11 @@ WHERE = (
     TURN_OPENER,
 )
 
-# Terminator kinds (what a sighting asks of the stop set).
+# Terminator kinds (what a sighting asks of the stop set): these, each a stop id it must
+# hold, or CONVERSATION_END, an optional stop. TOOL_CALL and NEXT_TURN are kinds and places.
 TURN_END = "turn_end"
-NEXT_TURN_KIND = NEXT_TURN
 STOP_STRING = "stop_string"
-TOOL_CALL_KIND = TOOL_CALL
-CONVERSATION_END_KIND = CONVERSATION_END  # reported, never required
-REQUIRED_KINDS = (TURN_END, TOOL_CALL_KIND, NEXT_TURN_KIND, STOP_STRING)
+REQUIRED_KINDS = (TURN_END, TOOL_CALL, NEXT_TURN, STOP_STRING)
 
 Hit = tuple[str, int]  # a control token and its offset in the probe's text
 # Literals shaped like control tokens (``<|x|>``, ``<｜x｜>``) that a tokenizer may not list.
@@ -114,10 +111,6 @@ class Sighting:
     kind: str | None = None
     acceptable: bool = False
     related: tuple[str, ...] = ()
-
-    @property
-    def required(self) -> bool:
-        return self.kind in REQUIRED_KINDS
 
 
 @dataclass(frozen=True)
@@ -227,88 +220,6 @@ def common_prefix(a: Sequence[str], b: Sequence[str]) -> int:
     return n
 
 
-def read_final(
-    probe: Probe, tail: Sequence[Hit], history: Gap | None, in_turn: set[str]
-) -> list[Sighting]:
-    """Place the tokens after the last reply against the history closer (rule 1).
-
-    The first of them is required: it is the first token the model emits after a complete
-    reply. Shared with the history closer, it is written after every reply and what follows
-    it only when the conversation ends; not shared, it replaces the history closer.
-    """
-    final = [h for h in tail if h[0] not in in_turn]
-    seen = _in_turn_seen(probe, tail, history, in_turn)
-    if not final:
-        return seen
-    first, pos = final[0]
-    if history is None:
-        out = [Sighting(first, FINAL_REPLY, probe, pos, TURN_END, True)]
-        return out + [Sighting(t, FINAL_REPLY, probe, p, None, True) for t, p in final[1:]] + seen
-    closer = [t for t, _ in history.closer if t not in in_turn]
-    shared = common_prefix([t for t, _ in final], closer)
-    if shared:
-        out = [Sighting(first, EVERY_REPLY, probe, pos, TURN_END, True)]
-        out += [
-            Sighting(t, EVERY_REPLY, probe, p, None, True, (first,)) for t, p in final[1:shared]
-        ]
-    else:
-        replaced = tuple(dict.fromkeys(t for t, _ in history.closer))[:1]
-        out = [Sighting(first, LAST_REPLY, probe, pos, TURN_END, True, replaced)]
-    after = final[shared - 1][0] if shared else first
-    rest = final[max(shared, 1) :]
-    return [
-        *out,
-        *(
-            Sighting(t, CONVERSATION_END, probe, p, CONVERSATION_END_KIND, True, (after,))
-            for t, p in rest
-        ),
-        *seen,
-    ]
-
-
-def _in_turn_seen(
-    probe: Probe, tail: Sequence[Hit], history: Gap | None, in_turn: set[str]
-) -> list[Sighting]:
-    """Positions only: in-turn tokens the final reply's closer writes too (gpt-oss-like
-    templates close the reasoning message and history replies with the same token)."""
-    closing = {t for t, _ in history.closer} if history is not None else set()
-    where = FINAL_REPLY if history is None else LAST_REPLY
-    return [
-        Sighting(t, EVERY_REPLY if t in closing else where, probe, p)
-        for t, p in tail
-        if t in in_turn
-    ]
-
-
-def read_history(gap: Gap, final: Sequence[str] | None, in_turn: set[str]) -> list[Sighting]:
-    """Place a history closer against the final one; with no closer, the next turn's opener
-    (rule 3), or with no control token at all, the plain text between turns (rule 4)."""
-    probe = gap.probe
-    if not gap.closer:
-        return read_opener(gap, in_turn)
-    seen = [  # positions only: in-turn tokens that close history replies too
-        Sighting(t, EVERY_REPLY if final and t in final else EARLIER_REPLIES, probe, p)
-        for t, p in gap.closer
-        if t in in_turn
-    ]
-    closer = [(t, p) for t, p in gap.closer if t not in in_turn]
-    if final is None:  # no final probe rendered: nothing to compare with
-        return seen + [
-            Sighting(t, HISTORY_REPLY, probe, p, TURN_END if i == 0 else None, True)
-            for i, (t, p) in enumerate(closer)
-        ]
-    final_kept = [t for t in final if t not in in_turn]
-    shared = common_prefix(final_kept, [t for t, _ in closer])
-    out = [Sighting(t, EVERY_REPLY, probe, p, None, True) for t, p in closer[:shared]]
-    ends_last = tuple(final_kept[:1])
-    for i, (t, p) in enumerate(closer[shared:]):
-        first = i == 0 and not shared
-        out.append(
-            Sighting(t, EARLIER_REPLIES, probe, p, TURN_END if first else None, True, ends_last)
-        )
-    return out + seen
-
-
 def read_opener(gap: Gap, in_turn: set[str]) -> list[Sighting]:
     """Replies have no closing token: the next turn's first control token ends them (GLM
     ``<|user|>``, ``<|observation|>``); with none, the first line of plain text between turns."""
@@ -316,7 +227,7 @@ def read_opener(gap: Gap, in_turn: set[str]) -> list[Sighting]:
     opener = [(t, p) for t, p in gap.opener if t not in in_turn]
     if opener:
         tok, pos = opener[0]
-        return [Sighting(tok, NEXT_TURN, probe, pos, NEXT_TURN_KIND)]
+        return [Sighting(tok, NEXT_TURN, probe, pos, NEXT_TURN)]
     if gap.opener:  # only in-turn tokens open the next turn: nothing to stop on
         return []
     start, stop = probe.tail_start or 0, probe.next_start or 0
@@ -326,118 +237,3 @@ def read_opener(gap: Gap, in_turn: set[str]) -> list[Sighting]:
             where = start + between.find(line)
             return [Sighting(line.strip(), PLAIN_TEXT, probe, where, STOP_STRING)]
     return []
-
-
-def read_tool_calls(
-    probes: Sequence[Probe],
-    scanner: SpecialScanner,
-    openers: frozenset[str],
-    in_turn: set[str],
-    conversation_end: set[str],
-) -> list[Sighting]:
-    """Rule 2: what closes an assistant tool call (gpt-oss ``<|call|>``, Llama 3.1 builtin
-    tools ``<|eom_id|>``); with nothing, the tool turn's opener that follows (GLM).
-
-    The last token of the call's tail closes it (earlier ones close one call of several);
-    tokens written only because the conversation ends there are dropped first.
-    """
-    tails = []
-    wrote_nothing = True  # no control token at all after a call in final position
-    for probe in probes:
-        if probe.spec.kind == "tool_call" and probe.text is not None:
-            wrote_nothing &= not tail_specials(probe, scanner, frozenset())
-            tail = [h for h in tail_specials(probe, scanner, openers) if h[0] not in in_turn]
-            while len(tail) > 1 and tail[-1][0] in conversation_end:
-                tail.pop()
-            tails.append((probe, tail))
-    # A token that another shape follows with more control tokens is not turn-level
-    # (LFM2 writes <|tool_call_end|> and then, when there is content, <|im_end|>).
-    followed = {tok for _, tail in tails for tok, _ in tail[:-1]}
-    out: list[Sighting] = []
-    for probe, tail in tails:
-        out += [Sighting(t, TOOL_CALL, probe, p) for t, p in tail[:-1]]
-        if tail and tail[-1][0] not in followed:
-            out.append(Sighting(tail[-1][0], TOOL_CALL, probe, tail[-1][1], TOOL_CALL_KIND))
-    closing = {t for _, tail in tails for t, _ in tail}
-    for probe in probes:
-        if probe.spec.kind != "tool_result" or probe.text is None:
-            continue
-        gap = split_gap(probe, scanner, openers, _last_special(probe, scanner), frozenset(closing))
-        if gap is not None:
-            out += _read_tool_gap(gap, closing, in_turn, wrote_nothing)
-    return out
-
-
-def _last_special(probe: Probe, scanner: SpecialScanner) -> str | None:
-    """The last control token before the next message (the tool turn's opener, if any)."""
-    if probe.text is None or probe.tail_start is None or probe.next_start is None:
-        return None
-    hits = scanner.find(probe.text[probe.tail_start : probe.next_start])
-    return hits[-1][0] if hits else None
-
-
-def _read_tool_gap(
-    gap: Gap, closing: set[str], in_turn: set[str], wrote_nothing: bool
-) -> list[Sighting]:
-    """A tool call followed by its result: no closer means the tool turn's opener ends the
-    call; a closer the final-position call never writes must be a stop id too.
-
-    The opener is required only when a call in final position is followed by no control
-    token at all (GLM). A template that writes a whole new turn after the last call (Command
-    R's tool_use appends a system turn) shows an opener, not what the model writes after the
-    call: that opener is reported as an acceptable stop, not required.
-    """
-    if not gap.closer:
-        found = read_opener(gap, in_turn)
-        if wrote_nothing:
-            return found
-        return [dataclasses.replace(s, kind=None, acceptable=True) for s in found]
-    closer = [(t, p) for t, p in gap.closer if t not in in_turn]
-    if not closer or closer[-1][0] in closing or closing & {t for t, _ in closer}:
-        return [Sighting(t, TOOL_CALL, gap.probe, p) for t, p in closer]
-    out = [Sighting(t, TOOL_CALL, gap.probe, p) for t, p in closer[:-1]]
-    tok, pos = closer[-1]
-    return [*out, Sighting(tok, TOOL_CALL, gap.probe, pos, TOOL_CALL_KIND)]
-
-
-def read_template(
-    probes: Sequence[Probe],
-    generation_prompt: str | None,
-    scanner: SpecialScanner,
-    in_turn: set[str],
-) -> list[Sighting]:
-    """Every sighting of one template's probes: replies, history, tool calls."""
-    openers = turn_openers(probes, generation_prompt, scanner)
-    rendered = [p for p in probes if p.text is not None]
-    finals = [
-        (p, tail_specials(p, scanner, openers))
-        for p in rendered
-        if p.spec.kind in ("final", "reasoning") and p.tail_start is not None
-    ]
-    history = _history_gap(rendered, scanner, openers, finals)
-    out: list[Sighting] = []
-    for probe, tail in finals:
-        out += read_final(probe, tail, history, in_turn)
-    if history is not None:
-        final = [t for t, _ in finals[0][1]] if finals else None
-        out += read_history(history, final, in_turn)
-    ended = {s.token for s in out if s.where == CONVERSATION_END}
-    return out + read_tool_calls(rendered, scanner, openers, in_turn, ended)
-
-
-def _history_gap(
-    rendered: Sequence[Probe],
-    scanner: SpecialScanner,
-    openers: frozenset[str],
-    finals: Sequence[tuple[Probe, Sequence[Hit]]],
-) -> Gap | None:
-    """The first history probe's gap, split into the reply's closer and the user's opener."""
-    keep = frozenset(t for _, tail in finals for t, _ in tail)
-    for probe in rendered:
-        if probe.spec.kind != "history":
-            continue
-        role_opener = last_special_before(probe, USER1, scanner)
-        gap = split_gap(probe, scanner, openers, role_opener, keep)
-        if gap is not None:
-            return gap
-    return None
