@@ -41,7 +41,6 @@ from eosfix.positions import (
     Sighting,
     SpecialScanner,
     in_turn_tokens,
-    turn_openers,
 )
 from eosfix.probes import SPECS, Probe, run_generation_prompt, run_probe
 from eosfix.replies import read_template
@@ -252,10 +251,9 @@ def find_terminators(repo: ModelRepo) -> TerminatorSet:
     own_in_turn = [in_turn_tokens(ta.rendered, scan) for ta in analyses]
     in_turn: set[str] = set().union(*own_in_turn)
     for i, ta in enumerate(analyses):
-        sightings = read_template(ta.rendered, ta.generation_prompt, scan, in_turn)
+        sightings, openers = read_template(ta.rendered, ta.generation_prompt, scan, in_turn)
         for s in sightings:
             col.add(s)
-        openers = turn_openers(ta.rendered, ta.generation_prompt, scan)
         positions = _positions(sightings, own_in_turn[i], openers)
         analyses[i] = dataclasses.replace(ta, positions=positions)
     additional = tuple(t for c, t in col.additional.items() if c not in col.found)

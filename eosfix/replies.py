@@ -118,8 +118,9 @@ def read_template(
     generation_prompt: str | None,
     scanner: SpecialScanner,
     in_turn: set[str],
-) -> list[Sighting]:
-    """Every sighting of one template's probes: replies, history, tool calls."""
+) -> tuple[list[Sighting], frozenset[str]]:
+    """Every sighting of one template's probes (replies, history, tool calls), and the
+    control tokens that open its assistant turn."""
     openers = turn_openers(probes, generation_prompt, scanner)
     rendered = [p for p in probes if p.text is not None]
     finals = [
@@ -135,7 +136,7 @@ def read_template(
         final = [t for t, _ in finals[0][1]] if finals else None
         out += read_history(history, final, in_turn)
     ended = {s.token for s in out if s.where == CONVERSATION_END}
-    return out + read_tool_calls(rendered, scanner, openers, in_turn, ended)
+    return out + read_tool_calls(rendered, scanner, openers, in_turn, ended), openers
 
 
 def history_gap(

@@ -411,6 +411,26 @@ SHAPES = [
         never=("<|im_start|>",),
     ),
     Shape(
+        "gemma4-like: a call hands over with the token that opens the tool's response",
+        "{% for m in messages %}{% set role = 'model' if m.role == 'assistant' else m.role %}"
+        "{% if m.role == 'tool' %}response:{{ m.name }}{{ '{' }}{{ m.content }}{{ '}' }}"
+        "<tool_response|>{% else %}<|turn>{{ role }}\n{{ m.content or '' }}"
+        "{% for tc in m.tool_calls or [] %}<|tool_call>call:{{ tc.function.name }}"
+        "{{ tc.function.arguments | tojson }}<tool_call|>{% endfor %}"
+        "{% if m.tool_calls %}<|tool_response>{% else %}<turn|>\n{% endif %}{% endif %}"
+        "{% endfor %}{% if add_generation_prompt %}<|turn>model\n{% endif %}",
+        (
+            "<turn|>",
+            "<|turn>",
+            "<|tool_call>",
+            "<tool_call|>",
+            "<|tool_response>",
+            "<tool_response|>",
+        ),
+        ends={"<turn|>": EVERY_REPLY, "<|tool_response>": TOOL_CALL},
+        never=("<|turn>", "<|tool_call>", "<tool_call|>", "<tool_response|>"),
+    ),
+    Shape(
         "command-r-like: a system turn is always appended after the conversation",
         "{% for m in messages %}{% if m.tool_calls %}<|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|>"
         "Action: {{ m.tool_calls | map(attribute='function') | list | tojson }}\n"
