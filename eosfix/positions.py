@@ -16,6 +16,7 @@ the same reply in history (another turn follows) places every token (``WHERE``):
 - ``tool_call``: written after an assistant tool call;
 - ``next_turn_opener``: replies have no closer; the next turn's opener follows them (GLM);
 - ``in_turn``: inside one assistant turn (between its reasoning and its answer);
+- ``in_tool_call``: inside an assistant turn, opening a tool call or closing one of several;
 - ``turn_opener``: opens the assistant turn (the generation prompt).
 
 The stop set must hold the first token a model can emit after a complete reply. So the first
@@ -42,6 +43,7 @@ HISTORY_REPLY = "history_reply"
 TOOL_CALL = "tool_call"
 NEXT_TURN = "next_turn_opener"
 IN_TURN = "in_turn"
+IN_TOOL_CALL = "in_tool_call"
 TURN_OPENER = "turn_opener"
 PLAIN_TEXT = "plain_text"
 WHERE = (
@@ -55,6 +57,7 @@ WHERE = (
     NEXT_TURN,
     PLAIN_TEXT,
     IN_TURN,
+    IN_TOOL_CALL,
     TURN_OPENER,
 )
 

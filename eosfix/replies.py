@@ -136,7 +136,8 @@ def read_template(
         final = [t for t, _ in finals[0][1]] if finals else None
         out += read_history(history, final, in_turn)
     ended = {s.token for s in out if s.where == CONVERSATION_END}
-    return out + read_tool_calls(rendered, scanner, openers, in_turn, ended), openers
+    calls = read_tool_calls(rendered, scanner, openers, in_turn, ended, generation_prompt)
+    return out + calls, openers
 
 
 def history_gap(

@@ -21,6 +21,7 @@ from eosfix.positions import (
     CONVERSATION_END,
     EARLIER_REPLIES,
     EVERY_REPLY,
+    IN_TOOL_CALL,
     IN_TURN,
     LAST_REPLY,
     NEXT_TURN,
@@ -44,6 +45,7 @@ class Shape:
     ok: tuple[str, ...] = ()  # may also be a stop id
     never: tuple[str, ...] = ()  # never a terminator, never proposed
     in_turn: tuple[str, ...] = ()  # written inside one assistant turn
+    in_call: tuple[str, ...] = ()  # opens a tool call, or closes one of several, inside a turn
     eos: str | None = None  # the tokenizer's eos_token (default: the first token)
     findings: tuple[str, ...] = ()  # finding codes once every required id is a stop id
 
@@ -235,6 +237,7 @@ SHAPES = [
         (*LLAMA3_TOKENS, "<|eom_id|>", "<|python_tag|>"),
         ends={"<|eot_id|>": EVERY_REPLY, "<|eom_id|>": TOOL_CALL},
         never=(*LLAMA3_NEVER, "<|python_tag|>"),
+        in_call=("<|python_tag|>",),
     ),
     Shape(
         "llama3.2-like: a tool call ends with <|eot_id|> like a reply",
@@ -259,6 +262,7 @@ SHAPES = [
         ("</s>", "<s>", "[INST]", "[/INST]", "[TOOL_CALLS]", "[TOOL_RESULTS]", "[/TOOL_RESULTS]"),
         ends={"</s>": EVERY_REPLY},
         never=("<s>", "[INST]", "[/INST]", "[TOOL_CALLS]", "[TOOL_RESULTS]", "[/TOOL_RESULTS]"),
+        in_call=("[TOOL_CALLS]",),
     ),
     Shape(
         "llama2-like: [INST] is plain text, <s> opens each exchange",
@@ -369,6 +373,7 @@ SHAPES = [
         ("<|im_end|>", "<|im_start|>", "<|tool_call_begin|>", "<|tool_call_end|>"),
         ends={"<|im_end|>": EVERY_REPLY},
         never=("<|im_start|>", "<|tool_call_begin|>", "<|tool_call_end|>"),
+        in_call=("<|tool_call_begin|>", "<|tool_call_end|>"),
     ),
     Shape(
         "deepseek-like tool calls: nested call tokens, then the turn closer",
@@ -398,6 +403,12 @@ SHAPES = [
             "<｜tool▁call▁end｜>",
             "<｜tool▁calls▁end｜>",
             "<｜tool▁output▁begin｜>",
+        ),
+        in_call=(
+            "<｜tool▁calls▁begin｜>",
+            "<｜tool▁call▁begin｜>",
+            "<｜tool▁call▁end｜>",
+            "<｜tool▁calls▁end｜>",
         ),
     ),
     Shape(
@@ -429,6 +440,7 @@ SHAPES = [
         ),
         ends={"<turn|>": EVERY_REPLY, "<|tool_response>": TOOL_CALL},
         never=("<|turn>", "<|tool_call>", "<tool_call|>", "<tool_response|>"),
+        in_call=("<|tool_call>", "<tool_call|>"),
     ),
     Shape(
         "command-r-like: a system turn is always appended after the conversation",
@@ -629,6 +641,8 @@ def test_positions_place_every_finding(shape, tmp_path):
         assert where in positions[content]
     for content in shape.in_turn:
         assert IN_TURN in positions[content]
+    for content in shape.in_call:
+        assert IN_TOOL_CALL in positions[content], positions
     for content in set(shape.never) - set(shape.in_turn):  # openers, call syntax
         assert not {EVERY_REPLY, LAST_REPLY, CONVERSATION_END} & set(positions.get(content, ()))
 
