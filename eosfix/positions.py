@@ -151,7 +151,8 @@ def turn_openers(
     When the template ignores ``add_generation_prompt`` (it always appends the opener), read
     what it writes before the first message's text. A token that closes history replies is
     not an opener, even when the generation prompt writes it first (a template that closes
-    the previous turn only when the next one opens).
+    the previous turn only when the next one opens): it comes first between two messages,
+    but never before the first one.
     """
     found: frozenset[str] = frozenset()
     if generation_prompt:
@@ -165,9 +166,9 @@ def turn_openers(
                 break
     closers = set()
     for probe in probes:
-        if probe.spec.kind == "history" and probe.text is not None:
+        if probe.spec.kind == "history" and probe.text is not None and USER1 in probe.text:
             hits = tail_specials(probe, scanner, frozenset())
-            if len(hits) > 1:
+            if len(hits) > 1 and hits[0][0] not in probe.text[: probe.text.find(USER1)]:
                 closers.add(hits[0][0])
     return found - closers
 

@@ -471,6 +471,14 @@ SHAPES = [
         ends={"<|sep|>": NEXT_TURN},
     ),
     Shape(
+        "no closer: a shared opener, then a role token, starts every message",
+        "{% for m in messages %}<|im_start|><|{{ m.role }}|>{{ m.content }}{% endfor %}"
+        "{% if add_generation_prompt %}<|im_start|><|assistant|>{% endif %}",
+        ("<|endoftext|>", "<|im_start|>", "<|user|>", "<|assistant|>"),
+        ends={"<|im_start|>": NEXT_TURN},
+        never=("<|user|>", "<|assistant|>"),
+    ),
+    Shape(
         "a separator token closes every message",
         "{% for m in messages %}{{ m.role }}: {{ m.content }}<|sep|>{% endfor %}"
         "{% if add_generation_prompt %}assistant: {% endif %}",
