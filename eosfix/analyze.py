@@ -2,13 +2,17 @@
 
 Vocabulary:
 
-- **turn terminator**: a token the model emits to end its assistant turn. Found, in order of
-  evidence: (1) the special tokens right after the assistant text when the conversation ends
-  with an assistant message (the training target; the last of them is the turn-level one,
-  earlier ones are acceptable stops); (2) the same after an assistant tool call; (3) only when
-  (1) writes no special token at all, the opener of the turn that follows (GLM: ``<|user|>``,
-  ``<|observation|>``); (4) when no special token separates turns, plain-text stop strings.
-- **in-turn token**: a special token written *inside* one assistant turn (between reasoning
+- **turn terminator**: a token that must be a stop id: the first token a model can emit after
+  a complete reply. Found, in order of evidence: (1) the control tokens right after the
+  assistant text when the conversation ends with an assistant message (the training target),
+  compared with the same reply in history (another turn follows); (2) the same after an
+  assistant tool call; (3) when replies followed by another turn have no closing token, the
+  opener of that turn (GLM: ``<|user|>``, ``<|observation|>``); (4) when no control token
+  separates turns, plain-text stop strings. ``eosfix.positions`` says where each is written.
+- **additional stop**: a token written only once, after the last reply's closer, when the
+  whole conversation ends (Phi-3 ``<|endoftext|>`` after ``<|end|>``). Reported, never
+  required, and never instead of the per-reply closer.
+- **in-turn token**: a control token written *inside* one assistant turn (between reasoning
   and answer). It is never a terminator (gpt-oss ``<|end|>``).
 
 Everything here is pure: no printing, no writing, no network.
@@ -18,7 +22,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -26,42 +29,78 @@ from jinja2 import nodes
 
 from eosfix.errors import TemplateError
 from eosfix.models import eos_tuple
-from eosfix.probes import (
-    ASSISTANT1,
-    SPECS,
-    SYSTEM,
-    THINK1,
-    USER1,
-    Probe,
-    run_generation_prompt,
-    run_probe,
+from eosfix.positions import (
+    CONVERSATION_END,
+    IN_TURN,
+    NEXT_TURN,
+    REQUIRED_KINDS,
+    STOP_STRING,
+    TOOL_CALL,
+    TURN_END,
+    TURN_OPENER,
+    Sighting,
+    SpecialScanner,
+    in_turn_tokens,
 )
+from eosfix.probes import SPECS, Probe, run_generation_prompt, run_probe
+from eosfix.replies import read_template
 from eosfix.repo import CONFIG, GENERATION_CONFIG, ChatTemplate, ModelRepo, TokenInfo
 from eosfix.template import compile_template, parse_template
 
-TURN_END = "turn_end"
-TOOL_CALL = "tool_call"
-NEXT_TURN = "next_turn_opener"
-STOP_STRING = "stop_string"
+__all__ = [
+    "CONVERSATION_END",
+    "NEXT_TURN",
+    "STOP_STRING",
+    "TOOL_CALL",
+    "TURN_END",
+    "Placement",
+    "SpecialScanner",
+    "StopConfig",
+    "TemplateAnalysis",
+    "Terminator",
+    "TerminatorSet",
+    "analyze_template",
+    "current_stop_config",
+    "find_terminators",
+    "propose_eos",
+    "tokenizer_eos",
+]
 _EVIDENCE_CHARS = 48
-# Literals shaped like control tokens (``<|x|>``, ``<｜x｜>``) that a tokenizer may not list.
-_CONTROL_SHAPE = re.compile(r"<\|[^<>|\s]{1,40}\|>|<｜[^<>｜\s]{1,40}｜>")
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where a template writes a terminator (one of ``eosfix.positions.WHERE``).
+
+    ``related``: the tokens that placement refers to: the history closer a last-reply token
+    replaces, the closer a conversation-end token follows, the final closer an
+    earlier-replies token differs from.
+    """
+
+    where: str
+    related: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
 class Terminator:
     content: str
     id: int | None
-    kind: str  # turn_end | tool_call | next_turn_opener | stop_string
+    kind: str  # turn_end | tool_call | next_turn_opener | stop_string | conversation_end
     templates: tuple[str, ...]
     probe: str  # the probe that showed it
     evidence: str  # rendered text around it, sentinel included
     id_source: str | None = None
     special: bool | None = None  # marked special by the tokenizer (None: unknown)
+    placements: tuple[Placement, ...] = ()  # where it is written, first evidence first
 
     @property
     def id_str(self) -> str:
         return f"id {self.id}" if self.id is not None else "no id"
+
+    @property
+    def required(self) -> bool:
+        """Whether the stop set must hold it (a conversation-end token need not)."""
+        return self.kind in REQUIRED_KINDS
 
 
 @dataclass(frozen=True)
@@ -71,6 +110,9 @@ class TemplateAnalysis:
     probes: tuple[Probe, ...]
     generation_prompt: str | None = None
     unreached_literals: tuple[tuple[str, int], ...] = ()  # (token, template line)
+    # Where this template writes each control token: (token, (where, ...)), for rules that
+    # need to know whether a token is written inside a turn, after every reply, at the end...
+    positions: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
     @property
     def refusals(self) -> tuple[Probe, ...]:
@@ -83,89 +125,25 @@ class TemplateAnalysis:
 
 @dataclass(frozen=True)
 class TerminatorSet:
-    terminators: tuple[Terminator, ...]
-    acceptable: tuple[str, ...] = ()
-    in_turn: tuple[str, ...] = ()
+    terminators: tuple[Terminator, ...]  # every one must be a stop id
+    acceptable: tuple[str, ...] = ()  # may also be stop ids: the reply is complete there
+    in_turn: tuple[str, ...] = ()  # never stop ids: written inside one turn
     templates: tuple[TemplateAnalysis, ...] = field(default_factory=tuple)
+    additional: tuple[Terminator, ...] = ()  # reported stops never required (conversation end)
 
-
-class SpecialScanner:
-    """Finds control-token strings in rendered text, longest match first."""
-
-    def __init__(self, specials: Iterable[str], plain: Iterable[str] = ()) -> None:
-        self._plain = frozenset(plain)  # added tokens the tokenizer treats as text
-        self._tokens = tuple(sorted({s for s in specials if s}, key=len, reverse=True))
-
-    def find(self, text: str) -> list[tuple[str, int]]:
-        # Tokenizers list hundreds of reserved tokens; a text holds a handful. Compiling a
-        # pattern of only those present is much cheaper than one of all of them.
-        present = tuple(t for t in self._tokens if t in text)
-        found = ((m.group(0), m.start()) for m in _scanner_regex(present).finditer(text))
-        return [(tok, pos) for tok, pos in found if tok not in self._plain]
-
-
-@functools.lru_cache(maxsize=1024)
-def _scanner_regex(tokens: tuple[str, ...]) -> re.Pattern[str]:
-    """Longest token first, then anything shaped like a control token."""
-    alternation = "|".join(re.escape(t) for t in tokens)
-    return re.compile(
-        f"{alternation}|{_CONTROL_SHAPE.pattern}" if tokens else _CONTROL_SHAPE.pattern
-    )
+    def positions(self) -> dict[str, tuple[str, ...]]:
+        """Where any template writes each control token (token -> where values)."""
+        out: dict[str, dict[str, None]] = {}
+        for ta in self.templates:
+            for token, wheres in ta.positions:
+                out.setdefault(token, {}).update(dict.fromkeys(wheres))
+        return {token: tuple(wheres) for token, wheres in out.items()}
 
 
 def _evidence(text: str, start: int, end: int) -> str:
     lo = max(0, start - _EVIDENCE_CHARS)
     hi = min(len(text), end + _EVIDENCE_CHARS)
     return ("…" if lo else "") + text[lo:hi] + ("…" if hi < len(text) else "")
-
-
-def _tail_specials(
-    probe: Probe, scanner: SpecialScanner, openers: frozenset[str] = frozenset()
-) -> list[tuple[str, int]]:
-    """Control tokens after the end marker, up to where a next turn opens.
-
-    A turn opens at the next turn's sentinel (history shapes) or at the first token that
-    opens turns in this template (``openers``): templates that always append the
-    generation prompt write ``<|eot_id|><|start_header_id|>assistant...`` after a reply.
-    """
-    start = probe.tail_start
-    if start is None or probe.text is None:
-        return []
-    stop = probe.next_start if probe.next_start is not None else len(probe.text)
-    out = []
-    for tok, pos in scanner.find(probe.text[start:stop]):
-        if tok in openers:
-            break
-        out.append((tok, start + pos))
-    return out
-
-
-def _turn_openers(ta: TemplateAnalysis, scanner: SpecialScanner) -> frozenset[str]:
-    """Control tokens that open a turn: those of the generation prompt (the assistant opener).
-
-    When the template ignores ``add_generation_prompt`` (it always appends the opener), read
-    what it writes before the first message's text in the probe with a system message.
-    """
-    if ta.generation_prompt:
-        return frozenset(tok for tok, _ in scanner.find(ta.generation_prompt))
-    by_name = {p.spec.name: p.text for p in ta.rendered}
-    for name, marker in (("final+system", SYSTEM), ("final", USER1)):
-        text = by_name.get(name)
-        if text is not None and marker in text:
-            return frozenset(tok for tok, _ in scanner.find(text[: text.find(marker)]))
-    return frozenset()
-
-
-def _in_turn_tokens(probes: Iterable[Probe], scanner: SpecialScanner) -> set[str]:
-    """Control tokens between an assistant message's reasoning and its answer."""
-    found: set[str] = set()
-    for probe in probes:
-        if probe.spec.kind != "reasoning" or probe.text is None:
-            continue
-        think, answer = probe.text.rfind(THINK1), probe.text.rfind(ASSISTANT1)
-        if 0 <= think < answer:
-            found.update(tok for tok, _ in scanner.find(probe.text[think + len(THINK1) : answer]))
-    return found
 
 
 @functools.lru_cache(maxsize=256)
@@ -218,108 +196,49 @@ class _Collector:
     def __init__(self, repo: ModelRepo) -> None:
         self.repo = repo
         self.found: dict[str, Terminator] = {}
+        self.additional: dict[str, Terminator] = {}
         self.acceptable: list[str] = []
 
-    def add(self, content: str, kind: str, probe: Probe, pos: int) -> None:
-        text = probe.text or ""
-        if content in self.found:
-            old = self.found[content]
-            if probe.template not in old.templates:
-                self.found[content] = _replace_templates(old, (*old.templates, probe.template))
+    def add(self, s: Sighting) -> None:
+        if s.acceptable or s.kind == CONVERSATION_END:
+            self.acceptable.append(s.token)
+        if s.kind is None:
             return
-        info = self.repo.resolve(content) if kind != STOP_STRING else None
-        self.found[content] = Terminator(
-            content=content,
+        table = self.additional if s.kind == CONVERSATION_END else self.found
+        template = s.probe.template
+        placement = Placement(s.where, s.related)
+        old = table.get(s.token)
+        if old is not None:
+            templates = old.templates + (() if template in old.templates else (template,))
+            placements = tuple(dict.fromkeys((*old.placements, placement)))
+            table[s.token] = dataclasses.replace(old, templates=templates, placements=placements)
+            return
+        info = self.repo.resolve(s.token) if s.kind != STOP_STRING else None
+        text = s.probe.text or ""
+        table[s.token] = Terminator(
+            content=s.token,
             id=info.id if info else None,
-            kind=kind,
-            templates=(probe.template,),
-            probe=f"{probe.template}/{probe.spec.name}",
-            evidence=_evidence(text, pos, pos + len(content)),
+            kind=s.kind,
+            templates=(template,),
+            probe=f"{template}/{s.probe.spec.name}",
+            evidence=_evidence(text, s.pos, s.pos + len(s.token)),
             id_source=info.source if info else None,
             special=info.special if info else None,
+            placements=(placement,),
         )
 
 
-def _replace_templates(t: Terminator, templates: tuple[str, ...]) -> Terminator:
-    return dataclasses.replace(t, templates=templates)
-
-
-def _collect_final(
-    ta: TemplateAnalysis,
-    scan: SpecialScanner,
-    col: _Collector,
-    in_turn: set[str],
-    openers: frozenset[str],
-) -> bool:
-    """Rule 1 and 2: the last control token after the final assistant text / tool call.
-
-    Returns whether a final-position probe rendered and wrote no control token at all.
-    """
-    wrote_special = rendered_final = False
-    tails = []
-    for probe in ta.rendered:
-        if probe.spec.kind not in ("final", "reasoning", "tool_call"):
-            continue
-        rendered_final |= probe.spec.kind != "tool_call" and probe.tail_start is not None
-        specials = _tail_specials(probe, scan, openers)
-        if specials:
-            wrote_special |= probe.spec.kind != "tool_call"
-            tails.append((probe, specials))
-    # A token that another shape follows with more control tokens is not turn-level
-    # (LFM2 writes <|tool_call_end|> and then, when there is content, <|im_end|>).
-    followed = {tok for probe, sp in tails if probe.spec.kind == "tool_call" for tok, _ in sp[:-1]}
-    for probe, specials in tails:
-        *earlier, (last, pos) = specials
-        if last in in_turn:
-            continue  # e.g. a template that closes reasoning last: never stop inside a turn
-        if probe.spec.kind == "tool_call":
-            if last not in followed:
-                col.add(last, TOOL_CALL, probe, pos)
-            continue  # tool-call syntax tokens are not acceptable turn ends
-        col.add(last, TURN_END, probe, pos)
-        col.acceptable += [tok for tok, _ in earlier if tok not in in_turn]
-    return rendered_final and not wrote_special
-
-
-def _call_tail(ta: TemplateAnalysis, scan: SpecialScanner) -> list[str]:
-    """What closes a tool call in final position (to strip it from the tool-result gap)."""
-    for probe in ta.rendered:
-        if probe.spec.kind == "tool_call":
-            return [tok for tok, _ in _tail_specials(probe, scan)]
-    return []
-
-
-def _collect_openers(
-    ta: TemplateAnalysis,
-    scan: SpecialScanner,
-    col: _Collector,
-    in_turn: set[str],
-    openers: frozenset[str],
-) -> None:
-    """Rule 3 and 4: replies have no closing token, so the next turn's first control token
-    ends them (GLM: ``<|user|>``, ``<|observation|>``); with none, plain-text stop strings."""
-    call_tail = _call_tail(ta, scan)
-    for probe in ta.rendered:
-        if probe.spec.kind not in ("history", "tool_result") or probe.next_start is None:
-            continue
-        specials = [(t, p) for t, p in _tail_specials(probe, scan) if t not in in_turn]
-        if probe.spec.kind == "tool_result":  # the call's own closing tokens come first
-            while specials and call_tail and specials[0][0] == call_tail[0]:
-                specials, call_tail = specials[1:], call_tail[1:]
-        text, start = probe.text or "", probe.tail_start or 0
-        if specials:
-            tok, pos = specials[0]
-            # Followed by a turn opener, it ends this turn (a template that closes a reply only
-            # when another turn follows); otherwise it opens the next turn itself (GLM).
-            rest = {t for t, _ in scan.find(text[pos + len(tok) : probe.next_start])}
-            kind = TURN_END if rest & openers else NEXT_TURN
-            col.add(tok, kind, probe, pos)
-            continue
-        between = text[start : probe.next_start]
-        for line in between.splitlines():
-            if line.strip():
-                col.add(line.strip(), STOP_STRING, probe, start + between.find(line))
-                break
+def _positions(
+    sightings: Iterable[Sighting], in_turn: Iterable[str], openers: Iterable[str]
+) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    out: dict[str, dict[str, None]] = {}
+    for s in sightings:
+        out.setdefault(s.token, {})[s.where] = None
+    for token in in_turn:
+        out.setdefault(token, {})[IN_TURN] = None
+    for token in openers:
+        out.setdefault(token, {})[TURN_OPENER] = None
+    return tuple((token, tuple(wheres)) for token, wheres in out.items())
 
 
 def find_terminators(repo: ModelRepo) -> TerminatorSet:
@@ -327,17 +246,21 @@ def find_terminators(repo: ModelRepo) -> TerminatorSet:
     specials = set(repo.iter_special_strings())
     plain = [c for c, info in repo.added_tokens.items() if not info.special and c not in specials]
     scan = SpecialScanner(specials, plain)
-    analyses = tuple(analyze_template(t, repo, scan) for t in repo.templates)
+    analyses = [analyze_template(t, repo, scan) for t in repo.templates]
     col = _Collector(repo)
-    in_turn: set[str] = set()
-    for ta in analyses:
-        in_turn |= _in_turn_tokens(ta.rendered, scan)
-    for ta in analyses:
-        openers = _turn_openers(ta, scan)
-        if _collect_final(ta, scan, col, in_turn, openers):
-            _collect_openers(ta, scan, col, in_turn, openers)
+    own_in_turn = [in_turn_tokens(ta.rendered, scan) for ta in analyses]
+    in_turn: set[str] = set().union(*own_in_turn)
+    for i, ta in enumerate(analyses):
+        sightings, openers = read_template(ta.rendered, ta.generation_prompt, scan, in_turn)
+        for s in sightings:
+            col.add(s)
+        positions = _positions(sightings, own_in_turn[i], openers)
+        analyses[i] = dataclasses.replace(ta, positions=positions)
+    additional = tuple(t for c, t in col.additional.items() if c not in col.found)
     acceptable = tuple(dict.fromkeys(a for a in col.acceptable if a not in col.found))
-    return TerminatorSet(tuple(col.found.values()), acceptable, tuple(sorted(in_turn)), analyses)
+    return TerminatorSet(
+        tuple(col.found.values()), acceptable, tuple(sorted(in_turn)), tuple(analyses), additional
+    )
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,8 @@ Codes (stable: documented in the README, used by tests and scripts):
 - EOS007 warning: a terminator's id cannot be checked (no tokenizer file lists it).
 - EOS008 warning: a terminator is not marked special: decoded replies show it as text.
 - EOS009 warning: no turn terminator found: the template writes nothing that ends a reply.
+- EOS010 error: what closes the last reply is also written inside a turn (between reasoning
+  and answer), and nothing else closes it: no stop id can end the reply without cutting it.
 - EOS100 error: a template refused or failed every probe: nothing could be analyzed.
 - EOS101 error: a template exceeded a render limit (time, size, output, loop iterations,
   calls, recursion depth, memory): it was stopped, its analysis is incomplete.
@@ -32,6 +34,7 @@ from eosfix.analyze import (
     propose_eos,
     tokenizer_eos,
 )
+from eosfix.positions import EVERY_REPLY, FINAL_REPLY, IN_TURN, LAST_REPLY
 from eosfix.repo import GENERATION_CONFIG, ModelRepo, TokenInfo
 
 
@@ -106,13 +109,30 @@ def _token_str(t: Terminator) -> str:
     return f"{t.content} ({t.id})" if t.id is not None else t.content
 
 
-def _stop_findings(stop: StopConfig, missing: list[Terminator]) -> list[Finding]:
+def _missing_file_message(repo: ModelRepo, stop: StopConfig, names: str) -> str:
+    """EOS002: what transformers falls back to when generation_config.json is missing."""
+    if stop.ids:
+        key = "text_config.eos_token_id" if stop.source.endswith("text_config") else "eos_token_id"
+        return (
+            f"generation_config.json is missing and config.json's {key} {stop.raw} does not "
+            f"include {names}: generation runs past the turn end"
+        )
+    if repo.config is None:
+        return (
+            f"generation_config.json and config.json are missing: generation never stops on {names}"
+        )
+    return (
+        "generation_config.json is missing and config.json sets no eos_token_id: "
+        f"generation never stops on {names}"
+    )
+
+
+def _stop_findings(repo: ModelRepo, stop: StopConfig, missing: list[Terminator]) -> list[Finding]:
     if not missing:
         return []
     names = ", ".join(_token_str(t) for t in missing)
     if not stop.generation_config_exists:
-        where = f"{stop.source} eos_token_id {stop.raw}" if stop.ids else "config.json sets no eos"
-        msg = f"generation_config.json is missing and {where} does not include {names}"
+        msg = _missing_file_message(repo, stop, names)
         return [Finding("EOS002", GENERATION_CONFIG, msg, fixable=True)]
     if stop.ids is None:
         msg = f"eos_token_id is not set: generation never stops on {names}"
@@ -140,10 +160,32 @@ def _terminator_findings(repo: ModelRepo, ts: TerminatorSet) -> list[Finding]:
                 "decoding with skip_special_tokens=True leaves it in the reply text"
             )
             out.append(Finding("EOS008", t.id_source or "", msg, Severity.WARNING))
-    if repo.templates and not ts.terminators and any(ta.rendered for ta in ts.templates):
+    cut = _closers_inside_a_turn(ts)
+    if cut:
+        msg = (
+            f"{' '.join(cut)} closes the last reply but is also written inside a turn "
+            "(between reasoning and answer): stopping on it cuts the turn, and no other token "
+            "ends the reply"
+        )
+        out.append(Finding("EOS010", ts.templates[0].file, msg))
+    elif repo.templates and not ts.terminators and any(ta.rendered for ta in ts.templates):
         msg = "no turn terminator found: the template writes nothing that ends a reply"
         out.append(Finding("EOS009", ts.templates[0].file, msg, Severity.WARNING))
     return out
+
+
+_CLOSES_LAST_REPLY = frozenset((EVERY_REPLY, LAST_REPLY, FINAL_REPLY))
+
+
+def _closers_inside_a_turn(ts: TerminatorSet) -> list[str]:
+    """In-turn tokens that close the last reply, when no other token does."""
+    if any(_CLOSES_LAST_REPLY & {p.where for p in t.placements} for t in ts.terminators):
+        return []
+    return [
+        token
+        for token, wheres in ts.positions().items()
+        if IN_TURN in wheres and _CLOSES_LAST_REPLY & set(wheres)
+    ]
 
 
 def _template_findings(ts: TerminatorSet) -> list[Finding]:
@@ -170,7 +212,7 @@ def check_repo(repo: ModelRepo) -> RepoCheck:
     proposed = propose_eos(stop.ids, eos, ts.terminators)
     have = set(stop.ids or ())
     missing = [t for t in ts.terminators if t.id is not None and t.id not in have]
-    findings = [*_template_findings(ts), *_stop_findings(stop, missing)]
+    findings = [*_template_findings(ts), *_stop_findings(repo, stop, missing)]
     findings += _terminator_findings(repo, ts)
     stop_list = proposed or stop.ids or ()
     if repo.templates and eos is not None and eos.id is not None and eos.id not in stop_list:

@@ -10,7 +10,7 @@ import click
 from eosfix.analyze import SpecialScanner, TemplateAnalysis
 from eosfix.api import RepoResult
 from eosfix.check import RepoCheck
-from eosfix.report import render_repo_text, result_to_dict
+from eosfix.report import placement_text, render_repo_text, result_to_dict, stop_source_text
 from eosfix.stopsets import RuntimeRow, RuntimeTable, TokenizedProbe, runtime_table, tokenize_probe
 
 _SHOWN_PROBES = ("final", "final+system", "tool_call", "history")
@@ -125,10 +125,11 @@ def render_explain(result: RepoResult) -> str:
     for ta in c.terminators.templates:
         lines += _template_block(ta, scanner)
         lines.append("")
-    for t in c.terminators.terminators:
+    for t in (*c.terminators.terminators, *c.terminators.additional):
+        what = f"ends a turn ({t.kind.replace('_', ' ')})" if t.required else "is an optional stop"
         lines.append(
-            f"{t.content} ends a turn ({t.kind.replace('_', ' ')}), seen in probe "
-            f"{t.probe}: {_visible(t.evidence, scanner)}"
+            f"{t.content} {what}, {placement_text(t)}; seen in probe {t.probe}: "
+            f"{_visible(t.evidence, scanner)}"
         )
         lines.append(f"  id {t.id} from {t.id_source}" if t.id is not None else "  no id")
     for text, token_id in c.unwritten_eog_tokens:
@@ -137,6 +138,7 @@ def render_explain(result: RepoResult) -> str:
             "template writes it: add it to your loop only if the model emits it"
         )
     ids, source = loop_ids(c)
+    where = stop_source_text(c) if source == "none" else source
     if c.repo.templates:
         lines += [
             "",
@@ -146,7 +148,7 @@ def render_explain(result: RepoResult) -> str:
         lines += [
             "",
             click.style("For a hand-written generation loop", bold=True),
-            f"  stop when the sampled id is in {ids}  ({source})",
+            f"  stop when the sampled id is in {ids}  ({where})",
         ]
         if c.stop_strings:
             lines.append(f"  and stop on the text {list(c.stop_strings)} (no single id exists)")

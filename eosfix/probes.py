@@ -128,6 +128,15 @@ def _specs() -> tuple[ProbeSpec, ...]:
             end_marker=ASSISTANT0,
             next_marker=USER2,
         ),
+        # Templates that iterate ``tools`` unconditionally (Command R) render history only so.
+        ProbeSpec(
+            "history+tools",
+            "history",
+            (_user(USER1), _assistant(ASSISTANT0), _user(USER2), _assistant(ASSISTANT1)),
+            tools,
+            end_marker=ASSISTANT0,
+            next_marker=USER2,
+        ),
         ProbeSpec(
             "tool_call",
             "tool_call",
@@ -254,6 +263,21 @@ def run_generation_prompt(source: str, special_tokens: Mapping[str, str]) -> str
             )
         except (TemplateRefusal, *_RENDER_ERRORS):
             continue
-        if with_prompt.startswith(without):
-            return with_prompt[len(without) :]
+        return with_prompt[_divergence(without, with_prompt) :]
     return None
+
+
+def _divergence(without: str, with_prompt: str) -> int:
+    """Where the generation prompt starts: after the common prefix of both renders.
+
+    A template may write something *instead of* the prompt (Phi-3 writes ``<|endoftext|>``
+    in the ``else`` of ``add_generation_prompt``): the renders then part inside a token
+    (``<|end|>\n<|`` + ``assistant|>`` / ``endoftext|>``), so back up to a token boundary.
+    """
+    n = 0
+    while n < min(len(without), len(with_prompt)) and without[n] == with_prompt[n]:
+        n += 1
+    if n < len(without):
+        while n > 0 and not with_prompt[n - 1].isspace() and with_prompt[n - 1] not in ">]":
+            n -= 1
+    return n

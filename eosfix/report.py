@@ -9,8 +9,20 @@ from typing import Any
 
 import click
 
+from eosfix.analyze import Placement, Terminator
 from eosfix.api import RepoResult
-from eosfix.check import Severity, Status
+from eosfix.check import RepoCheck, Severity, Status
+from eosfix.positions import (
+    CONVERSATION_END,
+    EARLIER_REPLIES,
+    EVERY_REPLY,
+    FINAL_REPLY,
+    HISTORY_REPLY,
+    LAST_REPLY,
+    NEXT_TURN,
+    PLAIN_TEXT,
+    TOOL_CALL,
+)
 from eosfix.stopsets import (
     CONFIG_READERS,
     FIRST_ID_ONLY,
@@ -87,12 +99,75 @@ def summary_parts(counts: dict[str, int], *, fixable: str, ok: str) -> list[tupl
     return [(counts[v], what[v]) for v in VERDICTS if counts.get(v)]
 
 
+# What each kind of terminator is, in a few words (the PR description uses it too).
 KIND_TEXT = {
-    "turn_end": "written after every reply",
+    "turn_end": "closes a reply",
     "tool_call": "written after a tool call",
     "next_turn_opener": "opens the next turn (replies have no closing token)",
     "stop_string": "plain text: needs a stop string",
+    "conversation_end": "written only when the whole conversation ends (an optional stop)",
 }
+
+
+def _where_text(p: Placement) -> str:
+    """Where the template writes a token, as a clause (``eosfix.positions.WHERE``)."""
+    rel = ", ".join(p.related)
+    if p.where == LAST_REPLY:
+        why = f"earlier replies end with {rel}" if rel else "other replies have no closing token"
+        return f"written after the last reply only ({why})"
+    if p.where == EARLIER_REPLIES:
+        last = f"the last one ends with {rel}" if rel else "nothing closes the last one"
+        return f"written after replies another turn follows ({last})"
+    if p.where == CONVERSATION_END:
+        after = f", after {rel}" if rel else ""
+        return f"written once, when the whole conversation ends{after}"
+    return _WHERE_TEXT.get(p.where, p.where)
+
+
+_WHERE_TEXT = {
+    EVERY_REPLY: "written after every reply",
+    FINAL_REPLY: "written after the final reply (no history turn rendered to compare)",
+    HISTORY_REPLY: "written after a reply another turn follows (no final reply rendered to compare)",
+    TOOL_CALL: "written after a tool call",
+    NEXT_TURN: "opens the next turn (replies have no closing token)",
+    PLAIN_TEXT: "plain text: needs a stop string",
+}
+
+
+def placement_text(t: Terminator) -> str:
+    """Where the template writes ``t``: every placement, first evidence first."""
+    clauses = list(dict.fromkeys(_where_text(p) for p in t.placements))
+    if not clauses:
+        return KIND_TEXT.get(t.kind, t.kind)
+    text = clauses[0]
+    for clause in clauses[1:]:  # "written after every reply and after a tool call"
+        same_verb = clause.startswith("written ") and text.startswith("written ")
+        text += f" and {clause.removeprefix('written ')}" if same_verb else f"; {clause}"
+    return text
+
+
+def terminator_to_dict(t: Terminator) -> dict[str, Any]:
+    """The JSON shape of one terminator (or additional stop)."""
+    return {
+        "content": t.content,
+        "id": t.id,
+        "kind": t.kind,
+        "required": t.required,
+        "where": [{"where": p.where, "related": list(p.related)} for p in t.placements],
+        "templates": list(t.templates),
+        "probe": t.probe,
+        "evidence": t.evidence,
+        "id_source": t.id_source,
+    }
+
+
+def stop_source_text(c: RepoCheck) -> str:
+    """Where the current stop ids come from, as a phrase."""
+    if c.stop.source != "none":
+        return f"from {c.stop.source}"
+    if c.repo.config is None:
+        return "generation_config.json and config.json are missing"
+    return "generation_config.json is missing; config.json sets no eos_token_id"
 
 
 def _plural(n: int) -> str:
@@ -124,21 +199,12 @@ def result_to_dict(r: RepoResult) -> dict[str, Any]:
                 "probes_rendered": len(ta.rendered),
                 "refusals": [f"{p.spec.name}: {p.refusal}" for p in ta.refusals],
                 "possible": [{"content": tok, "line": line} for tok, line in ta.unreached_literals],
+                "positions": {tok: list(wheres) for tok, wheres in ta.positions},
             }
             for ta in c.terminators.templates
         ],
-        terminators=[
-            {
-                "content": t.content,
-                "id": t.id,
-                "kind": t.kind,
-                "templates": list(t.templates),
-                "probe": t.probe,
-                "evidence": t.evidence,
-                "id_source": t.id_source,
-            }
-            for t in c.terminators.terminators
-        ],
+        terminators=[terminator_to_dict(t) for t in c.terminators.terminators],
+        additional_stops=[terminator_to_dict(t) for t in c.terminators.additional],
         acceptable=list(c.terminators.acceptable),
         unwritten_eog_tokens=[{"content": t, "id": i} for t, i in c.unwritten_eog_tokens],
         in_turn=list(c.terminators.in_turn),
@@ -188,16 +254,14 @@ def render_repo_text(r: RepoResult, *, fixing: bool = False, show_diff: bool = F
         return f"{r.name}: no chat template: nothing to check"
     lines = [click.style(r.name, bold=True)]
     for t in c.terminators.terminators:
-        where = ", ".join(t.templates)
-        lines.append(
-            f"  ends a turn   {t.content}  {t.id_str}, {KIND_TEXT.get(t.kind, t.kind)} "
-            f"(template {where})"
-        )
+        lines.append(f"  ends a turn   {_terminator_line(t)}")
     if not c.terminators.terminators:
         lines.append("  ends a turn   (nothing found)")
+    for t in c.terminators.additional:
+        lines.append(f"  ends the chat {_terminator_line(t, '; an optional stop')}")
     if c.terminators.in_turn:
         lines.append(f"  inside a turn {' '.join(c.terminators.in_turn)}  (never a stop id)")
-    lines.append(f"  stops on      {_ids(c.stop.raw)}  (from {c.stop.source})")
+    lines.append(f"  stops on      {_ids(c.stop.raw)}  ({stop_source_text(c)})")
     lines += ["  " + _finding_line(r, f.code, f.file, f.message, f.severity) for f in c.findings]
     if c.proposed is not None:
         verb = "wrote" if r.written else "fix"
@@ -209,6 +273,11 @@ def render_repo_text(r: RepoResult, *, fixing: bool = False, show_diff: bool = F
     if show_diff:
         lines += [p.diff().rstrip("\n") for p in r.patches]
     return "\n".join(lines)
+
+
+def _terminator_line(t: Terminator, note: str = "") -> str:
+    templates = ", ".join(t.templates)
+    return f"{t.content}  {t.id_str}, {placement_text(t)}{note} (template {templates})"
 
 
 def _why_still(table: RuntimeTable, still: list[str]) -> list[str]:

@@ -241,3 +241,39 @@ def test_propose_eos_keeps_existing_order(current, eos_id, ids, expected):
     eos = TokenInfo("eos", eos_id, True, False, "x") if eos_id is not None else None
     terms = [Terminator(f"t{i}", i, TURN_END, ("default",), "p", "") for i in ids]
     assert propose_eos(current, eos, terms) == expected
+
+
+@pytest.mark.parametrize(
+    ("config", "message"),
+    [
+        pytest.param(
+            {"eos_token_id": 1},
+            "generation_config.json is missing and config.json's eos_token_id 1 does not "
+            "include <|im_end|> (2): generation runs past the turn end",
+            id="config.json eos",
+        ),
+        pytest.param(
+            {"text_config": {"eos_token_id": [1]}},
+            "generation_config.json is missing and config.json's text_config.eos_token_id [1] "
+            "does not include <|im_end|> (2): generation runs past the turn end",
+            id="text_config eos",
+        ),
+        pytest.param(
+            {"model_type": "x"},
+            "generation_config.json is missing and config.json sets no eos_token_id: "
+            "generation never stops on <|im_end|> (2)",
+            id="config.json without eos",
+        ),
+        pytest.param(
+            None,
+            "generation_config.json and config.json are missing: generation never stops on "
+            "<|im_end|> (2)",
+            id="neither file",
+        ),
+    ],
+)
+def test_missing_generation_config_finding_is_one_sentence(tmp_path, config, message):
+    files = {} if config is None else {"config_json": config}
+    repo = make_repo(tmp_path, CHATML, {1: "<|im_start|>", 2: "<|im_end|>"}, **files)
+    (finding,) = [f for f in check_repo(repo).findings if f.code == "EOS002"]
+    assert finding.message == message

@@ -35,7 +35,12 @@ from tests.conftest import CORPUS
 from tests.realmodel import load_smollm2
 from tests.tiny_lm import save_tokenizer, scripted_lm, word_level_tokenizer
 
-MULTI_TERMINATOR = ["reasoning-channel", "glm-next-turn-opener", "named-templates"]
+MULTI_TERMINATOR = [
+    "reasoning-channel",
+    "glm-next-turn-opener",
+    "named-templates",
+    "end-of-conversation-only",
+]
 JUNK_STEPS = 8
 
 
