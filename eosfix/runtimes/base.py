@@ -79,6 +79,8 @@ class Rule:
 
 @dataclass(frozen=True)
 class Runtime:
+    """A runtime: its current rule (the fields up to ``since``) and its older versions' rules."""
+
     name: str
     reads: str
     source: str

@@ -7,7 +7,7 @@ Read from the mlx-lm wheels on PyPI (``mlx_lm/utils.py`` ``load_config``/``load`
 - 0.32.0 and later: ``load_config`` takes config.json's top-level ``eos_token_id`` and replaces
   it with generation_config.json's only when that value is truthy (``0``, ``[]`` and ``null``
   are ignored; ``[0]`` is not); ``TokenizerWrapper`` then *adds* the tokenizer's eos
-  (ml-explore/mlx-lm PR #1414). Executed: tests/conformance/test_mlx_lm.py.
+  (ml-explore/mlx-lm PR #1414). Executed: tests/conformance/test_stop_sets.py.
 - 0.30.2 to 0.31.3: the same ``load_config`` (PR #701), but the ids *replace* the tokenizer's
   eos; only when config.json has no ``eos_token_id`` (or ``null``) is the tokenizer's used.
 - 0.20.3 to 0.30.0: config.json alone replaces the tokenizer's eos (multiple eos ids,

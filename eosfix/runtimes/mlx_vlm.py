@@ -7,7 +7,7 @@ Read from the mlx-vlm wheels on PyPI (``mlx_vlm/utils.py`` ``load_config``, ``lo
 - 0.7.0 and later: ``_merge_generation_config`` copies generation_config.json's
   ``eos_token_id`` over config.json's whenever the key is present (any value, ``null`` too) in
   a non-empty file; ``resolve_eos_token_ids`` unites it with the tokenizer's eos
-  (Blaizzy/mlx-vlm PR #2112). Executed: tests/conformance/test_mlx_vlm.py.
+  (Blaizzy/mlx-vlm PR #2112). Executed: tests/conformance/test_stop_sets.py.
 - 0.6.3 to 0.6.17: the same merge, but the ids *replace* the tokenizer's eos (used only when
   the merged value is ``null`` or absent).
 - 0.3.10 to 0.6.2: a truthy generation_config.json value replaces config.json's (PR #650);

@@ -8,7 +8,7 @@ Read from the transformers wheels on PyPI:
 
 - 4.28.0 and later: the config.json fallback also takes ``text_config``'s eos when the top
   level has none (``GenerationConfig.from_model_config``). Executed:
-  tests/conformance/test_transformers.py.
+  tests/conformance/test_stop_sets.py.
 - 4.26.0 to 4.27.x: the same, without ``text_config`` (only ``decoder``/``generator``).
 
 Before 4.26.0 there was no generation_config.json: ``generate()`` read the model config's eos.

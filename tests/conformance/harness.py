@@ -65,7 +65,7 @@ def mlx_vlm_stop_set(folder: Path) -> frozenset[int]:
     tokenizer = processor.tokenizer if hasattr(processor, "tokenizer") else processor
     loaded = list(tokenizer.stopping_criteria.eos_token_ids)
     # mlx_vlm/generate/dispatch.py generate(): stopping_criteria.reset(model.config.eos_token_id)
-    # (the attribute exists only when a config file set eos_token_id; see test_mlx_vlm.py)
+    # (the attribute exists only when a config file set eos_token_id; see test_stop_sets.py)
     if hasattr(model.config, "eos_token_id"):
         tokenizer.stopping_criteria.reset(model.config.eos_token_id)
         assert tokenizer.stopping_criteria.eos_token_ids == loaded

@@ -68,3 +68,18 @@ def test_the_executed_version_is_the_installed_one(runtime):
     rt = describe(runtime)
     assert rt.executed == importlib.metadata.version(distribution)
     assert rt.rule_for(rt.executed) == rt.current
+
+
+def test_mlx_vlm_generate_raises_when_no_config_sets_eos(models, tmp_path):
+    """As the README says: mlx-vlm 0.7.10's ``generate()`` resets its stopping criteria with
+    ``model.config.eos_token_id``, which a Llama-type model config has only when a config file
+    sets it; ``stream_generate`` keeps the loaded criteria (the tokenizer's eos)."""
+    _require("mlx-vlm")
+    import mlx_vlm
+
+    (shape,) = [s for s in SHAPES if s.name == "tokenizer-eos-only"]
+    folder = build(shape, tmp_path / shape.name, models)
+    model, processor = mlx_vlm.load(str(folder), strict=False)
+    assert processor.stopping_criteria.eos_token_ids == [SPECIAL[IM_END]]
+    with pytest.raises(AttributeError, match="eos_token_id"):
+        mlx_vlm.generate(model, processor, "What is", max_tokens=1)
