@@ -11,6 +11,7 @@ from eosfix.analyze import SpecialScanner, TemplateAnalysis
 from eosfix.api import RepoResult
 from eosfix.check import RepoCheck
 from eosfix.report import placement_text, render_repo_text, result_to_dict, stop_source_text
+from eosfix.runtimes import Pins
 from eosfix.stopsets import RuntimeRow, RuntimeTable, TokenizedProbe, runtime_table, tokenize_probe
 
 _SHOWN_PROBES = ("final", "final+system", "tool_call", "history")
@@ -67,19 +68,23 @@ def _cell(stops: dict[str, bool | None]) -> str:
 
 def _runtime_cells(row: RuntimeRow, table: RuntimeTable) -> tuple[str, ...]:
     cfg = "(written)" if table.config_json_written else _cell(row.stops_with_config_json)
-    return (row.runtime, row.reads, _cell(row.stops_before), _cell(row.stops_after), cfg, row.note)
+    return (
+        row.label, _cell(row.stops_before), _cell(row.stops_after), cfg, row.versions,
+        row.basis, row.reads,
+    )  # fmt: skip
 
 
 def render_runtime_table(table: RuntimeTable) -> str:
     """The per-runtime table: does each runtime stop at every terminator, now and after fix.
 
-    Plain aligned columns (the long ``reads`` text last, so nothing wraps mid-word), then one
-    note per runtime.
+    Plain aligned columns: the runtime (``name==version`` when pinned), the verdicts, the
+    versions the rule holds for, whether the rule was executed against the runtime or only
+    modelled, and (last, so nothing wraps mid-word) what it reads; then each runtime's note
+    and the source its rule was read from.
     """
-    head = ("runtime", "now", "after fix", "fix --config-json", "reads eos from")
-    rows = [head] + [
-        (*_runtime_cells(r, table)[:1], *_runtime_cells(r, table)[2:5], r.reads) for r in table.rows
-    ]
+    head = ("runtime", "now", "after fix", "fix --config-json", "versions", "basis",
+            "reads eos from")  # fmt: skip
+    rows = [head] + [_runtime_cells(r, table) for r in table.rows]
     widths = [max(len(row[i]) for row in rows) for i in range(len(head) - 1)]
     lines = [
         "  "
@@ -89,7 +94,10 @@ def render_runtime_table(table: RuntimeTable) -> str:
         for row in rows
     ]
     lines.insert(1, "  " + "-" * (len(lines[0]) - 2))
-    lines += ["  notes:", *(f"    {r.runtime}: {r.note}" for r in table.rows if r.note)]
+    lines.append("  notes, and where each rule was read:")
+    for r in table.rows:
+        note = f"{r.note} " if r.note else ""
+        lines.append(f"    {r.label}: {note}[{r.source}]")
     return "\n".join(line.rstrip() for line in lines)
 
 
@@ -115,13 +123,13 @@ def _tokenized_lines(tp: TokenizedProbe) -> list[str]:
     return lines
 
 
-def render_explain(result: RepoResult) -> str:
-    """The explain view as text."""
+def render_explain(result: RepoResult, pins: Pins | None = None) -> str:
+    """The explain view as text (``pins``: the runtime versions the verdicts are for)."""
     if result.check is None:
         return render_repo_text(result)
     c = result.check
     scanner = _scanner(c)
-    lines = [render_repo_text(result), ""]
+    lines = [render_repo_text(result, pins=pins), ""]
     for ta in c.terminators.templates:
         lines += _template_block(ta, scanner)
         lines.append("")
@@ -143,7 +151,7 @@ def render_explain(result: RepoResult) -> str:
         lines += [
             "",
             click.style("Runtimes: does generation stop at every terminator?", bold=True),
-            render_runtime_table(runtime_table(c, result.patches)),
+            render_runtime_table(runtime_table(c, result.patches, pins)),
         ]
         lines += [
             "",
@@ -158,9 +166,9 @@ def render_explain(result: RepoResult) -> str:
     return "\n".join(lines)
 
 
-def result_explain_dict(result: RepoResult) -> dict[str, Any]:
+def result_explain_dict(result: RepoResult, pins: Pins | None = None) -> dict[str, Any]:
     """The explain view as JSON: the check payload plus every probe's rendered text."""
-    out = result_to_dict(result)
+    out = result_to_dict(result, pins)
     if result.check is None:
         return out
     out["probes"] = [

@@ -23,6 +23,7 @@ from eosfix.positions import (
     PLAIN_TEXT,
     TOOL_CALL,
 )
+from eosfix.runtimes import Pins
 from eosfix.stopsets import (
     CONFIG_READERS,
     FIRST_ID_ONLY,
@@ -182,8 +183,9 @@ def _ids(ids: Iterable[int] | int | None) -> str:
     return "[" + ", ".join(str(i) for i in ids) + "]"
 
 
-def result_to_dict(r: RepoResult) -> dict[str, Any]:
-    """The JSON shape of one repo (stable keys, documented in the README)."""
+def result_to_dict(r: RepoResult, pins: Pins | None = None) -> dict[str, Any]:
+    """The JSON shape of one repo (stable keys, documented in the README); ``pins`` picks the
+    rule of a runtime version for the ``runtimes`` verdicts."""
     out: dict[str, Any] = {"path": str(r.path), "name": r.name}
     if r.error is not None:
         out.update(status="error", error=str(r.error))
@@ -227,14 +229,17 @@ def result_to_dict(r: RepoResult) -> dict[str, Any]:
         ],
         changes=[{"file": p.file, "created": p.created, "diff": p.diff()} for p in r.patches],
         written=list(r.written),
-        runtimes=runtime_rows_json(runtime_table(c, r.patches)) if c.repo.templates else [],
+        runtimes=runtime_rows_json(runtime_table(c, r.patches, pins)) if c.repo.templates else [],
     )
     out.update(r.extra)
     return out
 
 
-def render_json(results: list[RepoResult], report: Report, **_: Any) -> str:
-    payload = {"repos": [result_to_dict(r) for r in results], "exit_code": report.exit_code}
+def render_json(
+    results: list[RepoResult], report: Report, *, pins: Pins | None = None, **_: Any
+) -> str:
+    repos = [result_to_dict(r, pins) for r in results]
+    payload = {"repos": repos, "exit_code": report.exit_code}
     return json.dumps(payload, indent=2, ensure_ascii=False)
 
 
@@ -244,7 +249,9 @@ def _finding_line(r: RepoResult, code: str, file: str, message: str, severity: S
     return f"{where}: {click.style(code, fg=color, bold=True)} {message}"
 
 
-def render_repo_text(r: RepoResult, *, fixing: bool = False, show_diff: bool = False) -> str:
+def render_repo_text(
+    r: RepoResult, *, fixing: bool = False, show_diff: bool = False, pins: Pins | None = None
+) -> str:
     """One repo, read in a glance: what ends a turn, what the config says, what changes, why."""
     if r.error is not None:
         return f"{click.style('error', fg='red', bold=True)}: {r.error}"
@@ -269,7 +276,7 @@ def render_repo_text(r: RepoResult, *, fixing: bool = False, show_diff: bool = F
             f"  {verb:<13} eos_token_id -> {_ids(c.proposed)}"
             + ("" if r.written or fixing else f"  (run: eosfix fix {r.path})")
         )
-    lines.append(f"  runtimes      {runtimes_line(runtime_table(c, r.patches))}")
+    lines.append(f"  runtimes      {runtimes_line(runtime_table(c, r.patches, pins))}")
     if show_diff:
         lines += [p.diff().rstrip("\n") for p in r.patches]
     return "\n".join(lines)
@@ -321,8 +328,9 @@ def render_text(
     fixing: bool = False,
     show_diff: bool = False,
     dry_run: bool = False,
+    pins: Pins | None = None,
 ) -> str:
-    blocks = [render_repo_text(r, fixing=fixing, show_diff=show_diff) for r in results]
+    blocks = [render_repo_text(r, fixing=fixing, show_diff=show_diff, pins=pins) for r in results]
     return "\n\n".join([*blocks, report.summary(fixing=fixing, dry_run=dry_run)])
 
 

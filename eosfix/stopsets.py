@@ -4,8 +4,9 @@ after the planned fix?
 Glue between ``check.RepoCheck`` and the runtime model of ``eosfix.runtimes``:
 
 - ``stop_inputs(check)`` reads what the repo's files say today;
-- ``runtime_table(check, patches)`` applies the planned ``FilePatch`` es (their exact new
-  text, so ``--config-json`` is shown with the list it really writes) and compares;
+- ``runtime_table(check, patches, pins)`` applies the planned ``FilePatch`` es (their exact
+  new text, so ``--config-json`` is shown with the list it really writes) and compares, with
+  each runtime's rule for the pinned version (else its current rule);
 - ``split_probe`` / ``tokenize_probe`` show a hand-written generation loop where it stops.
 
 Pure: no printing, no writing. tokenizer.json is loaded only by ``tokenize_probe``.
@@ -23,7 +24,7 @@ from eosfix.models import eos_tuple
 from eosfix.patch import FilePatch, plan_config
 from eosfix.probes import Probe
 from eosfix.repo import CONFIG, GENERATION_CONFIG
-from eosfix.runtimes import RUNTIMES, StopInputs
+from eosfix.runtimes import RUNTIMES, Pins, Runtime, StopInputs, rule_for
 
 # Runtimes that read config.json's eos_token_id (never generation_config.json).
 CONFIG_READERS = ("candle", "ExLlamaV2")
@@ -32,7 +33,12 @@ FIRST_ID_ONLY = ("ExLlamaV2",)  # exllamav2/config.py: a list keeps only element
 
 @dataclass(frozen=True)
 class RuntimeRow:
-    """One runtime's verdict; ``None`` in ``stops_*`` means the terminator has no id."""
+    """One runtime's verdict; ``None`` in ``stops_*`` means the terminator has no id.
+
+    ``versions`` is the range the rule used holds for, ``pinned`` the version the user asked
+    about (None: the current rule), ``executed`` the runtime version the conformance tests ran
+    that rule against (None: modelled from the runtime's source, not executed).
+    """
 
     runtime: str
     reads: str
@@ -40,6 +46,20 @@ class RuntimeRow:
     stops_after: dict[str, bool | None]
     stops_with_config_json: dict[str, bool | None]
     note: str
+    versions: str = "not established"
+    pinned: str | None = None
+    executed: str | None = None
+    source: str = ""  # where the rule was read
+
+    @property
+    def label(self) -> str:
+        return self.runtime if self.pinned is None else f"{self.runtime}=={self.pinned}"
+
+    @property
+    def basis(self) -> str:
+        if self.executed is None:
+            return "modelled, not executed"
+        return f"executed with {self.runtime} {self.executed}"
 
     @property
     def ok_before(self) -> bool:
@@ -63,16 +83,16 @@ class RuntimeTable:
     first_config_id: int | None  # config.json's first eos id after the fix (ExLlamaV2 keeps it)
 
     def failing_before(self) -> list[str]:
-        return [r.runtime for r in self.rows if not r.ok_before]
+        return [r.label for r in self.rows if not r.ok_before]
 
     def failing_after(self) -> list[str]:
-        return [r.runtime for r in self.rows if not r.ok_after]
+        return [r.label for r in self.rows if not r.ok_after]
 
     def fixed_by_config_json(self) -> list[str]:
         """Runtimes still failing after the planned fix that --config-json would fix."""
         if self.config_json_written:
             return []
-        return [r.runtime for r in self.rows if not r.ok_after and r.ok_with_config_json]
+        return [r.label for r in self.rows if not r.ok_after and r.ok_with_config_json]
 
 
 def _vocab(check: RepoCheck) -> dict[str, int]:
@@ -107,6 +127,7 @@ def inputs_from_files(
         tokenizer_eos_content=eos.content if eos is not None else None,
         generation_config_exists=gen is not None,
         generation_config_eos=gen_eos,
+        generation_config_has_eos_key=gen is not None and "eos_token_id" in gen,
         generation_config_eos_is_list=gen_list,
         config_eos=cfg_eos,
         config_eos_is_list=cfg_list,
@@ -145,8 +166,25 @@ def _note(name: str, base: str, check: RepoCheck, after: StopInputs) -> str:
     return base
 
 
-def runtime_table(check: RepoCheck, patches: Sequence[FilePatch] = ()) -> RuntimeTable:
-    """Every runtime's verdict before and after ``patches``, and with ``--config-json``."""
+def _row(
+    rt: Runtime, pins: Pins | None, check: RepoCheck, states: tuple[StopInputs, ...]
+) -> RuntimeRow:
+    """``states``: the inputs now, after the planned fix, and with --config-json."""
+    rule = rule_for(rt, pins)
+    terms = {t.content: t.id for t in check.terminators.terminators}
+    before, after, with_cfg = (_stops(rule.derive(x), terms) for x in states)
+    executed = rt.executed if rule == rt.current else None  # older rules are only modelled
+    return RuntimeRow(
+        rt.name, rule.reads, before, after, with_cfg, _note(rt.name, rule.note, check, states[1]),
+        rule.versions_str, (pins or {}).get(rt.name), executed, rule.source,
+    )  # fmt: skip
+
+
+def runtime_table(
+    check: RepoCheck, patches: Sequence[FilePatch] = (), pins: Pins | None = None
+) -> RuntimeTable:
+    """Every runtime's verdict before and after ``patches``, and with ``--config-json``, each
+    with its rule for the version in ``pins`` (else its current rule)."""
     terms = {t.content: t.id for t in check.terminators.terminators}
     before, after = stop_inputs(check), stop_inputs(check, patches)
     config_written = any(p.file == CONFIG for p in patches)
@@ -155,14 +193,7 @@ def runtime_table(check: RepoCheck, patches: Sequence[FilePatch] = ()) -> Runtim
         cfg_patch = plan_config(check)
         if cfg_patch is not None:
             with_cfg = stop_inputs(check, [*patches, cfg_patch])
-    rows = tuple(
-        RuntimeRow(
-            rt.name, rt.reads,
-            _stops(rt.derive(before), terms), _stops(rt.derive(after), terms),
-            _stops(rt.derive(with_cfg), terms), _note(rt.name, rt.note, check, after),
-        )
-        for rt in RUNTIMES
-    )  # fmt: skip
+    rows = tuple(_row(rt, pins, check, (before, after, with_cfg)) for rt in RUNTIMES)
     first = after.config_eos[0] if after.config_eos else None
     return RuntimeTable(rows, terms, config_written, CONFIG in check.repo.files, first)
 
@@ -170,9 +201,10 @@ def runtime_table(check: RepoCheck, patches: Sequence[FilePatch] = ()) -> Runtim
 def runtime_rows_json(table: RuntimeTable) -> list[dict[str, Any]]:
     """The ``"runtimes"`` key of ``--format json``."""
     return [
-        {"runtime": r.runtime, "reads": r.reads, "stops_before": r.stops_before,
-         "stops_after": r.stops_after, "ok_before": r.ok_before, "ok_after": r.ok_after,
-         "note": r.note}
+        {"runtime": r.runtime, "version": r.pinned, "versions": r.versions,
+         "executed": r.executed, "basis": r.basis, "source": r.source, "reads": r.reads,
+         "stops_before": r.stops_before, "stops_after": r.stops_after, "ok_before": r.ok_before,
+         "ok_after": r.ok_after, "note": r.note}
         for r in table.rows
     ]  # fmt: skip
 

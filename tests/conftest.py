@@ -75,3 +75,28 @@ def _no_network(monkeypatch):
 
     monkeypatch.setattr(socket.socket, "connect", guarded)
     monkeypatch.setenv("HF_HUB_OFFLINE", os.environ.get("HF_HUB_OFFLINE", "1"))
+
+
+@pytest.fixture(scope="session")
+def seed_model(tmp_path_factory):
+    """The seed's broken SmolLM2-135M-Instruct folder (tests/realmodel.py), written once."""
+    from tests.realmodel import write_seed_folder
+
+    return write_seed_folder(tmp_path_factory.mktemp("seed") / "SmolLM2-135M-Instruct")
+
+
+@pytest.fixture
+def seed_repo(seed_model, tmp_path):
+    """A copy of the seed folder this test may fix; the weights are hard-linked (eosfix never
+    writes them), or copied where the file system cannot link."""
+    folder = tmp_path / seed_model.name
+    folder.mkdir()
+    for path in seed_model.iterdir():
+        if path.suffix == ".safetensors":
+            try:
+                os.link(path, folder / path.name)
+                continue
+            except OSError:
+                pass
+        shutil.copyfile(path, folder / path.name)
+    return folder

@@ -55,3 +55,40 @@ def load_smollm2() -> tuple[Any, Any]:
     pytest.importorskip("transformers", reason="the real model needs transformers")
     pytest.importorskip("gguf", reason="transformers needs the gguf package to read GGUF files")
     return _load(gguf)
+
+
+def write_seed_folder(folder: Path) -> Path:
+    """SmolLM2-135M-Instruct as a safetensors model folder, broken as the seed's repo was.
+
+    transformers refuses ``save_pretrained`` on a GGUF-dequantized model, so the state dict is
+    written with safetensors (the lm_head is tied to the embeddings: not stored). config.json
+    also carries ``rope_theta`` at the top level: mlx-lm reads it there, transformers 5 writes
+    it under ``rope_parameters``, and without it mlx-lm's output is garbage. Then the seed's
+    mistakes: tokenizer_config.json's ``eos_token`` is ``<|endoftext|>`` and both config files
+    say ``eos_token_id: 0``, while every reply ends with ``<|im_end|>`` (2).
+    """
+    import json
+
+    from safetensors.torch import save_file
+
+    tokenizer, model = load_smollm2()
+    folder.mkdir(parents=True, exist_ok=True)
+    state = {k: v.contiguous() for k, v in model.state_dict().items() if k != "lm_head.weight"}
+    save_file(state, str(folder / "model.safetensors"), metadata={"format": "pt"})
+    config = {k: v for k, v in model.config.to_dict().items() if not k.startswith("_")}
+    config.update(
+        architectures=["LlamaForCausalLM"],
+        rope_theta=config["rope_parameters"]["rope_theta"],
+        bos_token_id=1,
+        eos_token_id=0,
+    )
+    tokenizer.save_pretrained(folder)
+    tokenizer_config = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))
+    tokenizer_config["eos_token"] = "<|endoftext|>"
+    for name, data in (
+        ("config.json", config),
+        ("generation_config.json", {"bos_token_id": 1, "eos_token_id": 0}),
+        ("tokenizer_config.json", tokenizer_config),
+    ):
+        (folder / name).write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    return folder

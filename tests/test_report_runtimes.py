@@ -27,10 +27,22 @@ def _check(path, **kw):
 def test_chatml_missing_im_end_line():
     r = _check(SAMPLES / "chatml-missing-im-end")
     line = runtimes_line(runtime_table(r.check, r.patches))
+    # mlx-lm >= 0.32.0 and mlx-vlm >= 0.7.0 add the tokenizer's eos (<|im_end|> here)
     assert line == (
-        "would not stop: transformers, mlx-lm, mlx-vlm, candle, ExLlamaV2; "
+        "would not stop: transformers, candle, ExLlamaV2; "
         "after fix: candle, ExLlamaV2 (candle: use --config-json; "
         "ExLlamaV2 stops only on config.json's first id, 248044)"
+    )
+
+
+def test_pinned_versions_name_the_version_in_the_line():
+    r = _check(SAMPLES / "chatml-missing-im-end")
+    pins = {"mlx-lm": "0.31.3", "mlx-vlm": "0.3.9"}
+    line = runtimes_line(runtime_table(r.check, r.patches, pins))
+    assert line == (
+        "would not stop: transformers, mlx-lm==0.31.3, mlx-vlm==0.3.9, candle, ExLlamaV2; "
+        "after fix: mlx-vlm==0.3.9, candle, ExLlamaV2 (mlx-vlm==0.3.9, candle: use "
+        "--config-json; ExLlamaV2 stops only on config.json's first id, 248044)"
     )
 
 
@@ -105,6 +117,11 @@ def test_check_json_runtimes_key(name, flag, sample_repo, run_eosfix):
     for row in entry["runtimes"]:
         assert set(row) == {
             "runtime",
+            "version",
+            "versions",
+            "executed",
+            "basis",
+            "source",
             "reads",
             "stops_before",
             "stops_after",
@@ -112,11 +129,19 @@ def test_check_json_runtimes_key(name, flag, sample_repo, run_eosfix):
             "ok_after",
             "note",
         }
+        assert row["version"] is None  # nothing pinned: each runtime's current rule
+        if row["executed"] is None:
+            assert row["basis"] == "modelled, not executed"
+        else:
+            assert row["basis"] == f"executed with {row['runtime']} {row['executed']}"
         assert set(row["stops_before"]) == set(row["stops_after"]) == contents
         assert row["ok_after"] == all(v is not False for v in row["stops_after"].values())
         # the fix only adds ids: a runtime that stops now still stops after
         assert all(row["stops_after"][c] for c, v in row["stops_before"].items() if v)
     tf = entry["runtimes"][0]
+    assert (tf["versions"], tf["executed"]) == (">= 4.28.0", "5.24.0")
+    vllm = entry["runtimes"][1]
+    assert (vllm["versions"], vllm["basis"]) == ("not established", "modelled, not executed")
     if entry["status"] in ("fixable", "ok"):
         assert tf["ok_after"], "transformers must stop after the default fix"
 
@@ -175,3 +200,59 @@ def test_split_probe_prompt_is_the_generation_prompt():
     history = split_probe(r.check, "history")
     assert history is not None
     assert [m["role"] for m in history.messages] == ["user"]
+
+
+def test_runtime_option_pins_a_version_in_check_explain_and_json(run_eosfix):
+    repo = SAMPLES / "chatml-missing-im-end"
+    out = run_eosfix("check", repo, "--runtime", "mlx-lm==0.31.3").stdout
+    assert "would not stop: transformers, mlx-lm==0.31.3, candle, ExLlamaV2;" in out
+    payload = json.loads(
+        run_eosfix("check", repo, "--format", "json", "--runtime", "mlx-lm==0.31.3").stdout
+    )
+    (mlx,) = [row for row in payload["repos"][0]["runtimes"] if row["runtime"] == "mlx-lm"]
+    assert mlx["version"] == "0.31.3"
+    assert mlx["versions"] == "0.30.2 to < 0.32.0"
+    assert (mlx["executed"], mlx["basis"]) == (None, "modelled, not executed")
+    assert mlx["stops_before"] == {"<|im_end|>": False}
+    text = run_eosfix("explain", repo, "--runtime", "mlx-lm==0.31.3").stdout
+    table = text[text.index("Runtimes: does generation stop") :]
+    (line,) = [ln for ln in table.splitlines() if ln.startswith("  mlx-lm==0.31.3 ")]
+    assert "misses <|im_end|>" in line
+    assert "0.30.2 to < 0.32.0" in line
+    assert "modelled, not executed" in line
+    (tf,) = [ln for ln in table.splitlines() if ln.startswith("  transformers ")]
+    assert ">= 4.28.0" in tf
+    assert "executed with transformers 5.24.0" in tf
+    explained = json.loads(
+        run_eosfix("explain", repo, "--format", "json", "--runtime", "mlx-vlm==0.6.17").stdout
+    )
+    (vlm,) = [row for row in explained["runtimes"] if row["runtime"] == "mlx-vlm"]
+    assert (vlm["version"], vlm["versions"]) == ("0.6.17", "0.6.3 to < 0.7.0")
+
+
+def test_fix_with_a_pinned_version_shows_the_old_rule_after_the_fix(sample_repo, run_eosfix):
+    repo = sample_repo("chatml-missing-im-end")
+    result = run_eosfix("fix", repo, "--runtime", "mlx-lm==0.20.3")
+    assert result.exit_code == 1
+    line = next(ln for ln in result.stdout.splitlines() if ln.startswith("  runtimes"))
+    # 0.20.3 reads config.json only: the default fix (generation_config.json) does not help
+    assert "after fix: mlx-lm==0.20.3, candle, ExLlamaV2 (mlx-lm==0.20.3, candle: use" in line
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("mlx-lm", "expected NAME==VERSION"),
+        ("llama==1", "unknown runtime 'llama'"),
+        ("TGI==2.0", "TGI's rule is not versioned"),
+        ("transformers==4.20", "eosfix models transformers 4.26.0 and later"),
+    ],
+)
+def test_runtime_option_refuses_with_one_line(spec, message, capsys):
+    from eosfix.cli import main
+
+    assert main(["check", str(SAMPLES / "llama3-healthy"), "--runtime", spec]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert f"Invalid value for '--runtime': {spec!r}: {message}" in captured.err
+    assert "Traceback" not in captured.err

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import itertools
+import re
 
 import pytest
 
@@ -14,6 +16,7 @@ from eosfix.runtimes import (
     apply_generation_config_eos,
     compare,
     describe,
+    parse_pins,
     stop_sets,
 )
 
@@ -58,10 +61,17 @@ def test_scenario1_motivating_bug(b_text):
     # tokenizer eos B, generation_config A (int), config.json A (runtimes.md A.13)
     inputs = make(tokenizer_eos_id=B, tokenizer_eos_content=b_text,
                   vocab={"<|endoftext|>": A, b_text: B})  # fmt: skip
-    assert stopping_on(inputs, B) == {"vLLM", "SGLang", "TGI", "llama.cpp", "ollama"}
+    # mlx-lm >= 0.32.0 and mlx-vlm >= 0.7.0 add the tokenizer's eos to the configured ids
+    assert stopping_on(inputs, B) == {
+        "vLLM", "SGLang", "TGI", "llama.cpp", "ollama", "mlx-lm", "mlx-vlm"
+    }  # fmt: skip
     sets = stop_sets(inputs)
     assert sets["transformers"] == {A}
-    assert sets["mlx-lm"] == sets["mlx-vlm"] == sets["candle"] == sets["ExLlamaV2"] == {A}
+    assert sets["mlx-lm"] == sets["mlx-vlm"] == {A, B}
+    assert sets["candle"] == sets["ExLlamaV2"] == {A}
+    # the versions before the union replaced the tokenizer's eos: the motivating failure
+    older = stop_sets(inputs, {"mlx-lm": "0.31.3", "mlx-vlm": "0.6.17"})
+    assert older["mlx-lm"] == older["mlx-vlm"] == {A}
 
 
 def test_scenario1_chatml_text_list_also_stops_llama_cpp():
@@ -96,7 +106,8 @@ def test_missing_generation_config_falls_back_to_config_json():
     assert sets["transformers"] == {A, 7}
     assert sets["vLLM"] == {A, 7, B}
     assert sets["TGI"] == {B}
-    assert sets["mlx-lm"] == {A, 7}
+    assert sets["mlx-lm"] == {A, 7, B}  # config.json's ids and the tokenizer's eos
+    assert stop_sets(inputs, {"mlx-lm": "0.31.3"})["mlx-lm"] == {A, 7}
     assert sets["ExLlamaV2"] == {A}
     assert sets["llama.cpp"] >= {A, B}  # tokenizer eos B; the config list is ignored anyway
 
@@ -169,12 +180,46 @@ def test_sglang_unions_everything_and_eom():
     assert stop_sets(inputs)["SGLang"] == {128001, 128002, 128008, 128009}
 
 
-def test_mlx_lm_and_mlx_vlm_replace_tokenizer_eos():
+def test_mlx_lm_and_mlx_vlm_union_with_tokenizer_eos():
     inputs = make(tokenizer_eos_id=B, generation_config_eos=(0,), config_eos=(A,))
-    assert stop_sets(inputs)["mlx-lm"] == {A}  # int 0 is falsy: config.json kept
-    assert stop_sets(inputs)["mlx-vlm"] == {0}  # gen-config wins when present
+    assert stop_sets(inputs)["mlx-lm"] == {A, B}  # int 0 is falsy: config.json kept
+    assert stop_sets(inputs)["mlx-vlm"] == {0, B}  # the key is present: it wins
     none = make(tokenizer_eos_id=B, generation_config_eos=None, config_eos=None)
     assert stop_sets(none)["mlx-lm"] == stop_sets(none)["mlx-vlm"] == {B}
+
+
+@pytest.mark.parametrize(
+    ("version", "expected"),
+    [("0.32.2", {A, B}), ("0.32.0", {A, B}), ("0.31.3", {A}), ("0.30.2", {A}),
+     ("0.30.0", {A}), ("0.20.3", {A}), ("0.20.2", {B}), ("0.19", {B}), ("0.1.0", {B})],
+)  # fmt: skip
+def test_mlx_lm_rule_by_version(version, expected):
+    # tokenizer eos B, generation_config.json 0 (falsy: never read), config.json A
+    inputs = make(tokenizer_eos_id=B, generation_config_eos=(0,), config_eos=(A,))
+    assert stop_sets(inputs, {"mlx-lm": version})["mlx-lm"] == expected
+
+
+def test_mlx_lm_reads_a_truthy_generation_config_from_0_30_2():
+    inputs = make(tokenizer_eos_id=B, generation_config_eos=(0,),
+                  generation_config_eos_is_list=True, config_eos=(A,))  # fmt: skip
+    assert stop_sets(inputs, {"mlx-lm": "0.30.2"})["mlx-lm"] == {0}  # [0] is truthy
+    assert stop_sets(inputs, {"mlx-lm": "0.30.0"})["mlx-lm"] == {A}  # config.json only
+    empty = dataclasses.replace(inputs, config_eos=(), config_eos_is_list=True,
+                                generation_config_eos=None)  # fmt: skip
+    assert stop_sets(empty, {"mlx-lm": "0.31.3"})["mlx-lm"] == set()  # [] replaces: no stop
+    assert stop_sets(empty)["mlx-lm"] == {B}
+
+
+@pytest.mark.parametrize(
+    ("version", "expected"),
+    [("0.7.10", {B}), ("0.7.0", {B}), ("0.6.17", {B}), ("0.6.3", {B}), ("0.6.2", {A}),
+     ("0.3.10", {A}), ("0.3.9", {A}), ("0.2.0", {A})],
+)  # fmt: skip
+def test_mlx_vlm_null_generation_config_by_version(version, expected):
+    # generation_config.json "eos_token_id": null copied over config.json's A from 0.6.3 on
+    inputs = make(tokenizer_eos_id=B, generation_config_eos=None, config_eos=(A,),
+                  generation_config_has_eos_key=True)  # fmt: skip
+    assert stop_sets(inputs, {"mlx-vlm": version})["mlx-vlm"] == expected
 
 
 def test_candle_falls_back_to_slash_s():
@@ -215,3 +260,59 @@ def test_compare_verdicts():
     assert not verdicts["candle"].ok_after
     assert not verdicts["ExLlamaV2"].ok_after
     assert verdicts["candle"].reads == describe("candle").reads
+
+
+def test_transformers_text_config_fallback_from_4_28():
+    inputs = make(generation_config_exists=False, generation_config_eos=None, config_eos=None,
+                  text_config_eos=(B,))  # fmt: skip
+    assert stop_sets(inputs)["transformers"] == {B}
+    assert stop_sets(inputs, {"transformers": "4.28.0"})["transformers"] == {B}
+    assert stop_sets(inputs, {"transformers": "4.27.4"})["transformers"] == set()
+
+
+def test_parse_pins():
+    assert parse_pins(["mlx-lm==0.19", "Transformers == 4.30"]) == {
+        "mlx-lm": "0.19", "transformers": "4.30"
+    }  # fmt: skip
+    assert parse_pins([]) == {}
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("mlx-lm", "expected NAME==VERSION"),
+        ("mlx-lm==", "expected NAME==VERSION"),
+        ("nope==1.0", "unknown runtime 'nope' (known: transformers, vLLM,"),
+        ("mlx-lm==0.32.x", "'0.32.x' is not a version like 0.32.2"),
+        ("mlx-lm==0.0.14", "eosfix models mlx-lm 0.1.0 and later: earlier releases were not read"),
+        ("transformers==4.25.1", "eosfix models transformers 4.26.0 and later: earlier versions"),
+        ("mlx-vlm==0.1.27", "eosfix models mlx-vlm 0.2.0 and later"),
+        ("vLLM==0.6.0", "vLLM's rule is not versioned"),
+    ],
+)
+def test_parse_pins_refuses(spec, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        parse_pins([spec])
+
+
+def test_rule_ranges_are_contiguous_and_named():
+    for rt in RUNTIMES:
+        rules = rt.rules
+        assert rules[0] == rt.current
+        assert rt.rule_for(None) == rt.current
+        if not rt.versioned:
+            assert rules[0].versions_str == "not established"
+            assert rt.executed is None
+            continue
+        assert rules[0].versions_str == f">= {rt.since}"
+        for newer, older in itertools.pairwise(rules):
+            assert older.until == newer.since, rt.name  # no gap, no overlap
+            assert rt.rule_for(older.since) == older
+            assert rt.rule_for(newer.since) == newer
+        assert all(r.source and r.reads for r in rules)
+
+
+def test_versioned_runtimes():
+    assert {rt.name for rt in RUNTIMES if rt.versioned} >= {"transformers", "mlx-lm", "mlx-vlm"}
+    assert describe("mlx-lm").rule_for("0.31.3").versions_str == "0.30.2 to < 0.32.0"
+    assert describe("mlx-lm").rule_for("1.0").versions_str == ">= 0.32.0"

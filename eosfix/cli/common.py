@@ -61,9 +61,31 @@ _format_option = click.option(
     show_default=True,
     help="text for people, json for scripts.",
 )
+
+
+def _parse_runtime_pins(
+    ctx: click.Context, param: click.Parameter, value: tuple[str, ...]
+) -> dict[str, str]:
+    from eosfix.runtimes import parse_pins
+
+    try:
+        return parse_pins(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), ctx=ctx, param=param) from None
+
+
+_runtime_option = click.option(
+    "--runtime",
+    "pins",
+    multiple=True,
+    metavar="NAME==VERSION",
+    callback=_parse_runtime_pins,
+    help="Judge a runtime by its rule for this version, e.g. mlx-lm==0.31.3 (repeatable; "
+    "transformers, mlx-lm, mlx-vlm). Default: each runtime's current rule.",
+)
 _config_option = click.option(
     "--config-json",
     is_flag=True,
-    help="Also write config.json's eos_token_id (for candle, ExLlamaV2, old mlx-lm, which read "
-    "only config.json).",
+    help="Also write config.json's eos_token_id (for candle, ExLlamaV2 and mlx-lm before 0.30.2, "
+    "which read only config.json).",
 )

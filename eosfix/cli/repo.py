@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from eosfix.cli.common import _config_option, _emit, _format_option, repo_dirs
+from eosfix.cli.common import _config_option, _emit, _format_option, _runtime_option, repo_dirs
 from eosfix.report import Report
 
 
@@ -14,7 +14,8 @@ from eosfix.report import Report
 @click.argument("paths", nargs=-1, required=True, type=click.Path())
 @_format_option
 @_config_option
-def check(paths: tuple[str, ...], fmt: str, config_json: bool) -> None:
+@_runtime_option
+def check(paths: tuple[str, ...], fmt: str, config_json: bool, pins: dict[str, str]) -> None:
     """Report whether each model folder stops where its turns end (read-only).
 
     Exit 0: nothing to fix. 1: findings. 2: an input could not be read.
@@ -23,13 +24,14 @@ def check(paths: tuple[str, ...], fmt: str, config_json: bool) -> None:
     Example:
         eosfix check ./my-model
         eosfix check ./my-model --format json
+        eosfix check ./my-model --runtime mlx-lm==0.31.3
     """
     from eosfix import api
 
     report = Report()
     for path in repo_dirs(paths):
         report.record(api.check(path, config_json=config_json))
-    _emit(report.results, report, fmt)
+    _emit(report.results, report, fmt, pins=pins)
     sys.exit(report.exit_code)
 
 
@@ -39,12 +41,14 @@ def check(paths: tuple[str, ...], fmt: str, config_json: bool) -> None:
 @click.option("--exit-zero-even-if-changed", is_flag=True, help="Exit 0 after changing files.")
 @_format_option
 @_config_option
+@_runtime_option
 def fix(
     paths: tuple[str, ...],
     show_diff: bool,
     exit_zero_even_if_changed: bool,
     fmt: str,
     config_json: bool,
+    pins: dict[str, str],
 ) -> None:
     """Rewrite eos_token_id so generation stops at every turn terminator.
 
@@ -67,7 +71,9 @@ def fix(
             for name in result.written:
                 click.echo(f"Fixing {path / name}", err=True)
         report.record(result)
-    _emit(report.results, report, fmt, fixing=True, show_diff=show_diff, dry_run=show_diff)
+    _emit(
+        report.results, report, fmt, fixing=True, show_diff=show_diff, dry_run=show_diff, pins=pins
+    )
     code = report.exit_code
     if exit_zero_even_if_changed and code == 1 and not show_diff:
         code = 0
@@ -79,12 +85,14 @@ def fix(
 @click.option(
     "--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True
 )
-def explain(path: str, fmt: str) -> None:
+@_runtime_option
+def explain(path: str, fmt: str, pins: dict[str, str]) -> None:
     """Explain one repo in depth: each probe rendered, each terminator with its evidence.
 
     Shows the rendered probes with special tokens visible, what ends a turn and why, the
     ids a hand-written generation loop must compare after each step, and which file they
-    come from.
+    come from; for each runtime, the versions its rule holds for and whether eosfix executed
+    that rule against the runtime or only modelled it from the runtime's source.
 
     \b
     Example:
@@ -99,7 +107,7 @@ def explain(path: str, fmt: str) -> None:
     if fmt == "json":
         import json
 
-        click.echo(json.dumps(result_explain_dict(result), indent=2, ensure_ascii=False))
+        click.echo(json.dumps(result_explain_dict(result, pins), indent=2, ensure_ascii=False))
     else:
-        click.echo(render_explain(result))
+        click.echo(render_explain(result, pins))
     sys.exit(report.exit_code)

@@ -1,13 +1,17 @@
 """Which token ids each runtime stops on, derived from a repo's files (pure, table-like).
 
-One module per runtime holds its rule, the source it was read from and the notes; every rule
-cites ../shared/notes/runtimes.md (sections A.2-A.13, D). ``RUNTIMES`` is the table order.
+One module per runtime holds its rules (the current one and, where the runtime's behaviour
+changed, the rules of older versions with the range each holds for), the source each was
+read from and the notes; rules cite ../shared/notes/runtimes.md (sections A.2-A.13, D) or the
+runtime's own releases. ``RUNTIMES`` is the table order. ``Pins`` maps a runtime name to the
+version a user asked about (``--runtime mlx-lm==0.31.3``); a runtime not pinned gets its
+current rule.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from eosfix.runtimes import (
@@ -22,13 +26,16 @@ from eosfix.runtimes import (
     transformers,
     vllm,
 )
-from eosfix.runtimes.base import Runtime, StopInputs
+from eosfix.runtimes.base import Rule, Runtime, StopInputs
 from eosfix.runtimes.llamacpp import EOG_TEXTS
 
 __all__ = [
-    "EOG_TEXTS", "RUNTIMES", "Runtime", "RuntimeVerdict", "StopInputs", "apply_config_eos",
-    "apply_generation_config_eos", "compare", "describe", "stop_sets",
+    "EOG_TEXTS", "RUNTIMES", "Pins", "Rule", "Runtime", "RuntimeVerdict", "StopInputs",
+    "apply_config_eos", "apply_generation_config_eos", "compare", "describe", "parse_pins",
+    "rule_for", "stop_sets",
 ]  # fmt: skip
+
+Pins = Mapping[str, str]  # runtime name (as in RUNTIMES) -> version
 
 RUNTIMES: tuple[Runtime, ...] = (
     transformers.RUNTIME,
@@ -51,8 +58,33 @@ def describe(runtime_name: str) -> Runtime:
     raise KeyError(runtime_name)
 
 
-def stop_sets(inputs: StopInputs) -> dict[str, frozenset[int]]:
-    return {rt.name: rt.derive(inputs) for rt in RUNTIMES}
+def rule_for(rt: Runtime, pins: Pins | None) -> Rule:
+    """The rule a verdict uses: the pinned version's, else the current one."""
+    return rt.rule_for((pins or {}).get(rt.name))
+
+
+def parse_pins(specs: Iterable[str]) -> dict[str, str]:
+    """``["mlx-lm==0.31.3"]`` -> ``{"mlx-lm": "0.31.3"}``; ValueError naming the bad spec."""
+    pins: dict[str, str] = {}
+    for spec in specs:
+        name, sep, version = (part.strip() for part in spec.partition("=="))
+        if not sep or not name or not version:
+            raise ValueError(f"{spec!r}: expected NAME==VERSION, e.g. mlx-lm==0.31.3")
+        try:
+            rt = describe(name)
+        except KeyError:
+            known = ", ".join(r.name for r in RUNTIMES)
+            raise ValueError(f"{spec!r}: unknown runtime {name!r} (known: {known})") from None
+        try:
+            rt.rule_for(version)
+        except ValueError as exc:
+            raise ValueError(f"{spec!r}: {exc}") from None
+        pins[rt.name] = version
+    return pins
+
+
+def stop_sets(inputs: StopInputs, pins: Pins | None = None) -> dict[str, frozenset[int]]:
+    return {rt.name: rule_for(rt, pins).derive(inputs) for rt in RUNTIMES}
 
 
 @dataclass(frozen=True)
@@ -74,13 +106,14 @@ class RuntimeVerdict:
 
 
 def compare(
-    before: StopInputs, after: StopInputs, terminator_ids: Sequence[int]
+    before: StopInputs, after: StopInputs, terminator_ids: Sequence[int], pins: Pins | None = None
 ) -> tuple[RuntimeVerdict, ...]:
     verdicts = []
     for rt in RUNTIMES:
-        b, a = rt.derive(before), rt.derive(after)
+        rule = rule_for(rt, pins)
+        b, a = rule.derive(before), rule.derive(after)
         verdicts.append(RuntimeVerdict(
-            rt.name, rt.reads, b, a,
+            rt.name, rule.reads, b, a,
             {t: t in b for t in terminator_ids}, {t: t in a for t in terminator_ids},
         ))  # fmt: skip
     return tuple(verdicts)
@@ -92,6 +125,7 @@ def apply_generation_config_eos(inputs: StopInputs, new_eos: Sequence[int]) -> S
         inputs,
         generation_config_exists=True,
         generation_config_eos=tuple(new_eos),
+        generation_config_has_eos_key=True,
         generation_config_eos_is_list=True,
     )
 

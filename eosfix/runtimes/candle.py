@@ -15,7 +15,7 @@ def _candle(x: StopInputs) -> frozenset[int]:
 RUNTIME = Runtime(
     name="candle",
     reads="config.json (top level), else </s>",
-    source="candle-examples/examples/llama/main.rs",
+    source="huggingface/candle candle-examples/examples/llama/main.rs @2a13b0f3",
     derive=_candle,
     note="llama example",
 )

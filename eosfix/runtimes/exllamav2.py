@@ -13,7 +13,7 @@ def _exllamav2(x: StopInputs) -> frozenset[int]:
 RUNTIME = Runtime(
     name="ExLlamaV2",
     reads="config.json",
-    source="exllamav2/config.py",
+    source="turboderp/exllamav2 exllamav2/config.py @b9c025b4",
     derive=_exllamav2,
     note="keeps only the first id of config.json",
 )

@@ -1,22 +1,100 @@
-"""mlx-vlm: config.json merged with generation_config.json, else the tokenizer eos."""
+"""mlx-vlm: config.json's eos with generation_config.json's copied over it, united since 0.7.0
+with the tokenizer's eos.
+
+Read from the mlx-vlm wheels on PyPI (``mlx_vlm/utils.py`` ``load_config``, ``load``,
+``load_processor``, ``StoppingCriteria``), version by version:
+
+- 0.7.0 and later: ``_merge_generation_config`` copies generation_config.json's
+  ``eos_token_id`` over config.json's whenever the key is present (any value, ``null`` too) in
+  a non-empty file; ``resolve_eos_token_ids`` unites it with the tokenizer's eos
+  (Blaizzy/mlx-vlm PR #2112). Executed: tests/conformance/test_stop_sets.py.
+- 0.6.3 to 0.6.17: the same merge, but the ids *replace* the tokenizer's eos (used only when
+  the merged value is ``null`` or absent).
+- 0.3.10 to 0.6.2: a truthy generation_config.json value replaces config.json's (PR #650);
+  the ids replace the tokenizer's eos.
+- 0.2.0 to 0.3.9: config.json alone replaces the tokenizer's eos.
+
+Only the top-level ``eos_token_id`` is read; a model type's config class may add its own
+(some read ``text_config``, a few carry built-in ids), and a processor may add
+``additional_eos_token_ids``: eosfix does not model those. Before 0.6.3 the value reaches the
+stop set only through the model type's config class, which may drop it.
+"""
 
 from __future__ import annotations
 
-from eosfix.runtimes.base import Runtime, StopInputs, ids_of, one
+from eosfix.runtimes.base import Rule, Runtime, StopInputs, ids_of, one
 
 
-def _mlx_vlm(x: StopInputs) -> frozenset[int]:
-    # Blaizzy/mlx-vlm mlx_vlm/utils.py _merge_generation_config (PR #650): gen-config wins
+def _merged(x: StopInputs) -> tuple[int, ...] | None:
+    # mlx_vlm/utils.py _merge_generation_config: `if key in generation_config` (>= 0.6.3)
+    if x.generation_config_exists and x.generation_eos_key:
+        return x.generation_config_eos
+    return x.config_eos
+
+
+def _truthy_merged(x: StopInputs) -> tuple[int, ...] | None:
+    # mlx_vlm/utils.py load_config (PR #650): `if eos_token_id := generation_config.get(...)`
     gen = x.generation_config_eos if x.generation_config_exists else None
-    eos = gen if gen is not None else x.config_eos
-    # Blaizzy/mlx-vlm load_processor @9b13f522: eos_token_ids or tokenizer eos (replace)
-    return ids_of(eos) if eos else one(x.tokenizer_eos_id)
+    truthy = bool(gen) and (x.generation_config_eos_is_list or gen != (0,))
+    return gen if truthy else x.config_eos
 
 
+def _union(x: StopInputs) -> frozenset[int]:
+    # mlx_vlm/utils.py resolve_eos_token_ids: configured ids, then the tokenizer's eos
+    return ids_of(_merged(x)) | one(x.tokenizer_eos_id)
+
+
+def _replace(eos: tuple[int, ...] | None, x: StopInputs) -> frozenset[int]:
+    # StoppingCriteria.reset: `eos_token_ids if not None else tokenizer.eos_token_ids`
+    return ids_of(eos) if eos is not None else one(x.tokenizer_eos_id)
+
+
+def _replace_merged(x: StopInputs) -> frozenset[int]:
+    return _replace(_merged(x), x)
+
+
+def _replace_truthy(x: StopInputs) -> frozenset[int]:
+    return _replace(_truthy_merged(x), x)
+
+
+def _replace_config_only(x: StopInputs) -> frozenset[int]:
+    return _replace(x.config_eos, x)
+
+
+_READS = "config.json (generation_config.json over it)"
 RUNTIME = Runtime(
     name="mlx-vlm",
-    reads="generation_config.json, else config.json, else tokenizer eos",
-    source="mlx-vlm mlx_vlm/utils.py load_config @9b13f522",
-    derive=_mlx_vlm,
-    note="replaces the tokenizer eos (union only after PR #2112)",
+    reads=f"{_READS} + tokenizer eos",
+    source="mlx-vlm mlx_vlm/utils.py load_config + resolve_eos_token_ids",
+    derive=_union,
+    note="adds the tokenizer eos; a generation_config eos_token_id key wins even when null",
+    since="0.7.0",
+    executed="0.7.10",
+    older=(
+        Rule(
+            derive=_replace_merged,
+            reads=f"{_READS}, else tokenizer eos",
+            source="mlx-vlm mlx_vlm/utils.py _merge_generation_config + StoppingCriteria",
+            note="replaces the tokenizer eos",
+            since="0.6.3",
+            until="0.7.0",
+        ),
+        Rule(
+            derive=_replace_truthy,
+            reads="config.json (generation_config.json if truthy), else tokenizer eos",
+            source="mlx-vlm mlx_vlm/utils.py load_config (PR #650)",
+            note="replaces the tokenizer eos",
+            since="0.3.10",
+            until="0.6.3",
+        ),
+        Rule(
+            derive=_replace_config_only,
+            reads="config.json, else tokenizer eos",
+            source="mlx-vlm mlx_vlm/utils.py load_processor + StoppingCriteria",
+            note="replaces the tokenizer eos; generation_config.json not read",
+            since="0.2.0",
+            until="0.3.10",
+        ),
+    ),
+    floor="0.1.0 stopped on the tokenizer eos only; where that changed before 0.2.0 was not read",
 )

@@ -17,7 +17,7 @@ def _sglang(x: StopInputs) -> frozenset[int]:
 RUNTIME = Runtime(
     name="SGLang",
     reads="config.json + generation_config.json + tokenizer eos",
-    source="sglang srt/configs/model_config.py _get_hf_eos_token_id",
+    source="sgl-project/sglang srt/configs/model_config.py _get_hf_eos_token_id",
     derive=_sglang,
     note="union, plus <|eom_id|> when in the vocab",
 )

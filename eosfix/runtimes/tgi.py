@@ -16,7 +16,7 @@ def _tgi(x: StopInputs) -> frozenset[int]:
 RUNTIME = Runtime(
     name="TGI",
     reads="tokenizer eos, or generation_config.json if a list",
-    source="text-generation-inference models/flash_causal_lm.py",
+    source="huggingface/text-generation-inference flash_causal_lm.py @db931fcf",
     derive=_tgi,
     note="a list replaces the tokenizer eos; an int is ignored",
 )

@@ -14,7 +14,7 @@ def _vllm(x: StopInputs) -> frozenset[int]:
 RUNTIME = Runtime(
     name="vLLM",
     reads="tokenizer eos + generation_config.json (config.json if missing)",
-    source="vllm/sampling_params.py update_from_generation_config",
+    source="vllm-project/vllm vllm/sampling_params.py @00388f65",
     derive=_vllm,
     note="union",
 )

@@ -1,0 +1,1 @@
+"""Conformance: each runtime's own loading code computes the stop set, eosfix predicts it."""

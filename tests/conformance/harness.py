@@ -1,0 +1,117 @@
+"""Ask each runtime's own loading code for its stop set, and eosfix for its prediction.
+
+A runtime's stop set is read where its generation loop reads it:
+
+- transformers: ``from_pretrained`` (which loads generation_config.json, else builds one from
+  config.json), then what ``generate()`` does: ``_prepare_generation_config``,
+  ``_prepare_special_tokens`` and the ``EosTokenCriteria`` of ``_get_stopping_criteria``;
+- mlx-lm: what ``mlx_lm.load`` wires, ``load_config`` then
+  ``load_tokenizer(path, eos_token_ids=config.get("eos_token_id"))``; the wrapper's
+  ``eos_token_ids`` is what ``generate_step``'s loop compares;
+- mlx-vlm: ``mlx_vlm.load`` (``strict=False``: the stop set does not depend on the weights,
+  and transformers 5 names Llava's weights differently from what mlx-vlm expects), then the
+  processor's ``StoppingCriteria``, reset with the model config's eos as ``generate`` does.
+
+eosfix's prediction is its current rule for that runtime applied to ``stop_inputs`` of the
+checked folder: before the fix, and after it as planned (the patches' new text, computed
+before anything is written).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from eosfix import api
+from eosfix.runtimes import describe
+from eosfix.stopsets import runtime_table, stop_inputs
+
+STATES = ("before", "fix", "fix --config-json")
+
+
+def generate_eos_ids(model) -> frozenset[int]:
+    """The ids ``model.generate()`` stops on, built the way generate() builds them."""
+    from transformers.generation.stopping_criteria import EosTokenCriteria, StoppingCriteriaList
+
+    generation_config, _ = model._prepare_generation_config(None)
+    model._prepare_special_tokens(generation_config, True, device="cpu")
+    criteria = model._get_stopping_criteria(generation_config, StoppingCriteriaList())
+    eos = [c for c in criteria if isinstance(c, EosTokenCriteria)]
+    return frozenset(eos[0].eos_token_id.tolist()) if eos else frozenset()
+
+
+def transformers_stop_set(folder: Path) -> frozenset[int]:
+    from transformers import AutoModelForCausalLM, AutoModelForImageTextToText
+
+    config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    vlm = "text_config" in config
+    model = (AutoModelForImageTextToText if vlm else AutoModelForCausalLM).from_pretrained(folder)
+    return generate_eos_ids(model)
+
+
+def mlx_lm_stop_set(folder: Path) -> frozenset[int]:
+    from mlx_lm.utils import load_config, load_tokenizer
+
+    config = load_config(folder)
+    tokenizer = load_tokenizer(folder, eos_token_ids=config.get("eos_token_id", None))
+    return frozenset(tokenizer.eos_token_ids)
+
+
+def mlx_vlm_stop_set(folder: Path) -> frozenset[int]:
+    import mlx_vlm
+
+    model, processor = mlx_vlm.load(str(folder), strict=False)
+    tokenizer = processor.tokenizer if hasattr(processor, "tokenizer") else processor
+    loaded = list(tokenizer.stopping_criteria.eos_token_ids)
+    # mlx_vlm/generate/dispatch.py generate(): stopping_criteria.reset(model.config.eos_token_id)
+    # (the attribute exists only when a config file set eos_token_id; see test_stop_sets.py)
+    if hasattr(model.config, "eos_token_id"):
+        tokenizer.stopping_criteria.reset(model.config.eos_token_id)
+        assert tokenizer.stopping_criteria.eos_token_ids == loaded
+    return frozenset(loaded)
+
+
+PROBES = {
+    "transformers": transformers_stop_set,
+    "mlx-lm": mlx_lm_stop_set,
+    "mlx-vlm": mlx_vlm_stop_set,
+}
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """eosfix's stop set for one runtime, and its verdict on ``<|im_end|>`` (stops or not)."""
+
+    ids: frozenset[int]
+    stops: bool | None  # the verdict row's value for <|im_end|>
+
+
+def predictions(
+    folder: Path, runtime: str, *, config_json: bool = False
+) -> tuple[Prediction, Prediction]:
+    """eosfix's prediction for ``runtime`` now and after the planned fix (nothing written)."""
+    result = api.check(folder, config_json=config_json)
+    assert result.check is not None, result.error
+    rule = describe(runtime).current
+    (row,) = [r for r in runtime_table(result.check, result.patches).rows if r.runtime == runtime]
+    before = rule.derive(stop_inputs(result.check))
+    after = rule.derive(stop_inputs(result.check, result.patches))
+    return (
+        Prediction(before, row.stops_before["<|im_end|>"]),
+        Prediction(after, row.stops_after["<|im_end|>"]),
+    )
+
+
+def predict(folder: Path, runtime: str, state: str) -> Prediction:
+    """eosfix's prediction for ``state`` (one of STATES); for a fix state the fix is then
+    written, and it writes exactly the files it planned."""
+    config_json = state == "fix --config-json"
+    before, after = predictions(folder, runtime, config_json=config_json)
+    if state == "before":
+        return before
+    planned = api.check(folder, config_json=config_json).patches
+    fixed = api.fix(folder, config_json=config_json)
+    assert fixed.error is None, fixed.error
+    assert set(fixed.written) == {p.file for p in planned}
+    return after

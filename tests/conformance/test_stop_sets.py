@@ -1,0 +1,85 @@
+"""Every executed runtime rule against the runtime itself: for each repo shape, the stop set the
+runtime's own loading code computes equals eosfix's prediction, before ``fix`` and after
+``fix`` / ``fix --config-json`` (predicted from the planned patches, then written and loaded).
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+
+import pytest
+
+from eosfix.runtimes import describe
+from tests.conformance.harness import PROBES, STATES, predict
+from tests.conformance.shapes import IM_END, SHAPES, SPECIAL, build, write_models
+
+pytestmark = pytest.mark.slow
+
+# The runtime's distribution on PyPI, and the extra that installs it.
+PACKAGES = {
+    "transformers": ("transformers", "verify"),
+    "mlx-lm": ("mlx_lm", "runtimes"),
+    "mlx-vlm": ("mlx_vlm", "runtimes"),
+}
+# Shapes where the runtime itself fails before it has a stop set (asserted, not skipped).
+RUNTIME_ERRORS = {
+    # transformers generation/utils.py _prepare_special_tokens: pad = eos_token_tensor[0]
+    ("transformers", "gen-empty-list", "before"): IndexError,
+}
+
+
+@pytest.fixture(scope="session")
+def models(tmp_path_factory):
+    pytest.importorskip("torch", reason="the shapes' weights need torch (eosfix[verify])")
+    pytest.importorskip("transformers", reason="the shapes' weights need transformers")
+    return write_models(tmp_path_factory.mktemp("models"))
+
+
+def _require(runtime: str) -> None:
+    module, extra = PACKAGES[runtime]
+    pytest.importorskip(
+        module, reason=f"{runtime} is not installed (pip install 'eosfix[{extra}]')"
+    )
+
+
+@pytest.mark.parametrize("state", STATES)
+@pytest.mark.parametrize("shape", SHAPES, ids=[s.name for s in SHAPES])
+@pytest.mark.parametrize("runtime", sorted(PROBES))
+def test_runtime_stop_set_is_what_eosfix_predicts(runtime, shape, state, models, tmp_path):
+    _require(runtime)
+    folder = build(shape, tmp_path / shape.name, models)
+    predicted = predict(folder, runtime, state)
+    error = RUNTIME_ERRORS.get((runtime, shape.name, state))
+    if error is not None:
+        with pytest.raises(error):
+            PROBES[runtime](folder)
+        assert predicted.ids == frozenset()  # eosfix: no stop id at all
+        return
+    actual = PROBES[runtime](folder)
+    assert actual == predicted.ids, f"{runtime} {shape.name} {state}"
+    assert predicted.stops == (SPECIAL[IM_END] in actual)
+
+
+@pytest.mark.parametrize("runtime", sorted(PROBES))
+def test_the_executed_version_is_the_installed_one(runtime):
+    """The text and JSON say "executed with <runtime> <version>": that is the version here."""
+    _require(runtime)
+    distribution = PACKAGES[runtime][0].replace("_", "-")
+    rt = describe(runtime)
+    assert rt.executed == importlib.metadata.version(distribution)
+    assert rt.rule_for(rt.executed) == rt.current
+
+
+def test_mlx_vlm_generate_raises_when_no_config_sets_eos(models, tmp_path):
+    """As the README says: mlx-vlm 0.7.10's ``generate()`` resets its stopping criteria with
+    ``model.config.eos_token_id``, which a Llama-type model config has only when a config file
+    sets it; ``stream_generate`` keeps the loaded criteria (the tokenizer's eos)."""
+    _require("mlx-vlm")
+    import mlx_vlm
+
+    (shape,) = [s for s in SHAPES if s.name == "tokenizer-eos-only"]
+    folder = build(shape, tmp_path / shape.name, models)
+    model, processor = mlx_vlm.load(str(folder), strict=False)
+    assert processor.stopping_criteria.eos_token_ids == [SPECIAL[IM_END]]
+    with pytest.raises(AttributeError, match="eos_token_id"):
+        mlx_vlm.generate(model, processor, "What is", max_tokens=1)
