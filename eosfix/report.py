@@ -115,6 +115,7 @@ def result_to_dict(r: RepoResult) -> dict[str, Any]:
         return out
     c = r.check
     assert c is not None
+    gguf = getattr(c, "container", None) == "gguf"
     out.update(
         status=c.status.value,
         templates=[
@@ -161,9 +162,15 @@ def result_to_dict(r: RepoResult) -> dict[str, Any]:
         ],
         changes=[{"file": p.file, "created": p.created, "diff": p.diff()} for p in r.patches],
         written=list(r.written),
-        runtimes=runtime_rows_json(runtime_table(c, r.patches)) if c.repo.templates else [],
+        runtimes=runtime_rows_json(runtime_table(c, r.patches))
+        if c.repo.templates and not gguf
+        else [],
     )
     out.update(r.extra)
+    if gguf:
+        from eosfix.ggufreport import gguf_result_dict
+
+        return gguf_result_dict(r, out)
     return out
 
 
@@ -184,6 +191,10 @@ def render_repo_text(r: RepoResult, *, fixing: bool = False, show_diff: bool = F
         return f"{click.style('error', fg='red', bold=True)}: {r.error}"
     c = r.check
     assert c is not None
+    if getattr(c, "container", None) == "gguf":
+        from eosfix.ggufreport import render_gguf_text
+
+        return render_gguf_text(r, fixing=fixing, show_diff=show_diff)
     if c.status is Status.NO_TEMPLATE:
         return f"{r.name}: no chat template: nothing to check"
     lines = [click.style(r.name, bold=True)]

@@ -19,6 +19,10 @@ class StopInputs:
     config_eos_is_list: bool
     text_config_eos: tuple[int, ...] | None
     vocab: Mapping[str, int]
+    # The special-token ids llama.cpp's converter would write for this folder (role -> id,
+    # e.g. {"eos": 2}); None when not derived from the folder (llama.cpp then falls back to
+    # the tokenizer eos and config.json's integer eos).
+    gguf_special_ids: Mapping[str, int] | None = None
 
 
 @dataclass(frozen=True)
