@@ -17,7 +17,7 @@ KIND_TEXT = {
     "next_turn_opener": "opens the next turn (replies have no closing token)",
     "stop_string": "plain text: needs a stop string",
 }
-RUNTIMES_TEXT = "llama.cpp, llama-cpp-python, LM Studio, ollama"
+RUNTIMES_TEXT = "llama.cpp (and llama-cpp-python, LM Studio, ollama, which run it)"
 
 
 def is_gguf_check(check: object) -> bool:
@@ -29,16 +29,20 @@ def _ids(ids: Iterable[int]) -> str:
 
 
 def _slot(c: GgufCheck, role: str) -> str:
+    """``eot 100 <|user|>``; ``(by text)`` when llama.cpp found it by its text, not a key."""
     assert c.model is not None
-    token_id = c.model.specials.get(role)
+    token_id, found = c.model.specials.get(role), c.model.specials.detected.get(role, ())
+    if token_id is None and found:
+        texts = " or ".join(str(c.model.token_text(i)) for i in found)
+        return f"{role} {texts} (by text, llama.cpp picks one)"
     if token_id is None:
         return f"{role} -"
-    return f"{role} {token_id} {c.model.token_text(token_id)}"
+    return f"{role} {token_id} {c.model.token_text(token_id)}" + (" (by text)" if found else "")
 
 
 def _eog_line(c: GgufCheck, eog: EogSet) -> str:
     slots = ", ".join(_slot(c, r) for r in ("eos", "eot", "eom"))
-    return f"stops on {_ids(eog.ids)}  ({slots}; + token texts; {LLAMA_CPP_VERSION})"
+    return f"stops on {_ids(eog.ids)}  ({slots}; + token texts; {LLAMA_CPP_VERSION.split(' (')[0]})"
 
 
 def _edits_text(c: GgufCheck) -> str:
@@ -60,8 +64,8 @@ def _runtimes_line(c: GgufCheck) -> str:
     assert c.eog is not None
     missed = [t.content for t in terms if t.id not in c.eog.ids]
     if not missed:
-        return f"{RUNTIMES_TEXT} (one rule) stop at every terminator"
-    after = "all stop" if c.plan is not None else "still would not stop (no free key)"
+        return f"{RUNTIMES_TEXT} stops at every terminator"
+    after = "stops on all" if c.plan is not None else "still not (no free key: use stop strings)"
     return f"{RUNTIMES_TEXT} would not stop on {' '.join(missed)}; after fix: {after}"
 
 

@@ -238,6 +238,8 @@ def _why_still(table: RuntimeTable, still: list[str]) -> list[str]:
             for n in still
             if n in FIRST_ID_ONLY
         ]
+    if "llama.cpp" in still:  # its converter never reads generation_config.json
+        why.append("llama.cpp: after converting, run eosfix fix on the .gguf")
     return why
 
 

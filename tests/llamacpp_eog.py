@@ -59,7 +59,11 @@ def real_eog(paths: list[Path]) -> dict[Path, dict[str, Any]]:
     """Run this script on ``paths`` in a child process; skip the test if llama.cpp is absent."""
     pytest.importorskip("llama_cpp", reason="pip install 'eosfix[runtimes]' (llama-cpp-python)")
     proc = subprocess.run(
-        [sys.executable, __file__, *map(str, paths)], capture_output=True, text=True, timeout=600
+        [sys.executable, __file__, *map(str, paths)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     data = json.loads(proc.stdout.splitlines()[-1])

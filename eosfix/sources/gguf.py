@@ -189,7 +189,8 @@ def _read_array(r: _Reader, key: str) -> tuple[ValueType, int, Any]:
     count = r.u64(f"{key} length")
     min_size = 8 if item is ValueType.STRING else struct.calcsize(_SCALAR[item])
     if count > (r.limit - r.pos) // min_size:
-        raise r.fail(f"{key}: array claims {count} items, more than the file can hold")
+        left = r.limit - r.pos
+        raise r.fail(f"{key}: array claims {count} items, more than the {left} bytes left hold")
     value_start = r.pos
     if item is not ValueType.STRING:
         r.pos += count * min_size
@@ -274,7 +275,7 @@ def _read_preamble(r: _Reader, size: int) -> tuple[int, int, int]:
     n_kv = r.u64("key/value count")
     # Each pair takes at least 8 (key length) + 1 (key) + 4 (type) + 1 (value) bytes.
     if n_kv > (size - r.pos) // 14:
-        raise r.fail(f"header claims {n_kv} keys, more than the {size} byte file can hold")
+        raise r.fail(f"header claims {n_kv} key/value pairs, more than the {size}-byte file holds")
     return version, n_tensors, n_kv
 
 
