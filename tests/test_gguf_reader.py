@@ -7,6 +7,8 @@ import time
 import tracemalloc
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from eosfix import api
 from eosfix.cli import main
@@ -272,3 +274,20 @@ def test_folder_of_ggufs_and_nested_model_folders(tmp_path):
     glm(tmp_path / "b" / "c" / "glm.gguf")
     found = [p.relative_to(tmp_path).as_posix() for p in iter_gguf_files(tmp_path)]
     assert found == ["a/chatml.gguf", "b/c/glm.gguf"]
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    edits=st.lists(st.tuples(st.integers(0, 4000), st.integers(0, 255)), min_size=1, max_size=6),
+    cut=st.integers(0, 4000),
+)
+def test_corrupted_headers_fail_cleanly(tmp_path, edits, cut):
+    """Any byte-level corruption: a clean check or one error naming the file, never a crash."""
+    data = bytearray(raw_gguf(chatml_pairs()))
+    for at, value in edits:
+        data[at % len(data)] = value
+    path = tmp_path / "fuzz.gguf"
+    path.write_bytes(bytes(data[: max(cut, 24)]))
+    result = api.check(path)
+    if result.error is not None:
+        assert str(result.error).startswith(str(path))

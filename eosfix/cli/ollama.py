@@ -43,7 +43,7 @@ def _text(r: Any, text: str | None) -> list[str]:
     c = r.check
     if not c.repo.templates:
         return [f"{r.model.name}: no chat template in its GGUF: nothing to check"]
-    eog = " ".join(str(i) for i in sorted(c.eog.ids))
+    eog = ", ".join(str(i) for i in sorted(c.eog.ids))
     stops = ", ".join(json.dumps(s, ensure_ascii=False) for s in r.model.stop) or "none"
     lines = [
         click.style(r.model.name, bold=True),
