@@ -214,7 +214,7 @@ def stop_instructions(texts: Sequence[str]) -> dict[str, str]:
     stops = json.dumps(list(texts), ensure_ascii=False)
     return {
         "llama-completion": quoted,
-        "llama-server": f"--special {quoted}   (with --special, a request's \"stop\": {stops})",
+        "llama-server": f'--special {quoted}   (with --special, a request\'s "stop": {stops})',
         "ollama": "\n".join(f"PARAMETER stop {json.dumps(t, ensure_ascii=False)}" for t in texts),
     }
 

@@ -276,7 +276,9 @@ def test_folder_of_ggufs_and_nested_model_folders(tmp_path):
     assert found == ["a/chatml.gguf", "b/c/glm.gguf"]
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(
     edits=st.lists(st.tuples(st.integers(0, 4000), st.integers(0, 255)), min_size=1, max_size=6),
     cut=st.integers(0, 4000),
