@@ -16,12 +16,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from eosfix.check import RepoCheck, Status, check_repo
-from eosfix.errors import EosfixError
+from eosfix.errors import EosfixError, VerificationError
 from eosfix.fileio import check_writable, locked_dir, write_atomic, write_if_changed
 from eosfix.patch import FilePatch, plan_patches
 from eosfix.sources.folder import load_repo
+
+if TYPE_CHECKING:
+    from eosfix.sources.gguf_write import Progress
 
 
 @dataclass(frozen=True)
@@ -68,9 +72,16 @@ def _write_all(root: Path, patches: tuple[FilePatch, ...], replace_symlinks: boo
     return [p.file for p in written]
 
 
+def is_gguf(path: Path) -> bool:
+    """A GGUF file (checked as llama.cpp loads it), as opposed to a model folder."""
+    return path.suffix.lower() == ".gguf" and not path.is_dir()
+
+
 def check(path: str | Path, *, config_json: bool = False, label: str | None = None) -> RepoResult:
-    """Analyze the folder and plan the fix without writing anything."""
+    """Analyze the folder (or GGUF file) and plan the fix without writing anything."""
     root = Path(path)
+    if is_gguf(root):
+        return _check_gguf(root, label)
     try:
         result, patches = _analyze(root, config_json)
     except EosfixError as exc:
@@ -93,6 +104,8 @@ def fix(
     snapshot symlink is replaced by a regular file, the shared blob is never written.
     """
     root = Path(path)
+    if is_gguf(root):
+        return fix_gguf(root, label=label)
     try:
         with locked_dir(root):
             result, patches = _analyze(root, config_json)
@@ -105,3 +118,55 @@ def fix(
     except EosfixError as exc:
         return RepoResult(root, error=exc, label=label)
     return RepoResult(root, result, patches, tuple(written), label=label)
+
+
+def _check_gguf(path: Path, label: str | None) -> RepoResult:
+    from eosfix.ggufplan import check_gguf
+    from eosfix.sources.gguf import load_gguf
+
+    try:
+        result = check_gguf(load_gguf(path))
+    except EosfixError as exc:
+        return RepoResult(path, error=exc, label=label)
+    return RepoResult(path, result, label=label)
+
+
+def fix_gguf(
+    path: str | Path,
+    *,
+    output: str | Path | None = None,
+    label: str | None = None,
+    progress: Progress | None = None,
+) -> RepoResult:
+    """Write the planned ``tokenizer.ggml.*_token_id`` keys into a GGUF (or ``output``).
+
+    In place when every key exists as UINT32, else a verified rewrite renamed over the
+    original (or written to ``output``). Nothing is written when the terminators cannot be
+    expressed; the written file is checked again and must need no further fix.
+    """
+    from eosfix.ggufplan import check_gguf
+    from eosfix.sources.gguf import load_gguf
+    from eosfix.sources.gguf_write import write_token_ids
+
+    root = Path(path)
+    try:
+        result = check_gguf(load_gguf(root))
+        if result.plan is None or result.model is None:
+            return RepoResult(root, result, label=label)
+        values = {e.key: e.new for e in result.plan.edits}
+        out = None if output is None else Path(output)
+        written = write_token_ids(result.model.header, values, output=out, progress=progress)
+        again = check_gguf(load_gguf(written.path))
+        if again.plan is not None or set(again.stop.ids or ()) != set(result.proposed or ()):
+            raise VerificationError("the written file does not stop as planned", path=written.path)
+    except EosfixError as exc:
+        return RepoResult(root, error=exc, label=label)
+    extra: dict[str, object] = {
+        "write": {
+            "path": str(written.path),
+            "mode": written.mode,
+            "bytes": written.bytes_written,
+            "data_sha256": written.data_sha256,
+        },
+    }
+    return RepoResult(root, result, (), (str(written.path),), label=label, extra=extra)

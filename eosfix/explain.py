@@ -145,6 +145,10 @@ def render_explain(result: RepoResult, pins: Pins | None = None) -> str:
             f"{text} ({token_id}) is a special token runtimes stop on by name, but no "
             "template writes it: add it to your loop only if the model emits it"
         )
+    if c.repo.templates and getattr(c, "container", None) == "gguf":
+        from eosfix.ggufreport import loop_section
+
+        return "\n".join([*lines, "", *loop_section(c)])  # type: ignore[arg-type]
     ids, source = loop_ids(c)
     where = stop_source_text(c) if source == "none" else source
     if c.repo.templates:
@@ -177,6 +181,8 @@ def result_explain_dict(result: RepoResult, pins: Pins | None = None) -> dict[st
         for p in ta.probes
     ]
     ids, source = loop_ids(result.check)
+    if getattr(result.check, "container", None) == "gguf":
+        ids, source = list(result.check.proposed or result.check.stop.ids or ()), "llama.cpp"
     out["loop"] = {"stop_ids": ids, "source": source}
     tp = tokenize_probe(result.check, ids)
     if tp is not None:

@@ -7,11 +7,11 @@ except the lazy tokenizer.json load for an id the smaller files cannot resolve.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from eosfix.errors import RepoLoadError
 from eosfix.models import GenerationConfigModel, ModelConfigModel, TokenizerConfigModel
@@ -73,9 +73,76 @@ class TokenInfo:
     source: str  # file the id came from
 
 
+class Vocabulary(Protocol):
+    """The full token table behind a repo, for an id the smaller sources cannot resolve.
+
+    A folder's is tokenizer.json (loaded lazily); a GGUF's is ``tokenizer.ggml.tokens``.
+    """
+
+    source: str  # named as TokenInfo.source, e.g. "tokenizer.json"
+
+    @property
+    def available(self) -> bool: ...
+
+    def token_to_id(self, content: str) -> int | None: ...
+
+    def tokenizer(self) -> Any:
+        """A ``tokenizers.Tokenizer`` that can encode text, or None."""
+
+
+class TokenizerJson:
+    """tokenizer.json of a folder, loaded with the ``tokenizers`` library on first lookup."""
+
+    source = TOKENIZER_JSON
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    @property
+    def available(self) -> bool:
+        return self.path.is_file()
+
+    @cached_property
+    def _tokenizer(self) -> Any:
+        from tokenizers import Tokenizer  # imported lazily: only vocab lookups need it
+
+        try:
+            return Tokenizer.from_file(str(self.path))
+        except Exception as exc:  # noqa: BLE001 (the tokenizers library raises a bare Exception)
+            raise RepoLoadError(f"cannot load tokenizer: {exc}", path=self.path) from None
+
+    def tokenizer(self) -> Any:
+        return self._tokenizer if self.available else None
+
+    def token_to_id(self, content: str) -> int | None:
+        tok = self.tokenizer()
+        return None if tok is None else tok.token_to_id(content)
+
+
+class TokenTable:
+    """A token list already in memory (a GGUF's ``tokenizer.ggml.tokens``): text -> id."""
+
+    available = True
+
+    def __init__(self, ids: Mapping[str, int], source: str) -> None:
+        self._ids = ids
+        self.source = source
+
+    def token_to_id(self, content: str) -> int | None:
+        return self._ids.get(content)
+
+    def tokenizer(self) -> Any:
+        return None  # no encoder: explain shows no tokenized probe for this container
+
+
 @dataclass
 class ModelRepo:
-    """Every stop-relevant source of one model repository folder."""
+    """Every stop-relevant source of one model: a repository folder or a single-file container.
+
+    ``root`` is the folder, or the file itself for a GGUF; a template's ``file`` is relative
+    to it (a GGUF key such as ``tokenizer.chat_template``). ``vocabulary`` is the full token
+    table; None means the folder's tokenizer.json.
+    """
 
     root: Path
     files: dict[str, JsonFile] = field(default_factory=dict)
@@ -85,6 +152,11 @@ class ModelRepo:
     config: ModelConfigModel | None = None
     special_tokens: dict[str, str] = field(default_factory=dict)  # name -> content
     added_tokens: dict[str, TokenInfo] = field(default_factory=dict)  # content -> info
+    vocabulary: Vocabulary | None = None
+
+    def __post_init__(self) -> None:
+        if self.vocabulary is None:
+            self.vocabulary = TokenizerJson(self.root / TOKENIZER_JSON)
 
     @property
     def eos_token(self) -> str | None:
@@ -92,34 +164,25 @@ class ModelRepo:
 
     @property
     def has_tokenizer_json(self) -> bool:
-        return (self.root / TOKENIZER_JSON).is_file()
-
-    @cached_property
-    def _vocab_tokenizer(self) -> Any:
-        from tokenizers import Tokenizer  # imported lazily: only vocab lookups need it
-
-        path = self.root / TOKENIZER_JSON
-        try:
-            return Tokenizer.from_file(str(path))
-        except Exception as exc:  # noqa: BLE001 (the tokenizers library raises a bare Exception)
-            raise RepoLoadError(f"cannot load tokenizer: {exc}", path=path) from None
+        vocab = self.vocabulary
+        return vocab is not None and vocab.source == TOKENIZER_JSON and vocab.available
 
     def tokenizer(self) -> Any:
         """The ``tokenizers.Tokenizer`` of tokenizer.json (loaded on first use), or None."""
-        return self._vocab_tokenizer if self.has_tokenizer_json else None
+        return None if self.vocabulary is None else self.vocabulary.tokenizer()
 
     def resolve(self, content: str) -> TokenInfo | None:
-        """The id of ``content`` as one token: added tokens first, then the tokenizer vocab."""
+        """The id of ``content`` as one token: added tokens first, then the full vocabulary."""
         info = self.added_tokens.get(content)
         if info is not None:
             return info
-        tok = self.tokenizer()
-        if tok is None:
+        vocab = self.vocabulary
+        if vocab is None or not vocab.available:
             return None
-        token_id = tok.token_to_id(content)
+        token_id = vocab.token_to_id(content)
         if token_id is None:
             return None
-        return TokenInfo(content, token_id, False, False, TOKENIZER_JSON)
+        return TokenInfo(content, token_id, False, False, vocab.source)
 
     def iter_special_strings(self) -> Iterator[str]:
         """Strings a tokenizer treats as control tokens: special added tokens and named ones."""

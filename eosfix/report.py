@@ -192,6 +192,7 @@ def result_to_dict(r: RepoResult, pins: Pins | None = None) -> dict[str, Any]:
         return out
     c = r.check
     assert c is not None
+    gguf = getattr(c, "container", None) == "gguf"
     out.update(
         status=c.status.value,
         templates=[
@@ -229,9 +230,15 @@ def result_to_dict(r: RepoResult, pins: Pins | None = None) -> dict[str, Any]:
         ],
         changes=[{"file": p.file, "created": p.created, "diff": p.diff()} for p in r.patches],
         written=list(r.written),
-        runtimes=runtime_rows_json(runtime_table(c, r.patches, pins)) if c.repo.templates else [],
+        runtimes=runtime_rows_json(runtime_table(c, r.patches, pins))
+        if c.repo.templates and not gguf
+        else [],
     )
     out.update(r.extra)
+    if gguf:
+        from eosfix.ggufreport import gguf_result_dict
+
+        return gguf_result_dict(r, out)
     return out
 
 
@@ -257,6 +264,10 @@ def render_repo_text(
         return f"{click.style('error', fg='red', bold=True)}: {r.error}"
     c = r.check
     assert c is not None
+    if getattr(c, "container", None) == "gguf":
+        from eosfix.ggufreport import render_gguf_text
+
+        return render_gguf_text(r, fixing=fixing, show_diff=show_diff)
     if c.status is Status.NO_TEMPLATE:
         return f"{r.name}: no chat template: nothing to check"
     lines = [click.style(r.name, bold=True)]
@@ -303,6 +314,8 @@ def _why_still(table: RuntimeTable, still: list[str]) -> list[str]:
             for n in still
             if n in FIRST_ID_ONLY
         ]
+    if "llama.cpp" in still:  # its converter never reads generation_config.json
+        why.append("llama.cpp: after converting, run eosfix fix on the .gguf")
     return why
 
 

@@ -25,6 +25,8 @@ from eosfix.patch import FilePatch, plan_config
 from eosfix.probes import Probe
 from eosfix.repo import CONFIG, GENERATION_CONFIG
 from eosfix.runtimes import RUNTIMES, Pins, Runtime, StopInputs, rule_for
+from eosfix.runtimes.llamacpp import converter_special_ids
+from eosfix.sources.convert import converter_inputs
 
 # Runtimes that read config.json's eos_token_id (never generation_config.json).
 CONFIG_READERS = ("candle", "ExLlamaV2")
@@ -133,6 +135,7 @@ def inputs_from_files(
         config_eos_is_list=cfg_list,
         text_config_eos=text_eos,
         vocab=_vocab(check),
+        gguf_special_ids=converter_special_ids(converter_inputs(check.repo, cfg)),
     )
 
 

@@ -53,6 +53,7 @@ LazyGroup.lazy = {
     "cache": "eosfix.cli.cache:cache",
     "hub": "eosfix.cli.hub:hub",
     "upload": "eosfix.cli.hub:upload",
+    "ollama": "eosfix.cli.ollama:ollama",
 }
 
 

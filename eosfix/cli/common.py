@@ -8,6 +8,7 @@ from typing import Any
 
 import click
 
+from eosfix.errors import EosfixError
 from eosfix.report import RENDERER_BY_NAME, Report
 
 _CONFIG_NAMES = {
@@ -23,18 +24,36 @@ _CONFIG_NAMES = {
 }
 
 
-def repo_dirs(paths: Sequence[str]) -> list[Path]:
-    """Folders to analyze: a folder as given; a file (from pre-commit) means its folder.
+def _is_repo_folder(path: Path) -> bool:
+    """A folder holding a model repo's own files (not only GGUFs)."""
+    return any((path / name).exists() for name in _CONFIG_NAMES)
 
-    Files that are not model config files are ignored, so a hook can pass any staged file.
+
+def repo_dirs(paths: Sequence[str]) -> list[Path]:
+    """What to analyze: model folders and GGUF files.
+
+    A folder as given, plus every ``*.gguf`` under it (a llama.cpp or LM Studio models
+    folder); a folder holding only GGUFs stands for its GGUFs. A ``.gguf`` file as given (a
+    later shard of a split means its first shard). Any other file (from pre-commit) means
+    its folder when it is a model config file; other files are ignored.
     """
+    from eosfix.sources.gguf import first_shard, iter_gguf_files
+
     out: dict[Path, None] = {}
     for raw in paths:
         path = Path(raw)
         if not path.exists():
             raise click.UsageError(f"{raw}: no such file or directory")
         if path.is_dir():
-            out[path] = None
+            ggufs = list(iter_gguf_files(path))
+            if not ggufs or _is_repo_folder(path):
+                out[path] = None
+            out.update(dict.fromkeys(ggufs))
+        elif path.suffix.lower() == ".gguf":
+            try:
+                out[first_shard(path)] = None
+            except EosfixError:
+                out[path] = None  # the missing first shard is reported when it is loaded
         elif path.name in _CONFIG_NAMES or path.suffix == ".jinja":
             parent = path.parent
             if parent.name == "additional_chat_templates":

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
+from typing import Any
 
 import click
 
@@ -39,6 +41,11 @@ def check(paths: tuple[str, ...], fmt: str, config_json: bool, pins: dict[str, s
 @click.argument("paths", nargs=-1, required=True, type=click.Path())
 @click.option("--diff", "show_diff", is_flag=True, help="Show the unified diff; write nothing.")
 @click.option("--exit-zero-even-if-changed", is_flag=True, help="Exit 0 after changing files.")
+@click.option(
+    "--output",
+    type=click.Path(dir_okay=False),
+    help="For one GGUF: write the fixed file here and leave the original untouched.",
+)
 @_format_option
 @_config_option
 @_runtime_option
@@ -46,6 +53,7 @@ def fix(
     paths: tuple[str, ...],
     show_diff: bool,
     exit_zero_even_if_changed: bool,
+    output: str | None,
     fmt: str,
     config_json: bool,
     pins: dict[str, str],
@@ -54,18 +62,26 @@ def fix(
 
     Minimal byte-level edit, atomic write, only when something changes; a second run
     changes nothing. Exit 1 when files changed (as pre-commit fixers do), 0 otherwise.
+    A GGUF gets tokenizer.ggml.eot_token_id / eom_token_id (in place when the key exists,
+    else a verified rewrite).
 
     \b
     Example:
         eosfix fix ./my-model --diff    # show what would change
         eosfix fix ./my-model
+        eosfix fix model.gguf --output model-fixed.gguf
     """
     from eosfix import api
 
+    targets = repo_dirs(paths)
+    if output is not None and (len(targets) != 1 or not api.is_gguf(targets[0])):
+        raise click.UsageError("--output needs exactly one GGUF file")
     report = Report()
-    for path in repo_dirs(paths):
+    for path in targets:
         if show_diff:
             result = api.check(path, config_json=config_json)
+        elif api.is_gguf(path):
+            result = _fix_gguf(path, output)
         else:
             result = api.fix(path, config_json=config_json)
             for name in result.written:
@@ -78,6 +94,20 @@ def fix(
     if exit_zero_even_if_changed and code == 1 and not show_diff:
         code = 0
     sys.exit(code)
+
+
+def _fix_gguf(path: Path, output: str | None) -> Any:
+    """Fix one GGUF, with a progress bar (bytes, ETA) on a terminal while a rewrite copies."""
+    from eosfix import api
+    from eosfix.cli.progress import byte_progress
+
+    with byte_progress(f"Rewriting {path.name}") as progress:
+        result = api.fix_gguf(path, output=output, progress=progress)
+    write = result.extra.get("write")
+    if isinstance(write, dict):
+        how = "in place" if write["mode"] == "in-place" else "rewritten"
+        click.echo(f"Fixing {write['path']} ({how})", err=True)
+    return result
 
 
 @click.command()

@@ -33,6 +33,10 @@ class StopInputs:
     # generation_config.json has the key, whatever its value (``null`` included): mlx-vlm
     # >= 0.6.3 copies the key over config.json's value even when it is null.
     generation_config_has_eos_key: bool = False
+    # The special-token ids llama.cpp's converter would write for this folder (role -> id,
+    # e.g. {"eos": 2}); None when not derived from the folder (llama.cpp then falls back to
+    # the tokenizer eos and config.json's integer eos).
+    gguf_special_ids: Mapping[str, int] | None = None
 
     @property
     def generation_eos_key(self) -> bool:

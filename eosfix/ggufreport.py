@@ -1,0 +1,188 @@
+"""Text and JSON for a checked GGUF: what ends a turn, what llama.cpp stops on, what changes."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import click
+
+from eosfix.api import RepoResult
+from eosfix.ggufplan import EOG_SOURCE, GgufCheck, stop_instructions
+from eosfix.runtimes.llamacpp import LLAMA_CPP_VERSION, EogSet, key_name
+
+KIND_TEXT = {
+    "turn_end": "written after every reply",
+    "tool_call": "written after a tool call",
+    "next_turn_opener": "opens the next turn (replies have no closing token)",
+    "stop_string": "plain text: needs a stop string",
+}
+RUNTIMES_TEXT = "llama.cpp (and llama-cpp-python, LM Studio, ollama, which run it)"
+
+
+def is_gguf_check(check: object) -> bool:
+    return getattr(check, "container", None) == "gguf"
+
+
+def _ids(ids: Iterable[int]) -> str:
+    return "[" + ", ".join(str(i) for i in sorted(ids)) + "]"
+
+
+def _slot(c: GgufCheck, role: str) -> str:
+    """``eot 100 <|user|>``; ``(by text)`` when llama.cpp found it by its text, not a key."""
+    assert c.model is not None
+    token_id, found = c.model.specials.get(role), c.model.specials.detected.get(role, ())
+    if token_id is None and found:
+        texts = " or ".join(str(c.model.token_text(i)) for i in found)
+        return f"{role} {texts} (by text, llama.cpp picks one)"
+    if token_id is None:
+        return f"{role} -"
+    return f"{role} {token_id} {c.model.token_text(token_id)}" + (" (by text)" if found else "")
+
+
+def _eog_line(c: GgufCheck, eog: EogSet) -> str:
+    slots = ", ".join(_slot(c, r) for r in ("eos", "eot", "eom"))
+    return f"stops on {_ids(eog.ids)}  ({slots}; + token texts; {LLAMA_CPP_VERSION.split(' (')[0]})"
+
+
+def _edits_text(c: GgufCheck) -> str:
+    assert c.plan is not None
+    return ", ".join(f"{e.key} -> {e.new} {e.token}" for e in c.plan.edits)
+
+
+def _how(c: GgufCheck) -> str:
+    assert c.plan is not None
+    if c.plan.in_place:
+        return "in place: only those 4-byte values"
+    return "rewrite: new header, tensor data copied and hash-checked"
+
+
+def _runtimes_line(c: GgufCheck) -> str:
+    terms = [t for t in c.id_terminators if t.id is not None]
+    if not terms:
+        return "nothing to compare: no terminator has a token id"
+    assert c.eog is not None
+    missed = [t.content for t in terms if t.id not in c.eog.ids]
+    if not missed:
+        return f"{RUNTIMES_TEXT} stops at every terminator"
+    after = "stops on all" if c.plan is not None else "still not (no free key: use stop strings)"
+    return f"{RUNTIMES_TEXT} would not stop on {' '.join(missed)}; after fix: {after}"
+
+
+def _instead_lines(c: GgufCheck) -> list[str]:
+    texts = c.stop_strings_needed
+    if not texts:
+        return []
+    how = stop_instructions(texts)
+    return [
+        f"  instead       stop on {' '.join(repr(t) for t in texts)} as text:",
+        *(
+            f"                {prog}: {line}"
+            for prog, text in how.items()
+            for line in text.splitlines()
+        ),
+    ]
+
+
+def diff_text(r: RepoResult, c: GgufCheck) -> str:
+    """The key edits as a unified-diff-like block (the file is binary)."""
+    if c.plan is None:
+        return ""
+    lines = [f"--- a/{r.path.name} (GGUF metadata)", f"+++ b/{r.path.name} (GGUF metadata)"]
+    for e in c.plan.edits:
+        lines += [f"-{e.key}: {e.old_str}", f"+{e.key}: {e.new}  # {e.token}"]
+    return "\n".join(lines)
+
+
+def _finding_line(r: RepoResult, code: str, file: str, message: str, error: bool) -> str:
+    where = f"{r.name}/{file}" if file else r.name
+    color = "red" if error else "yellow"
+    return f"{where}: {click.style(code, fg=color, bold=True)} {message}"
+
+
+def render_gguf_text(r: RepoResult, *, fixing: bool = False, show_diff: bool = False) -> str:
+    c = r.check
+    assert isinstance(c, GgufCheck)
+    assert c.eog is not None
+    if not c.repo.templates:
+        return f"{r.name}: no chat template in the GGUF: nothing to check"
+    lines = [click.style(r.name, bold=True)]
+    for t in c.terminators.terminators:
+        kind = KIND_TEXT.get(t.kind, t.kind)
+        lines.append(
+            f"  ends a turn   {t.content}  {t.id_str}, {kind} (template {', '.join(t.templates)})"
+        )
+    if not c.terminators.terminators:
+        lines.append("  ends a turn   (nothing found)")
+    lines.append(f"  llama.cpp     {_eog_line(c, c.eog)}")
+    lines += [
+        "  " + _finding_line(r, f.code, f.file, f.message, f.severity.value == "error")
+        for f in c.findings
+    ]
+    if c.plan is not None:
+        verb = "wrote" if r.written else "fix"
+        run = "" if r.written or fixing else f"  (run: eosfix fix {r.path})"
+        lines.append(f"  {verb:<13} {_edits_text(c)}  ({_how(c)}){run}")
+        lines.append(f"  after fix     stops on {_ids(c.plan.eog_after.ids)}")
+    lines += _instead_lines(c)
+    lines.append(f"  runtimes      {_runtimes_line(c)}")
+    if show_diff and c.plan is not None:
+        lines.append(diff_text(r, c))
+    return "\n".join(lines)
+
+
+def _eog_dict(c: GgufCheck, eog: EogSet) -> dict[str, Any]:
+    assert c.model is not None
+    return {
+        "eog": sorted(eog.ids),
+        "uncertain": sorted(eog.uncertain),
+        **{r: c.model.specials.get(r) for r in ("eos", "eot", "eom")},
+    }
+
+
+def gguf_result_dict(r: RepoResult, base: dict[str, Any]) -> dict[str, Any]:
+    """The JSON of one GGUF: ``base`` (the shared keys) plus the llama.cpp view."""
+    c = r.check
+    assert isinstance(c, GgufCheck)
+    assert c.eog is not None
+    drop = ("eos_token_id", "eos_token_id_source", "proposed_eos_token_id", "runtimes", "changes")
+    out = {k: v for k, v in base.items() if k not in drop}
+    out["container"] = "gguf"
+    out["llama_cpp"] = {
+        "version": LLAMA_CPP_VERSION,
+        "source": EOG_SOURCE,
+        "before": _eog_dict(c, c.eog),
+        "after": None if c.plan is None else _eog_dict(c, c.plan.eog_after),
+        "stops_before": {t.content: t.id in c.eog.ids for t in c.id_terminators},
+    }
+    out["changes"] = [
+        {"key": e.key, "old": e.old, "new": e.new, "token": e.token}
+        for e in (c.plan.edits if c.plan is not None else ())
+    ]
+    out["in_place"] = None if c.plan is None else c.plan.in_place
+    texts = c.stop_strings_needed
+    out["stop_instead"] = {"texts": list(texts), **stop_instructions(texts)} if texts else None
+    return out
+
+
+def loop_section(c: GgufCheck) -> list[str]:
+    """explain's closing section for a GGUF: llama.cpp's set before and after, loop ids."""
+    assert c.eog is not None
+    ids = c.plan.eog_after.ids if c.plan is not None else c.eog.ids
+    where = "after `eosfix fix`" if c.plan is not None else "as the file is"
+    lines = [
+        click.style(f"llama.cpp ({LLAMA_CPP_VERSION})", bold=True),
+        f"  {_eog_line(c, c.eog)}",
+        (
+            f"  reads {key_name('eos')}, {key_name('eot')}, {key_name('eom')}, the FIM ids and "
+            "token texts; LM Studio, llama-cpp-python and ollama use the same rule"
+        ),
+        "",
+        click.style("For a hand-written generation loop", bold=True),
+        f"  stop when the sampled id is in {_ids(ids)}  (llama.cpp's set {where})",
+    ]
+    if c.stop_strings_needed:
+        lines.append(
+            f"  and stop on the text {list(c.stop_strings_needed)} (no single id holds it)"
+        )
+    return lines

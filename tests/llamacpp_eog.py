@@ -1,0 +1,74 @@
+"""Ask real llama.cpp (llama-cpp-python's build) what it stops on, for GGUF files.
+
+Run as a script in a child process: a GGUF llama.cpp dislikes may abort the process (a
+``GGML_ASSERT``), which must not take pytest down with it. Prints one JSON object:
+``{path: {"eog": [...], "eos": id, "eot": id, "n_tokens": n} | {"error": text}}`` (the
+bindings have no eom getter).
+
+    python tests/llamacpp_eog.py a.gguf b.gguf
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+
+def _query(lib: Any, path: str) -> dict[str, Any]:
+    params = lib.llama_model_default_params()
+    params.vocab_only = True
+    model = lib.llama_model_load_from_file(path.encode(), params)
+    if not model:
+        return {"error": "llama.cpp could not load it"}
+    try:
+        vocab = lib.llama_model_get_vocab(model)
+        n = lib.llama_vocab_n_tokens(vocab)
+        eog = [i for i in range(n) if lib.llama_vocab_is_eog(vocab, i)]
+
+        def opt(token: int) -> int | None:
+            return None if token < 0 else token
+
+        return {
+            "eog": eog,
+            "eos": opt(lib.llama_vocab_eos(vocab)),
+            "eot": opt(lib.llama_vocab_eot(vocab)),
+            "n_tokens": n,
+        }
+    finally:
+        lib.llama_model_free(model)
+
+
+def main(paths: list[str]) -> int:
+    import llama_cpp
+
+    silence = llama_cpp.llama_log_callback(lambda level, text, user: None)
+    llama_cpp.llama_log_set(silence, ctypes.c_void_p())  # keep `silence` alive until exit
+    llama_cpp.llama_backend_init()
+    out = {p: _query(llama_cpp, p) for p in paths}
+    print(json.dumps(out))
+    return 0
+
+
+def real_eog(paths: list[Path]) -> dict[Path, dict[str, Any]]:
+    """Run this script on ``paths`` in a child process; skip the test if llama.cpp is absent."""
+    pytest.importorskip("llama_cpp", reason="pip install 'eosfix[runtimes]' (llama-cpp-python)")
+    proc = subprocess.run(
+        [sys.executable, __file__, *map(str, paths)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    data = json.loads(proc.stdout.splitlines()[-1])
+    return {Path(p): v for p, v in data.items()}
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
