@@ -10,6 +10,7 @@ eosfix reports as uncertain (and never counts on).
 
 from __future__ import annotations
 
+import importlib.metadata
 import os
 import shutil
 import subprocess
@@ -20,7 +21,8 @@ from pathlib import Path
 import pytest
 
 from eosfix import api
-from eosfix.runtimes.llamacpp import end_of_generation
+from eosfix.runtimes import describe
+from eosfix.runtimes.llamacpp import LLAMA_CPP_COMMIT, LLAMA_CPP_PYTHON, end_of_generation
 from eosfix.sources.gguf import CONTROL, load_gguf
 from tests.ggufs import chatml, command_r, copy_with_templates, glm
 from tests.llamacpp_eog import real_eog
@@ -87,6 +89,13 @@ def _agrees(path: Path, real: dict) -> None:
     assert "error" not in real, (path.name, real)
     got = set(real["eog"])
     assert model.ids <= got <= model.ids | model.uncertain, (path.name, sorted(model.ids), got)
+
+
+def test_the_executed_llama_cpp_is_the_installed_one():
+    """The llama.cpp row says "executed with llama.cpp <commit> (llama-cpp-python <v>)"."""
+    pytest.importorskip("llama_cpp", reason="pip install 'eosfix[runtimes]'")
+    assert importlib.metadata.version("llama-cpp-python") == LLAMA_CPP_PYTHON
+    assert describe("llama.cpp").executed == f"{LLAMA_CPP_COMMIT} (llama-cpp-python 0.3.36)"
 
 
 def test_model_equals_real_llama_cpp_on_every_shipped_vocab(ggml_vocab_files):

@@ -26,7 +26,9 @@ from dataclasses import dataclass
 
 from eosfix.runtimes.base import Runtime, StopInputs
 
-LLAMA_CPP_VERSION = "llama.cpp 0c1e57098 (llama-cpp-python 0.3.36)"
+LLAMA_CPP_COMMIT = "0c1e57098"
+LLAMA_CPP_PYTHON = "0.3.36"  # the llama-cpp-python release that vendors that commit
+LLAMA_CPP_VERSION = f"llama.cpp {LLAMA_CPP_COMMIT} (llama-cpp-python {LLAMA_CPP_PYTHON})"
 NULL = -1
 
 # src/llama-vocab.cpp: "maintain a list of tokens that cause end-of-generation" (ref #9606)
@@ -289,4 +291,6 @@ RUNTIME = Runtime(
     source=f"{LLAMA_CPP_VERSION} src/llama-vocab.cpp + gguf-py gguf/vocab.py",
     derive=_llama_cpp,
     note="never reads generation_config.json; EOG guessed from token text",
+    # tests/test_gguf_llamacpp.py asks that build's llama_vocab_is_eog for every id
+    executed=f"{LLAMA_CPP_COMMIT} (llama-cpp-python {LLAMA_CPP_PYTHON})",
 )
