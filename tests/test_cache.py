@@ -17,6 +17,7 @@ from eosfix.batch import run as batchrun
 from eosfix.batch.output import write_json
 from eosfix.cli import cli
 from eosfix.sources import cache as cachelib
+from eosfix.sources.cachesource import CacheRun, run_cache
 from tests.cachebuilder import (
     CacheBuilder,
     base_model_files,
@@ -152,7 +153,7 @@ def test_shared_files_are_analyzed_once(hub_cache, monkeypatch):
         return real(path, detail)
 
     monkeypatch.setattr(verdict, "analyze_folder", counting)
-    result = cachelib.run_cache(cachelib.scan_cache(b.root), workers=1)
+    result = run_cache(cachelib.scan_cache(b.root), workers=1)
     assert len(result.results) == 5
     assert len(seen) == result.analyses == 4  # the two org/qwen revisions differ in README only
 
@@ -189,9 +190,9 @@ def test_many_distinct_analyses_use_worker_processes(tmp_path, monkeypatch):
         b.add_revision(f"o/m{i}", chatml_files(100 * (i + 1), healthy=i % 2 == 0))
     scan = cachelib.scan_cache(tmp_path)
     serial, pooled = io.StringIO(), io.StringIO()
-    write_json(cachelib.CacheRun(scan, workers=1, detail="json"), serial)
+    write_json(CacheRun(scan, workers=1, detail="json"), serial)
     monkeypatch.setattr(pool, "POOL_MIN", 2)
-    run = cachelib.CacheRun(scan, workers=2, detail="json")
+    run = CacheRun(scan, workers=2, detail="json")
     write_json(run, pooled)
     assert pooled.getvalue() == serial.getvalue()
     assert run.counts()["ok"] == 3
@@ -291,7 +292,7 @@ def test_fix_after_check_is_idempotent_per_revision(hub_cache):
     assert run("--cache-dir", str(b.root), "--revision", "refs/pr/1", "--fix")[0] == 0
     # fixed regular files are keyed by content: the two fixed qwen revisions share one analysis
     assert run("--cache-dir", str(b.root), "--fix")[0] == 1
-    result = cachelib.run_cache(cachelib.scan_cache(b.root), workers=1)
+    result = run_cache(cachelib.scan_cache(b.root), workers=1)
     assert result.exit_code == 0
     assert result.analyses == 4
 
@@ -519,7 +520,7 @@ def _many(root: Path, n: int) -> CacheBuilder:
 
 def _json(scan: cachelib.CacheScan, **kwargs) -> dict:
     out = io.StringIO()
-    write_json(cachelib.CacheRun(scan, detail="json", **kwargs), out)
+    write_json(CacheRun(scan, detail="json", **kwargs), out)
     return json.loads(out.getvalue())
 
 
@@ -553,7 +554,7 @@ def test_memory_does_not_grow_with_the_cache(tmp_path, monkeypatch):
     def most_alive(n: int) -> tuple[int, int]:
         scan = cachelib.scan_cache(_many(tmp_path / str(n), n).root)
         verdicts = snapshots = 0
-        for _ in cachelib.CacheRun(scan, detail="json", workers=1):
+        for _ in CacheRun(scan, detail="json", workers=1):
             gc.collect()
             # type(), not isinstance: no attribute lookups on every object of the process;
             # and no list kept across steps (it would keep every object of the last one)
@@ -587,7 +588,7 @@ def test_a_dead_worker_makes_errors_not_a_crash(tmp_path, monkeypatch):
     scan = cachelib.scan_cache(_many(tmp_path, 8).root)
     monkeypatch.setattr(verdict, "analyze_folder", _die)
     monkeypatch.setattr(pool, "POOL_MIN", 1)
-    result = cachelib.run_cache(scan, workers=2)
+    result = run_cache(scan, workers=2)
     assert result.counts()["error"] == len(result.results) == 8
     assert {r.note for r in result.results} == {": the analysis process died (out of memory?)"}
     assert result.exit_code == 2

@@ -6,13 +6,15 @@ import sys
 
 import click
 
+from eosfix.batch.run import Progress
 from eosfix.batch.verdict import Detail
 from eosfix.cli import batch as batchcli
 from eosfix.report import EXIT_INPUT, summary_parts
 from eosfix.sources import cache as cachelib
+from eosfix.sources.cachesource import CacheRun
 
 
-def summary_line(run: cachelib.CacheRun) -> str:
+def summary_line(run: CacheRun) -> str:
     counts = run.counts()
     fixable = "fixable" if run.fixing else "would be fixed (run with --fix)"
     parts = summary_parts(counts, fixable=fixable, ok="stop correctly")
@@ -24,7 +26,7 @@ def summary_line(run: cachelib.CacheRun) -> str:
     return f"{head}: {body}{tail}"
 
 
-def _render_text(run: cachelib.CacheRun) -> None:
+def _render_text(run: CacheRun) -> None:
     """The table, then each corrupted repo, then the summary line."""
     from rich.markup import escape
 
@@ -93,9 +95,9 @@ def cache(
         sys.exit(EXIT_INPUT)
     text = fmt == "text"
 
-    def go(progress: cachelib.Progress | None) -> cachelib.CacheRun:
+    def go(progress: Progress | None) -> CacheRun:
         detail: Detail = "json" if fmt == "json" else None
-        run = cachelib.CacheRun(scan, fix=do_fix, detail=detail, progress=progress, keep_rows=text)
+        run = CacheRun(scan, fix=do_fix, detail=detail, progress=progress, keep_rows=text)
         if text:
             run.drain()
         else:

@@ -59,9 +59,7 @@ def _quiet_hub() -> Iterator[None]:
 
 def summary_line(run: Run) -> str:
     """One line: how many repos came to what, and what it cost in requests."""
-    source: HubSource = run.source  # type: ignore[assignment]
-    fixable = "would be fixed" + ("" if source.prs is not None else " (run with --pr)")
-    parts = summary_parts(run.counts(), fixable=fixable, ok="already stop correctly")
+    parts = summary_parts(run.counts(), fixable="would be fixed", ok="already stop correctly")
     text = ", ".join(f"{n} {'repo' if n == 1 else 'repos'} {what}" for n, what in parts)
     text = text or "no repos checked"
     stats = run.summary()

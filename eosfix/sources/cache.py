@@ -11,7 +11,7 @@ Snapshots are found with the scanner of ``huggingface_hub.scan_cache_dir``, run 
 (its ``CorruptedCacheException`` warnings name the corrupted repos, reported and skipped), so
 memory does not grow with the cache. The key of a snapshot is its (repo path, blob hash)
 pairs, and a blob's name *is* its content hash, so revisions and repos that share files share
-one analysis (the batch engine, ``eosfix.batch``, runs them). Fixing re-analyzes each snapshot
+one analysis (``eosfix.sources.cachesource`` runs them on the batch engine, ``eosfix.batch``). Fixing re-analyzes each snapshot
 under its lock and writes through ``api.fix(replace_symlinks=True)``: the link is replaced by
 a regular file, a blob is never written. A ``.no_exist`` marker for a written file is deleted,
 or transformers would not see the new file offline.
@@ -33,8 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from eosfix import api
-from eosfix.batch import pool
-from eosfix.batch.run import Done, Key, Pending, Progress, Run, Unit, in_order
+from eosfix.batch.run import Key
 from eosfix.batch.verdict import Detail, Verdict, to_verdict
 from eosfix.errors import EosfixError, WriteError
 from eosfix.patch import FilePatch
@@ -406,124 +405,3 @@ def fix_snapshot(path: Path, detail: Detail) -> Verdict:
     """Fix one snapshot: replace the link, never the blob; drop the .no_exist marker."""
     callback = functools.partial(drop_no_exist_marker, path)
     return to_verdict(api.fix(path, replace_symlinks=True, after_write=callback), detail)
-
-
-# --- the cache as a batch source --------------------------------------------------------------
-
-
-class CacheSource:
-    """The snapshots of a CacheScan as batch units; with ``fix``, a stage that fixes, in
-    order, each snapshot whose analysis planned patches (each under its own lock)."""
-
-    noun = "snapshot"
-
-    def __init__(self, scan: CacheScan, *, fix: bool = False) -> None:
-        self.scan = scan
-        self.fix = fix
-        self.stage = "fixing" if fix else "checking"
-        self.corrupted: list[Corrupted] = []
-
-    def units(self) -> Iterator[Unit]:
-        for item in self.scan:
-            if isinstance(item, Corrupted):
-                self.corrupted.append(item)
-            else:
-                yield Unit(item, item.path, item.key)
-        self.corrupted.sort(key=lambda c: c.name)
-
-    def before(self, units: Iterable[Unit], run: Run) -> Iterator[Unit]:
-        return iter(units)
-
-    def after(self, units: Iterable[Unit], run: Run) -> Iterator[Unit]:
-        if not self.fix:
-            return iter(units)
-
-        def start(unit: Unit) -> Pending:
-            assert unit.verdict is not None
-            assert unit.path is not None
-            if not unit.verdict.has_patches:
-                return Done(unit)
-            return _Fixed(unit, run.jobs.submit(fix_snapshot, unit.path))
-
-        return in_order(units, start, run.jobs.flush)
-
-    def estimate(self) -> int | None:
-        return self.scan.estimate()
-
-    def failed(self) -> bool:
-        return bool(self.corrupted)
-
-    def head(self) -> dict[str, Any]:
-        return {"cache_dir": str(self.scan.cache_dir)}
-
-    def footer(self) -> dict[str, Any]:
-        return {
-            "corrupted": [
-                {"name": c.name, "repo_id": c.repo_id, "error": c.message} for c in self.corrupted
-            ]
-        }
-
-    def summary(self) -> dict[str, Any]:
-        return {"corrupted": len(self.corrupted)}
-
-    def close(self) -> None:
-        pass
-
-
-class _Fixed:
-    __slots__ = ("ticket", "unit")
-
-    def __init__(self, unit: Unit, ticket: pool.Ticket) -> None:
-        self.unit, self.ticket = unit, ticket
-
-    def result(self) -> Unit:
-        return self.unit.but(verdict=self.ticket.result())
-
-
-class CacheRun(Run):
-    """One `eosfix cache` run, streamed: iterate it (once) for the Results in cache order.
-
-    Snapshots with the same key share one analysis while it is among the last LRU_SIZE
-    distinct ones (revisions of a repo come together); ``analyses`` counts those run.
-    """
-
-    def __init__(
-        self,
-        scan: CacheScan,
-        *,
-        fix: bool = False,
-        detail: Detail = None,
-        workers: int | None = None,
-        progress: Progress | None = None,
-        keep_rows: bool = False,
-    ) -> None:
-        self.cache = CacheSource(scan, fix=fix)
-        super().__init__(
-            self.cache, detail=detail, workers=workers, progress=progress, keep_rows=keep_rows
-        )
-
-    @property
-    def cache_dir(self) -> Path:
-        return self.cache.scan.cache_dir
-
-    @property
-    def fixing(self) -> bool:
-        return self.cache.fix
-
-    @property
-    def corrupted(self) -> list[Corrupted]:
-        return self.cache.corrupted
-
-
-def run_cache(
-    scan: CacheScan,
-    *,
-    fix: bool = False,
-    detail: Detail = None,
-    workers: int | None = None,
-    progress: Progress | None = None,
-) -> CacheRun:
-    """The whole run at once, keeping one Row per snapshot in ``results``."""
-    run = CacheRun(scan, fix=fix, detail=detail, workers=workers, progress=progress, keep_rows=True)
-    run.drain()
-    return run
