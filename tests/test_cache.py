@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import io
 import json
 import os
@@ -592,3 +593,21 @@ def test_a_dead_worker_makes_errors_not_a_crash(tmp_path, monkeypatch):
     assert result.counts()["error"] == len(result.results) == 8
     assert {r.note for r in result.results} == {": the analysis process died (out of memory?)"}
     assert result.exit_code == 2
+
+
+def test_csv_and_markdown_reports(hub_cache):
+    b, shas = hub_cache
+    code, out, err = run("--cache-dir", str(b.root), "--format", "csv")
+    assert code == 1
+    rows = list(csv.DictReader(io.StringIO(out)))
+    assert len(rows) == 5
+    pr = next(r for r in rows if r["commit"] == shas["qwen_pr"])
+    assert (pr["repo_id"], pr["revision"], pr["verdict"]) == ("org/qwen", "refs/pr/1", "fixable")
+    assert (pr["ends_a_turn"], pr["proposed_eos_token_id"]) == ("<|im_end|> 1002", "[1000, 1002]")
+    assert err.startswith("5 snapshots of 4 repos: 3 would be fixed")
+    code, out, _ = run("--cache-dir", str(b.root), "--format", "markdown")
+    lines = out.splitlines()
+    assert lines[0] == "| repo | ends a turn | eos now | verdict | pull request |"
+    assert "| `org/qwen` | `<\\|im_end\\|>` 1002 | 1000 | won't stop -> [1000, 1002] |  |" in lines
+    assert lines[-1].startswith("5 snapshots of 4 repos: 3 would be fixed")
+    assert len(lines) == 2 + 5 + 2

@@ -355,6 +355,7 @@ def test_max_prs_dry_run_and_no_duplicates(fake_hub, run_eosfix):
 
     result = run_eosfix("hub", "--author", "org", "--pr", "--max-prs", "2")
     assert [c["repo_id"] for c in fake_hub.commits_received] == fixable[:2]
+    assert "; 2 pull requests opened; " in result.stdout.splitlines()[-1]
     assert "org/m004: pull request not opened: --max-prs 2 reached" in result.stdout
 
     _, payload, _ = audit(run_eosfix, "--pr", "--max-prs", "2")
@@ -393,6 +394,7 @@ def test_csv_report(fake_hub, run_eosfix):
     rows = list(csv.DictReader(io.StringIO(result.stdout)))
     assert [r["repo_id"] for r in rows] == ["org/m000", "org/m001", "org/m002"]
     m001 = rows[1]
+    assert (m001["revision"], m001["commit"]) == ("main", fake_hub.repos["org/m001"].head)
     assert m001["verdict"] == "fixable"
     assert m001["ends_a_turn"] == "<|im_end|> 1012"
     assert (m001["eos_token_id"], m001["proposed_eos_token_id"]) == ("1010", "[1010, 1012]")

@@ -55,6 +55,7 @@ def write_json(run: Run, out: TextIO) -> None:
 CSV_COLUMNS = (
     "repo_id",
     "revision",
+    "commit",
     "verdict",
     "ends_a_turn",
     "eos_token_id",
@@ -70,7 +71,13 @@ def _csv_row(result: Result) -> list[str]:
     pr = str(result.unit.extra.get("pr_url") or result.unit.extra.get("pr", ""))
     eos = "" if v.status == "error" else ids_text(v.eos)
     proposed = ids_text(v.proposed) if v.proposed is not None else ""
-    return [row.repo_id, row.revision, row.verdict, terms, eos, proposed, v.error or "", pr]
+    fields = result.item.fields()
+    if "sha" in fields:  # a Hub repo: the revision asked, then its commit
+        revision, commit = fields["revision"], fields["sha"] or ""
+    else:  # a cache snapshot: its refs, then its commit
+        revision, commit = " ".join(fields.get("refs", ())), fields["revision"]
+    cells = [row.repo_id, revision, commit, row.verdict, terms, eos, proposed]
+    return [*cells, v.error or "", pr]
 
 
 def write_csv(run: Run, out: TextIO) -> None:

@@ -67,6 +67,21 @@ class Ticket:
     def result(self) -> Verdict:
         return self.jobs.result(self)
 
+    def done(self) -> bool:
+        """Whether ``result()`` would not wait for a worker process (a job that runs in
+        this process counts as done: it only needs this process's time)."""
+        batch = self.batch
+        if batch.verdicts is not None:
+            return True
+        if batch.future is not None:
+            return batch.future.done()
+        if not batch.sent:  # waits for more jobs before it goes to a worker?
+            return not self.jobs.goes_to_pool()
+        return True  # sent to run in this process
+
+    def __repr__(self) -> str:
+        return f"Ticket({self.index} of {len(self.batch.paths)})"
+
 
 class Jobs:
     """Runs jobs in batches: in this process while there are fewer than POOL_MIN, then in
@@ -100,7 +115,7 @@ class Jobs:
         batch.sent = True
         if self.broken:
             batch.verdicts = [DIED] * len(batch.paths)
-        elif self.workers > 1 and self.count >= POOL_MIN:
+        elif self.goes_to_pool():
             if self.pool is None:
                 self.pool = ProcessPoolExecutor(self.workers, mp_context=_mp_context())
             try:
@@ -109,6 +124,9 @@ class Jobs:
                 self.broken = True
                 batch.verdicts = [DIED] * len(batch.paths)
         # else: run in this process when its result is needed
+
+    def goes_to_pool(self) -> bool:
+        return self.workers > 1 and self.count >= POOL_MIN and not self.broken
 
     def result(self, ticket: Ticket) -> Verdict:
         batch = ticket.batch

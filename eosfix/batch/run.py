@@ -100,9 +100,13 @@ class Done:
     def result(self) -> Unit:
         return self.value
 
+    def done(self) -> bool:
+        return True
+
 
 class Pending(Protocol):
-    def result(self) -> Unit: ...
+    def result(self) -> Unit: ...  # waits if it must
+    def done(self) -> bool: ...  # result() would not wait on another process or thread
 
 
 def in_order(
@@ -110,12 +114,14 @@ def in_order(
     start: Callable[[Unit], Pending],
     flush: Callable[[], None] | None = None,
 ) -> Iterator[Unit]:
-    """``start(unit).result()`` for each unit, in order, with at most WINDOW started ahead;
-    ``flush`` runs once every unit has started (send the last partial batch of jobs)."""
+    """``start(unit).result()`` for each unit, in order, with at most WINDOW started ahead.
+    A unit goes on as soon as it and every unit before it are done, so results stream (and
+    reach a state file) while later ones are still in flight. ``flush`` runs once every unit
+    has started (send the last partial batch of jobs)."""
     window: deque[Pending] = deque()
     for unit in units:
         window.append(start(unit))
-        if len(window) > WINDOW:
+        while window and (len(window) > WINDOW or window[0].done()):
             yield window.popleft().result()
     if flush is not None:
         flush()
@@ -307,6 +313,9 @@ class _Settle:
 
     def __init__(self, run: Run, unit: Unit, key: bytes, got: Verdict | pool.Ticket) -> None:
         self.run, self.unit, self.key, self.got = run, unit, key, got
+
+    def done(self) -> bool:
+        return not isinstance(self.got, pool.Ticket) or self.got.done()
 
     def result(self) -> Unit:
         got = self.got

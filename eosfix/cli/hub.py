@@ -65,9 +65,15 @@ def summary_line(run: Run) -> str:
     stats = run.summary()
     if stats["resumed"]:
         text += f"; {stats['resumed']} unchanged since the last run (--state)"
+    if "prs_opened" in stats:
+        n = stats["prs_opened"]
+        text += f"; {n} pull request{'s' * (n != 1)} opened"
+    elif "prs_would_open" in stats:
+        n = stats["prs_would_open"]
+        text += f"; {n} pull request{'s' * (n != 1)} would be opened (dry run)"
     n = stats["requests"]
-    text += f" ({n} request{'s' * (n != 1)} to the Hub"
-    return text + (f"; {_rate_note(run)})" if stats["rate_limited"] else ")")
+    text += f"; {n} request{'s' * (n != 1)} for listings and files"
+    return text + (f"; {_rate_note(run)}" if stats["rate_limited"] else "")
 
 
 def _rate_note(run: Run) -> str:

@@ -86,6 +86,9 @@ class _Fixed:
     def result(self) -> Unit:
         return self.unit.but(verdict=self.ticket.result())
 
+    def done(self) -> bool:
+        return self.ticket.done()
+
 
 class CacheRun(Run):
     """One `eosfix cache` run, streamed: iterate it (once) for the Results in cache order.
