@@ -229,7 +229,11 @@ def targets(rows: list[dict[str, Any]]) -> list[str]:
     for (n, audit_name), r in sorted(by.items()):
         if audit_name == "first" and n == 1000:
             today = by.get((n, "today"))
-            ratio = f", {today['s'] / r['s']:.1f}x faster than today's {today['s']:.0f} s" if today else ""
+            ratio = (
+                f", {today['s'] / r['s']:.1f}x faster than today's {today['s']:.0f} s"
+                if today
+                else ""
+            )
             ok = "met" if r["s"] <= 30 else "MISSED"
             out.append(f"1,000 repos in at most 30 s: {r['s']:.1f} s{ratio} ({ok})")
         if audit_name == "first":
@@ -237,7 +241,9 @@ def targets(rows: list[dict[str, Any]]) -> list[str]:
             out.append(f"N={n} first audit: {r['info']} info calls, {r['HEAD']} HEAD ({ok})")
         if audit_name == "second":
             ok = "met" if r["requests"] == r["listing"] else "MISSED"
-            out.append(f"N={n} second audit: {r['requests']} requests, listing pages {r['listing']} ({ok})")
+            out.append(
+                f"N={n} second audit: {r['requests']} requests, listing pages {r['listing']} ({ok})"
+            )
     firsts = sorted((n, r["peak_mb"]) for (n, a), r in by.items() if a == "first")
     if len(firsts) > 1:
         (n0, m0), (n1, m1) = firsts[0], firsts[-1]
