@@ -97,10 +97,10 @@ def _json_footer(path: Path) -> dict[str, Any]:
 
 def measure(root: Path, n: int, workers: int, phase: str) -> dict[str, Any]:
     """One phase of `eosfix cache` in this (fresh) process: time, CPU, peak memory."""
+    from eosfix.batch import pool
     from eosfix.cli.cache import cache
-    from eosfix.sources import cache as cachelib
 
-    cachelib.WORKERS = workers
+    pool.WORKERS = workers
     base = _peak_mb()[0]
     with tempfile.TemporaryDirectory(prefix="eosfix-bench-out-") as tmp:
         out = Path(tmp) / "out"

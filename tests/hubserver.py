@@ -44,10 +44,12 @@ import contextlib
 import difflib
 import hashlib
 import json
+import math
 import re
 import socket
 import sys
 import threading
+import time
 import types
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -245,6 +247,25 @@ class RequestRecord:
     headers: Headers  # case-insensitive
     repo_id: str | None
     status: int = 0  # 0: connection dropped
+    time: float = field(default_factory=time.monotonic)  # when the request arrived
+
+
+@dataclass
+class _Quota:
+    """A fixed-window request quota of one bucket, as the Hub counts them (5-minute windows)."""
+
+    limit: int
+    window: float
+    start: float = 0.0
+    used: int = 0
+
+    def take(self, now: float) -> tuple[bool, int, int]:
+        """Count one request: (allowed, remaining, seconds until the window resets)."""
+        if now - self.start >= self.window:
+            self.start, self.used = now, 0
+        self.used += 1
+        reset = max(1, math.ceil(self.start + self.window - now))
+        return self.used <= self.limit, max(0, self.limit - self.used), reset
 
 
 class _HTTPError(Exception):
@@ -304,6 +325,8 @@ class FakeHub:
         backoff_sleeps: sleeps requested by huggingface_hub's retry loops (recorded, not slept)
             when the `fake_hub` fixture is used.
         page_size: page size for Link-header pagination (list_models, list_repo_tree).
+        latency: seconds every request waits before it is answered (a far-away Hub); requests
+            wait in parallel, as they would on the network.
     """
 
     def __init__(self, token: str | None = None) -> None:
@@ -316,6 +339,8 @@ class FakeHub:
         self.backoff_sleeps: list[float] = []
         self.page_size = 1000
         self.discussions_page_size = 50
+        self.latency = 0.0
+        self._quotas: dict[str, _Quota] = {}
         self.url = ""
         self._failures: list[_Failure] = []
         self._lock = threading.RLock()
@@ -405,6 +430,33 @@ class FakeHub:
     def clear_failures(self) -> None:
         with self._lock:
             self._failures.clear()
+
+    def rate_limit(self, limit: int, window: float = 300.0, *, bucket: str = "resolvers") -> None:
+        """Enforce a fixed-window quota of `limit` requests per `window` seconds on a bucket,
+        as the real Hub does (https://huggingface.co/docs/hub/rate-limits): "resolvers" is every
+        `/resolve/` URL, "api" every `/api/` URL. Each response of the bucket carries the IETF
+        draft headers the Hub sends (`RateLimit: "api";r=<remaining>;t=<reset>` and
+        `RateLimit-Policy`); a request over the quota gets 429 with `Retry-After: <reset>`."""
+        if bucket not in ("resolvers", "api"):
+            raise ValueError(f"unknown bucket {bucket!r}")
+        with self._lock:
+            self._quotas[bucket] = _Quota(limit, window)
+
+    def _quota_headers(self, raw_path: str) -> tuple[bool, dict[str, str]]:
+        """Count a request against its bucket's quota: (allowed, headers to send)."""
+        bucket = "resolvers" if "/resolve/" in raw_path else "api"
+        with self._lock:
+            quota = self._quotas.get(bucket)
+            if quota is None or (bucket == "api" and not raw_path.startswith("/api/")):
+                return True, {}
+            allowed, remaining, reset = quota.take(time.monotonic())
+        headers = {
+            "RateLimit": f'"{bucket}";r={remaining};t={reset}',
+            "RateLimit-Policy": f'"fixed window";"{bucket}";q={quota.limit};w={quota.window:g}',
+        }
+        if not allowed:
+            headers["Retry-After"] = str(reset)
+        return allowed, headers
 
     def downloads(self, repo_id: str | None = None) -> list[str]:
         """Repo file paths fetched with GET /{repo}/resolve/... (in order)."""
@@ -569,6 +621,7 @@ class _Handler(BaseHTTPRequestHandler):
             "Content-Type": content_type,
             "Content-Length": str(len(body)),
             "X-Request-Id": f"fakehub-{len(self.hub.request_log)}",
+            **getattr(self, "extra_headers", {}),
         }
         all_headers.update(headers or {})
         for key, value in all_headers.items():
@@ -600,7 +653,13 @@ class _Handler(BaseHTTPRequestHandler):
             hub.requests.append((method, raw_path))
             hub.request_log.append(self.record)
         body = self._read_body()
+        self.extra_headers: dict[str, str] = {}
         try:
+            if hub.latency:
+                hub._stopping.wait(hub.latency)
+            allowed, self.extra_headers = hub._quota_headers(raw_path)
+            if not allowed:
+                raise _HTTPError(429, "You have been rate-limited", headers=self.extra_headers)
             failure = hub._find_failure(method, raw_path, repo_id)
             if failure is not None and failure.delay:
                 hub._stopping.wait(failure.delay)
@@ -1210,6 +1269,7 @@ def patch_huggingface_hub(
         "HF_STORED_TOKENS_PATH": str(home / "stored_tokens"),
     }
     env = {
+        "EOSFIX_CACHE": str(home / "eosfix"),  # eosfix's store of Hub files (hubstore.py)
         "HF_ENDPOINT": endpoint,
         "HF_HUB_DISABLE_XET": "1",
         "HF_HUB_DISABLE_TELEMETRY": "1",
@@ -1261,8 +1321,29 @@ def patch_huggingface_hub(
         shim.sleep = _sleep
         monkeypatch.setattr(_http, "time", shim)
         monkeypatch.setattr(file_download, "time", shim)
+        _instant_eosfix_waits(monkeypatch, hub)
 
     huggingface_hub.close_session()
+
+
+def _instant_eosfix_waits(monkeypatch: pytest.MonkeyPatch, hub: FakeHub) -> None:
+    """eosfix's backoffs and rate-limit pauses take no time (recorded in hub.backoff_sleeps):
+    its clock jumps forward by each wait instead, so pauses end as they would."""
+    from eosfix.sources import hubhttp
+
+    skipped = [0.0]
+    lock = threading.Lock()
+
+    def clock() -> float:
+        return time.monotonic() + skipped[0]
+
+    def sleep(seconds: float, stopping: threading.Event) -> None:
+        with lock:
+            hub.backoff_sleeps.append(seconds)
+            skipped[0] += max(0.0, seconds)
+
+    monkeypatch.setattr(hubhttp, "_clock", clock)
+    monkeypatch.setattr(hubhttp, "_sleep", sleep)
 
 
 @pytest.fixture

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import io
 import json
 import os
@@ -12,8 +13,12 @@ from click.testing import CliRunner
 from huggingface_hub import scan_cache_dir, try_to_load_from_cache
 from huggingface_hub.file_download import _CACHED_NO_EXIST
 
+from eosfix.batch import pool, verdict
+from eosfix.batch import run as batchrun
+from eosfix.batch.output import write_json
 from eosfix.cli import cli
 from eosfix.sources import cache as cachelib
+from eosfix.sources.cachesource import CacheRun, run_cache
 from tests.cachebuilder import (
     CacheBuilder,
     base_model_files,
@@ -142,14 +147,14 @@ def test_check_writes_nothing(hub_cache):
 def test_shared_files_are_analyzed_once(hub_cache, monkeypatch):
     b, _ = hub_cache
     seen: list[Path] = []
-    real = cachelib.analyze_snapshot
+    real = verdict.analyze_folder
 
-    def counting(path: Path, detail: bool) -> cachelib.Verdict:
+    def counting(path: Path, detail: verdict.Detail) -> cachelib.Verdict:
         seen.append(path)
         return real(path, detail)
 
-    monkeypatch.setattr(cachelib, "analyze_snapshot", counting)
-    result = cachelib.run_cache(cachelib.scan_cache(b.root), workers=1)
+    monkeypatch.setattr(verdict, "analyze_folder", counting)
+    result = run_cache(cachelib.scan_cache(b.root), workers=1)
     assert len(result.results) == 5
     assert len(seen) == result.analyses == 4  # the two org/qwen revisions differ in README only
 
@@ -186,10 +191,10 @@ def test_many_distinct_analyses_use_worker_processes(tmp_path, monkeypatch):
         b.add_revision(f"o/m{i}", chatml_files(100 * (i + 1), healthy=i % 2 == 0))
     scan = cachelib.scan_cache(tmp_path)
     serial, pooled = io.StringIO(), io.StringIO()
-    cachelib.write_json(cachelib.CacheRun(scan, workers=1, detail=True), serial)
-    monkeypatch.setattr(cachelib, "POOL_MIN", 2)
-    run = cachelib.CacheRun(scan, workers=2, detail=True)
-    cachelib.write_json(run, pooled)
+    write_json(CacheRun(scan, workers=1, detail="json"), serial)
+    monkeypatch.setattr(pool, "POOL_MIN", 2)
+    run = CacheRun(scan, workers=2, detail="json")
+    write_json(run, pooled)
     assert pooled.getvalue() == serial.getvalue()
     assert run.counts()["ok"] == 3
     assert run.counts()["fixable"] == 3
@@ -288,7 +293,7 @@ def test_fix_after_check_is_idempotent_per_revision(hub_cache):
     assert run("--cache-dir", str(b.root), "--revision", "refs/pr/1", "--fix")[0] == 0
     # fixed regular files are keyed by content: the two fixed qwen revisions share one analysis
     assert run("--cache-dir", str(b.root), "--fix")[0] == 1
-    result = cachelib.run_cache(cachelib.scan_cache(b.root), workers=1)
+    result = run_cache(cachelib.scan_cache(b.root), workers=1)
     assert result.exit_code == 0
     assert result.analyses == 4
 
@@ -477,11 +482,11 @@ def test_scan_agrees_with_scan_cache_dir(hub_cache, monkeypatch):
 
 
 def test_progress_bar_on_a_terminal(hub_cache, monkeypatch):
-    from eosfix.cli import cache as cli_cache
+    from eosfix.cli import batch as cli_batch
 
     b, _ = hub_cache
-    monkeypatch.setattr(cli_cache, "_use_progress", lambda: True)
-    monkeypatch.setattr(cachelib, "POOL_MIN", 2)  # the bar also follows worker processes
+    monkeypatch.setattr(cli_batch, "wants_progress", lambda fmt: True)
+    monkeypatch.setattr(pool, "POOL_MIN", 2)  # the bar also follows worker processes
     code, out, _ = run("--cache-dir", str(b.root), "--fix")
     assert code == 1
     assert "3 fixed" in out
@@ -516,7 +521,7 @@ def _many(root: Path, n: int) -> CacheBuilder:
 
 def _json(scan: cachelib.CacheScan, **kwargs) -> dict:
     out = io.StringIO()
-    cachelib.write_json(cachelib.CacheRun(scan, detail=True, **kwargs), out)
+    write_json(CacheRun(scan, detail="json", **kwargs), out)
     return json.loads(out.getvalue())
 
 
@@ -525,8 +530,10 @@ def test_tiny_window_batches_and_lru_give_the_same_results(tmp_path, monkeypatch
     scan = cachelib.scan_cache(b.root)
     expected = _json(scan, workers=1)
     assert expected["summary"]["analyses"] == 18
-    for k, v in {"WINDOW": 1, "BATCH": 2, "LRU_SIZE": 1, "LRU_DETAIL": 1, "POOL_MIN": 3}.items():
-        monkeypatch.setattr(cachelib, k, v)
+    for k, v in {"WINDOW": 1, "LRU_SIZE": 1, "LRU_DETAIL": 1}.items():
+        monkeypatch.setattr(batchrun, k, v)
+    for k, v in {"BATCH": 2, "POOL_MIN": 3}.items():
+        monkeypatch.setattr(pool, k, v)
     got = _json(scan, workers=2)
     assert got["repos"] == expected["repos"]
     assert got["summary"] == expected["summary"]  # revisions of a repo come together: LRU hits
@@ -542,13 +549,13 @@ def test_memory_does_not_grow_with_the_cache(tmp_path, monkeypatch):
     import gc
     from collections import Counter
 
-    monkeypatch.setattr(cachelib, "WINDOW", 3)
-    monkeypatch.setattr(cachelib, "LRU_DETAIL", 2)
+    monkeypatch.setattr(batchrun, "WINDOW", 3)
+    monkeypatch.setattr(batchrun, "LRU_DETAIL", 2)
 
     def most_alive(n: int) -> tuple[int, int]:
         scan = cachelib.scan_cache(_many(tmp_path / str(n), n).root)
         verdicts = snapshots = 0
-        for _ in cachelib.CacheRun(scan, detail=True, workers=1):
+        for _ in CacheRun(scan, detail="json", workers=1):
             gc.collect()
             # type(), not isinstance: no attribute lookups on every object of the process;
             # and no list kept across steps (it would keep every object of the last one)
@@ -567,22 +574,40 @@ def test_memory_does_not_grow_with_the_cache(tmp_path, monkeypatch):
 def test_text_table_in_chunks_reads_as_one_table(tmp_path, monkeypatch):
     b = _many(tmp_path, 10)
     whole = run("--cache-dir", str(b.root))[1]
-    from eosfix.cli import cache as cli_cache
+    from eosfix.cli import batch as cli_batch
 
-    monkeypatch.setattr(cli_cache, "CHUNK", 3)
+    monkeypatch.setattr(cli_batch, "CHUNK", 3)
     assert run("--cache-dir", str(b.root))[1] == whole
     assert len(whole.splitlines()) == 2 + 10 + 1  # header, rule, rows, summary
 
 
-def _die(path: Path, detail: bool) -> cachelib.Verdict:
+def _die(path: Path, detail: verdict.Detail) -> cachelib.Verdict:
     os._exit(3)
 
 
 def test_a_dead_worker_makes_errors_not_a_crash(tmp_path, monkeypatch):
     scan = cachelib.scan_cache(_many(tmp_path, 8).root)
-    monkeypatch.setattr(cachelib, "analyze_snapshot", _die)
-    monkeypatch.setattr(cachelib, "POOL_MIN", 1)
-    result = cachelib.run_cache(scan, workers=2)
+    monkeypatch.setattr(verdict, "analyze_folder", _die)
+    monkeypatch.setattr(pool, "POOL_MIN", 1)
+    result = run_cache(scan, workers=2)
     assert result.counts()["error"] == len(result.results) == 8
     assert {r.note for r in result.results} == {": the analysis process died (out of memory?)"}
     assert result.exit_code == 2
+
+
+def test_csv_and_markdown_reports(hub_cache):
+    b, shas = hub_cache
+    code, out, err = run("--cache-dir", str(b.root), "--format", "csv")
+    assert code == 1
+    rows = list(csv.DictReader(io.StringIO(out)))
+    assert len(rows) == 5
+    pr = next(r for r in rows if r["commit"] == shas["qwen_pr"])
+    assert (pr["repo_id"], pr["revision"], pr["verdict"]) == ("org/qwen", "refs/pr/1", "fixable")
+    assert (pr["ends_a_turn"], pr["proposed_eos_token_id"]) == ("<|im_end|> 1002", "[1000, 1002]")
+    assert err.startswith("5 snapshots of 4 repos: 3 would be fixed")
+    code, out, _ = run("--cache-dir", str(b.root), "--format", "markdown")
+    lines = out.splitlines()
+    assert lines[0] == "| repo | ends a turn | eos now | verdict | pull request |"
+    assert "| `org/qwen` | `<\\|im_end\\|>` 1002 | 1000 | won't stop -> [1000, 1002] |  |" in lines
+    assert lines[-1].startswith("5 snapshots of 4 repos: 3 would be fixed")
+    assert len(lines) == 2 + 5 + 2

@@ -206,16 +206,30 @@ def test_organisation_scan_goes_on_past_errors(hub_repos, run_eosfix):
     assert result.exit_code == 2, result.output
     assert "org/gone: error: repository not found (404)" in result.stderr
     assert "org/gated: error: gated repository: request access and log in (401)" in result.stderr
-    assert "EOS001" in result.stdout
     assert "other/unrelated" not in result.output
-    table = result.stdout[result.stdout.index("eosfix hub summary") :]
-    for repo_id, status in [
-        (BROKEN, "fixable"),
+    # --author shows one table row per repo (not each repo's block, as for repo ids)
+    table = result.stdout.splitlines()
+    assert table[0].split() == [
+        "repo",
+        "┃",
+        "revision",
+        "┃",
+        "ends",
+        "a",
+        "turn",
+        "┃",
+        "stops",
+        "on",
+        "┃",
+        "verdict",
+    ]
+    for repo_id, verdict in [
+        (BROKEN, "won't stop -> [248044, 248046]"),
         (HEALTHY, "ok"),
-        ("org/gone", "error"),
-        ("org/gated", "error"),
+        ("org/gone", "error: repository not found (404)"),
+        ("org/gated", "error: gated repository"),
     ]:
-        assert any(repo_id in line and status in line for line in table.splitlines()), table
+        assert any(repo_id in line and verdict in line for line in table), result.stdout
     assert "model.safetensors" not in hub_repos.downloads()
 
 
@@ -346,7 +360,7 @@ def test_private_repo_without_token_is_one_line(fake_hub, run_eosfix):
 
 
 def test_session_api_checks_many_in_order(hub_repos, tmp_path):
-    session = HubSession(tmp_path / "work")
+    session = HubSession()
     results = session.check_many([HEALTHY, BROKEN, "org/none"], workers=3)
     assert [r.name for r in results] == [HEALTHY, BROKEN, "org/none"]
     assert results[0].status.value == "ok"

@@ -6,18 +6,29 @@ Kept in its own module so ``check``/``fix`` never import huggingface_hub or rich
 from __future__ import annotations
 
 import contextlib
-import io
 import sys
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from eosfix.api import RepoResult
-from eosfix.check import Status
-from eosfix.cli.common import _format_option
-from eosfix.report import EXIT_FINDINGS, EXIT_INPUT, EXIT_OK, RENDERER_BY_NAME, Report
+from eosfix.cli import batch as batchcli
+from eosfix.report import (
+    EXIT_FINDINGS,
+    EXIT_INPUT,
+    EXIT_OK,
+    RENDERER_BY_NAME,
+    Report,
+    summary_parts,
+)
+
+if TYPE_CHECKING:
+    from eosfix.batch.run import Run
+    from eosfix.batch.state import StateFile
+    from eosfix.sources.hubsource import HubSource
+
+EXIT_INTERRUPTED = 130  # as a shell reports SIGINT
 
 _token_option = click.option(
     "--token",
@@ -46,61 +57,98 @@ def _quiet_hub() -> Iterator[None]:
             enable_progress_bars()
 
 
-def _check_all(
-    session: object, repo_ids: list[str], revision: str | None, workers: int
-) -> list[RepoResult]:
-    """Check concurrently; a rich progress bar on a terminal, nothing when piped."""
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
-
-    from eosfix.sources.hub import HubSession
-
-    assert isinstance(session, HubSession)
-    console = Console(stderr=True)
-    show = console.is_terminal and len(repo_ids) > 1
-    with Progress(
-        TextColumn("checking"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("{task.description}"),
-        console=console,
-        transient=True,
-        disable=not show,
-    ) as progress:
-        task = progress.add_task("", total=len(repo_ids))
-
-        def done(result: RepoResult) -> None:
-            progress.update(task, advance=1, description=result.name)
-
-        return session.check_many(repo_ids, revision, workers=workers, on_done=done)
+def summary_line(run: Run) -> str:
+    """One line: how many repos came to what, and what it cost in requests."""
+    parts = summary_parts(run.counts(), fixable="would be fixed", ok="already stop correctly")
+    text = ", ".join(f"{n} {'repo' if n == 1 else 'repos'} {what}" for n, what in parts)
+    text = text or "no repos checked"
+    stats = run.summary()
+    if stats["resumed"]:
+        text += f"; {stats['resumed']} unchanged since the last run (--state)"
+    if "prs_opened" in stats:
+        n = stats["prs_opened"]
+        text += f"; {n} pull request{'s' * (n != 1)} opened"
+    elif "prs_would_open" in stats:
+        n = stats["prs_would_open"]
+        text += f"; {n} pull request{'s' * (n != 1)} would be opened (dry run)"
+    n = stats["requests"]
+    text += f"; {n} request{'s' * (n != 1)} for listings and files"
+    return text + (f"; {_rate_note(run)}" if stats["rate_limited"] else "")
 
 
-def _summary_table(results: list[RepoResult]) -> str:
-    """The table that ends an organisation scan (plain text when piped)."""
-    from rich.console import Console
-    from rich.table import Table
+def _rate_note(run: Run) -> str:
+    source: HubSource = run.source  # type: ignore[assignment]
+    gate, stats = source.reader.http.gate, source.reader.http.stats
+    waited = f", {gate.waited:.0f} s paused" if gate.waited >= 1 else ""
+    return (
+        f"{stats['rate_limited']} rate-limited (429){waited}, concurrency down to "
+        f"{gate.lowest}, now {gate.limit} of {gate.max}"
+    )
 
-    from eosfix.report import _ids
 
-    table = Table(title="eosfix hub summary")
-    for col in ("repo", "status", "stops on", "proposed", "pull request or error"):
-        table.add_column(col)
-    for r in results:
-        if r.error is not None:
-            table.add_row(r.name, "error", "", "", _error_text(r))
-            continue
-        assert r.check is not None
-        proposed = _ids(r.check.proposed) if r.check.proposed is not None else ""
-        table.add_row(
-            r.name,
-            r.check.status.value,
-            _ids(r.check.stop.raw),
-            proposed,
-            str(r.extra.get("pr_url", "")),
+def _pr_line(repo_id: str, extra: Any) -> str | None:
+    if extra.get("pr_url"):
+        verb = "opened" if extra.get("pr_created") else "already open"
+        return f"{repo_id}: pull request {verb}: {extra['pr_url']}"
+    pr = extra.get("pr")
+    if pr and not extra.get("pr_error"):
+        return f"{repo_id}: pull request {pr}"
+    return None
+
+
+def _emit_text(run: Run, *, blocks: bool, hint: bool) -> None:
+    """Text: each repo's block (repo ids) or the table (--author), PR lines, the summary."""
+    from eosfix.batch.output import VERDICT_TEXT
+    from eosfix.batch.verdict import LABEL
+
+    pr_lines: list[str] = []
+    fixable = first = False
+    for result in run:
+        repo, v = result.item.repo_id, result.verdict
+        if v.status == "error":
+            click.echo(f"{repo}: error: {v.error}", err=True)
+        elif blocks:
+            text = v.text.replace(LABEL, repo) if v.text else f"{repo}: {VERDICT_TEXT[v.name]}"
+            click.echo(text if not first else "\n" + text)
+            first = True
+        if result.unit.extra.get("pr_error"):
+            click.echo(f"{repo}: error: {result.unit.extra['pr_error']}", err=True)
+        line = _pr_line(repo, result.unit.extra)
+        if line:
+            pr_lines.append(line)
+        fixable = fixable or v.name == "fixable"
+    if run.rows is not None:
+        batchcli.print_table(run.results, batchcli.stdout_console())
+    for line in pr_lines:
+        click.echo(line)
+    if hint and fixable:
+        click.echo("(run with --pr to open a pull request per fixable repo)")
+    click.echo(summary_line(run))
+
+
+def _open_state(path: Path | None) -> StateFile | None:
+    if path is None:
+        return None
+    from eosfix.batch.state import StateError, StateFile
+
+    try:
+        return StateFile(path)
+    except StateError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(EXIT_INPUT)
+
+
+def _interrupted(state: StateFile | None) -> None:
+    sys.stdout.flush()
+    if state is None:
+        click.echo("interrupted", err=True)
+    else:
+        click.echo(
+            f"interrupted: {state.written} repo(s) recorded in {state.path}; run the same "
+            "command again to go on from there",
+            err=True,
         )
-    buf = io.StringIO()
-    Console(file=buf, width=160, force_terminal=False, no_color=True).print(table)
-    return buf.getvalue().rstrip("\n")
+    sys.exit(EXIT_INTERRUPTED)
 
 
 @click.command()
@@ -111,120 +159,158 @@ def _summary_table(results: list[RepoResult]) -> str:
     "--pr",
     "open_prs",
     is_flag=True,
-    help="Open one pull request per fixable repo (generation_config.json only).",
+    help="Open one pull request per fixable repo (generation_config.json only); an open "
+    "eosfix PR with the same change is reused, never duplicated.",
+)
+@click.option(
+    "--max-prs",
+    type=click.IntRange(0),
+    default=None,
+    metavar="N",
+    help="With --pr: open at most N new pull requests (in listing order); the others are "
+    "listed as not opened.",
+)
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="With --pr: open nothing; list the pull requests that would be opened.",
+)
+@click.option(
+    "--state",
+    "state_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    metavar="FILE",
+    help="Record each finished repo in FILE (JSON lines); a rerun with the same FILE skips "
+    "repos whose commit has not changed. Safe to interrupt (Ctrl-C).",
 )
 @click.option(
     "--workers",
-    type=click.IntRange(1, 16),
-    default=4,
+    type=click.IntRange(1, 64),
+    default=16,
     show_default=True,
-    help="Repos checked at the same time.",
+    help="Most requests in flight at once (fewer while the Hub rate-limits).",
 )
 @click.option(
-    "--timeout", type=float, default=None, metavar="SECONDS", help="Timeout of each Hub request."
+    "--timeout",
+    type=float,
+    default=30.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="Timeout of each Hub request (each is tried up to 6 times).",
 )
 @_token_option
-@_format_option
+@batchcli.format_option
 def hub(
     repo_ids: tuple[str, ...],
     author: str | None,
     revision: str | None,
     open_prs: bool,
+    max_prs: int | None,
+    dry_run: bool,
+    state_path: Path | None,
     workers: int,
-    timeout: float | None,
+    timeout: float,
     token: str | None,
     fmt: str,
 ) -> None:
-    """Check Hub repos by id (only small config files are downloaded, never weights).
+    """Check Hub repos by id, or a whole organisation (only small config files are
+    downloaded, never weights).
+
+    --author lists the organisation with one request per page, then downloads each repo's
+    few small files; files are kept by commit, so a later audit of unchanged repos only
+    reads the listing. Rate limits (429) are waited out; a repo that still fails gets one
+    error line and the audit goes on.
 
     With --pr, open a pull request on each repo that would not stop, carrying the minimal
-    generation_config.json edit; an open eosfix PR with the same change is reused.
+    generation_config.json edit.
 
     Exit 0: nothing to fix. 1: findings. 2: a repo could not be read or a PR not opened.
+    130: interrupted (with --state, run again to go on).
 
     \b
     Example:
         eosfix hub Qwen/Qwen3-0.6B
         eosfix hub my-org/my-model --pr
-        eosfix hub --author my-org
+        eosfix hub --author my-org --state audit.jsonl --format markdown
+        eosfix hub --author my-org --pr --max-prs 10 --dry-run
     """
-    from eosfix.sources.hub import HubError, HubSession
-
     if not repo_ids and not author:
         raise click.UsageError("give REPO_ID... or --author ORG")
-    failed = False
-    with tempfile.TemporaryDirectory(prefix="eosfix-hub-") as work, _quiet_hub():
-        session = HubSession(work, token=token, timeout=timeout)
-        ids = list(dict.fromkeys(repo_ids))
-        if author:
-            try:
-                ids += [i for i in session.list_author(author) if i not in ids]
-            except HubError as exc:
-                click.echo(f"{author}: error: {exc.message}", err=True)
-                sys.exit(EXIT_INPUT)
-        results = _check_all(session, ids, revision, workers)
-        if open_prs:
-            failed = _open_prs(session, results)
-        report = Report(list(results))
-        if fmt == "text":
-            _emit_text(results, report, scan=bool(author) or len(ids) > 1)
-        else:
-            click.echo(RENDERER_BY_NAME[fmt](results, report))
-    sys.exit(EXIT_INPUT if failed else report.exit_code)
+    if (max_prs is not None or dry_run) and not open_prs:
+        raise click.UsageError("--max-prs and --dry-run go with --pr")
+    state = _open_state(state_path)
+    try:
+        with _quiet_hub():
+            code = _run_hub(
+                repo_ids,
+                author,
+                revision,
+                open_prs,
+                max_prs,
+                dry_run,
+                state,
+                workers,
+                timeout,
+                token,
+                fmt,
+            )
+    finally:
+        if state is not None:
+            state.close()
+    sys.exit(code)
 
 
-def _open_prs(session: object, results: list[RepoResult]) -> bool:
-    """Open (or find) a PR for each fixable repo; record its URL; True if one failed."""
-    from eosfix.sources.hub import HubError, HubSession
+def _run_hub(
+    repo_ids: tuple[str, ...],
+    author: str | None,
+    revision: str | None,
+    open_prs: bool,
+    max_prs: int | None,
+    dry_run: bool,
+    state: StateFile | None,
+    workers: int,
+    timeout: float,
+    token: str | None,
+    fmt: str,
+) -> int:
+    from huggingface_hub import HfApi
 
-    assert isinstance(session, HubSession)
-    failed = False
-    for i, r in enumerate(results):
-        if r.status is not Status.FIXABLE:
-            continue
+    from eosfix.batch.run import Run
+    from eosfix.batch.verdict import Detail
+    from eosfix.sources.hub import HubReader
+    from eosfix.sources.hubsource import HubSource
+    from eosfix.sources.hubwrite import PrPlan
+
+    reader = HubReader(token=token, timeout=timeout, workers=workers)
+    plan = PrPlan(HfApi(token=token), reader, max_prs, dry_run) if open_prs else None
+    source = HubSource(
+        reader, repo_ids=repo_ids, author=author, revision=revision, state=state, prs=plan
+    )
+    blocks = fmt == "text" and not author
+    detail: Detail = "json" if fmt == "json" else "text" if blocks else None
+    many = bool(author) or len(set(repo_ids)) > 1
+    show = many and batchcli.wants_progress(fmt)
+    with batchcli.progress_bar(show) as progress:
+        run = Run(source, detail=detail, progress=progress, keep_rows=fmt == "text" and many)
         try:
-            pr = session.open_pr(r)
-        except HubError as exc:
-            click.echo(f"{r.name}: error: {exc.message}", err=True)
-            failed = True
-            continue
-        if pr is None:
-            continue
-        results[i] = RepoResult(
-            r.path,
-            r.check,
-            r.patches,
-            r.written,
-            r.error,
-            r.label,
-            {**r.extra, "pr_url": pr.url, "pr_created": pr.created},
-        )
-    return failed
+            if fmt == "text":
+                _emit_text(run, blocks=blocks, hint=not open_prs)
+            else:
+                _stream(run, fmt)
+        except KeyboardInterrupt:
+            run.close()
+            _interrupted(state)
+    for name, message in source.errors:
+        click.echo(f"{name}: error: {message}", err=True)
+    return run.exit_code
 
 
-def _error_text(r: RepoResult) -> str:
-    """The reason a repo could not be read; a file error keeps its repo path."""
-    assert r.error is not None
-    return r.error.message if r.error.path == r.name else str(r.error)
-
-
-def _emit_text(results: list[RepoResult], report: Report, *, scan: bool) -> None:
-    from eosfix.report import render_text
-
-    for r in results:
-        if r.error is not None:
-            click.echo(f"{r.name}: error: {_error_text(r)}", err=True)
-    readable = [r for r in results if r.error is None]
-    text = render_text(readable, report, fixing=True, dry_run=True)
-    for r in readable:
-        if "pr_url" in r.extra:
-            verb = "opened" if r.extra.get("pr_created") else "already open"
-            text += f"\n{r.name}: pull request {verb}: {r.extra['pr_url']}"
-    if any(r.status is Status.FIXABLE and "pr_url" not in r.extra for r in readable):
-        text += "\n(run with --pr to open a pull request per fixable repo)"
-    click.echo(text)
-    if scan:
-        click.echo(_summary_table(results))
+def _stream(run: Run, fmt: str) -> None:
+    """json/csv/markdown on stdout (errors are in it); csv's summary line goes to stderr."""
+    batchcli.stream(run, fmt, lambda: summary_line(run))
+    if fmt == "csv":
+        click.echo(summary_line(run), err=True)
 
 
 @click.command()
@@ -258,7 +344,8 @@ def upload(
     """
     from huggingface_hub import HfApi
 
-    from eosfix.sources.hub import check_folder, describe_error, refusal_reason
+    from eosfix.sources.hubhttp import describe_error, hub_errors
+    from eosfix.sources.hubwrite import check_folder, refusal_reason
 
     result = check_folder(folder, fix=do_fix)
     for name in result.written:
@@ -282,9 +369,7 @@ def upload(
                 commit_message=commit_message,
             )
     except Exception as exc:
-        from eosfix.sources.hub import _hub_errors
-
-        if not isinstance(exc, _hub_errors()):
+        if not isinstance(exc, hub_errors()):
             raise
         message, _ = describe_error(exc)
         click.echo(f"{repo_id}: error: {message}", err=True)

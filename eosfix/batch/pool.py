@@ -1,0 +1,151 @@
+"""Worker processes for analyses: started on demand, fed in batches, survivable.
+
+The first POOL_MIN jobs run in this process (a pool costs ~50 ms to start, more with
+forkserver); after that, jobs go to ``workers`` processes BATCH at a time. If a worker dies
+(out of memory), its jobs and every later one become error verdicts instead of a crash.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import sys
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from pathlib import Path
+from typing import Any
+
+from eosfix.batch.verdict import Detail, Verdict
+
+POOL_MIN = 24  # the first jobs run in-process; worker processes start at this many
+WORKERS = 2
+BATCH = 8  # jobs sent to a worker at once
+
+Job = Callable[[Path, Detail], Verdict]
+DIED = Verdict("error", error="the analysis process died (out of memory?)")
+
+
+def _mp_context() -> Any:
+    # fork is cheapest (modules already imported), but forking a threaded process can deadlock
+    # (Python 3.12+ warns): then use forkserver, which imports the analysis once.
+    methods = multiprocessing.get_all_start_methods()
+    if "fork" in methods and threading.active_count() == 1 and sys.platform == "linux":
+        return multiprocessing.get_context("fork")
+    ctx = multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
+    if ctx.get_start_method() == "forkserver":
+        ctx.set_forkserver_preload(["eosfix.batch.verdict"])
+    return ctx
+
+
+def _run_batch(fn: Job, paths: Sequence[Path], detail: Detail) -> list[Verdict]:
+    return [fn(path, detail) for path in paths]
+
+
+class _Batch:
+    """Up to BATCH jobs of one function, sent to a worker together."""
+
+    __slots__ = ("fn", "future", "paths", "sent", "verdicts")
+
+    def __init__(self, fn: Job) -> None:
+        self.fn = fn
+        self.paths: list[Path] = []
+        self.sent = False
+        self.future: Future[list[Verdict]] | None = None
+        self.verdicts: list[Verdict] | None = None
+
+
+class Ticket:
+    """A submitted job: ``result()`` waits for its verdict (running it here if it must)."""
+
+    __slots__ = ("batch", "index", "jobs")
+
+    def __init__(self, jobs: Jobs, batch: _Batch, index: int) -> None:
+        self.jobs, self.batch, self.index = jobs, batch, index
+
+    def result(self) -> Verdict:
+        return self.jobs.result(self)
+
+    def done(self) -> bool:
+        """Whether ``result()`` would not wait for a worker process (a job that runs in
+        this process counts as done: it only needs this process's time)."""
+        batch = self.batch
+        if batch.verdicts is not None:
+            return True
+        if batch.future is not None:
+            return batch.future.done()
+        if not batch.sent:  # waits for more jobs before it goes to a worker?
+            return not self.jobs.goes_to_pool()
+        return True  # sent to run in this process
+
+    def __repr__(self) -> str:
+        return f"Ticket({self.index} of {len(self.batch.paths)})"
+
+
+class Jobs:
+    """Runs jobs in batches: in this process while there are fewer than POOL_MIN, then in
+    ``workers`` processes started on demand. Used from one thread only."""
+
+    def __init__(self, detail: Detail, workers: int | None = None) -> None:
+        self.detail = detail
+        self.workers = min(WORKERS if workers is None else workers, os.cpu_count() or 1)
+        self.count = 0
+        self.open: dict[Job, _Batch] = {}
+        self.pool: ProcessPoolExecutor | None = None
+        self.broken = False
+
+    def submit(self, fn: Job, path: Path) -> Ticket:
+        batch = self.open.get(fn)
+        if batch is None:
+            batch = self.open[fn] = _Batch(fn)
+        batch.paths.append(path)
+        self.count += 1
+        if len(batch.paths) >= BATCH:
+            self._send(batch)
+        return Ticket(self, batch, len(batch.paths) - 1)
+
+    def flush(self) -> None:
+        for batch in list(self.open.values()):
+            self._send(batch)
+
+    def _send(self, batch: _Batch) -> None:
+        if self.open.get(batch.fn) is batch:
+            del self.open[batch.fn]
+        batch.sent = True
+        if self.broken:
+            batch.verdicts = [DIED] * len(batch.paths)
+        elif self.goes_to_pool():
+            if self.pool is None:
+                self.pool = ProcessPoolExecutor(self.workers, mp_context=_mp_context())
+            try:
+                batch.future = self.pool.submit(_run_batch, batch.fn, batch.paths, self.detail)
+            except BrokenProcessPool:
+                self.broken = True
+                batch.verdicts = [DIED] * len(batch.paths)
+        # else: run in this process when its result is needed
+
+    def goes_to_pool(self) -> bool:
+        return self.workers > 1 and self.count >= POOL_MIN and not self.broken
+
+    def result(self, ticket: Ticket) -> Verdict:
+        batch = ticket.batch
+        if batch.verdicts is None:
+            if not batch.sent:
+                self._send(batch)
+            if batch.future is not None:
+                try:
+                    batch.verdicts = batch.future.result()
+                except BrokenProcessPool:
+                    self.broken = True
+                    batch.verdicts = [DIED] * len(batch.paths)
+                batch.future = None
+            elif batch.verdicts is None:
+                batch.verdicts = _run_batch(batch.fn, batch.paths, self.detail)
+            batch.paths = []
+        return batch.verdicts[ticket.index]
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.shutdown(wait=True, cancel_futures=True)
+            self.pool = None

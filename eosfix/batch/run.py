@@ -1,0 +1,328 @@
+"""The batch engine: many repos through the same stages, concurrently, streamed in order.
+
+A **source** says where repos come from (``eosfix.sources.cache``: cache snapshots;
+``eosfix.sources.hub``: a Hub listing; later, folders of GGUF files). It yields **units**
+in output order and may add stages before the analysis (bring files in) and after it (fix a
+snapshot, open a pull request). The engine runs the analysis in between: each distinct
+**key** (the stop-relevant files' (path, content hash) pairs) is analyzed once while it is
+among the last LRU_SIZE keys, in worker processes (``eosfix.batch.pool``).
+
+Memory stays flat however many repos: each stage keeps at most WINDOW units in flight, the
+LRU is bounded, workers return compact Verdicts, and each result is dropped once rendered
+(or kept as a Row of short strings for a table).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from collections import OrderedDict, deque
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from eosfix.batch import pool, verdict
+from eosfix.batch.verdict import Detail, Verdict
+from eosfix.report import EXIT_FINDINGS, EXIT_INPUT, EXIT_OK, VERDICTS
+
+WINDOW = 128  # units in flight in a stage: bounds memory, keeps the workers fed
+LRU_SIZE = 1024  # distinct analyses kept for sharing (compact verdicts: ~1 KB each)
+LRU_DETAIL = 64  # ... with the JSON detail or text block of each (~15 KB)
+
+Key = tuple[tuple[str, str], ...]  # (path in the repo, content hash) of each relevant file
+
+
+class Item(Protocol):
+    """What a source says about one repo revision (a cache Snapshot, a Hub listing entry)."""
+
+    @property
+    def repo_id(self) -> str: ...
+
+    @property
+    def revision_cell(self) -> str: ...  # the table's revision: "1a2b3c4d (main)"
+
+    def fields(self) -> dict[str, Any]: ...  # the first keys of its JSON entry
+
+
+@dataclass(frozen=True, slots=True)
+class Unit:
+    """One repo revision moving through a batch."""
+
+    item: Item
+    path: Path | None = None  # its local folder, once the files are there
+    key: Key | None = None
+    verdict: Verdict | None = None  # set by the analysis, or earlier when it cannot happen
+    extra: Mapping[str, Any] = field(default_factory=dict)  # more output (pull request...)
+
+    def but(self, **changes: Any) -> Unit:
+        return dataclasses.replace(self, **changes)
+
+
+Stage = Callable[[Iterable[Unit]], Iterator[Unit]]
+
+
+class Source(Protocol):
+    noun: str  # what a unit is: "snapshot", "repo"
+    stage: str  # what the progress bar says: "checking", "fixing"
+
+    def units(self) -> Iterator[Unit]: ...
+    def before(self, units: Iterable[Unit], run: Run) -> Iterator[Unit]: ...
+    def after(self, units: Iterable[Unit], run: Run) -> Iterator[Unit]: ...
+    def estimate(self) -> int | None: ...
+    def failed(self) -> bool: ...  # something outside the units failed (exit code 2)
+    def head(self) -> dict[str, Any]: ...  # JSON keys before "repos"
+    def footer(self) -> dict[str, Any]: ...  # JSON keys after "repos", before "summary"
+    def summary(self) -> dict[str, Any]: ...  # more summary counts
+    def close(self) -> None: ...
+
+
+class Progress:
+    """Progress hooks; the CLI passes a rich progress bar, the default does nothing."""
+
+    wants_total = False  # True: start() gets the source's estimate (may list every repo)
+
+    def start(self, stage: str, total: int | None) -> None:
+        pass
+
+    def advance(self, n: int = 1) -> None:
+        pass
+
+
+class Done:
+    """A stage's answer that is already there (same interface as a Future)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Unit) -> None:
+        self.value = value
+
+    def result(self) -> Unit:
+        return self.value
+
+    def done(self) -> bool:
+        return True
+
+
+class Pending(Protocol):
+    def result(self) -> Unit: ...  # waits if it must
+    def done(self) -> bool: ...  # result() would not wait on another process or thread
+
+
+def in_order(
+    units: Iterable[Unit],
+    start: Callable[[Unit], Pending],
+    flush: Callable[[], None] | None = None,
+) -> Iterator[Unit]:
+    """``start(unit).result()`` for each unit, in order, with at most WINDOW started ahead.
+    A unit goes on as soon as it and every unit before it are done, so results stream (and
+    reach a state file) while later ones are still in flight. ``flush`` runs once every unit
+    has started (send the last partial batch of jobs)."""
+    window: deque[Pending] = deque()
+    for unit in units:
+        window.append(start(unit))
+        while window and (len(window) > WINDOW or window[0].done()):
+            yield window.popleft().result()
+    if flush is not None:
+        flush()
+    while window:
+        yield window.popleft().result()
+
+
+class _Lru:
+    """key -> Verdict, the most recently used ``size`` only."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.data: OrderedDict[bytes, Verdict] = OrderedDict()
+
+    def get(self, key: bytes) -> Verdict | None:
+        found = self.data.get(key)
+        if found is not None:
+            self.data.move_to_end(key)
+        return found
+
+    def put(self, key: bytes, found: Verdict) -> None:
+        self.data[key] = found
+        self.data.move_to_end(key)
+        if len(self.data) > self.size:
+            self.data.popitem(last=False)
+
+
+def key_digest(key: Key) -> bytes:
+    return hashlib.blake2b(repr(key).encode(), digest_size=16).digest()
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    """One repo revision of a final table: short strings only (~200 bytes, most shared)."""
+
+    repo_id: str
+    revision: str  # short sha, then its refs: "1a2b3c4d (main, refs/pr/1)"
+    terminators: str  # "<|im_end|> 151645", one per line; "-" when none
+    eos: str  # current stop ids: "151643", "[1, 2] (from config.json)"
+    verdict: str  # one of VERDICTS
+    note: str  # after the verdict: " -> [proposed ids]", ": error message"
+    pr: str = ""  # the pull request: its URL, "would open", why not...
+
+
+@dataclass(frozen=True, slots=True)
+class Result:
+    """A unit at the end of the batch, as the run yields them (not kept: see Row)."""
+
+    unit: Unit
+
+    @property
+    def item(self) -> Item:
+        return self.unit.item
+
+    @property
+    def verdict(self) -> Verdict:
+        assert self.unit.verdict is not None
+        return self.unit.verdict
+
+    @property
+    def verdict_name(self) -> str:
+        return self.verdict.name
+
+    def row(self) -> Row:
+        terms, eos, note = self.verdict.cells
+        pr, url = self.unit.extra.get("pr", ""), self.unit.extra.get("pr_url")
+        pr = f"{pr}: {url}" if url else str(pr)
+        return Row(
+            self.item.repo_id, self.item.revision_cell, terms, eos, self.verdict.name, note, pr
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON entry: the item's fields, the verdict, result_to_dict's keys (as `eosfix
+        check` per folder), then what later stages added (pull request)."""
+        v = self.verdict
+        entry = {**self.item.fields(), "verdict": v.name}
+        entry.update(v.detail or {"status": v.status, "error": v.error, "written": list(v.written)})
+        entry.update(self.unit.extra)
+        return entry
+
+
+class Run:
+    """One batch, streamed: iterate it (once) for its Results in the source's order. The run
+    keeps counts (and, with ``keep_rows``, one small Row per unit) and owns the exit code."""
+
+    def __init__(
+        self,
+        source: Source,
+        *,
+        detail: Detail = None,
+        workers: int | None = None,
+        progress: Progress | None = None,
+        keep_rows: bool = False,
+    ) -> None:
+        self.source = source
+        self.detail: Detail = detail
+        self.jobs = pool.Jobs(detail, workers)
+        self.analyses = 0  # analyses run (distinct keys)
+        self.count = 0  # units yielded
+        self.repos = 0
+        self.rows: list[Row] | None = [] if keep_rows else None
+        self._counts = dict.fromkeys(VERDICTS, 0)
+        self._lru = _Lru(LRU_DETAIL if detail else LRU_SIZE)
+        self._pending: dict[bytes, pool.Ticket] = {}
+        self._group: str | None = None
+        self._group_ids: set[str] = set()
+        self._stream = self._run(progress or Progress())
+
+    def __iter__(self) -> Iterator[Result]:
+        return self._stream
+
+    def drain(self) -> Run:
+        for _ in self._stream:
+            pass
+        return self
+
+    def close(self) -> None:
+        """Stop early (Ctrl-C): workers and the source's threads are shut down."""
+        self._stream.close()
+
+    @property
+    def results(self) -> list[Row]:
+        """The rows kept (``keep_rows``), after the run was iterated."""
+        return self.rows if self.rows is not None else []
+
+    @property
+    def exit_code(self) -> int:
+        c = self._counts
+        if self.source.failed() or c["error"]:
+            return EXIT_INPUT
+        if c["fixed"] or c["fixable"] or c["problems"]:
+            return EXIT_FINDINGS
+        return EXIT_OK
+
+    def counts(self) -> dict[str, int]:
+        return dict(self._counts)
+
+    def summary(self) -> dict[str, Any]:
+        head = {f"{self.source.noun}s": self.count, "analyses": self.analyses}
+        return {**head, **self._counts, **self.source.summary()}
+
+    def analyzed(self, units: Iterable[Unit]) -> Iterator[Unit]:
+        """Give each unit without a verdict the verdict of its folder, in order."""
+        return in_order(units, self._start, self.jobs.flush)
+
+    def _start(self, unit: Unit) -> Pending:
+        if unit.verdict is not None:
+            return Done(unit)
+        assert unit.path is not None, unit
+        assert unit.key is not None, unit
+        key = key_digest(unit.key)
+        got: Verdict | pool.Ticket | None = self._lru.get(key) or self._pending.get(key)
+        if got is None:
+            got = self._pending[key] = self.jobs.submit(verdict.analyze_folder, unit.path)
+            self.analyses += 1
+        return _Settle(self, unit, key, got)
+
+    def _count(self, result: Result) -> None:
+        self.count += 1
+        self._counts[result.verdict_name] += 1
+        group = result.item.repo_id.lower()  # a source yields a repo's revisions together
+        if group != self._group:
+            self._group, self._group_ids = group, set()
+        if result.item.repo_id not in self._group_ids:
+            self._group_ids.add(result.item.repo_id)
+            self.repos += 1
+        if self.rows is not None:
+            self.rows.append(result.row())
+
+    def _run(self, progress: Progress) -> Generator[Result, None, None]:
+        source = self.source
+        progress.start(source.stage, source.estimate() if progress.wants_total else None)
+        try:
+            units = source.after(self.analyzed(source.before(source.units(), self)), self)
+            for unit in units:
+                result = Result(unit)
+                self._count(result)
+                progress.advance()
+                yield result
+        finally:
+            self.jobs.close()
+            source.close()
+
+
+class _Settle:
+    """An analysis asked for: ``result()`` is the unit with its verdict (shared via the LRU)."""
+
+    __slots__ = ("got", "key", "run", "unit")
+
+    def __init__(self, run: Run, unit: Unit, key: bytes, got: Verdict | pool.Ticket) -> None:
+        self.run, self.unit, self.key, self.got = run, unit, key, got
+
+    def done(self) -> bool:
+        return not isinstance(self.got, pool.Ticket) or self.got.done()
+
+    def result(self) -> Unit:
+        got = self.got
+        if isinstance(got, pool.Ticket):
+            found = got.result()
+            if self.run._pending.get(self.key) is got:
+                del self.run._pending[self.key]
+                self.run._lru.put(self.key, found)
+            got = found
+        return self.unit.but(verdict=got)

@@ -1,0 +1,157 @@
+"""Verdicts: what one analysis of a repo folder found, compact enough to share and to keep.
+
+A ``Verdict`` is made in a worker process from a full ``RepoResult`` and sent back pickled:
+a few ids and codes, no texts (unless ``detail`` asks for the JSON entry or the text block).
+Repos whose stop-relevant files are identical share one Verdict, so nothing in it may name
+the repo: an error's file is relative to the folder, and the text block is rendered with
+``LABEL`` where the repo's name goes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from eosfix import api
+from eosfix.analyze import STOP_STRING
+from eosfix.errors import EosfixError
+from eosfix.repo import TOKENIZER_JSON
+from eosfix.report import render_repo_text, result_to_dict, verdict_of
+
+Detail = Literal["json", "text"] | None
+LABEL = "\ue000"  # stands for the repo's name in Verdict.text (a private-use character)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What one analysis (or fix) of a folder found: a few ids and codes, no texts."""
+
+    status: str  # ok | fixable | problems | no_template | error
+    terminators: tuple[tuple[str, int | None], ...] = ()
+    eos: tuple[int, ...] | None = None  # current stop ids, as transformers reads them
+    eos_source: str | None = None
+    proposed: tuple[int, ...] | None = None
+    codes: tuple[str, ...] = ()  # finding codes
+    has_patches: bool = False
+    written: tuple[str, ...] = ()
+    error: str | None = None
+    error_file: str | None = None  # the file the error is about, relative to the folder
+    needs_tokenizer_json: bool = False  # some id can only come from tokenizer.json
+    detail: dict[str, Any] | None = None  # result_to_dict() without path/name (JSON output)
+    text: str | None = None  # render_repo_text() with LABEL for the name (text output)
+
+    @property
+    def name(self) -> str:
+        """The verdict of the table and the counts: fixed | warned | ... | the status."""
+        return verdict_of(self.status, written=bool(self.written), has_findings=bool(self.codes))
+
+    @functools.cached_property
+    def cells(self) -> tuple[str, str, str]:
+        """(ends a turn, stops on, note after the verdict) of the table, made once per
+        verdict: the rows of repos sharing an analysis share these strings."""
+        terms = "\n".join(f"{c} {i}" if i is not None else c for c, i in self.terminators)
+        eos = "" if self.status == "error" else ids_text(self.eos)
+        if self.eos_source and self.eos_source != "generation_config.json" and eos:
+            eos += f" (from {self.eos_source})"
+        note = ""
+        if self.name in ("fixable", "fixed", "problems") and self.proposed is not None:
+            note += f" -> {ids_text(self.proposed)}"
+        if self.error:
+            note += f": {self.error}"
+        return terms or "-", eos, note
+
+    def to_state(self) -> dict[str, Any]:
+        """The fields a state file keeps (JSON-ready): everything but detail and text."""
+        return {
+            f.name: getattr(self, f.name)
+            for f in dataclasses.fields(self)
+            if f.name not in ("detail", "text")
+        }
+
+    @classmethod
+    def from_state(cls, data: dict[str, Any]) -> Verdict:
+        """The Verdict a state file line recorded (lists back to tuples)."""
+        names = {f.name for f in dataclasses.fields(cls)} - {"detail", "text"}
+        kwargs = {k: _tuples(v) for k, v in data.items() if k in names}
+        return cls(**kwargs)
+
+
+def _tuples(value: Any) -> Any:
+    return tuple(_tuples(v) for v in value) if isinstance(value, list) else value
+
+
+def ids_text(ids: tuple[int, ...] | None) -> str:
+    if ids is None:
+        return "(not set)"
+    return str(ids[0]) if len(ids) == 1 else "[" + ", ".join(map(str, ids)) + "]"
+
+
+def _relative(exc: EosfixError, root: Path) -> str | None:
+    if exc.path is not None:
+        try:
+            return Path(exc.path).relative_to(root).as_posix()
+        except ValueError:
+            pass
+    return None
+
+
+def needs_tokenizer_json(result: api.RepoResult) -> bool:
+    """Whether some id can only come from tokenizer.json (transformers 5 layout, or unlisted)."""
+    check = result.check
+    if check is None:
+        return result.error is not None and TOKENIZER_JSON in str(result.error)
+    tok = check.repo.tokenizer_config
+    if tok is None or tok.added_tokens_decoder is None:
+        return True
+    if any(t.id is None for t in check.terminators.terminators if t.kind != STOP_STRING):
+        return True
+    return check.tokenizer_eos is not None and check.tokenizer_eos.id is None
+
+
+def to_verdict(result: api.RepoResult, detail: Detail) -> Verdict:
+    """The compact verdict of a RepoResult (whose check, probes and texts are then dropped)."""
+    extra = None
+    if detail == "json":
+        extra = result_to_dict(result)
+        extra.pop("path", None)
+        extra.pop("name", None)
+    text = None
+    if detail == "text":
+        text = render_repo_text(dataclasses.replace(result, label=LABEL), fixing=True)
+    needs = needs_tokenizer_json(result)
+    if result.error is not None:
+        rel = _relative(result.error, result.path)
+        message = f"{rel}: {result.error.message}" if rel else str(result.error)
+        if extra is not None:
+            extra["error"] = message
+        return Verdict(
+            "error",
+            error=message,
+            error_file=rel,
+            needs_tokenizer_json=needs,
+            detail=extra,
+            text=text,
+        )
+    c = result.check
+    assert c is not None
+    return Verdict(
+        status=c.status.value,
+        terminators=tuple((t.content, t.id) for t in c.terminators.terminators),
+        eos=c.stop.ids,
+        eos_source=c.stop.source,
+        proposed=c.proposed,
+        codes=tuple(f.code for f in c.findings),
+        has_patches=bool(result.patches),
+        written=result.written,
+        needs_tokenizer_json=needs,
+        detail=extra,
+        text=text,
+    )
+
+
+def analyze_folder(path: Path, detail: Detail) -> Verdict:
+    """Check one folder (read only). Runs in a worker process."""
+    return to_verdict(api.check(path), detail)

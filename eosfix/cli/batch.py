@@ -1,0 +1,151 @@
+"""What `eosfix cache` and `eosfix hub` share: the progress bar, the table, the formats."""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import click
+
+from eosfix.batch.output import VERDICT_TEXT, write_csv, write_json, write_markdown
+from eosfix.batch.run import Progress, Row, Run
+
+STYLE = {
+    "fixed": "bold green",
+    "fixable": "bold red",
+    "problems": "bold red",
+    "warned": "yellow",
+    "ok": "green",
+    "no_template": "dim",
+    "error": "bold red",
+}
+HEADERS = ("repo", "revision", "ends a turn", "stops on", "verdict")
+CHUNK = 200  # rows rendered at once: a rich Table of 5,000 rows would take ~30 MB
+FORMATS = ("text", "json", "csv", "markdown")
+
+format_option = click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(FORMATS),
+    default="text",
+    show_default=True,
+    help="text: a table for people; json (streamed), csv, markdown (a table to paste into an "
+    "issue) for scripts and reports.",
+)
+
+
+class RichProgress(Progress):
+    """A transient progress bar on stderr."""
+
+    wants_total = True
+
+    def __init__(self, bar: Any) -> None:
+        self.bar = bar
+        self.task: Any = None
+
+    def start(self, stage: str, total: int | None) -> None:
+        if self.task is not None:
+            self.bar.remove_task(self.task)
+        self.task = self.bar.add_task(stage, total=total)
+
+    def advance(self, n: int = 1) -> None:
+        if self.task is not None:
+            self.bar.advance(self.task, n)
+
+
+def wants_progress(fmt: str) -> bool:
+    """A bar on stderr: for the text table on a terminal (the table prints once it is gone);
+    for the streamed formats only when stdout is not the terminal they stream to."""
+    if fmt == "text":
+        return sys.stdout.isatty() and sys.stderr.isatty()
+    return sys.stderr.isatty() and not sys.stdout.isatty()
+
+
+@contextlib.contextmanager
+def progress_bar(show: bool) -> Iterator[Progress | None]:
+    """A RichProgress while the block runs, or None."""
+    if not show:
+        yield None
+        return
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, TextColumn
+    from rich.progress import Progress as Bar
+
+    with Bar(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        console=Console(stderr=True),
+        transient=True,
+        redirect_stdout=False,
+        redirect_stderr=False,
+    ) as bar:
+        yield RichProgress(bar)
+
+
+def stream(run: Run, fmt: str, summary: Callable[[], str]) -> None:
+    """Write a run in a streamed format (json, csv, markdown) to stdout as it is made."""
+    if fmt == "json":
+        write_json(run, sys.stdout)
+    elif fmt == "csv":
+        write_csv(run, sys.stdout)
+    else:
+        write_markdown(run, sys.stdout, summary)
+
+
+def _cells(row: Row, with_pr: bool) -> tuple[str, ...]:
+    cells = (
+        row.repo_id,
+        row.revision,
+        row.terminators,
+        row.eos,
+        VERDICT_TEXT[row.verdict] + row.note,
+    )
+    return (*cells, row.pr) if with_pr else cells
+
+
+def _widths(rows: Sequence[Row], headers: Sequence[str], width: int, with_pr: bool) -> list[int]:
+    """One width per column for every chunk of the table, fitting ``width`` columns of
+    the console (the widest columns shrink and fold)."""
+    from rich.cells import cell_len
+
+    widths = [cell_len(h) for h in headers]
+    for row in rows:
+        for i, cell in enumerate(_cells(row, with_pr)):
+            widths[i] = max(widths[i], *(cell_len(line) for line in cell.split("\n")))
+    room = width - 3 * len(widths) + 1  # " x │ y " without outer edges: 3 per column, less 1
+    while sum(widths) > room and max(widths) > 8:
+        widths[widths.index(max(widths))] -= 1
+    return widths
+
+
+def print_table(rows: Sequence[Row], console: Any) -> None:
+    """The table, CHUNK rows at a time, each chunk a rich Table with the same column widths
+    and no outer edge: they print as one table, and memory does not grow with the rows."""
+    from rich.table import Table
+    from rich.text import Text
+
+    with_pr = any(row.pr for row in rows)
+    headers = (*HEADERS, "pull request") if with_pr else HEADERS
+    widths = _widths(rows, headers, console.width, with_pr) if rows else []
+    for start in range(0, len(rows), CHUNK):
+        table = Table(show_header=start == 0, show_edge=False, header_style="bold")
+        for name, width in zip(headers, widths, strict=True):
+            table.add_column(name, width=width, overflow="fold")
+        for row in rows[start : start + CHUNK]:
+            verdict = Text(VERDICT_TEXT[row.verdict], style=STYLE[row.verdict])
+            verdict.append(row.note)
+            cells = [Text(row.repo_id), Text(row.revision), Text(row.terminators), Text(row.eos)]
+            table.add_row(*cells, verdict, *([Text(row.pr)] if with_pr else []))
+        console.print(table)
+
+
+def stdout_console() -> Any:
+    from rich.console import Console
+
+    console = Console(file=sys.stdout, highlight=False)
+    if not console.is_terminal:  # piped: no wrapping at 80 columns
+        console.width = 200
+    return console

@@ -1,0 +1,287 @@
+"""Talking to the Hub politely: one request at a time per slot, retries, and rate limits.
+
+huggingface_hub's ``http_backoff`` retries one request on its own (429 with ``Retry-After`` or
+``RateLimit``, 5xx, timeouts: 1, 2, 4, 8 s, no jitter). Sixteen threads each doing that would
+hammer a Hub that is already saying "slow down", and wake up together. So a batch shares one
+**gate** between all its requests:
+
+- a 429 pauses *every* request until the Hub's ``Retry-After`` (or the ``RateLimit`` reset)
+  has passed, plus jitter, and halves how many may be in flight (once per round of requests);
+- a success that reports ``r=0`` (nothing left in the window) pauses until the reset;
+- after ``limit`` successes in a row the limit grows by one, up to the ``workers`` asked for
+  (additive increase, multiplicative decrease);
+- 5xx, 408, timeouts and dropped connections are retried after a backoff with full jitter;
+- every request is tried at most MAX_ATTEMPTS times; then its error is the repo's.
+
+It builds on huggingface_hub's pieces: its shared HTTP session (``get_session``), its headers
+and token lookup (``build_hf_headers``), its parser of the Hub's ``RateLimit`` headers, and
+``hf_raise_for_status`` (typed errors: repository not found, gated...).
+"""
+
+from __future__ import annotations
+
+import email.utils
+import math
+import random
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from datetime import datetime, timezone
+from typing import Any
+
+import httpx2
+from huggingface_hub.errors import (
+    GatedRepoError,
+    HfHubHTTPError,
+    LocalEntryNotFoundError,
+    OfflineModeIsEnabled,
+    RemoteEntryNotFoundError,
+    RepositoryNotFoundError,
+    RevisionNotFoundError,
+)
+from huggingface_hub.utils import (
+    build_hf_headers,
+    get_session,
+    hf_raise_for_status,
+    parse_ratelimit_headers,
+)
+
+MAX_ATTEMPTS = 6  # as http_backoff's default (1 try + 5 retries)
+BASE_WAIT = 0.5  # seconds before the first retry of a 5xx / timeout (full jitter)
+MAX_WAIT = 8.0
+RETRY_STATUS = frozenset((408, 429, 500, 502, 503, 504))
+RETRY_ERRORS = (httpx2.TimeoutException, httpx2.NetworkError, httpx2.RemoteProtocolError)
+
+
+class Stopped(Exception):
+    """The batch is ending (Ctrl-C): a request that waits for its turn gives up."""
+
+
+def _clock() -> float:
+    return time.monotonic()
+
+
+def _sleep(seconds: float, stopping: threading.Event) -> None:
+    """Wait, unless the batch stops first. (Tests replace _clock and _sleep.)"""
+    stopping.wait(seconds)
+
+
+def retry_after(headers: Mapping[str, str]) -> float | None:
+    """Seconds the Hub asks to wait: its ``RateLimit`` reset when nothing is left, else
+    ``Retry-After`` (seconds or an HTTP date)."""
+    info = parse_ratelimit_headers(headers)
+    if info is not None and info.remaining == 0:
+        return float(info.reset_in_seconds)
+    value = (headers.get("retry-after") or "").strip()
+    if value.isdigit():
+        return float(value)
+    if value:
+        try:
+            when = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError):
+            return None
+        return max(0.0, (when - datetime.now(timezone.utc)).total_seconds())
+    return None
+
+
+class RateGate:
+    """How many requests may be in flight now, and until when all must wait (see module)."""
+
+    def __init__(self, limit: int) -> None:
+        self.max = self.limit = self.lowest = max(1, limit)
+        self.in_flight = 0
+        self.paused_until = 0.0
+        self.last_cut = -math.inf
+        self.streak = 0
+        self.stopping = threading.Event()
+        self.stats: Counter[str] = Counter()  # requests, api, resolve, retries, rate_limited
+        self.waited = 0.0  # seconds every request was paused in all
+        self._cond = threading.Condition()
+
+    def acquire(self) -> float:
+        """Wait for a slot (and for any pause to end); returns when the request starts."""
+        while True:
+            with self._cond:
+                if self.stopping.is_set():
+                    raise Stopped
+                now = _clock()
+                wait = self.paused_until - now
+                if wait <= 0 and self.in_flight < self.limit:
+                    self.in_flight += 1
+                    self.stats["requests"] += 1
+                    return now
+                if wait <= 0:
+                    self._cond.wait(0.5)
+                    continue
+            _sleep(wait, self.stopping)
+
+    def release(self) -> None:
+        with self._cond:
+            self.in_flight -= 1
+            self._cond.notify()
+
+    def succeeded(self, headers: Mapping[str, str]) -> None:
+        with self._cond:
+            self.streak += 1
+            if self.streak >= self.limit and self.limit < self.max:
+                self.limit += 1
+                self.streak = 0
+                self._cond.notify()
+            info = parse_ratelimit_headers(headers)
+            if info is not None and info.remaining == 0:  # the next one would be a 429
+                self._pause(float(info.reset_in_seconds))
+
+    def throttled(self, started: float, wait: float | None) -> None:
+        """A 429 (or 503): halve the limit, once per round of requests; pause everyone for
+        ``wait`` seconds plus jitter, when the Hub said how long."""
+        with self._cond:
+            if started >= self.last_cut:  # requests sent before the last cut do not cut again
+                self.limit = max(1, self.limit // 2)
+                self.lowest = min(self.lowest, self.limit)
+                self.last_cut = _clock()
+            self.streak = 0
+            if wait is not None:
+                self._pause(wait + random.uniform(0, min(1.0, 0.1 + wait / 10)))
+
+    def _pause(self, seconds: float) -> None:
+        until = _clock() + seconds
+        if until > self.paused_until:
+            self.waited += until - max(self.paused_until, _clock())
+            self.paused_until = until
+
+    def stop(self) -> None:
+        self.stopping.set()
+        with self._cond:
+            self._cond.notify_all()
+
+
+def backoff(attempt: int) -> float:
+    """Full jitter: a random wait up to BASE_WAIT * 2**(attempt-1), capped at MAX_WAIT."""
+    return random.uniform(0, min(MAX_WAIT, BASE_WAIT * 2 ** (attempt - 1)))
+
+
+class HubHttp:
+    """GET requests to the Hub through one RateGate; the token is never logged."""
+
+    def __init__(
+        self, *, token: str | None = None, timeout: float | None = 30.0, workers: int = 16
+    ):
+        self.headers = build_hf_headers(token=token)
+        self.timeout = timeout
+        self.gate = RateGate(workers)
+
+    @property
+    def stats(self) -> Counter[str]:
+        return self.gate.stats
+
+    def get(self, url: str, params: Iterable[tuple[str, Any]] | None = None) -> httpx2.Response:
+        """GET ``url`` (retried as the module says); raises huggingface_hub's typed errors."""
+        response = self._request(url, list(params) if params else None)
+        hf_raise_for_status(response)
+        return response
+
+    def _request(self, url: str, params: list[tuple[str, Any]] | None) -> httpx2.Response:
+        kind = "resolve" if "/resolve/" in url else "api"
+        for attempt in range(1, MAX_ATTEMPTS + 1):
+            last = attempt == MAX_ATTEMPTS
+            started = self.gate.acquire()
+            self.stats[kind] += 1
+            response: httpx2.Response | None = None
+            try:
+                response = get_session().get(
+                    url, params=params, headers=self.headers, timeout=self.timeout
+                )
+            except RETRY_ERRORS:
+                if last:
+                    raise
+            finally:
+                self.gate.release()
+            if response is None:  # timed out, dropped: try again after a backoff
+                self.stats["retries"] += 1
+                _sleep(backoff(attempt), self.gate.stopping)
+                continue
+            status = response.status_code
+            if status == 429:
+                self.stats["rate_limited"] += 1
+            if status not in RETRY_STATUS or last:
+                if status < 400:
+                    self.gate.succeeded(response.headers)
+                return response
+            self.stats["retries"] += 1
+            wait = retry_after(response.headers) if status in (429, 503) else None
+            if status in (429, 503):
+                self.gate.throttled(started, wait)
+            if wait is None:
+                _sleep(backoff(attempt), self.gate.stopping)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+
+# --- one line per failure ------------------------------------------------------------------
+
+
+def describe_error(exc: BaseException) -> tuple[str, int | None]:
+    """A one-line reason (and HTTP status) for a failed Hub call; never includes a token."""
+    for err in _chain(exc):
+        status = _status(err)
+        if isinstance(err, GatedRepoError):
+            return f"gated repository: request access and log in ({status})", status
+        if isinstance(err, RevisionNotFoundError):
+            return f"revision not found ({status})", status
+        if isinstance(err, RepositoryNotFoundError):
+            hint = "" if status == 404 else ": private? log in or pass --token"
+            return f"repository not found{hint} ({status})", status
+        if isinstance(err, RemoteEntryNotFoundError):
+            return f"file not found ({status})", status
+        if isinstance(err, HfHubHTTPError) and status is not None:
+            return _http_reason(status), status
+        if isinstance(err, OfflineModeIsEnabled):
+            return "HF_HUB_OFFLINE is set: cannot reach the Hub", None
+        if isinstance(err, httpx2.TimeoutException):
+            return "timed out waiting for the Hub", None
+        if isinstance(err, (httpx2.TransportError, ConnectionError)):
+            return f"network error ({type(err).__name__})", None
+        if isinstance(err, Stopped):
+            return "interrupted", None
+    if isinstance(exc, LocalEntryNotFoundError):
+        return "cannot reach the Hub and the file is not cached", None
+    return f"Hub request failed ({type(exc).__name__})", None
+
+
+def _chain(exc: BaseException) -> Iterable[BaseException]:
+    seen: set[int] = set()
+    node: BaseException | None = exc
+    while node is not None and id(node) not in seen:
+        seen.add(id(node))
+        yield node
+        node = node.__cause__ or node.__context__
+
+
+def _status(err: BaseException) -> int | None:
+    response: Any = getattr(err, "response", None)
+    code = getattr(response, "status_code", None)
+    return code if isinstance(code, int) else None
+
+
+def _http_reason(status: int) -> str:
+    reasons = {
+        401: "authentication failed: invalid or missing token",
+        403: "access denied",
+        404: "not found",
+        429: "rate limited by the Hub: try again later",
+    }
+    default = "Hub server error" if status >= 500 else "Hub request failed"
+    return f"{reasons.get(status, default)} ({status})"
+
+
+def hub_errors() -> tuple[type[BaseException], ...]:
+    """What a failed Hub call raises (caught per repo, so the batch goes on)."""
+    return (
+        HfHubHTTPError,
+        LocalEntryNotFoundError,
+        OfflineModeIsEnabled,
+        httpx2.HTTPError,
+        ConnectionError,
+        TimeoutError,
+        Stopped,
+    )

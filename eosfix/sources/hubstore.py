@@ -1,0 +1,153 @@
+"""eosfix's own store of Hub repos' small files, by commit, so a second audit asks for nothing.
+
+A commit sha names an immutable tree, so the stop-relevant files of a commit, once here, are
+the Hub's files for good: a later audit whose listing shows the same sha reads them from disk
+and sends no request for that repo. Layout (under ``$EOSFIX_CACHE``, else
+``$XDG_CACHE_HOME/eosfix``, else ``~/.cache/eosfix``)::
+
+    hub/blobs/<ab>/<git sha1>                 a file's bytes, named by its git blob sha1
+    hub/snapshots/<ab>/<commit>/<path> -> blob  the commit's relevant files (symlinks)
+    hub/snapshots/<ab>/<commit>.json          its manifest: written last, so it means "complete"
+
+Identical files (the same tokenizer_config.json in 40 quantizations) are one blob. Every write
+is a temp file or folder renamed into place: a crash leaves no half file, and two processes
+publishing the same commit both end with the same snapshot. It is a cache: delete it any time.
+The HF cache is not used, so ``eosfix cache --fix`` edits never mix with what the Hub serves.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from eosfix.batch.run import Key
+
+
+def default_store_dir(env: Mapping[str, str] | None = None) -> Path:
+    """Where the store lives, from the environment *now*."""
+    env = os.environ if env is None else env
+    root = env.get("EOSFIX_CACHE") or os.path.join(
+        env.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "eosfix"
+    )
+    return Path(os.path.expanduser(root)) / "hub"
+
+
+def git_sha1(data: bytes) -> str:
+    """The git blob sha1 of ``data``: what the Hub names a (non-LFS) file by."""
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """The relevant files of one commit that are in the store, and what else the repo has."""
+
+    files: dict[str, str]  # path in the repo -> git sha1 of its bytes
+    tokenizer_json: bool  # the repo has tokenizer.json (fetched only when an id needs it)
+
+    @property
+    def key(self) -> Key:
+        return tuple(sorted(self.files.items()))
+
+
+class Store:
+    def __init__(self, root: str | Path | None = None) -> None:
+        self.root = Path(root) if root is not None else default_store_dir()
+        self._lock = threading.Lock()  # two repos of a batch may share a commit (duplicates)
+
+    def snapshot(self, commit: str) -> Path:
+        return self.root / "snapshots" / commit[:2] / commit
+
+    def manifest(self, commit: str) -> Manifest | None:
+        """The commit's manifest, or None when the store does not hold it (complete)."""
+        try:
+            data = json.loads(self._manifest_path(commit).read_text(encoding="utf-8"))
+            return Manifest(dict(data["files"]), bool(data["tokenizer_json"]))
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    def add_blob(self, data: bytes) -> str:
+        """Keep ``data`` (once); returns its git sha1."""
+        sha = git_sha1(data)
+        blob = self._blob(sha)
+        if not blob.exists():
+            blob.parent.mkdir(parents=True, exist_ok=True)
+            _write_atomic(blob, data)
+        return sha
+
+    def publish(self, commit: str, manifest: Manifest) -> Path:
+        """Make the commit's snapshot (links to its blobs), then its manifest; returns it."""
+        with self._lock:
+            return self._publish(commit, manifest)
+
+    def _publish(self, commit: str, manifest: Manifest) -> Path:
+        final = self.snapshot(commit)
+        final.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{commit}.", dir=final.parent))
+        try:
+            for path, sha in manifest.files.items():
+                self._link(tmp / path, sha)
+            if final.exists():  # an earlier, unfinished attempt (no manifest): replace it
+                shutil.rmtree(final, ignore_errors=True)
+            try:
+                os.replace(tmp, final)
+            except OSError:  # another process published it meanwhile: keep theirs
+                if self.manifest(commit) is None:
+                    raise
+                return final
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        self._write_manifest(commit, manifest)
+        return final
+
+    def add_file(self, commit: str, path: str, data: bytes) -> Manifest:
+        """Add one more file (tokenizer.json) to a published snapshot."""
+        with self._lock:
+            return self._add_file(commit, path, data)
+
+    def _add_file(self, commit: str, path: str, data: bytes) -> Manifest:
+        old = self.manifest(commit)
+        assert old is not None, commit
+        link = self.snapshot(commit) / path
+        if not link.exists():
+            tmp = link.with_name(f".{link.name}.{os.getpid()}.tmp")
+            self._link(tmp, self.add_blob(data))
+            os.replace(tmp, link)
+        new = Manifest({**old.files, path: git_sha1(data)}, old.tokenizer_json)
+        self._write_manifest(commit, new)
+        return new
+
+    def _blob(self, sha: str) -> Path:
+        return self.root / "blobs" / sha[:2] / sha
+
+    def _manifest_path(self, commit: str) -> Path:
+        return self.snapshot(commit).with_name(commit + ".json")
+
+    def _link(self, at: Path, sha: str) -> None:
+        at.parent.mkdir(parents=True, exist_ok=True)
+        blob = self._blob(sha)
+        try:
+            at.symlink_to(os.path.relpath(blob, at.parent))
+        except OSError:  # no symlinks here (Windows without developer mode)
+            shutil.copyfile(blob, at)
+
+    def _write_manifest(self, commit: str, manifest: Manifest) -> None:
+        data = {"files": manifest.files, "tokenizer_json": manifest.tokenizer_json}
+        _write_atomic(self._manifest_path(commit), json.dumps(data, sort_keys=True).encode())
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
