@@ -53,6 +53,9 @@ LazyGroup.lazy = {
     "cache": "eosfix.cli.cache:cache",
     "hub": "eosfix.cli.hub:hub",
     "upload": "eosfix.cli.hub:upload",
+    "render": "eosfix.cli.ports:render",
+    "goldens": "eosfix.cli.ports:goldens",
+    "diagnose": "eosfix.cli.ports:diagnose",
 }
 
 
