@@ -86,9 +86,11 @@ def _compare(stops: LoopStops) -> str:
 
 
 def _is_stop(p: Piece, stops: LoopStops) -> bool:
-    if p.token_id is not None and p.token_id in stops.ids:
-        return True
-    return p.control and p.text is not None and (p.text in stops.strings)
+    """A stop id, or in text a terminator whose id is unknown, or a plain-text stop string."""
+    if p.token_id is not None:
+        return p.token_id in stops.ids
+    ends = {c for c, _ in stops.ends} | set(stops.strings)
+    return p.control and p.text is not None and p.text in ends
 
 
 def _name(p: Piece, stops: LoopStops) -> str:

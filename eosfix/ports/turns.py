@@ -159,7 +159,11 @@ class Transcript:
 
 def _control_ids(check: RepoCheck, stops: LoopStops) -> dict[int, str]:
     """Ids that are control tokens, with their text."""
-    out = {i: c for c, info in check.repo.added_tokens.items() if info.special and (i := info.id)}
+    out = {
+        info.id: c
+        for c, info in check.repo.added_tokens.items()
+        if info.special and info.id is not None
+    }
     tok = check.repo.tokenizer()
     if tok is not None:
         for i, added in tok.get_added_tokens_decoder().items():
@@ -202,7 +206,10 @@ def transcript_from_ids(check: RepoCheck, ids: Sequence[int], stops: LoopStops) 
 def transcript_from_text(check: RepoCheck, text: str, stops: LoopStops) -> Transcript:
     """Control tokens found in the text (longest first); plain-text stop strings too."""
     ids = {**_ids_by_text(check), **{t: i for i, t in stops.tokens.items()}}
-    found = [(t, p) for t, p in scanner_for(check).find(text)]
+    # Terminators not marked special (EOS008) are control tokens here all the same.
+    extra = [*stops.tokens.values(), *(c for c, _ in stops.ends)]
+    scanner = SpecialScanner([*check.repo.iter_special_strings(), *extra])
+    found = list(scanner.find(text))
     for s in stops.strings:
         start = text.find(s)
         while start >= 0:
