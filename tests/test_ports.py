@@ -538,3 +538,20 @@ def test_diagnose_prompt_ids_without_tokenizer_is_a_note(capsys):
                        "--prompt-ids", "1,2,3")  # fmt: skip
     assert code == 0
     assert "note: the prompt ids cannot be checked without tokenizer.json" in out
+
+
+def test_diagnose_reply_that_opens_its_own_turn(capsys):
+    """A prompt without the generation prompt: the model writes the assistant opener itself."""
+    text = "<|im_start|>assistant\nParis.<|im_end|>"
+    code, out, _ = run(capsys, "diagnose", SAMPLES / CHATML, "--text", text)
+    assert code == 1
+    opened, invented = out.splitlines()[1:]
+    assert opened == (
+        "prompt_not_templated: the reply starts by opening an assistant turn "
+        "('<|im_start|>assistant\\n'): the prompt did not end with the chat template's "
+        "generation prompt (render it with `eosfix render`)"
+    )
+    assert invented == (
+        "invented_turn: the model wrote 1 turn of its own: an assistant turn at character 0: "
+        "'Paris.'"
+    )

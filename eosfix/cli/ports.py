@@ -9,13 +9,16 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from eosfix.check import RepoCheck
 from eosfix.errors import EosfixError
 from eosfix.report import EXIT_FINDINGS, EXIT_OK
+
+if TYPE_CHECKING:  # imported when a command runs, so `eosfix check` never loads them
+    from eosfix.ports import Conversation, Diagnosis, LoopStops, RenderedPrompt
 
 _HUB_ID = re.compile(r"^[\w.-]+/[\w.-]+$")
 
@@ -50,6 +53,21 @@ def open_repo(spec: str) -> Iterator[RepoCheck]:
         yield result.check
 
 
+def _write_stdout(text: str) -> None:
+    """``text`` as UTF-8 bytes on stdout, exactly (whatever the locale)."""
+    buffer = getattr(sys.stdout, "buffer", None)
+    if buffer is None:  # a text-only stream (an IDE console): no bytes to write to
+        sys.stdout.write(text)
+        return
+    sys.stdout.flush()
+    buffer.write(text.encode("utf-8"))
+    buffer.flush()
+
+
+def _label(where: str) -> str:
+    return "stdin" if where == "-" else where
+
+
 def _read_text(where: str) -> str:
     """A UTF-8 file, or stdin for ``-``; one-line errors naming it."""
     from eosfix.ports import PortInputError
@@ -58,7 +76,7 @@ def _read_text(where: str) -> str:
         return sys.stdin.read() if where == "-" else Path(where).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         reason = getattr(exc, "strerror", None) or str(exc)
-        raise PortInputError(f"cannot read: {reason}", path=where) from None
+        raise PortInputError(f"cannot read: {reason}", path=_label(where)) from None
 
 
 def _read_json(where: str) -> Any:
@@ -70,13 +88,13 @@ def _read_json(where: str) -> Any:
         return json.loads(text)
     except json.JSONDecodeError as exc:
         raise PortInputError(
-            f"not valid JSON: line {exc.lineno} column {exc.colno}: {exc.msg}", path=where
+            f"not valid JSON: line {exc.lineno} column {exc.colno}: {exc.msg}", path=_label(where)
         ) from None
 
 
 def _conversation(
     messages: str | None, tools: str | None, add_generation_prompt: bool, template: str | None
-) -> Any:
+) -> Conversation:
     from eosfix.ports import Conversation
     from eosfix.ports.goldens import GOLDEN_CASES
     from eosfix.ports.render import parse_messages, parse_tools
@@ -84,8 +102,8 @@ def _conversation(
     if messages is None:
         msgs = GOLDEN_CASES[0].messages
     else:
-        msgs = parse_messages(_read_json(messages), "stdin" if messages == "-" else messages)
-    tool_list = None if tools is None else parse_tools(_read_json(tools), tools)
+        msgs = parse_messages(_read_json(messages), _label(messages))
+    tool_list = None if tools is None else parse_tools(_read_json(tools), _label(tools))
     return Conversation(msgs, tool_list, add_generation_prompt, template)
 
 
@@ -111,7 +129,7 @@ def _visible(text: str, specials: list[tuple[str, int]]) -> list[str]:
     return ["  | " + line for line in "".join(out).replace("\n", "\\n\n").splitlines()]
 
 
-def _stops_line(stops: Any) -> str:
+def _stops_line(stops: LoopStops) -> str:
     named = ", ".join(stops.name(i) for i in stops.ids) or "none"
     line = f"stop ids: {list(stops.ids)} = {named}  (from {stops.source})"
     if stops.needs_fix:
@@ -125,7 +143,7 @@ def _stops_line(stops: Any) -> str:
     return line
 
 
-def _render_text(spec: str, rp: Any, check: RepoCheck) -> str:
+def _render_text(spec: str, rp: RenderedPrompt, check: RepoCheck) -> str:
     from eosfix.ports.turns import scanner_for
 
     conv = rp.conversation
@@ -212,8 +230,8 @@ def render(
     conv = _conversation(messages, tools, add_generation_prompt, template)
     with open_repo(path) as check, _named(path):
         rp = render_conversation(check, conv)
-        if fmt == "raw":
-            click.echo(rp.text, nl=False)
+        if fmt == "raw":  # bytes as they are: click.echo would drop ANSI codes off a tty
+            _write_stdout(rp.text)
         elif fmt == "json":
             click.echo(
                 json.dumps({"path": path, **rendered_dict(rp)}, ensure_ascii=False, indent=2)
@@ -255,7 +273,7 @@ def goldens(path: str, output: str) -> None:
         records = list(iter_goldens(check))
     text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
     if output == "-":
-        click.echo(text, nl=False)
+        _write_stdout(text)
     else:
         write_atomic(Path(output), text.encode("utf-8"))
     counts: dict[str, int] = {}
@@ -268,10 +286,11 @@ def goldens(path: str, output: str) -> None:
     sys.exit(EXIT_OK)
 
 
-def _diagnosis_dict(path: str, d: Any) -> dict[str, Any]:
+def _diagnosis_dict(path: str, d: Diagnosis) -> dict[str, Any]:
     return {
         "path": path,
         "input": d.input_kind,
+        "unit": "token" if d.input_kind == "ids" else "character",  # of length and positions
         "length": d.length,
         "stop_ids": list(d.stops.ids),
         "stop_ids_source": d.stops.source,
@@ -287,7 +306,7 @@ def _diagnosis_dict(path: str, d: Any) -> dict[str, Any]:
     }
 
 
-def _diagnosis_text(path: str, d: Any) -> str:
+def _diagnosis_text(path: str, d: Diagnosis) -> str:
     unit = "token" if d.input_kind == "ids" else "character"
     plural = "" if d.length == 1 else "s"
     head = (

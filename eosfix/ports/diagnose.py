@@ -155,7 +155,15 @@ def _transcript_problems(
                 f"{t.unit}s follow: the loop does not compare stop ids; {_compare(stops)}"
             )
             problems.append(Problem(RAN_PAST_STOP, msg, stop.pos, stop.token_id))
-    turns = [f for f in find_turns(t, headers) if f.piece > 0 or problems]
+    turns = find_turns(t, headers)
+    if turns and t.pieces[turns[0].piece] is first:
+        opened = turns[0].header
+        msg = (
+            f"the reply starts by opening {_a(opened.role or 'new')} turn ({opened.text!r}): "
+            "the prompt did not end with the chat template's generation prompt (render it "
+            "with `eosfix render`)"
+        )
+        problems.append(Problem(PROMPT_NOT_TEMPLATED, msg, first.pos, first.token_id))
     if turns:
         problems.append(_invented(turns, t.unit, t.pieces[turns[0].piece].token_id))
     return problems

@@ -30,7 +30,7 @@ from eosfix.repo import ChatTemplate
 class TurnHeader:
     role: str
     text: str  # control tokens kept: "<|im_start|>user\n"
-    plain: str  # the gap before it with control tokens removed: "\nuser\n" ("" if no letter)
+    plain: str  # the gap before it, control tokens removed: "\nuser\n" ("" if no line break)
     opener: str  # its first control token: "<|im_start|>"
 
 
