@@ -10,9 +10,11 @@ import click
 from eosfix.analyze import SpecialScanner, TemplateAnalysis
 from eosfix.api import RepoResult
 from eosfix.check import RepoCheck
+from eosfix.ports.loop import TokenizedProbe, tokenize_probe
+from eosfix.ports.render import loop_stops
 from eosfix.report import placement_text, render_repo_text, result_to_dict, stop_source_text
 from eosfix.runtimes import Pins
-from eosfix.stopsets import RuntimeRow, RuntimeTable, TokenizedProbe, runtime_table, tokenize_probe
+from eosfix.stopsets import RuntimeRow, RuntimeTable, runtime_table
 
 _SHOWN_PROBES = ("final", "final+system", "tool_call", "history")
 
@@ -54,9 +56,8 @@ def _template_block(ta: TemplateAnalysis, scanner: SpecialScanner) -> list[str]:
 
 def loop_ids(c: RepoCheck) -> tuple[list[int], str]:
     """The ids a generation loop must stop on, and where they come from."""
-    if c.proposed is not None:
-        return list(c.proposed), "generation_config.json after `eosfix fix`"
-    return list(c.stop.ids or ()), c.stop.source
+    stops = loop_stops(c)
+    return list(stops.ids), stops.source
 
 
 def _cell(stops: dict[str, bool | None]) -> str:

@@ -7,9 +7,8 @@ Glue between ``check.RepoCheck`` and the runtime model of ``eosfix.runtimes``:
 - ``runtime_table(check, patches, pins)`` applies the planned ``FilePatch`` es (their exact
   new text, so ``--config-json`` is shown with the list it really writes) and compares, with
   each runtime's rule for the pinned version (else its current rule);
-- ``split_probe`` / ``tokenize_probe`` show a hand-written generation loop where it stops.
 
-Pure: no printing, no writing. tokenizer.json is loaded only by ``tokenize_probe``.
+Pure: no printing, no writing. (A hand-written generation loop is ``eosfix.ports``.)
 """
 
 from __future__ import annotations
@@ -22,7 +21,6 @@ from typing import Any
 from eosfix.check import RepoCheck
 from eosfix.models import eos_tuple
 from eosfix.patch import FilePatch, plan_config
-from eosfix.probes import Probe
 from eosfix.repo import CONFIG, GENERATION_CONFIG
 from eosfix.runtimes import RUNTIMES, Pins, Runtime, StopInputs, rule_for
 from eosfix.runtimes.llamacpp import converter_special_ids
@@ -210,97 +208,3 @@ def runtime_rows_json(table: RuntimeTable) -> list[dict[str, Any]]:
          "ok_after": r.ok_after, "note": r.note}
         for r in table.rows
     ]  # fmt: skip
-
-
-# --- a hand-written generation loop ------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ProbeSplit:
-    """A rendered probe cut where generation starts: the prompt, then what the model writes."""
-
-    template: str
-    probe: str
-    messages: tuple[dict[str, Any], ...]  # the prompt's messages (before the reply)
-    kwargs: dict[str, Any]
-    prompt: str  # render(messages, add_generation_prompt=True)
-    reply: str  # the rest of the probe: what a model trained on it generates
-
-
-def _prompt_messages(probe: Probe) -> tuple[dict[str, Any], ...]:
-    """The messages before the assistant message whose tail the probe reads."""
-    msgs = probe.spec.messages
-    for i, m in enumerate(msgs):
-        if m.get("role") == "assistant" and probe.spec.end_marker in json.dumps(m):
-            return tuple(dict(x) for x in msgs[:i])
-    return tuple(dict(x) for x in msgs[:-1])
-
-
-def split_probe(
-    check: RepoCheck, probe_name: str = "final", template: str | None = None
-) -> ProbeSplit | None:
-    """Cut a probe into prompt and reply text, from ``template`` or the first that renders it.
-
-    The prompt is what ``apply_chat_template(messages, add_generation_prompt=True)`` gives for
-    the messages before the probed assistant turn; the reply is the rest of the probe.
-    """
-    import jinja2
-
-    from eosfix.template import TemplateRefusal, render_chat
-
-    for ta in check.terminators.templates:
-        if template is not None and ta.name != template:
-            continue
-        source = next(t.source for t in check.repo.templates if t.name == ta.name)
-        for probe in ta.rendered:
-            if probe.spec.name != probe_name or probe.text is None:
-                continue
-            messages, kwargs = _prompt_messages(probe), dict(probe.spec.kwargs)
-            try:
-                prompt = render_chat(
-                    source,
-                    [dict(m) for m in messages],
-                    special_tokens=check.repo.special_tokens,
-                    add_generation_prompt=True,
-                    **kwargs,
-                )
-            except (TemplateRefusal, jinja2.TemplateError, TypeError, ValueError, KeyError):
-                continue  # a template may refuse the prompt alone: try the next one
-            if probe.text.startswith(prompt):
-                return ProbeSplit(
-                    ta.name, probe_name, messages, kwargs, prompt, probe.text[len(prompt) :]
-                )
-    return None
-
-
-@dataclass(frozen=True)
-class TokenizedProbe:
-    split: ProbeSplit
-    prompt_ids: tuple[int, ...]  # like apply_chat_template(tokenize=True, add_generation_prompt)
-    reply_ids: tuple[int, ...]
-    stop_ids: tuple[int, ...]
-    stop_at: int | None  # index into reply_ids of the first stop id (None: never stops)
-    decoded_reply: str  # reply up to and including the stop, special tokens kept
-
-
-def tokenize_probe(
-    check: RepoCheck,
-    stop_ids: Sequence[int],
-    probe_name: str = "final",
-    template: str | None = None,
-) -> TokenizedProbe | None:
-    """Tokenize a probe with tokenizer.json (``add_special_tokens=False``, as chat templates
-    add their own), and find where a loop comparing against ``stop_ids`` stops."""
-    tok = check.repo.tokenizer()
-    split = split_probe(check, probe_name, template)
-    if tok is None or split is None:
-        return None
-    prompt_ids = tuple(tok.encode(split.prompt, add_special_tokens=False).ids)
-    full = tuple(tok.encode(split.prompt + split.reply, add_special_tokens=False).ids)
-    if full[: len(prompt_ids)] != prompt_ids:  # a merge across the boundary: keep it whole
-        return None
-    reply = full[len(prompt_ids) :]
-    stop_at = next((i for i, t in enumerate(reply) if t in set(stop_ids)), None)
-    shown = reply if stop_at is None else reply[: stop_at + 1]
-    decoded = tok.decode(list(shown), skip_special_tokens=False)
-    return TokenizedProbe(split, prompt_ids, reply, tuple(stop_ids), stop_at, decoded)

@@ -8,9 +8,10 @@ import pytest
 
 from eosfix import api
 from eosfix.patch import plan_config
+from eosfix.ports.loop import split_probe, tokenize_probe
 from eosfix.report import runtimes_line
 from eosfix.runtimes import RUNTIMES, apply_config_eos, apply_generation_config_eos
-from eosfix.stopsets import runtime_table, split_probe, stop_inputs, tokenize_probe
+from eosfix.stopsets import runtime_table, stop_inputs
 from tests.conftest import CORPUS, SAMPLES, corpus_cases, sample_names
 from tests.tiny_lm import save_tokenizer, word_level_tokenizer
 

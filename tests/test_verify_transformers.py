@@ -28,9 +28,9 @@ from transformers import AutoTokenizer, GenerationConfig
 
 from eosfix import api
 from eosfix.check import check_repo
+from eosfix.ports.loop import split_probe, tokenize_probe
 from eosfix.probes import SPECS
 from eosfix.sources.folder import load_repo
-from eosfix.stopsets import split_probe, tokenize_probe
 from tests.conftest import CORPUS
 from tests.tiny_lm import save_tokenizer, scripted_lm, word_level_tokenizer
 

@@ -54,6 +54,9 @@ LazyGroup.lazy = {
     "hub": "eosfix.cli.hub:hub",
     "upload": "eosfix.cli.hub:upload",
     "ollama": "eosfix.cli.ollama:ollama",
+    "render": "eosfix.cli.ports:render",
+    "goldens": "eosfix.cli.ports:goldens",
+    "diagnose": "eosfix.cli.ports:diagnose",
 }
 
 
