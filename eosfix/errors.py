@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
 
 
@@ -31,3 +33,20 @@ class WriteError(EosfixError):
 
 class VerificationError(EosfixError):
     """A planned edit failed its own safety check: a bug, nothing was written."""
+
+
+@contextlib.contextmanager
+def reading(
+    path: str | Path, *, expected: str = "a file", missing: str = "file not found"
+) -> Iterator[None]:
+    """Turn every OS error while reading ``path`` into a one-line ``RepoLoadError``."""
+    try:
+        yield
+    except FileNotFoundError:
+        raise RepoLoadError(missing, path=path) from None
+    except IsADirectoryError:
+        raise RepoLoadError(f"is a directory, expected {expected}", path=path) from None
+    except PermissionError:
+        raise RepoLoadError("permission denied", path=path) from None
+    except OSError as exc:
+        raise RepoLoadError(f"cannot read: {exc.strerror or exc}", path=path) from None

@@ -19,7 +19,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from eosfix.errors import RepoLoadError, WriteError
+from eosfix.errors import RepoLoadError, WriteError, reading
 
 _TMP_SUFFIX = ".eosfix-tmp"
 _STALE_SECONDS = 60.0  # a temp file this old is left over from a killed process
@@ -28,16 +28,8 @@ _held = threading.local()  # per thread: {(st_dev, st_ino) of a locked dir: dept
 
 def read_text_file(path: Path) -> tuple[str, bytes]:
     """Return (text, raw bytes) of a UTF-8 file; a BOM stays in the text as "\\ufeff"."""
-    try:
+    with reading(path):
         data = path.read_bytes()
-    except FileNotFoundError:
-        raise RepoLoadError("file not found", path=path) from None
-    except IsADirectoryError:
-        raise RepoLoadError("is a directory, expected a file", path=path) from None
-    except PermissionError:
-        raise RepoLoadError("permission denied", path=path) from None
-    except OSError as exc:
-        raise RepoLoadError(f"cannot read: {exc.strerror or exc}", path=path) from None
     try:
         return data.decode("utf-8"), data
     except UnicodeDecodeError as exc:
@@ -165,7 +157,7 @@ def remove_stale_temps(directory: Path) -> list[Path]:
     return removed
 
 
-def _fsync_dir(directory: Path) -> None:
+def fsync_dir(directory: Path) -> None:
     """Persist the rename itself; best effort (not every file system allows it)."""
     with contextlib.suppress(OSError):
         fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
@@ -207,7 +199,7 @@ def write_atomic(path: Path, data: bytes, *, allow_symlink_replace: bool = False
                 reason = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
                 raise WriteError(f"write failed, file left unchanged: {reason}", path=path) from exc
             raise
-    _fsync_dir(path.parent)
+    fsync_dir(path.parent)
 
 
 def write_if_changed(path: Path, new_text: str, *, allow_symlink_replace: bool = False) -> bool:

@@ -208,7 +208,7 @@ class Probe:
 
 
 # What a template can raise from inside the sandbox (besides raise_exception).
-_RENDER_ERRORS = (
+RENDER_ERRORS = (
     jinja2.TemplateError,
     TypeError,
     ValueError,
@@ -237,7 +237,7 @@ def run_probe(
         return Probe(spec, template_name, refusal=f"raise_exception: {exc}")
     except (RenderLimitExceeded, SandboxEscape) as exc:
         return Probe(spec, template_name, refusal=str(exc), limit=exc.limit)
-    except _RENDER_ERRORS as exc:
+    except RENDER_ERRORS as exc:
         return Probe(spec, template_name, refusal=f"{type(exc).__name__}: {exc}")
     return Probe(spec, template_name, text=text)
 
@@ -261,7 +261,7 @@ def run_generation_prompt(source: str, special_tokens: Mapping[str, str]) -> str
                 )
                 for flag in (False, True)
             )
-        except (TemplateRefusal, *_RENDER_ERRORS):
+        except (TemplateRefusal, *RENDER_ERRORS):
             continue
         return with_prompt[_divergence(without, with_prompt) :]
     return None

@@ -20,26 +20,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import jinja2
-
 from eosfix.check import RepoCheck
 from eosfix.errors import EosfixError
 from eosfix.limits import RenderLimitExceeded, SandboxEscape
+from eosfix.probes import RENDER_ERRORS
 from eosfix.repo import TOKENIZER_JSON, ChatTemplate, ModelRepo
 from eosfix.template import TemplateRefusal, render_chat
-
-# What a template can raise from inside the sandbox besides raise_exception (probes.py too).
-RENDER_ERRORS = (
-    jinja2.TemplateError,
-    TypeError,
-    ValueError,
-    KeyError,
-    IndexError,
-    AttributeError,
-    ZeroDivisionError,
-    OverflowError,
-    RecursionError,
-)
 
 
 class PortInputError(EosfixError):

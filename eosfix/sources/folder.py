@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from eosfix.errors import RepoLoadError
+from eosfix.errors import RepoLoadError, reading
 from eosfix.models import (
     AddedTokenModel,
     ChatTemplateJsonModel,
@@ -49,20 +49,16 @@ M = TypeVar("M", bound=BaseModel)
 
 def read_bytes(path: Path) -> bytes:
     """Read a repo file, turning every OS problem into a one-line ``RepoLoadError``."""
-    try:
-        if path.is_symlink() and not path.exists():
-            raise RepoLoadError("dangling symlink (its target is missing)", path=path)
+    if path.is_symlink() and not path.exists():
+        raise RepoLoadError("dangling symlink (its target is missing)", path=path)
+    with reading(path):
         if path.is_dir():
-            raise RepoLoadError("is a directory, expected a file", path=path)
+            raise IsADirectoryError
         size = path.stat().st_size
         limit = _MAX_TOKENIZER_JSON_BYTES if path.name == TOKENIZER_JSON else _MAX_FILE_BYTES
         if size > limit:
             raise RepoLoadError(f"too large ({size} bytes, limit {limit})", path=path)
         return path.read_bytes()
-    except PermissionError:
-        raise RepoLoadError("permission denied", path=path) from None
-    except OSError as exc:
-        raise RepoLoadError(f"cannot read: {exc.strerror or exc}", path=path) from None
 
 
 def decode_text(raw: bytes, path: Path) -> str:

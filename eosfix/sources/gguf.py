@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from eosfix.errors import RepoLoadError
+from eosfix.errors import RepoLoadError, reading
 from eosfix.repo import ChatTemplate, ModelRepo, TokenInfo, TokenTable
 from eosfix.runtimes.llamacpp import ID_KEYS, KEY_PREFIX, GgufVocab, SpecialIds, special_ids
 
@@ -159,20 +159,11 @@ class _Reader:
 
 
 def _open_map(path: Path) -> tuple[Any, os.stat_result]:
-    try:
-        with open(path, "rb") as fh:
-            st = os.fstat(fh.fileno())
-            if st.st_size == 0:
-                raise RepoLoadError("empty file, expected a GGUF file", path=path)
-            return mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ), st
-    except IsADirectoryError:
-        raise RepoLoadError("is a directory, expected a GGUF file", path=path) from None
-    except PermissionError:
-        raise RepoLoadError("permission denied", path=path) from None
-    except FileNotFoundError:
-        raise RepoLoadError("file not found", path=path) from None
-    except OSError as exc:
-        raise RepoLoadError(f"cannot read: {exc.strerror or exc}", path=path) from None
+    with reading(path, expected="a GGUF file"), open(path, "rb") as fh:
+        st = os.fstat(fh.fileno())
+        if st.st_size == 0:
+            raise RepoLoadError("empty file, expected a GGUF file", path=path)
+        return mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ), st
 
 
 def _value_type(r: _Reader, key: str, raw: int) -> ValueType:

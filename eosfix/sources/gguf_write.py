@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import IO, BinaryIO
 
 from eosfix.errors import VerificationError, WriteError
-from eosfix.fileio import check_writable, locked_dir, remove_stale_temps
+from eosfix.fileio import check_writable, fsync_dir, locked_dir, remove_stale_temps
 from eosfix.sources.gguf import (
     MAGIC,
     Header,
@@ -263,17 +263,8 @@ def _rewrite(
                     f"write failed, original unchanged: {reason}", path=target
                 ) from exc
             raise
-    _fsync_dir(target.parent)
+    fsync_dir(target.parent)
     return WriteResult(target, "rewrite", lay.size, sha)
-
-
-def _fsync_dir(directory: Path) -> None:
-    with contextlib.suppress(OSError):
-        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
 
 
 def check_target(header: Header, output: Path | None) -> Path:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from eosfix.errors import RepoLoadError
+from eosfix.errors import RepoLoadError, reading
 
 MODEL = "application/vnd.ollama.image.model"
 TEMPLATE = "application/vnd.ollama.image.template"
@@ -65,15 +65,12 @@ def blob_path(models: Path, digest: str) -> Path:
 
 def _small_text(path: Path) -> str:
     try:
-        if path.stat().st_size > _MAX_SMALL_BLOB:
-            raise RepoLoadError(f"larger than {_MAX_SMALL_BLOB} bytes", path=path)
-        return path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise RepoLoadError("blob missing from the store", path=path) from None
+        with reading(path, missing="blob missing from the store"):
+            if path.stat().st_size > _MAX_SMALL_BLOB:
+                raise RepoLoadError(f"larger than {_MAX_SMALL_BLOB} bytes", path=path)
+            return path.read_text(encoding="utf-8")
     except UnicodeDecodeError:
         raise RepoLoadError("not valid UTF-8", path=path) from None
-    except OSError as exc:
-        raise RepoLoadError(f"cannot read: {exc.strerror or exc}", path=path) from None
 
 
 def _json(path: Path) -> Any:
