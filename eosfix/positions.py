@@ -32,7 +32,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from eosfix.probes import ASSISTANT1, SYSTEM, THINK1, USER1, Probe
+from eosfix.probes import ASSISTANT1, SYSTEM, THINK1, USER1, Probe, find_marker, rfind_marker
 
 EVERY_REPLY = "every_reply"
 LAST_REPLY = "last_reply"
@@ -161,14 +161,16 @@ def turn_openers(
         by_name = {p.spec.name: p.text for p in probes if p.text is not None}
         for name, marker in (("final+system", SYSTEM), ("final", USER1)):
             text = by_name.get(name)
-            if text is not None and marker in text:
-                found = frozenset(tok for tok, _ in scanner.find(text[: text.find(marker)]))
+            at = -1 if text is None else find_marker(text, marker)
+            if text is not None and at >= 0:
+                found = frozenset(tok for tok, _ in scanner.find(text[:at]))
                 break
     closers = set()
     for probe in probes:
-        if probe.spec.kind == "history" and probe.text is not None and USER1 in probe.text:
+        at = -1 if probe.text is None else find_marker(probe.text, USER1)
+        if probe.spec.kind == "history" and probe.text is not None and at >= 0:
             hits = tail_specials(probe, scanner, frozenset())
-            if len(hits) > 1 and hits[0][0] not in probe.text[: probe.text.find(USER1)]:
+            if len(hits) > 1 and hits[0][0] not in probe.text[:at]:
                 closers.add(hits[0][0])
     return found - closers
 
@@ -179,7 +181,7 @@ def in_turn_tokens(probes: Iterable[Probe], scanner: SpecialScanner) -> set[str]
     for probe in probes:
         if probe.spec.kind != "reasoning" or probe.text is None:
             continue
-        think, answer = probe.text.rfind(THINK1), probe.text.rfind(ASSISTANT1)
+        think, answer = rfind_marker(probe.text, THINK1), rfind_marker(probe.text, ASSISTANT1)
         if 0 <= think < answer:
             found.update(tok for tok, _ in scanner.find(probe.text[think + len(THINK1) : answer]))
     return found
@@ -211,9 +213,10 @@ def split_gap(
 
 def last_special_before(probe: Probe, marker: str, scanner: SpecialScanner) -> str | None:
     """The last control token before the first occurrence of ``marker`` (a role's opener)."""
-    if probe.text is None or marker not in probe.text:
+    at = -1 if probe.text is None else find_marker(probe.text, marker)
+    if probe.text is None or at < 0:
         return None
-    hits = scanner.find(probe.text[: probe.text.find(marker)])
+    hits = scanner.find(probe.text[:at])
     return hits[-1][0] if hits else None
 
 

@@ -7,7 +7,9 @@ trained on that template learned to emit there.
 
 from __future__ import annotations
 
+import functools
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -179,6 +181,29 @@ def _specs() -> tuple[ProbeSpec, ...]:
 SPECS = _specs()
 
 
+def find_marker(text: str, marker: str, start: int = 0) -> int:
+    """Offset of the first ``marker`` at or after ``start`` (-1: none), in any letter case.
+
+    Templates may write content through ``upper``, ``lower``, ``capitalize`` or ``title``;
+    the sentinels are ASCII letters and digits, so a case-blind match keeps offsets exact.
+    """
+    m = _marker_regex(marker).search(text, start)
+    return -1 if m is None else m.start()
+
+
+def rfind_marker(text: str, marker: str) -> int:
+    """Offset of the last ``marker`` (-1: none), in any letter case."""
+    last = -1
+    for m in _marker_regex(marker).finditer(text):
+        last = m.start()
+    return last
+
+
+@functools.lru_cache(maxsize=64)
+def _marker_regex(marker: str) -> re.Pattern[str]:
+    return re.compile(re.escape(marker), re.IGNORECASE)
+
+
 @dataclass(frozen=True)
 class Probe:
     """The outcome of one probe on one template: rendered text, or why it was refused."""
@@ -194,7 +219,7 @@ class Probe:
         """Offset just after the last occurrence of the spec's end marker."""
         if self.text is None:
             return None
-        pos = self.text.rfind(self.spec.end_marker)
+        pos = rfind_marker(self.text, self.spec.end_marker)
         return None if pos < 0 else pos + len(self.spec.end_marker)
 
     @property
@@ -203,7 +228,7 @@ class Probe:
         start = self.tail_start
         if start is None or self.spec.next_marker is None or self.text is None:
             return None
-        pos = self.text.find(self.spec.next_marker, start)
+        pos = find_marker(self.text, self.spec.next_marker, start)
         return None if pos < 0 else pos
 
 

@@ -73,6 +73,23 @@ SHAPES = [
         never=("<|im_start|>",),
     ),
     Shape(
+        "chatml writing content through upper",
+        _chatml().replace("{{ m.content }}", "{{ m.content | upper }}"),
+        ("<|im_end|>", "<|im_start|>"),
+        ends={"<|im_end|>": EVERY_REPLY},
+        never=("<|im_start|>",),
+    ),
+    Shape(
+        "chatml writing content through title, reasoning through lower",
+        "{% for m in messages %}<|im_start|>{{ m.role }}\n{% if m.reasoning_content %}<think>"
+        "{{ m.reasoning_content | lower }}</think>{% endif %}{{ m.content | title }}<|im_end|>\n"
+        "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}",
+        ("<|im_end|>", "<|im_start|>", "<think>", "</think>"),
+        ends={"<|im_end|>": EVERY_REPLY},
+        never=("<|im_start|>", "<think>", "</think>"),
+        in_turn=("</think>",),
+    ),
+    Shape(
         "chatml with a default system message",
         "{% if messages[0].role != 'system' %}<|im_start|>system\nYou are helpful.<|im_end|>\n"
         "{% endif %}" + _chatml(),
