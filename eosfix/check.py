@@ -48,6 +48,7 @@ class Status(enum.Enum):
     FIXABLE = "fixable"  # eosfix fix would repair it
     PROBLEMS = "problems"  # errors eosfix cannot fix by writing ids
     NO_TEMPLATE = "no_template"  # a base model: nothing to check
+    ERROR = "error"  # not checked: RepoResult.error says why (never a RepoCheck's status)
 
 
 @dataclass(frozen=True)

@@ -125,7 +125,7 @@ def test_check_text_table_and_no_progress_when_piped(hub_cache):
     assert "won't stop -> [1000, 1002]" in line
     assert "2000 (from config.json)" in out
     assert out.rstrip().splitlines()[-1] == (
-        "5 snapshots of 4 repos: 3 would be fixed (run with --fix), 1 stop correctly, "
+        "5 snapshots of 4 repos: 3 would be fixed (run with --fix), 1 stops correctly, "
         "1 without a chat template"
     )
 

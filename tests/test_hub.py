@@ -89,7 +89,7 @@ def test_check_by_id_reports_like_check_and_downloads_no_weights(hub_repos, run_
 def test_healthy_repo_exits_zero(hub_repos, run_eosfix):
     result = run_eosfix("hub", HEALTHY)
     assert result.exit_code == 0, result.output
-    assert "1 repo already stop correctly" in result.stdout
+    assert "1 repo stops correctly" in result.stdout
 
 
 def test_tokenizer_json_downloaded_when_ids_live_only_there(fake_hub, run_eosfix):
@@ -265,7 +265,7 @@ def test_http_errors_are_one_line(hub_repos, run_eosfix, status, headers, messag
     assert result.exit_code == 2, result.output
     assert result.stderr.strip().splitlines() == [f"{BROKEN}: error: {message}"]
     assert "Traceback" not in result.output
-    assert "1 repo already stop correctly" in result.stdout
+    assert "1 repo stops correctly" in result.stdout
 
 
 def test_rate_limit_on_downloads_is_one_line(hub_repos, run_eosfix):

@@ -185,9 +185,9 @@ def test_refused_conversation_unknown_template_no_template_exit_2(capsys, refusi
     code, _, err = run(capsys, "render", SAMPLES / CHATML, "--tools", tmp_path / "missing.json")
     assert (code, err.count("\n")) == (2, 1)
     assert "missing.json: cannot read: No such file or directory" in err
-    code, _, err = run(capsys, "render", "./no/such/folder")  # a usage error: click's form
+    code, _, err = run(capsys, "render", "./no/such/folder")  # the path as given, one line
     assert code == 2
-    assert err.endswith("Error: ./no/such/folder: no such file or directory\n")
+    assert err == "error: ./no/such/folder: no such file or directory\n"
 
 
 # --- goldens --------------------------------------------------------------------------------

@@ -678,7 +678,7 @@ def test_phi3_shape_with_every_stop_id_passes(sample_repo, run_eosfix):
     )
     result = run_eosfix("check", repo)
     assert result.exit_code == 0, result.stdout
-    assert "already stop correctly" in result.stdout
+    assert "1 repo stops correctly" in result.stdout
 
 
 def test_phi3_shape_with_the_closer_alone_passes(sample_repo, run_eosfix):

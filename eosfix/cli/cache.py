@@ -17,7 +17,7 @@ from eosfix.sources.cachesource import CacheRun
 def summary_line(run: CacheRun) -> str:
     counts = run.counts()
     fixable = "fixable" if run.fixing else "would be fixed (run with --fix)"
-    parts = summary_parts(counts, fixable=fixable, ok="stop correctly")
+    parts = summary_parts(counts, fixable=fixable)
     repos, n = run.repos, run.count
     head = f"{n} snapshot{'s' * (n != 1)} of {repos} repo{'s' * (repos != 1)}"
     body = ", ".join(f"{k} {what}" for k, what in parts) or "nothing to check"

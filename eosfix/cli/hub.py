@@ -59,7 +59,7 @@ def _quiet_hub() -> Iterator[None]:
 
 def summary_line(run: Run) -> str:
     """One line: how many repos came to what, and what it cost in requests."""
-    parts = summary_parts(run.counts(), fixable="would be fixed", ok="already stop correctly")
+    parts = summary_parts(run.counts(), fixable="would be fixed")
     text = ", ".join(f"{n} {'repo' if n == 1 else 'repos'} {what}" for n, what in parts)
     text = text or "no repos checked"
     stats = run.summary()

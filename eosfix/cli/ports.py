@@ -27,22 +27,14 @@ def open_repo(spec: str) -> Iterator[RepoCheck]:
     """The one place these commands load a repo: a folder (or a file inside one), a GGUF file,
     else a Hub repo id (its small files only, from eosfix's store of files by commit)."""
     from eosfix import api
-    from eosfix.cli.common import repo_dirs
 
-    if Path(spec).exists():
-        dirs = repo_dirs([spec])
-        if not dirs:
-            raise click.UsageError(
-                f"{spec}: not a model folder, one of its config files or a GGUF file"
-            )
-        result = api.check(dirs[0])
+    if Path(spec).exists() or Path(spec).is_symlink() or not _HUB_ID.match(spec):
+        result = api.check(spec)  # says why a path is not checked (missing, not a model...)
         if result.error is not None:
             raise result.error
         assert result.check is not None
         yield result.check
         return
-    if not _HUB_ID.match(spec):
-        raise click.UsageError(f"{spec}: no such file or directory")
     from eosfix.cli.hub import _quiet_hub
     from eosfix.sources.hub import HubSession
 
