@@ -712,8 +712,8 @@ def test_json_carries_where_each_token_is_written(sample_repo, run_eosfix):
 
 def test_explain_says_where_and_why(sample_repo, run_eosfix):
     out = run_eosfix("explain", sample_repo(PHI3)).stdout
-    assert "<|end|> ends a turn (turn end), written after every reply; seen in probe" in out
+    assert "<|end|> ends a turn (turn end): written after every reply; seen in probe" in out
     assert (
-        "<|endoftext|> is an optional stop, written once, when the whole conversation ends, "
+        "<|endoftext|> is an optional stop: written once, when the whole conversation ends, "
         "after <|end|>; seen in probe default/final"
     ) in out
