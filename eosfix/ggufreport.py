@@ -112,7 +112,9 @@ def _findings(r: RepoResult, findings: Iterable[Any], label: str = "") -> list[s
 
 def _written_lines(r: RepoResult, before: GgufCheck, now: GgufCheck) -> list[str]:
     """A file was written: what llama.cpp stopped on, what was fixed and written, what now."""
-    assert before.eog is not None and before.plan is not None and now.eog is not None
+    assert before.eog is not None
+    assert before.plan is not None
+    assert now.eog is not None
     remaining = {(f.code, f.file) for f in now.findings}
     write = r.extra.get("write")
     target = write.get("path") if isinstance(write, dict) else None
