@@ -241,10 +241,11 @@ def test_organisation_scan_without_errors_exits_like_check(hub_repos, run_eosfix
     assert result.exit_code == 0, result.output
 
 
-def test_unknown_author_lists_nothing(fake_hub, run_eosfix):
+def test_unknown_author_checks_nothing_and_exits_2(fake_hub, run_eosfix):
     result = run_eosfix("hub", "--author", "nobody")
-    assert result.exit_code == 0
-    assert "no repos checked" in result.stdout
+    assert result.exit_code == 2  # nothing checked (issue 15)
+    assert result.stdout.splitlines()[-1].startswith("nothing checked; ")
+    assert result.stderr == "nobody: no model repos on the Hub under this author\n"
 
 
 @pytest.mark.parametrize(

@@ -54,8 +54,8 @@ class Verdict:
         verdict: the rows of repos sharing an analysis share these strings."""
         terms = "\n".join(f"{c} {i}" if i is not None else c for c, i in self.terminators)
         eos = "" if self.status == "error" else ids_text(self.eos)
-        if self.eos_source and self.eos_source != "generation_config.json" and eos:
-            eos += f" (from {self.eos_source})"
+        if self.eos_source not in (None, "none", "generation_config.json") and eos:
+            eos += f" (from {self.eos_source})"  # never "(from none)": "(not set)" says it
         note = ""
         if self.name in ("fixable", "fixed", "problems") and self.proposed is not None:
             note += f" -> {ids_text(self.proposed)}"

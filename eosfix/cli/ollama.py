@@ -9,6 +9,7 @@ from typing import Any
 
 import click
 
+from eosfix.cli.term import color_option
 from eosfix.report import EXIT_FINDINGS, EXIT_INPUT, EXIT_OK
 
 
@@ -72,6 +73,7 @@ def _text(r: Any, text: str | None) -> list[str]:
     help="Write each fixing Modelfile into this folder (never into the store).",
 )
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
+@color_option
 def ollama(models_dir: str | None, out_dir: str | None, fmt: str) -> None:
     """Check every model in ollama's store: does it stop at the end of each turn?
 

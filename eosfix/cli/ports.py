@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from eosfix.check import RepoCheck
+from eosfix.cli.term import color_option
 from eosfix.errors import EosfixError
 from eosfix.report import EXIT_FINDINGS, EXIT_OK
 
@@ -195,6 +196,7 @@ _template_option = click.option(
     help="text: control tokens and line breaks visible; json: everything, the prompt raw; "
     "raw: the prompt string alone, byte for byte (to diff with a port's).",
 )
+@color_option
 def render(
     path: str,
     messages: str | None,
@@ -244,6 +246,7 @@ def render(
     show_default=True,
     help="Where to write the goldens (-: stdout).",
 )
+@color_option
 def goldens(path: str, output: str) -> None:
     """Write golden prompts for a port's tests: one JSON line per conversation and template.
 
@@ -330,6 +333,7 @@ def _diagnosis_text(path: str, d: Diagnosis) -> str:
 @click.option(
     "--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True
 )
+@color_option
 def diagnose(
     path: str,
     ids: str | None,
