@@ -75,14 +75,20 @@ def test_fix_text_tells_before_written_and_now(sample_repo, capsys):
         str(repo),
         "  ends a turn   <|im_end|>  id 248046, written after every reply (template default)",
         "  stopped on    248044  (from generation_config.json, before the fix)",
-        f"  fixed         {repo}/generation_config.json: EOS001 eos_token_id 248044 does not "
-        "include <|im_end|> (248046): generation runs past the turn end",
-        "  wrote         eos_token_id -> [248044, 248046]; config.json: eos_token_id -> "
-        "[248044, 248046]",
+        (
+            f"  fixed         {repo}/generation_config.json: EOS001 eos_token_id 248044 does not "
+            "include <|im_end|> (248046): generation runs past the turn end"
+        ),
+        (
+            "  wrote         eos_token_id -> [248044, 248046]; config.json: eos_token_id -> "
+            "[248044, 248046]"
+        ),
         "  stops on      [248044, 248046]  (from generation_config.json)",
         "  runtimes      9 of 10 stop at every terminator; caveats below",
-        "  caveat        ExLlamaV2 keeps only config.json's first id, 248044, so it misses "
-        "<|im_end|> (248046) (eosfix keeps that id first: transformers pads with it)",
+        (
+            "  caveat        ExLlamaV2 keeps only config.json's first id, 248044, so it misses "
+            "<|im_end|> (248046) (eosfix keeps that id first: transformers pads with it)"
+        ),
         "",
         "1 repo fixed",
     ]
@@ -98,7 +104,8 @@ def test_fix_json_status_is_after_writing(sample_repo, capsys):
     assert entry["before"]["eos_token_id_source"] == "config.json"
     assert [f["code"] for f in entry["findings"]] == []
     (tf,) = [r for r in entry["runtimes"] if r["runtime"] == "transformers"]
-    assert tf["ok_before"] and tf["ok_after"]  # "before" of the table is now: the file written
+    assert tf["ok_before"]
+    assert tf["ok_after"]
 
 
 # --- runtime caveats, runtimes that cannot load the folder ------------------------------------
@@ -111,8 +118,10 @@ def test_healthy_repo_has_caveats_not_a_failing_verdict(capsys):
         "  runtimes      9 of 10 stop at every terminator; caveats below"
     ]
     assert _line(out, "caveat") == [
-        "  caveat        ExLlamaV2 keeps only config.json's first id, 128001, so it misses "
-        "<|eot_id|> (128009) (eosfix keeps that id first: transformers pads with it)"
+        (
+            "  caveat        ExLlamaV2 keeps only config.json's first id, 128001, so it misses "
+            "<|eot_id|> (128009) (eosfix keeps that id first: transformers pads with it)"
+        )
     ]
     assert out.splitlines()[-1] == "1 repo stops correctly (runtime caveats above)"
 
@@ -158,7 +167,9 @@ def test_check_help_never_says_config_json_writes(run_eosfix):
 def test_help_states_the_exit_code_rule(command, run_eosfix):
     text = " ".join(run_eosfix(command, "--help").stdout.split())
     assert "warnings alone too, unless --strict" in text
-    assert "--strict" in text and "--quiet" in text and "--color" in text
+    assert "--strict" in text
+    assert "--quiet" in text
+    assert "--color" in text
 
 
 # --- warnings: exit 0, --strict: exit 1 ---------------------------------------------------------
@@ -214,9 +225,11 @@ def test_evidence_is_cut_at_lines_never_inside_a_token_or_word():
     scanner = SpecialScanner(["<|a|>", "<|b|>"])
     start = one_line.index("<|b|>")
     ev = _evidence(one_line, start, start + 5, scanner.find(one_line))
-    assert ev.startswith("…") and ev.endswith("…")
+    assert ev.startswith("…")
+    assert ev.endswith("…")
     assert "<|b|>" in ev
-    assert not ev.startswith("…|") and "ordy" not in ev[:5]
+    assert not ev.startswith("…|")
+    assert "ordy" not in ev[:5]
 
 
 def _special_fragment(text: str, tokens: list[str]) -> bool:
@@ -270,7 +283,8 @@ def test_explain_layout(capsys):
     assert "  --- generation prompt (what add_generation_prompt=True appends) ---" in lines
     # one convention: every rendered line is quoted, its newline shown as \n at its end
     quoted = [ln for ln in lines if ln.startswith("  | ")]
-    assert quoted and all("\\n" not in ln[:-2] for ln in quoted)
+    assert quoted
+    assert all("\\n" not in ln[:-2] for ln in quoted)
     payload = json.loads(
         _run(capsys, "explain", SAMPLES / "chatml-missing-im-end", "--format", "json")[1]
     )
@@ -321,12 +335,15 @@ def test_no_progress_bar_with_no_color_or_a_dumb_terminal(monkeypatch):
     monkeypatch.setattr(sys, "stderr", Tty())
     monkeypatch.delenv("NO_COLOR", raising=False)
     monkeypatch.setenv("TERM", "xterm")
-    assert batch.wants_progress("text") and term.progress_allowed()
+    assert batch.wants_progress("text")
+    assert term.progress_allowed()
     monkeypatch.setenv("NO_COLOR", "1")
-    assert not batch.wants_progress("text") and not term.progress_allowed()
+    assert not batch.wants_progress("text")
+    assert not term.progress_allowed()
     monkeypatch.delenv("NO_COLOR")
     monkeypatch.setenv("TERM", "dumb")
-    assert not batch.wants_progress("json") and not term.progress_allowed()
+    assert not batch.wants_progress("json")
+    assert not term.progress_allowed()
 
 
 def _env():
@@ -338,13 +355,15 @@ def test_exit_code_survives_a_closed_pipe(fmt):
     args = [sys.executable, "-m", "eosfix", "check", "--format", fmt]
     args += [str(SAMPLES / n) for n in sample_names()] * 40  # far more than a pipe holds
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env())
-    assert proc.stdout is not None and proc.stderr is not None
+    assert proc.stdout is not None
+    assert proc.stderr is not None
     proc.stdout.read(10)
     proc.stdout.close()  # the reader goes away, as `head` does
     err = proc.stderr.read().decode()
     proc.stderr.close()
     assert proc.wait(timeout=120) == 1
-    assert "BrokenPipeError" not in err and "internal error" not in err
+    assert "BrokenPipeError" not in err
+    assert "internal error" not in err
 
 
 def test_exit_code_survives_head_in_a_shell():
@@ -353,10 +372,11 @@ def test_exit_code_survives_head_in_a_shell():
         '| head -1; echo "status=${PIPESTATUS[0]}"'
     )
     out = subprocess.run(
-        ["bash", "-c", script], capture_output=True, text=True, env=_env(), timeout=120
+        ["bash", "-c", script], check=False, capture_output=True, text=True, env=_env(), timeout=120
     )
     assert out.stdout.splitlines()[-1] == "status=1"
-    assert "Traceback" not in out.stderr and "Broken" not in out.stderr
+    assert "Traceback" not in out.stderr
+    assert "Broken" not in out.stderr
 
 
 # --- the cache table --------------------------------------------------------------------------

@@ -234,8 +234,10 @@ def test_api_fix_reports_the_state_after_writing(sample_repo):
     result = api.fix(repo)
     assert result.written == ("generation_config.json",)
     assert result.status is Status.OK
-    assert result.check is not None and result.check.stop.ids == (248044, 248046)
-    assert result.before is not None and result.before.status is Status.FIXABLE
+    assert result.check is not None
+    assert result.check.stop.ids == (248044, 248046)
+    assert result.before is not None
+    assert result.before.status is Status.FIXABLE
     again = api.fix(repo)
     assert (again.written, again.before, again.status) == ((), None, Status.OK)
 
