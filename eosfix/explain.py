@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from eosfix.analyze import SpecialScanner, TemplateAnalysis
+from eosfix.analyze import STOP_STRING, SpecialScanner, TemplateAnalysis
 from eosfix.api import RepoResult
 from eosfix.check import RepoCheck
 from eosfix.ports.loop import TokenizedProbe, tokenize_probe
@@ -172,8 +172,14 @@ def render_explain(result: RepoResult, pins: Pins | None = None) -> str:
         lines += _template_block(ta, scanner)
         lines.append("")
     for t in (*c.terminators.terminators, *c.terminators.additional):
-        what = f"ends a turn ({t.kind.replace('_', ' ')})" if t.required else "is an optional stop"
-        lines.append(f"{t.content} {what}: {placement_text(t)}; seen in probe {t.probe}:")
+        if t.kind == STOP_STRING:  # text, not a token: quoted, and no id to look for
+            head = f"{t.content!r} ends a turn as plain text: it needs a stop string"
+        else:
+            what = (
+                f"ends a turn ({t.kind.replace('_', ' ')})" if t.required else "is an optional stop"
+            )
+            head = f"{t.content} {what}: {placement_text(t)}"
+        lines.append(f"{head}; seen in probe {t.probe}:")
         lines += _quoted(t.evidence, scanner)
         lines.append(f"  id {t.id} from {t.id_source}" if t.id is not None else "  no id")
     for text, token_id in c.unwritten_eog_tokens if c.repo.templates else ():

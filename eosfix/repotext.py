@@ -89,6 +89,8 @@ def placement_text(t: Terminator) -> str:
 
 def stop_source_text(c: RepoCheck) -> str:
     """Where the current stop ids come from, as a phrase."""
+    if c.stop.source == GENERATION_CONFIG and c.stop.raw is None:
+        return "generation_config.json sets no eos_token_id"  # not "(not set) (from ...)"
     if c.stop.source != "none":
         return f"from {c.stop.source}"
     if c.repo.config is None:
