@@ -9,6 +9,7 @@ else 0. Warnings alone (a stop string needed, an id that cannot be checked) exit
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -120,37 +121,42 @@ class Report:
         return EXIT_FINDINGS if any(verdict(r) in fail for r in self.results) else EXIT_OK
 
     def summary(self, *, fixing: bool, dry_run: bool, caveats: int = 0) -> str:
-        """One line: how many repos (GGUF files) came to what, and the paths not checked."""
-        counts: dict[tuple[str, str], int] = {}
-        not_checked = 0
-        for r in self.results:
-            if isinstance(r.error, NotChecked):
-                not_checked += 1
-                continue
-            v = verdict(r)
-            if v == "error" and isinstance(r.error, (WriteError, VerificationError)):
-                v = "unfixed"
-            key = (v, _noun(r))
-            counts[key] = counts.get(key, 0) + 1
-        ok = (
-            ("already stops correctly", "already stop correctly")
-            if fixing and not dry_run
-            else ("stops correctly", "stop correctly")
-        )
-        phrases = {**_PHRASES, "fixable": ("would be fixed",) * 2, "ok": ok}
-        phrases["unfixed"] = ("could not be fixed",) * 2
+        """One line: how many repos (GGUF files) came to what, then the paths not checked;
+        ``caveats``: how many healthy repos printed runtime caveats."""
+        checked = [r for r in self.results if not isinstance(r.error, NotChecked)]
+        counts = Counter((_summary_verdict(r), _noun(r)) for r in checked)
+        phrases = _summary_phrases(already=fixing and not dry_run)
         parts = [
             f"{_counted(n, noun)} {phrases[v][n != 1]}"
             + (" (runtime caveats above)" if v == "ok" and caveats else "")
-            for v in (*VERDICTS[:-1], "unfixed", "error")
-            for (vv, noun), n in counts.items()
-            if vv == v
+            for (v, noun), n in sorted(counts.items(), key=lambda kv: _ORDER.index(kv[0][0]))
         ]
+        not_checked = len(self.results) - len(checked)
         if not_checked:
             parts.append(f"{_counted(not_checked, 'path')} not checked")
         text = ", ".join(parts)
-        checked = len(self.results) - not_checked
-        return text if checked else f"nothing checked: {text}" if text else "nothing checked"
+        if checked:
+            return text
+        return f"nothing checked: {text}" if text else "nothing checked"
+
+
+_ORDER = (*VERDICTS[:-1], "unfixed", "error")  # "unfixed": an error while writing
+
+
+def _summary_verdict(r: RepoResult) -> str:
+    """The verdict, with a write error told apart: the repo was read, not fixed."""
+    v = verdict(r)
+    return "unfixed" if v == "error" and isinstance(r.error, (WriteError, VerificationError)) else v
+
+
+def _summary_phrases(*, already: bool) -> dict[str, tuple[str, str]]:
+    ok = ("stops correctly", "stop correctly")
+    return {
+        **_PHRASES,
+        "fixable": ("would be fixed",) * 2,
+        "ok": ("already stops correctly", "already stop correctly") if already else ok,
+        "unfixed": ("could not be fixed",) * 2,
+    }
 
 
 def terminator_to_dict(t: Terminator) -> dict[str, Any]:

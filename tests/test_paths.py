@@ -247,3 +247,13 @@ def test_api_folder_that_is_no_model_says_why(tmp_path):
     result = api.fix(tmp_path / "x")
     assert result.status is Status.ERROR
     assert "no tokenizer or template files here" in str(result.error)
+
+
+def test_explain_json_on_a_path_not_checked_is_an_error_entry(loose_files, capsys):
+    code, out, err = _run(capsys, "explain", loose_files / "README.md", "--format", "json")
+    assert (code, err) == (2, "")
+    payload = json.loads(out)
+    assert payload["status"] == "error"
+    assert payload["error"].endswith(
+        "not a model folder, one of its config or template files, or a GGUF file"
+    )
