@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from eosfix.analyze import STOP_STRING, SpecialScanner, TemplateAnalysis
+from eosfix.analyze import STOP_STRING, SpecialScanner, TemplateAnalysis, Terminator
 from eosfix.api import RepoResult
 from eosfix.check import RepoCheck
 from eosfix.ports.loop import TokenizedProbe, tokenize_probe
@@ -161,6 +161,20 @@ def _tokenized_lines(tp: TokenizedProbe) -> list[str]:
     return lines
 
 
+def _evidence_lines(t: Terminator, scanner: SpecialScanner) -> list[str]:
+    """What a terminator is, where it is written, the rendered text that shows it, its id."""
+    if t.kind == STOP_STRING:  # text, not a token: quoted, and no id to look for
+        head = f"{t.content!r} ends a turn as plain text: it needs a stop string"
+    else:
+        what = f"ends a turn ({t.kind.replace('_', ' ')})" if t.required else "is an optional stop"
+        head = f"{t.content} {what}: {placement_text(t)}"
+    return [
+        f"{head}; seen in probe {t.probe}:",
+        *_quoted(t.evidence, scanner),
+        f"  id {t.id} from {t.id_source}" if t.id is not None else "  no id",
+    ]
+
+
 def render_explain(result: RepoResult, pins: Pins | None = None) -> str:
     """The explain view as text (``pins``: the runtime versions the verdicts are for)."""
     if result.check is None:
@@ -172,16 +186,7 @@ def render_explain(result: RepoResult, pins: Pins | None = None) -> str:
         lines += _template_block(ta, scanner)
         lines.append("")
     for t in (*c.terminators.terminators, *c.terminators.additional):
-        if t.kind == STOP_STRING:  # text, not a token: quoted, and no id to look for
-            head = f"{t.content!r} ends a turn as plain text: it needs a stop string"
-        else:
-            what = (
-                f"ends a turn ({t.kind.replace('_', ' ')})" if t.required else "is an optional stop"
-            )
-            head = f"{t.content} {what}: {placement_text(t)}"
-        lines.append(f"{head}; seen in probe {t.probe}:")
-        lines += _quoted(t.evidence, scanner)
-        lines.append(f"  id {t.id} from {t.id_source}" if t.id is not None else "  no id")
+        lines += _evidence_lines(t, scanner)
     for text, token_id in c.unwritten_eog_tokens if c.repo.templates else ():
         lines.append(
             f"{text} ({token_id}) is a special token runtimes stop on by name, but no "
