@@ -126,6 +126,15 @@ def test_render_a_hub_repo_reads_small_files_only(fake_hub, capsys):
     assert "model.safetensors" not in fake_hub.downloads("org/chatml")
 
 
+def test_a_name_that_is_neither_a_folder_nor_a_hub_repo_says_both(fake_hub, capsys):
+    code, out, err = run(capsys, "render", "org/missing")
+    assert (code, out) == (2, "")
+    assert err == (
+        "error: org/missing: no such file or directory; as a Hub repo id: repository not found "
+        "(404)\n"
+    )
+
+
 REFUSING_TEMPLATE = (
     "{% if messages[0]['role'] == 'system' %}{{ raise_exception('System role not supported') }}"
     "{% endif %}{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n"

@@ -41,8 +41,9 @@ def open_repo(spec: str) -> Iterator[RepoCheck]:
 
     with _quiet_hub():
         result = HubSession().check(spec)
-    if result.error is not None:
-        raise result.error
+    if result.error is not None:  # not a local path either: say both
+        reason = getattr(result.error, "message", str(result.error))
+        raise EosfixError(f"no such file or directory; as a Hub repo id: {reason}", path=spec)
     assert result.check is not None
     yield result.check
 
