@@ -140,9 +140,25 @@ class TerminatorSet:
         return {token: tuple(wheres) for token, wheres in out.items()}
 
 
-def _evidence(text: str, start: int, end: int) -> str:
+def _evidence(text: str, start: int, end: int, tokens: Iterable[tuple[str, int]] = ()) -> str:
+    """The rendered text around ``text[start:end]``, cut only where a reader expects it: at
+    a line start and after a line end when the window holds one, never inside a control token
+    (``tokens``: (token, position) in ``text``) or a word; "…" marks text left out."""
     lo = max(0, start - _EVIDENCE_CHARS)
     hi = min(len(text), end + _EVIDENCE_CHARS)
+    line_start = text.find("\n", lo, start)
+    lo = line_start + 1 if line_start != -1 else lo
+    line_end = text.rfind("\n", end, hi)
+    hi = line_end + 1 if line_end != -1 else hi
+    for tok, pos in tokens:  # widen to whole tokens
+        if pos < lo < pos + len(tok):
+            lo = pos
+        if pos < hi < pos + len(tok):
+            hi = pos + len(tok)
+    while 0 < lo < start and text[lo - 1].isalnum() and text[lo].isalnum():
+        lo += 1  # narrow to whole words
+    while end < hi < len(text) and text[hi - 1].isalnum() and text[hi].isalnum():
+        hi -= 1
     return ("…" if lo else "") + text[lo:hi] + ("…" if hi < len(text) else "")
 
 
@@ -193,8 +209,9 @@ def analyze_template(
 class _Collector:
     """Accumulates terminators across probes and templates, first evidence wins."""
 
-    def __init__(self, repo: ModelRepo) -> None:
+    def __init__(self, repo: ModelRepo, scanner: SpecialScanner) -> None:
         self.repo = repo
+        self.scanner = scanner
         self.found: dict[str, Terminator] = {}
         self.additional: dict[str, Terminator] = {}
         self.acceptable: list[str] = []
@@ -221,7 +238,7 @@ class _Collector:
             kind=s.kind,
             templates=(template,),
             probe=f"{template}/{s.probe.spec.name}",
-            evidence=_evidence(text, s.pos, s.pos + len(s.token)),
+            evidence=_evidence(text, s.pos, s.pos + len(s.token), self.scanner.find(text)),
             id_source=info.source if info else None,
             special=info.special if info else None,
             placements=(placement,),
@@ -247,7 +264,7 @@ def find_terminators(repo: ModelRepo) -> TerminatorSet:
     plain = [c for c, info in repo.added_tokens.items() if not info.special and c not in specials]
     scan = SpecialScanner(specials, plain)
     analyses = [analyze_template(t, repo, scan) for t in repo.templates]
-    col = _Collector(repo)
+    col = _Collector(repo, scan)
     own_in_turn = [in_turn_tokens(ta.rendered, scan) for ta in analyses]
     in_turn: set[str] = set().union(*own_in_turn)
     for i, ta in enumerate(analyses):

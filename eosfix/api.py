@@ -4,11 +4,15 @@
     >>> result = eosfix.check("./my-model")          # read only
     >>> result.status.value, [t.content for t in result.check.id_terminators]
     ('fixable', ['<|im_end|>'])
-    >>> eosfix.fix("./my-model").written             # atomic, minimal, idempotent
-    ('generation_config.json',)
+    >>> result = eosfix.fix("./my-model")            # atomic, minimal, idempotent
+    >>> result.written, result.status.value, result.before.status.value
+    (('generation_config.json',), 'ok', 'fixable')
 
-Every function returns a ``RepoResult``; expected input problems are captured in
-``result.error`` (an ``EosfixError``) instead of raised, so a batch can go on.
+A path is what the command line accepts: a model folder, one of its config or template files,
+or a GGUF file. Every function returns a ``RepoResult``; expected input problems (a missing
+path, a folder that is not a model folder, an invalid file) are captured in ``result.error``
+(an ``EosfixError``) with ``result.status`` ``Status.ERROR``, instead of raised, so a batch
+can go on.
 """
 
 from __future__ import annotations
@@ -19,10 +23,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from eosfix.check import RepoCheck, Status, check_repo
-from eosfix.errors import EosfixError, VerificationError
+from eosfix.errors import EosfixError, VerificationError, WriteError
 from eosfix.fileio import check_writable, locked_dir, write_atomic, write_if_changed
 from eosfix.patch import FilePatch, plan_patches
 from eosfix.sources.folder import load_repo
+from eosfix.sources.target import cache_snapshot, is_gguf, resolve
 
 if TYPE_CHECKING:
     from eosfix.sources.gguf_write import Progress
@@ -30,6 +35,13 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class RepoResult:
+    """One repo (or GGUF file) checked or fixed.
+
+    ``check`` is the repo as it is now: after ``fix`` wrote files, it is read again from disk,
+    and ``before`` is the check that planned the writes (None when nothing was written).
+    ``patches`` are the edits planned (``check``, ``fix --diff``) or written (``fix``).
+    """
+
     path: Path
     check: RepoCheck | None = None
     patches: tuple[FilePatch, ...] = ()
@@ -37,10 +49,11 @@ class RepoResult:
     error: EosfixError | None = None
     label: str | None = None  # how to name the repo in output (repo id, cache revision...)
     extra: dict[str, object] = field(default_factory=dict)
+    before: RepoCheck | None = None
 
     @property
-    def status(self) -> Status | None:
-        return None if self.check is None else self.check.status
+    def status(self) -> Status:
+        return Status.ERROR if self.check is None else self.check.status
 
     @property
     def name(self) -> str:
@@ -72,16 +85,24 @@ def _write_all(root: Path, patches: tuple[FilePatch, ...], replace_symlinks: boo
     return [p.file for p in written]
 
 
-def is_gguf(path: Path) -> bool:
-    """A GGUF file (checked as llama.cpp loads it), as opposed to a model folder."""
-    return path.suffix.lower() == ".gguf" and not path.is_dir()
-
-
 def check(path: str | Path, *, config_json: bool = False, label: str | None = None) -> RepoResult:
-    """Analyze the folder (or GGUF file) and plan the fix without writing anything."""
-    root = Path(path)
+    """Analyze a model folder (or one of its config files, or a GGUF file) and plan the fix
+    without writing anything."""
+    try:
+        root = resolve(path)
+    except EosfixError as exc:
+        return RepoResult(Path(path), error=exc, label=label)
     if is_gguf(root):
         return _check_gguf(root, label)
+    return check_folder(root, config_json=config_json, label=label)
+
+
+def check_folder(
+    path: str | Path, *, config_json: bool = False, label: str | None = None
+) -> RepoResult:
+    """Analyze a folder as it is, whatever it holds (cache snapshots, the Hub store): a folder
+    without tokenizer files is a repo without a chat template here, not an error."""
+    root = Path(path)
     try:
         result, patches = _analyze(root, config_json)
     except EosfixError as exc:
@@ -103,21 +124,43 @@ def fix(
     same repo never interleave. ``replace_symlinks`` is for the Hugging Face cache: the
     snapshot symlink is replaced by a regular file, the shared blob is never written.
     """
-    root = Path(path)
+    try:
+        root = resolve(path)
+    except EosfixError as exc:
+        return RepoResult(Path(path), error=exc, label=label)
     if is_gguf(root):
         return fix_gguf(root, label=label)
     try:
         with locked_dir(root):
             result, patches = _analyze(root, config_json)
             for patch in patches:  # all or nothing: refuse before writing the first file
-                check_writable(root / patch.file, allow_symlink_replace=replace_symlinks)
+                _check_writable(root, patch, replace_symlinks)
             written = _write_all(root, patches, replace_symlinks)
             for patch in patches:
                 if after_write is not None and patch.file in written:
                     after_write(root / patch.file, patch)
+            if not written:
+                return RepoResult(root, result, patches, label=label)
+            now, _ = _analyze(root, config_json)  # the state after writing, read back
     except EosfixError as exc:
         return RepoResult(root, error=exc, label=label)
-    return RepoResult(root, result, patches, tuple(written), label=label)
+    return RepoResult(root, now, patches, tuple(written), label=label, before=result)
+
+
+def _check_writable(root: Path, patch: FilePatch, replace_symlinks: bool) -> None:
+    """Refuse a file that must not be written; in a cache snapshot, say what does it safely."""
+    try:
+        check_writable(root / patch.file, allow_symlink_replace=replace_symlinks)
+    except WriteError as exc:
+        snapshot = cache_snapshot(root)
+        if snapshot is None or not (root / patch.file).is_symlink():
+            raise
+        raise WriteError(
+            "a Hugging Face cache snapshot: its files are links into blobs/, shared with other "
+            f"revisions, and eosfix fix never writes through them; {snapshot.fix_command} "
+            "replaces the link safely",
+            path=exc.path,
+        ) from None
 
 
 def _check_gguf(path: Path, label: str | None) -> RepoResult:
@@ -161,6 +204,7 @@ def fix_gguf(
             raise VerificationError("the written file does not stop as planned", path=written.path)
     except EosfixError as exc:
         return RepoResult(root, error=exc, label=label)
+    # ``check`` is the file as written (``output`` when given), ``before`` the one planned on
     extra: dict[str, object] = {
         "write": {
             "path": str(written.path),
@@ -169,4 +213,6 @@ def fix_gguf(
             "data_sha256": written.data_sha256,
         },
     }
-    return RepoResult(root, result, (), (str(written.path),), label=label, extra=extra)
+    return RepoResult(
+        root, again, (), (str(written.path),), label=label, extra=extra, before=result
+    )

@@ -48,6 +48,7 @@ class Status(enum.Enum):
     FIXABLE = "fixable"  # eosfix fix would repair it
     PROBLEMS = "problems"  # errors eosfix cannot fix by writing ids
     NO_TEMPLATE = "no_template"  # a base model: nothing to check
+    ERROR = "error"  # not checked: RepoResult.error says why (never a RepoCheck's status)
 
 
 @dataclass(frozen=True)
@@ -119,7 +120,8 @@ def _missing_file_message(repo: ModelRepo, stop: StopConfig, names: str) -> str:
         )
     if repo.config is None:
         return (
-            f"generation_config.json and config.json are missing: generation never stops on {names}"
+            f"generation_config.json and config.json are missing: no file lists {names} as a "
+            "stop id"
         )
     return (
         "generation_config.json is missing and config.json sets no eos_token_id: "

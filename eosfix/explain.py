@@ -7,46 +7,81 @@ from typing import Any
 
 import click
 
-from eosfix.analyze import SpecialScanner, TemplateAnalysis
+from eosfix.analyze import STOP_STRING, SpecialScanner, TemplateAnalysis, Terminator
 from eosfix.api import RepoResult
 from eosfix.check import RepoCheck
 from eosfix.ports.loop import TokenizedProbe, tokenize_probe
 from eosfix.ports.render import loop_stops
+from eosfix.probes import Probe
 from eosfix.report import placement_text, render_repo_text, result_to_dict, stop_source_text
 from eosfix.runtimes import Pins
+from eosfix.runtimetext import not_applicable
 from eosfix.stopsets import RuntimeRow, RuntimeTable, runtime_table
 
 _SHOWN_PROBES = ("final", "final+system", "tool_call", "history")
 
 
-def _visible(text: str, scanner: SpecialScanner) -> str:
-    """Escape newlines and highlight control tokens so a person sees where they are."""
+def visible_lines(text: str, scanner: SpecialScanner) -> list[str]:
+    """Rendered text as a person reads it: one output line per rendered line, each newline
+    shown as a literal ``\\n`` at the end of its line, control tokens highlighted."""
     out, last = [], 0
     for tok, pos in scanner.find(text):
-        out.append(text[last:pos].replace("\n", "\\n\n"))
+        out.append(text[last:pos])
         out.append(click.style(tok, fg="cyan", bold=True))
         last = pos + len(tok)
-    out.append(text[last:].replace("\n", "\\n\n"))
-    return "".join(out)
+    out.append(text[last:])
+    styled = "".join(out)
+    return [line.replace("\n", "\\n") for line in styled.splitlines(keepends=True)] or [""]
+
+
+def _quoted(text: str, scanner: SpecialScanner, indent: str = "  ") -> list[str]:
+    return [f"{indent}| {line}" for line in visible_lines(text, scanner)]
 
 
 def _scanner(c: RepoCheck) -> SpecialScanner:
     return SpecialScanner(c.repo.iter_special_strings())
 
 
-def _template_block(ta: TemplateAnalysis, scanner: SpecialScanner) -> list[str]:
-    lines = [
-        click.style(f"template {ta.name!r} ({ta.file})", bold=True),
-        f"  {len(ta.rendered)} of {len(ta.probes)} probes rendered",
-    ]
-    for probe in ta.refusals:
-        lines.append(f"  refused {probe.spec.name}: {probe.refusal}")
+def _probe_summary(ta: TemplateAnalysis) -> tuple[list[str], list[Probe]]:
+    """The count line, what is folded or left out, and the probes to show (distinct texts)."""
+    shown: list[Probe] = []
+    folded: list[str] = []
+    others: list[str] = []
+    first_with: dict[str, str] = {}
     for probe in ta.rendered:
-        if probe.spec.name in _SHOWN_PROBES and probe.text is not None:
-            lines.append(f"  --- probe {probe.spec.name} (add_generation_prompt=False) ---")
-            lines += ["  | " + line for line in _visible(probe.text, scanner).splitlines()]
+        assert probe.text is not None
+        same = first_with.setdefault(probe.text, probe.spec.name)
+        if probe.spec.name in _SHOWN_PROBES and same == probe.spec.name:
+            shown.append(probe)
+        elif same != probe.spec.name:
+            folded.append(f"{probe.spec.name} = {same}")
+        else:
+            others.append(probe.spec.name)
+    n, k = len(ta.probes), len(ta.rendered)
+    lines = [f"  {n} probes (message shapes eosfix tries): {k} rendered, {n - k} refused"]
+    if folded:
+        lines.append(f"  same text as an earlier probe (folded): {', '.join(folded)}")
+    if others:
+        lines.append(f"  not shown (--format json has every text): {', '.join(others)}")
+    return lines, shown
+
+
+def _template_block(ta: TemplateAnalysis, scanner: SpecialScanner) -> list[str]:
+    counts, shown = _probe_summary(ta)
+    lines = [click.style(f"template {ta.name!r} ({ta.file})", bold=True), *counts]
+    if ta.refusals:
+        lines.append(
+            "  refused (expected: a template accepts only some message shapes; each refusal "
+            "is evidence, not an error):"
+        )
+        lines += [f"    {probe.spec.name}: {probe.refusal}" for probe in ta.refusals]
+    for probe in shown:
+        assert probe.text is not None
+        lines.append(f"  --- probe {probe.spec.name} (add_generation_prompt=False) ---")
+        lines += _quoted(probe.text, scanner)
     if ta.generation_prompt is not None:
-        lines.append(f"  generation prompt: {_visible(ta.generation_prompt, scanner)!s}")
+        lines.append("  --- generation prompt (what add_generation_prompt=True appends) ---")
+        lines += _quoted(ta.generation_prompt, scanner)
     for tok, line in ta.unreached_literals:
         lines.append(
             f"  possible: {tok} is written at template line {line} but no probe reached it"
@@ -67,25 +102,27 @@ def _cell(stops: dict[str, bool | None]) -> str:
     return "stops" if any(stops.values()) else "-"
 
 
-def _runtime_cells(row: RuntimeRow, table: RuntimeTable) -> tuple[str, ...]:
+_NA = "n/a (no config.json)"
+
+
+def _runtime_cells(row: RuntimeRow, table: RuntimeTable, na: bool) -> tuple[str, ...]:
     cfg = "(written)" if table.config_json_written else _cell(row.stops_with_config_json)
-    return (
-        row.label, _cell(row.stops_before), _cell(row.stops_after), cfg, row.versions,
-        row.basis, row.reads,
-    )  # fmt: skip
+    verdicts = (_NA,) * 3 if na else (_cell(row.stops_before), _cell(row.stops_after), cfg)
+    return (row.label, *verdicts, row.versions, row.basis, row.reads)
 
 
-def render_runtime_table(table: RuntimeTable) -> str:
+def render_runtime_table(table: RuntimeTable, na: frozenset[str] = frozenset()) -> str:
     """The per-runtime table: does each runtime stop at every terminator, now and after fix.
 
     Plain aligned columns: the runtime (``name==version`` when pinned), the verdicts, the
     versions the rule holds for, whether the rule was executed against the runtime or only
     modelled, and (last, so nothing wraps mid-word) what it reads; then each runtime's note
-    and the source its rule was read from.
+    and the source its rule was read from. ``na``: runtimes that cannot load this folder
+    (no config.json), shown as not applicable.
     """
     head = ("runtime", "now", "after fix", "fix --config-json", "versions", "basis",
             "reads eos from")  # fmt: skip
-    rows = [head] + [_runtime_cells(r, table) for r in table.rows]
+    rows = [head] + [_runtime_cells(r, table, r.runtime in na) for r in table.rows]
     widths = [max(len(row[i]) for row in rows) for i in range(len(head) - 1)]
     lines = [
         "  "
@@ -124,6 +161,20 @@ def _tokenized_lines(tp: TokenizedProbe) -> list[str]:
     return lines
 
 
+def _evidence_lines(t: Terminator, scanner: SpecialScanner) -> list[str]:
+    """What a terminator is, where it is written, the rendered text that shows it, its id."""
+    if t.kind == STOP_STRING:  # text, not a token: quoted, and no id to look for
+        head = f"{t.content!r} ends a turn as plain text: it needs a stop string"
+    else:
+        what = f"ends a turn ({t.kind.replace('_', ' ')})" if t.required else "is an optional stop"
+        head = f"{t.content} {what}: {placement_text(t)}"
+    return [
+        f"{head}; seen in probe {t.probe}:",
+        *_quoted(t.evidence, scanner),
+        f"  id {t.id} from {t.id_source}" if t.id is not None else "  no id",
+    ]
+
+
 def render_explain(result: RepoResult, pins: Pins | None = None) -> str:
     """The explain view as text (``pins``: the runtime versions the verdicts are for)."""
     if result.check is None:
@@ -135,13 +186,8 @@ def render_explain(result: RepoResult, pins: Pins | None = None) -> str:
         lines += _template_block(ta, scanner)
         lines.append("")
     for t in (*c.terminators.terminators, *c.terminators.additional):
-        what = f"ends a turn ({t.kind.replace('_', ' ')})" if t.required else "is an optional stop"
-        lines.append(
-            f"{t.content} {what}, {placement_text(t)}; seen in probe {t.probe}: "
-            f"{_visible(t.evidence, scanner)}"
-        )
-        lines.append(f"  id {t.id} from {t.id_source}" if t.id is not None else "  no id")
-    for text, token_id in c.unwritten_eog_tokens:
+        lines += _evidence_lines(t, scanner)
+    for text, token_id in c.unwritten_eog_tokens if c.repo.templates else ():
         lines.append(
             f"{text} ({token_id}) is a special token runtimes stop on by name, but no "
             "template writes it: add it to your loop only if the model emits it"
@@ -156,7 +202,9 @@ def render_explain(result: RepoResult, pins: Pins | None = None) -> str:
         lines += [
             "",
             click.style("Runtimes: does generation stop at every terminator?", bold=True),
-            render_runtime_table(runtime_table(c, result.patches, pins)),
+            render_runtime_table(
+                runtime_table(c, result.patches, pins), not_applicable(c, result.patches, pins)
+            ),
         ]
         lines += [
             "",

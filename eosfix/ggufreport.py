@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Iterable
 from typing import Any
 
@@ -100,6 +101,35 @@ def _finding_line(r: RepoResult, code: str, file: str, message: str, error: bool
     return f"{where}: {click.style(code, fg=color, bold=True)} {message}"
 
 
+def _findings(r: RepoResult, findings: Iterable[Any], label: str = "") -> list[str]:
+    return [
+        f"  {label:<13} " * bool(label)
+        + ("" if label else "  ")
+        + _finding_line(r, f.code, f.file, f.message, f.severity.value == "error")
+        for f in findings
+    ]
+
+
+def _written_lines(r: RepoResult, before: GgufCheck, now: GgufCheck) -> list[str]:
+    """A file was written: what llama.cpp stopped on, what was fixed and written, what now."""
+    assert before.eog is not None
+    assert before.plan is not None
+    assert now.eog is not None
+    remaining = {(f.code, f.file) for f in now.findings}
+    write = r.extra.get("write")
+    target = write.get("path") if isinstance(write, dict) else None
+    other = target is not None and target != str(r.path)  # --output: the original stays
+    into = f" into {shlex.quote(str(target))}" if other else ""
+    kept = f"; {r.name} is unchanged" if other else ""
+    return [
+        f"  llama.cpp     stopped on {_ids(before.eog.ids)}, before the fix",
+        *_findings(r, [f for f in before.findings if (f.code, f.file) not in remaining], "fixed"),
+        f"  wrote         {_edits_text(before)}{into}  ({_how(before)}){kept}",
+        f"  llama.cpp     {'the new file ' * other}{_eog_line(now, now.eog)}",
+        *_findings(r, now.findings),
+    ]
+
+
 def render_gguf_text(r: RepoResult, *, fixing: bool = False, show_diff: bool = False) -> str:
     c = r.check
     assert isinstance(c, GgufCheck)
@@ -114,15 +144,14 @@ def render_gguf_text(r: RepoResult, *, fixing: bool = False, show_diff: bool = F
         )
     if not c.terminators.terminators:
         lines.append("  ends a turn   (nothing found)")
-    lines.append(f"  llama.cpp     {_eog_line(c, c.eog)}")
-    lines += [
-        "  " + _finding_line(r, f.code, f.file, f.message, f.severity.value == "error")
-        for f in c.findings
-    ]
+    if r.written and isinstance(r.before, GgufCheck):
+        lines += _written_lines(r, r.before, c)
+    else:
+        lines.append(f"  llama.cpp     {_eog_line(c, c.eog)}")
+        lines += _findings(r, c.findings)
     if c.plan is not None:
-        verb = "wrote" if r.written else "fix"
-        run = "" if r.written or fixing else f"  (run: eosfix fix {r.path})"
-        lines.append(f"  {verb:<13} {_edits_text(c)}  ({_how(c)}){run}")
+        run = "" if fixing else f"  (run: eosfix fix {shlex.quote(str(r.path))})"
+        lines.append(f"  fix           {_edits_text(c)}  ({_how(c)}){run}")
         lines.append(f"  after fix     stops on {_ids(c.plan.eog_after.ids)}")
     lines += _instead_lines(c)
     lines.append(f"  runtimes      {_runtimes_line(c)}")
@@ -131,12 +160,15 @@ def render_gguf_text(r: RepoResult, *, fixing: bool = False, show_diff: bool = F
     return "\n".join(lines)
 
 
-def _eog_dict(c: GgufCheck, eog: EogSet) -> dict[str, Any]:
+def _eog_dict(c: GgufCheck, eog: EogSet, planned: GgufCheck | None = None) -> dict[str, Any]:
+    """llama.cpp's set and the eos/eot/eom ids of ``c``'s file; with ``planned``, as its
+    plan's key edits leave them."""
     assert c.model is not None
+    edits = {e.key: e.new for e in (planned.plan.edits if planned and planned.plan else ())}
     return {
         "eog": sorted(eog.ids),
         "uncertain": sorted(eog.uncertain),
-        **{r: c.model.specials.get(r) for r in ("eos", "eot", "eom")},
+        **{r: edits.get(key_name(r), c.model.specials.get(r)) for r in ("eos", "eot", "eom")},
     }
 
 
@@ -145,21 +177,26 @@ def gguf_result_dict(r: RepoResult, base: dict[str, Any]) -> dict[str, Any]:
     c = r.check
     assert isinstance(c, GgufCheck)
     assert c.eog is not None
+    # After a write, ``before`` holds the plan that was written; ``c`` is the file as written.
+    planned = r.before if r.written and isinstance(r.before, GgufCheck) else c
+    assert planned.eog is not None
     drop = ("eos_token_id", "eos_token_id_source", "proposed_eos_token_id", "runtimes", "changes")
     out = {k: v for k, v in base.items() if k not in drop}
+    if isinstance(out.get("before"), dict):
+        out["before"] = {k: v for k, v in out["before"].items() if k in ("status", "findings")}
     out["container"] = "gguf"
     out["llama_cpp"] = {
         "version": LLAMA_CPP_VERSION,
         "source": EOG_SOURCE,
-        "before": _eog_dict(c, c.eog),
-        "after": None if c.plan is None else _eog_dict(c, c.plan.eog_after),
-        "stops_before": {t.content: t.id in c.eog.ids for t in c.id_terminators},
+        "before": _eog_dict(planned, planned.eog),
+        "after": None if planned.plan is None else _eog_dict(c, planned.plan.eog_after, planned),
+        "stops_before": {t.content: t.id in planned.eog.ids for t in planned.id_terminators},
     }
     out["changes"] = [
         {"key": e.key, "old": e.old, "new": e.new, "token": e.token}
-        for e in (c.plan.edits if c.plan is not None else ())
+        for e in (planned.plan.edits if planned.plan is not None else ())
     ]
-    out["in_place"] = None if c.plan is None else c.plan.in_place
+    out["in_place"] = None if planned.plan is None else planned.plan.in_place
     texts = c.stop_strings_needed
     out["stop_instead"] = {"texts": list(texts), **stop_instructions(texts)} if texts else None
     return out

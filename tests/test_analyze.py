@@ -266,8 +266,9 @@ def test_propose_eos_keeps_existing_order(current, eos_id, ids, expected):
         ),
         pytest.param(
             None,
-            "generation_config.json and config.json are missing: generation never stops on "
-            "<|im_end|> (2)",
+            # without config.json no runtime loads the folder: say what the files lack
+            "generation_config.json and config.json are missing: no file lists <|im_end|> (2) "
+            "as a stop id",
             id="neither file",
         ),
     ],

@@ -125,7 +125,7 @@ def test_check_text_table_and_no_progress_when_piped(hub_cache):
     assert "won't stop -> [1000, 1002]" in line
     assert "2000 (from config.json)" in out
     assert out.rstrip().splitlines()[-1] == (
-        "5 snapshots of 4 repos: 3 would be fixed (run with --fix), 1 stop correctly, "
+        "5 snapshots of 4 repos: 3 would be fixed (run with --fix), 1 stops correctly, "
         "1 without a chat template"
     )
 
@@ -350,10 +350,11 @@ def test_missing_cache_dir_is_a_usage_error(tmp_path):
     assert "no Hugging Face cache" in err
 
 
-def test_empty_cache_exits_zero(tmp_path):
+def test_empty_cache_checks_nothing_and_exits_2(tmp_path):
+    # nothing checked is exit 2, as for check/fix (issue 15): a gate that checked nothing fails
     code, out, _ = run("--cache-dir", str(tmp_path))
-    assert code == 0
-    assert "0 snapshots of 0 repos: nothing to check" in out
+    assert code == 2
+    assert out.splitlines()[-1] == "0 snapshots of 0 repos: nothing checked"
 
 
 def test_datasets_are_ignored(tmp_path):
@@ -381,8 +382,9 @@ def test_datasets_are_ignored(tmp_path):
 )
 def test_filters(hub_cache, args, expected):
     b, _ = hub_cache
-    _, payload = run_json("--cache-dir", str(b.root), *args)
+    code, payload = run_json("--cache-dir", str(b.root), *args)
     assert {f"{e['repo_id']}:{e['refs'][0]}" for e in payload["repos"]} == expected
+    assert (code == 2) == (not expected) == (payload["exit_code"] == 2)
 
 
 def test_revision_by_commit_sha(hub_cache):

@@ -95,7 +95,13 @@ def test_json_fix_reports_written_files(sample_repo, run_eosfix):
     repo = sample_repo("glm-next-turn-opener")
     (entry,) = json.loads(run_eosfix("fix", "--format", "json", repo).stdout)["repos"]
     assert entry["written"] == ["generation_config.json"]
-    assert entry["proposed_eos_token_id"] == [151329, 151336, 151338]
+    # the keys describe the repo as written (issue 15); "before" is what fix found
+    assert entry["status"] == "ok"
+    assert entry["eos_token_id"] == [151329, 151336, 151338]
+    assert entry["proposed_eos_token_id"] is None
+    assert entry["before"]["status"] == "fixable"
+    assert entry["before"]["eos_token_id"] == [151329]
+    assert [f["code"] for f in entry["before"]["findings"]] == ["EOS001"]
     assert [t["kind"] for t in entry["terminators"]] == ["next_turn_opener"] * 2
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 import click
+import pytest
 
 from eosfix.cli import cli
 from tests.conftest import ROOT
@@ -44,3 +45,68 @@ def test_every_finding_code_is_documented():
     assert codes
     for code in codes:
         assert f"### {code}" in README, code
+
+
+def test_every_long_option_is_in_readme():
+    ctx = click.Context(cli)
+    for name in cli.list_commands(ctx):
+        cmd = cli.get_command(ctx, name)
+        assert cmd is not None
+        for param in cmd.params:
+            if isinstance(param, click.Option):
+                opts = [o for o in (*param.opts, *param.secondary_opts) if o.startswith("--")]
+                assert any(o in README for o in opts), (name, opts)
+
+
+def _python_api_snippet() -> str:
+    section = README[README.index("## Python API") :]
+    block = re.search(r"```python\n(.*?)\n```", section, re.DOTALL)
+    assert block is not None
+    return block.group(1)
+
+
+@pytest.mark.parametrize(
+    "target",
+    ["chatml-missing-im-end", "llama3-healthy", "base-model", "missing", "readme", "gguf"],
+)
+def test_readme_python_api_snippet_runs_on_every_kind_of_path(target, tmp_path, capsys):
+    """The snippet never crashes: a fixable repo, a healthy one, a base model, a missing
+    path, a file that is no model, a GGUF (issue 15: it used to raise AttributeError)."""
+    from tests import ggufs
+    from tests.conftest import SAMPLES, copy_repo
+
+    if target in ("missing", "readme"):
+        path = tmp_path / "README.md"
+        if target == "readme":
+            path.write_text("hi\n")
+    elif target == "gguf":
+        path = ggufs.chatml(tmp_path / "m.gguf")
+    else:
+        path = copy_repo(SAMPLES / target, tmp_path / target)
+    code = _python_api_snippet().replace('"./my-model"', repr(str(path)))
+    exec(compile(code, "README.md", "exec"), {})  # noqa: S102 - the README's own example
+    out = capsys.readouterr().out.splitlines()
+    if target == "chatml-missing-im-end":
+        assert out == [
+            "fixable ['<|im_end|>']",
+            "(248044, 248046)",
+            "('generation_config.json',)",
+            "ok",
+        ]
+    elif target in ("missing", "readme"):
+        assert out[0].startswith(f"{path}: ")
+        assert out[-1] == "error"
+
+
+def test_readme_exit_code_table_matches_the_constants_and_help():
+    from eosfix import report
+
+    table = README[README.index("## Exit codes") :]
+    for code in (report.EXIT_OK, report.EXIT_FINDINGS, report.EXIT_INPUT, report.EXIT_INTERNAL):
+        assert f"\n| {code} | " in table
+    assert "--strict" in table.split("\n| 1 |")[1].split("\n")[0]
+    ctx = click.Context(cli)
+    for name in ("check", "fix", "cache", "hub"):
+        cmd = cli.get_command(ctx, name)
+        assert cmd is not None
+        assert "unless --strict" in " ".join((cmd.help or "").split()), name

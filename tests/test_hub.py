@@ -89,7 +89,7 @@ def test_check_by_id_reports_like_check_and_downloads_no_weights(hub_repos, run_
 def test_healthy_repo_exits_zero(hub_repos, run_eosfix):
     result = run_eosfix("hub", HEALTHY)
     assert result.exit_code == 0, result.output
-    assert "1 repo already stop correctly" in result.stdout
+    assert "1 repo stops correctly" in result.stdout
 
 
 def test_tokenizer_json_downloaded_when_ids_live_only_there(fake_hub, run_eosfix):
@@ -241,10 +241,11 @@ def test_organisation_scan_without_errors_exits_like_check(hub_repos, run_eosfix
     assert result.exit_code == 0, result.output
 
 
-def test_unknown_author_lists_nothing(fake_hub, run_eosfix):
+def test_unknown_author_checks_nothing_and_exits_2(fake_hub, run_eosfix):
     result = run_eosfix("hub", "--author", "nobody")
-    assert result.exit_code == 0
-    assert "no repos checked" in result.stdout
+    assert result.exit_code == 2  # nothing checked (issue 15)
+    assert result.stdout.splitlines()[-1].startswith("nothing checked; ")
+    assert result.stderr == "nobody: no model repos on the Hub under this author\n"
 
 
 @pytest.mark.parametrize(
@@ -265,7 +266,7 @@ def test_http_errors_are_one_line(hub_repos, run_eosfix, status, headers, messag
     assert result.exit_code == 2, result.output
     assert result.stderr.strip().splitlines() == [f"{BROKEN}: error: {message}"]
     assert "Traceback" not in result.output
-    assert "1 repo already stop correctly" in result.stdout
+    assert "1 repo stops correctly" in result.stdout
 
 
 def test_rate_limit_on_downloads_is_one_line(hub_repos, run_eosfix):

@@ -238,7 +238,7 @@ def test_a_repo_that_keeps_failing_gets_its_line_and_the_audit_goes_on(fake_hub,
     tries = [p for _, p in fake_hub.requests if p.startswith("/org/m001/resolve/")]
     assert len(tries) == hubhttp.MAX_ATTEMPTS  # bounded
     assert "1 repo would be fixed" in result.stdout
-    assert "1 repo could not be read" in result.stdout
+    assert "1 repo could not be checked" in result.stdout
 
 
 def test_listing_failure_is_one_line(fake_hub, run_eosfix):

@@ -151,3 +151,17 @@ def test_broken_manifest_is_one_line_and_exit_2(tmp_path, capsys):
 def test_not_an_ollama_folder(tmp_path, capsys):
     assert main(["ollama", "--models", str(tmp_path)]) == 2
     assert "no manifests folder" in capsys.readouterr().err
+
+
+def test_an_empty_store_checks_nothing_and_exits_2(tmp_path, capsys):
+    (tmp_path / "manifests").mkdir()
+    assert main(["ollama", "--models", str(tmp_path)]) == 2
+    assert capsys.readouterr().out == "no models in the store: nothing checked\n"
+
+
+def test_one_model_is_counted_in_the_singular(tmp_path, capsys):
+    store = tmp_path / "models"
+    (tmp_path / "src").mkdir()
+    add_model(store, "qwen:latest", chatml(tmp_path / "src" / "q.gguf"), {"stop": ["<|im_end|>"]})
+    assert main(["ollama", "--models", str(store)]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == "1 model, 0 would not stop at every turn end"

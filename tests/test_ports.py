@@ -126,6 +126,15 @@ def test_render_a_hub_repo_reads_small_files_only(fake_hub, capsys):
     assert "model.safetensors" not in fake_hub.downloads("org/chatml")
 
 
+def test_a_name_that_is_neither_a_folder_nor_a_hub_repo_says_both(fake_hub, capsys):
+    code, out, err = run(capsys, "render", "org/missing")
+    assert (code, out) == (2, "")
+    assert err == (
+        "error: org/missing: no such file or directory; as a Hub repo id: repository not found "
+        "(404)\n"
+    )
+
+
 REFUSING_TEMPLATE = (
     "{% if messages[0]['role'] == 'system' %}{{ raise_exception('System role not supported') }}"
     "{% endif %}{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n"
@@ -185,9 +194,9 @@ def test_refused_conversation_unknown_template_no_template_exit_2(capsys, refusi
     code, _, err = run(capsys, "render", SAMPLES / CHATML, "--tools", tmp_path / "missing.json")
     assert (code, err.count("\n")) == (2, 1)
     assert "missing.json: cannot read: No such file or directory" in err
-    code, _, err = run(capsys, "render", "./no/such/folder")  # a usage error: click's form
+    code, _, err = run(capsys, "render", "./no/such/folder")  # the path as given, one line
     assert code == 2
-    assert err.endswith("Error: ./no/such/folder: no such file or directory\n")
+    assert err == "error: ./no/such/folder: no such file or directory\n"
 
 
 # --- goldens --------------------------------------------------------------------------------

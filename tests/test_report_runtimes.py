@@ -129,6 +129,7 @@ def test_check_json_runtimes_key(name, flag, sample_repo, run_eosfix):
             "ok_before",
             "ok_after",
             "note",
+            "applicable",
         }
         assert row["version"] is None  # nothing pinned: each runtime's current rule
         if row["executed"] is None:
@@ -235,9 +236,18 @@ def test_fix_with_a_pinned_version_shows_the_old_rule_after_the_fix(sample_repo,
     repo = sample_repo("chatml-missing-im-end")
     result = run_eosfix("fix", repo, "--runtime", "mlx-lm==0.20.3")
     assert result.exit_code == 1
-    line = next(ln for ln in result.stdout.splitlines() if ln.startswith("  runtimes"))
-    # 0.20.3 reads config.json only: the default fix (generation_config.json) does not help
-    assert "after fix: mlx-lm==0.20.3, candle, ExLlamaV2 (mlx-lm==0.20.3, candle: use" in line
+    lines = result.stdout.splitlines()
+    # after writing, the report is the state now: 0.20.3 reads config.json only, so the
+    # default fix (generation_config.json) does not help it; --config-json would
+    assert "  runtimes      7 of 10 stop at every terminator; caveats below" in lines
+    assert (
+        "  caveat        mlx-lm==0.20.3 reads config.json, which lacks <|im_end|> (248046): "
+        "eosfix fix --config-json adds it"
+    ) in lines
+    before = run_eosfix("check", SAMPLES / "chatml-missing-im-end", "--runtime", "mlx-lm==0.20.3")
+    assert "after fix: mlx-lm==0.20.3, candle, ExLlamaV2 (mlx-lm==0.20.3, candle: use" in (
+        before.stdout
+    )
 
 
 @pytest.mark.parametrize(

@@ -695,7 +695,7 @@ def test_phi3_shape_with_every_stop_id_passes(sample_repo, run_eosfix):
     )
     result = run_eosfix("check", repo)
     assert result.exit_code == 0, result.stdout
-    assert "already stop correctly" in result.stdout
+    assert "1 repo stops correctly" in result.stdout
 
 
 def test_phi3_shape_with_the_closer_alone_passes(sample_repo, run_eosfix):
@@ -729,8 +729,8 @@ def test_json_carries_where_each_token_is_written(sample_repo, run_eosfix):
 
 def test_explain_says_where_and_why(sample_repo, run_eosfix):
     out = run_eosfix("explain", sample_repo(PHI3)).stdout
-    assert "<|end|> ends a turn (turn end), written after every reply; seen in probe" in out
+    assert "<|end|> ends a turn (turn end): written after every reply; seen in probe" in out
     assert (
-        "<|endoftext|> is an optional stop, written once, when the whole conversation ends, "
+        "<|endoftext|> is an optional stop: written once, when the whole conversation ends, "
         "after <|end|>; seen in probe default/final"
     ) in out

@@ -47,8 +47,10 @@ def test_seed_runs_past_im_end_in_mlx_lm_until_fixed(seed_repo):
 
     result = api.fix(seed_repo)
     assert result.written == ("generation_config.json",)
+    assert result.before is not None  # what fix planned; check is the folder as written
+    assert result.before.proposed == (0, 2)
     assert result.check is not None
-    assert result.check.proposed == (0, 2)
+    assert result.check.stop.ids == (0, 2)
 
     stopped, stop_ids = mlx_generate(seed_repo)
     assert stop_ids == predicted_after.ids == {0, 2}

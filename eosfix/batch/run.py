@@ -247,12 +247,16 @@ class Run:
         """The rows kept (``keep_rows``), after the run was iterated."""
         return self.rows if self.rows is not None else []
 
+    strict = False  # warnings fail too (--strict)
+
     @property
     def exit_code(self) -> int:
+        """report.Report's rule: 2 when something could not be read or nothing was checked;
+        1 for files changed, fixes pending, problems (and warnings when ``strict``); else 0."""
         c = self._counts
-        if self.source.failed() or c["error"]:
+        if self.source.failed() or c["error"] or not self.count:
             return EXIT_INPUT
-        if c["fixed"] or c["fixable"] or c["problems"]:
+        if c["fixed"] or c["fixable"] or c["problems"] or (self.strict and c["warned"]):
             return EXIT_FINDINGS
         return EXIT_OK
 

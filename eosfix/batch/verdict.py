@@ -54,8 +54,8 @@ class Verdict:
         verdict: the rows of repos sharing an analysis share these strings."""
         terms = "\n".join(f"{c} {i}" if i is not None else c for c, i in self.terminators)
         eos = "" if self.status == "error" else ids_text(self.eos)
-        if self.eos_source and self.eos_source != "generation_config.json" and eos:
-            eos += f" (from {self.eos_source})"
+        if self.eos_source not in (None, "none", "generation_config.json") and eos:
+            eos += f" (from {self.eos_source})"  # never "(from none)": "(not set)" says it
         note = ""
         if self.name in ("fixable", "fixed", "problems") and self.proposed is not None:
             note += f" -> {ids_text(self.proposed)}"
@@ -137,12 +137,13 @@ def to_verdict(result: api.RepoResult, detail: Detail) -> Verdict:
         )
     c = result.check
     assert c is not None
+    planned = result.before if result.before is not None else c  # what fix wrote, if it did
     return Verdict(
         status=c.status.value,
         terminators=tuple((t.content, t.id) for t in c.terminators.terminators),
         eos=c.stop.ids,
         eos_source=c.stop.source,
-        proposed=c.proposed,
+        proposed=planned.proposed,
         codes=tuple(f.code for f in c.findings),
         has_patches=bool(result.patches),
         written=result.written,
@@ -154,4 +155,4 @@ def to_verdict(result: api.RepoResult, detail: Detail) -> Verdict:
 
 def analyze_folder(path: Path, detail: Detail) -> Verdict:
     """Check one folder (read only). Runs in a worker process."""
-    return to_verdict(api.check(path), detail)
+    return to_verdict(api.check_folder(path), detail)

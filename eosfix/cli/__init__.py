@@ -15,6 +15,7 @@ from collections.abc import Sequence
 import click
 
 from eosfix import __version__
+from eosfix.cli.term import color_option, survive_closed_pipe
 from eosfix.errors import EosfixError
 from eosfix.report import EXIT_INPUT, EXIT_INTERNAL
 
@@ -37,6 +38,7 @@ class LazyGroup(click.Group):
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="eosfix")
+@color_option
 def cli() -> None:
     """Make chat models stop where they should.
 
@@ -61,7 +63,9 @@ LazyGroup.lazy = {
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point: known errors print one line; a bug prints a hint (EOSFIX_DEBUG=1)."""
+    """Entry point: known errors print one line; a bug prints a hint (EOSFIX_DEBUG=1). Output
+    piped into a reader that stops early (``| head``) does not change the exit code."""
+    survive_closed_pipe()
     try:
         cli.main(
             args=list(argv) if argv is not None else None, prog_name="eosfix", standalone_mode=False

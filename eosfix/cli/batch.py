@@ -11,6 +11,7 @@ import click
 
 from eosfix.batch.output import VERDICT_TEXT, write_csv, write_json, write_markdown
 from eosfix.batch.run import Progress, Row, Run
+from eosfix.cli.term import colors_on, progress_allowed
 
 STYLE = {
     "fixed": "bold green",
@@ -57,10 +58,11 @@ class RichProgress(Progress):
 
 def wants_progress(fmt: str) -> bool:
     """A bar on stderr: for the text table on a terminal (the table prints once it is gone);
-    for the streamed formats only when stdout is not the terminal they stream to."""
-    if fmt == "text":
-        return sys.stdout.isatty() and sys.stderr.isatty()
-    return sys.stderr.isatty() and not sys.stdout.isatty()
+    for the streamed formats only when stdout is not the terminal they stream to. Never
+    with NO_COLOR, TERM=dumb or --color never (``term.progress_allowed``)."""
+    if not progress_allowed(sys.stderr):
+        return False
+    return sys.stdout.isatty() if fmt == "text" else not sys.stdout.isatty()
 
 
 @contextlib.contextmanager
@@ -106,9 +108,13 @@ def _cells(row: Row, with_pr: bool) -> tuple[str, ...]:
     return (*cells, row.pr) if with_pr else cells
 
 
+REPO_FLOOR = 40  # the repo column keeps room for its longest org or name, up to this...
+
+
 def _widths(rows: Sequence[Row], headers: Sequence[str], width: int, with_pr: bool) -> list[int]:
     """One width per column for every chunk of the table, fitting ``width`` columns of
-    the console (the widest columns shrink and fold)."""
+    the console (the widest columns shrink and fold; the repo column keeps room for the
+    longest org or name, so an id is broken only at its ``/``)."""
     from rich.cells import cell_len
 
     widths = [cell_len(h) for h in headers]
@@ -116,9 +122,34 @@ def _widths(rows: Sequence[Row], headers: Sequence[str], width: int, with_pr: bo
         for i, cell in enumerate(_cells(row, with_pr)):
             widths[i] = max(widths[i], *(cell_len(line) for line in cell.split("\n")))
     room = width - 3 * len(widths) + 1  # " x │ y " without outer edges: 3 per column, less 1
-    while sum(widths) > room and max(widths) > 8:
-        widths[widths.index(max(widths))] -= 1
+    parts = [cell_len(p) for row in rows for p in _id_parts(row.repo_id)]
+    repo_floor = min(max(parts, default=8), REPO_FLOOR, max(12, room // 3))  # ...and a third
+    floors = [repo_floor, *(8 for _ in widths[1:])]
+    while sum(widths) > room:
+        shrinkable = [i for i, w in enumerate(widths) if w > floors[i]]
+        if not shrinkable:
+            break
+        widest = max(shrinkable, key=lambda i: widths[i])
+        widths[widest] -= 1
     return widths
+
+
+def _id_parts(repo_id: str) -> list[str]:
+    """``org/name`` as the pieces it may be broken into: ``org/`` and ``name``."""
+    org, slash, name = repo_id.partition("/")
+    return [org + slash, name] if slash else [repo_id]
+
+
+def fit_repo_id(repo_id: str, width: int) -> str:
+    """A repo id in ``width`` cells: whole, else broken after its ``/``; a piece still too
+    wide ends with an ellipsis. Never broken mid-word."""
+    from rich.cells import cell_len, set_cell_size
+
+    if cell_len(repo_id) <= width:
+        return repo_id
+    return "\n".join(
+        p if cell_len(p) <= width else set_cell_size(p, width - 1) + "…" for p in _id_parts(repo_id)
+    )
 
 
 def print_table(rows: Sequence[Row], console: Any) -> None:
@@ -132,20 +163,30 @@ def print_table(rows: Sequence[Row], console: Any) -> None:
     widths = _widths(rows, headers, console.width, with_pr) if rows else []
     for start in range(0, len(rows), CHUNK):
         table = Table(show_header=start == 0, show_edge=False, header_style="bold")
-        for name, width in zip(headers, widths, strict=True):
-            table.add_column(name, width=width, overflow="fold")
+        for i, (name, width) in enumerate(zip(headers, widths, strict=True)):
+            table.add_column(name, width=width, overflow="ellipsis" if i == 0 else "fold")
         for row in rows[start : start + CHUNK]:
             verdict = Text(VERDICT_TEXT[row.verdict], style=STYLE[row.verdict])
             verdict.append(row.note)
-            cells = [Text(row.repo_id), Text(row.revision), Text(row.terminators), Text(row.eos)]
+            repo = Text(fit_repo_id(row.repo_id, widths[0]), no_wrap=True)
+            cells = [repo, Text(row.revision), Text(row.terminators), Text(row.eos)]
             table.add_row(*cells, verdict, *([Text(row.pr)] if with_pr else []))
         console.print(table)
 
 
 def stdout_console() -> Any:
+    """A rich console on stdout that styles exactly when click would (``--color``, NO_COLOR,
+    TERM=dumb, a terminal)."""
     from rich.console import Console
 
-    console = Console(file=sys.stdout, highlight=False)
-    if not console.is_terminal:  # piped: no wrapping at 80 columns
+    styled = colors_on(sys.stdout)
+    console = Console(
+        file=sys.stdout,
+        highlight=False,
+        force_terminal=styled,
+        color_system="auto" if styled else None,
+        no_color=not styled,
+    )
+    if not sys.stdout.isatty():  # piped: no wrapping at 80 columns
         console.width = 200
     return console

@@ -9,6 +9,8 @@ import click
 from eosfix.batch.run import Progress
 from eosfix.batch.verdict import Detail
 from eosfix.cli import batch as batchcli
+from eosfix.cli.common import quiet_option, strict_option
+from eosfix.cli.term import color_option
 from eosfix.report import EXIT_INPUT, summary_parts
 from eosfix.sources import cache as cachelib
 from eosfix.sources.cachesource import CacheRun
@@ -17,21 +19,22 @@ from eosfix.sources.cachesource import CacheRun
 def summary_line(run: CacheRun) -> str:
     counts = run.counts()
     fixable = "fixable" if run.fixing else "would be fixed (run with --fix)"
-    parts = summary_parts(counts, fixable=fixable, ok="stop correctly")
+    parts = summary_parts(counts, fixable=fixable)
     repos, n = run.repos, run.count
     head = f"{n} snapshot{'s' * (n != 1)} of {repos} repo{'s' * (repos != 1)}"
-    body = ", ".join(f"{k} {what}" for k, what in parts) or "nothing to check"
+    body = ", ".join(f"{k} {what}" for k, what in parts) or "nothing checked"
     k = len(run.corrupted)
     tail = f"; {k} corrupted repo{'s' * (k != 1)} skipped" if k else ""
     return f"{head}: {body}{tail}"
 
 
-def _render_text(run: CacheRun) -> None:
-    """The table, then each corrupted repo, then the summary line."""
+def _render_text(run: CacheRun, quiet: bool) -> None:
+    """The table (``quiet``: only rows with something to say), each corrupted repo, the summary."""
     from rich.markup import escape
 
     console = batchcli.stdout_console()
-    batchcli.print_table(run.results, console)
+    rows = [r for r in run.results if not quiet or r.verdict not in ("ok", "no_template")]
+    batchcli.print_table(rows, console)
     for c in run.corrupted:
         console.print(
             f"[bold red]corrupted[/] {escape(c.repo_id or c.name or '?')}: "
@@ -39,6 +42,23 @@ def _render_text(run: CacheRun) -> None:
             soft_wrap=True,
         )
     console.print(escape(summary_line(run)), soft_wrap=True)
+
+
+def _nothing_selected(
+    scan: cachelib.CacheScan, repos: tuple[str, ...], revisions: tuple[str, ...]
+) -> str | None:
+    """Why the selection holds no snapshot, when it holds none."""
+    if scan.estimate():
+        return None
+    where = f"in the cache {scan.cache_dir}"
+    if repos and not scan.folders:
+        globs = " ".join(f"--repo {g!r}" for g in repos)
+        return f"no cached model repo matches {globs} {where}"
+    if revisions:
+        revs = " ".join(f"--revision {r!r}" for r in revisions)
+        which = "the matching repos" if repos else "any cached model repo"
+        return f"no snapshot of {which} matches {revs} {where}"
+    return None
 
 
 @click.command()
@@ -69,18 +89,26 @@ def _render_text(run: CacheRun) -> None:
     "default: every cached revision).",
 )
 @batchcli.format_option
+@strict_option
+@quiet_option
+@color_option
 def cache(
     cache_dir: str | None,
     do_fix: bool,
     repos: tuple[str, ...],
     revisions: tuple[str, ...],
     fmt: str,
+    strict: bool,
+    quiet: bool,
 ) -> None:
     """Check every model in the local Hugging Face cache; --fix repairs them in place.
 
     Each revision is its own snapshot: a fix replaces that snapshot's link by a file and
     never touches the shared blobs, so other revisions keep their files.
-    Exit 0: nothing to fix. 1: findings, or files changed. 2: unreadable or corrupted input.
+
+    Exit 0: nothing to fix (warnings alone too, unless --strict). 1: something to fix, files
+    changed, or a problem eosfix cannot fix. 2: unreadable or corrupted input, a --repo or
+    --revision that matches nothing, or nothing checked at all.
 
     \b
     Example:
@@ -93,11 +121,15 @@ def cache(
     except cachelib.CacheError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(EXIT_INPUT)
+    nothing = _nothing_selected(scan, repos, revisions)
+    if nothing is not None:  # the run goes on (JSON stays a whole document) and exits 2
+        click.echo(f"error: {nothing}", err=True)
     text = fmt == "text"
 
     def go(progress: Progress | None) -> CacheRun:
         detail: Detail = "json" if fmt == "json" else None
         run = CacheRun(scan, fix=do_fix, detail=detail, progress=progress, keep_rows=text)
+        run.strict = strict
         if text:
             run.drain()
         else:
@@ -112,7 +144,7 @@ def cache(
         click.echo(f"error: {exc}", err=True)
         sys.exit(EXIT_INPUT)
     if text:
-        _render_text(run)
+        _render_text(run, quiet)
     elif fmt == "csv":
         click.echo(summary_line(run), err=True)
     sys.stdout.flush()

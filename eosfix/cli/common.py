@@ -10,69 +10,69 @@ import click
 
 from eosfix.errors import EosfixError
 from eosfix.report import RENDERER_BY_NAME, Report
-
-_CONFIG_NAMES = {
-    "config.json",
-    "generation_config.json",
-    "tokenizer_config.json",
-    "special_tokens_map.json",
-    "tokenizer.json",
-    "chat_template.jinja",
-    "chat_template.json",
-    "processor_config.json",
-    "added_tokens.json",
-}
-
-
-def _is_repo_folder(path: Path) -> bool:
-    """A folder holding a model repo's own files (not only GGUFs)."""
-    return any((path / name).exists() for name in _CONFIG_NAMES)
+from eosfix.sources.target import NotChecked, folder_of, is_config_file, is_gguf, is_model_folder
 
 
 def repo_dirs(paths: Sequence[str]) -> list[Path]:
-    """What to analyze: model folders and GGUF files.
+    """What to analyze, one entry per model folder or GGUF file, every path accounted for.
 
     A folder as given, plus every ``*.gguf`` under it (a llama.cpp or LM Studio models
     folder); a folder holding only GGUFs stands for its GGUFs. A ``.gguf`` file as given (a
-    later shard of a split means its first shard). Any other file (from pre-commit) means
-    its folder when it is a model config file; other files are ignored.
+    later shard of a split means its first shard). A config or template file (what pre-commit
+    passes) means its folder. Any other path stays as given, unless its folder is analyzed
+    anyway: ``api.check`` then says why it is not checked (missing, not a model folder...).
     """
     from eosfix.sources.gguf import first_shard, iter_gguf_files
 
     out: dict[Path, None] = {}
+    others: list[Path] = []
     for raw in paths:
         path = Path(raw)
-        if not path.exists():
-            raise click.UsageError(f"{raw}: no such file or directory")
         if path.is_dir():
             ggufs = list(iter_gguf_files(path))
-            if not ggufs or _is_repo_folder(path):
+            if not ggufs or is_model_folder(path):
                 out[path] = None
             out.update(dict.fromkeys(ggufs))
-        elif path.suffix.lower() == ".gguf":
+        elif is_gguf(path):
             try:
                 out[first_shard(path)] = None
             except EosfixError:
                 out[path] = None  # the missing first shard is reported when it is loaded
-        elif path.name in _CONFIG_NAMES or path.suffix == ".jinja":
-            parent = path.parent
-            if parent.name == "additional_chat_templates":
-                parent = parent.parent
-            out[parent] = None
+        elif is_config_file(path) and (path.exists() or path.is_symlink()):
+            out[folder_of(path)] = None
+        else:
+            others.append(path)
+    for path in others:  # e.g. a README.md passed with its folder's config.json
+        if not (path.exists() and path.parent in out):
+            out[path] = None
     return list(out)
 
 
-def _emit(results: list[Any], report: Report, fmt: str, **kwargs: Any) -> None:
-    """Results to stdout; in text mode each unreadable repo is one line on stderr."""
+def emit(results: list[Any], report: Report, fmt: str, **kwargs: Any) -> None:
+    """Results to stdout; in text mode each repo not checked is one line on stderr."""
     if fmt == "text":
         for r in results:
             if r.error is not None:
-                click.echo(f"{click.style('error', fg='red', bold=True)}: {r.error}", err=True)
-        results = [r for r in results if r.error is None]
+                click.echo(error_line(r.error), err=True)
     click.echo(RENDERER_BY_NAME[fmt](results, report, **kwargs))
 
 
-_format_option = click.option(
+def error_line(error: Exception) -> str:
+    """``path: not checked: reason`` for a path eosfix does not check, else ``error: ...``."""
+    if isinstance(error, NotChecked) and error.path is not None:
+        return f"{error.path}: {click.style('not checked', fg='red', bold=True)}: {error.message}"
+    return f"{click.style('error', fg='red', bold=True)}: {error}"
+
+
+def fix_flags(config_json: bool, pins: dict[str, str]) -> tuple[str, ...]:
+    """The options that change what ``fix`` writes or how it is judged, to keep in a hint."""
+    flags = ["--config-json"] if config_json else []
+    for name, version in pins.items():
+        flags += ["--runtime", f"{name}=={version}"]
+    return tuple(flags)
+
+
+format_option = click.option(
     "--format",
     "fmt",
     type=click.Choice(sorted(RENDERER_BY_NAME)),
@@ -93,7 +93,7 @@ def _parse_runtime_pins(
         raise click.BadParameter(str(exc), ctx=ctx, param=param) from None
 
 
-_runtime_option = click.option(
+runtime_option = click.option(
     "--runtime",
     "pins",
     multiple=True,
@@ -102,9 +102,28 @@ _runtime_option = click.option(
     help="Judge a runtime by its rule for this version, e.g. mlx-lm==0.31.3 (repeatable; "
     "transformers, mlx-lm, mlx-vlm). Default: each runtime's current rule.",
 )
-_config_option = click.option(
+_CONFIG_READERS = "candle, ExLlamaV2 and mlx-lm before 0.30.2, which read only config.json"
+config_check_option = click.option(
     "--config-json",
     is_flag=True,
-    help="Also write config.json's eos_token_id (for candle, ExLlamaV2 and mlx-lm before 0.30.2, "
-    "which read only config.json).",
+    help=f"Plan the fix with config.json's eos_token_id too, as fix --config-json would write "
+    f"it ({_CONFIG_READERS}); nothing is written.",
+)
+config_fix_option = click.option(
+    "--config-json",
+    is_flag=True,
+    help=f"Also write config.json's eos_token_id ({_CONFIG_READERS}).",
+)
+strict_option = click.option(
+    "--strict",
+    is_flag=True,
+    help="Warnings fail too (exit 1): a stop string needed (EOS005), an id that cannot be "
+    "checked (EOS007)... Without it, warnings alone exit 0.",
+)
+quiet_option = click.option(
+    "-q",
+    "--quiet",
+    is_flag=True,
+    help="Print only repos with something to fix, a problem or a warning, then the summary "
+    "(for pre-commit and CI).",
 )

@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from eosfix.cli import batch as batchcli
+from eosfix.cli.common import quiet_option, strict_option
+from eosfix.cli.term import color_option
 from eosfix.report import (
     EXIT_FINDINGS,
     EXIT_INPUT,
@@ -59,9 +61,9 @@ def _quiet_hub() -> Iterator[None]:
 
 def summary_line(run: Run) -> str:
     """One line: how many repos came to what, and what it cost in requests."""
-    parts = summary_parts(run.counts(), fixable="would be fixed", ok="already stop correctly")
+    parts = summary_parts(run.counts(), fixable="would be fixed")
     text = ", ".join(f"{n} {'repo' if n == 1 else 'repos'} {what}" for n, what in parts)
-    text = text or "no repos checked"
+    text = text or "nothing checked"
     stats = run.summary()
     if stats["resumed"]:
         text += f"; {stats['resumed']} unchanged since the last run (--state)"
@@ -96,8 +98,9 @@ def _pr_line(repo_id: str, extra: Any) -> str | None:
     return None
 
 
-def _emit_text(run: Run, *, blocks: bool, hint: bool) -> None:
-    """Text: each repo's block (repo ids) or the table (--author), PR lines, the summary."""
+def _emit_text(run: Run, *, blocks: bool, hint: bool, quiet: bool = False) -> None:
+    """Text: each repo's block (repo ids) or the table (--author), PR lines, the summary
+    (``quiet``: only repos with something to say)."""
     from eosfix.batch.output import VERDICT_TEXT
     from eosfix.batch.verdict import LABEL
 
@@ -107,6 +110,8 @@ def _emit_text(run: Run, *, blocks: bool, hint: bool) -> None:
         repo, v = result.item.repo_id, result.verdict
         if v.status == "error":
             click.echo(f"{repo}: error: {v.error}", err=True)
+        elif quiet and v.name in ("ok", "no_template"):
+            pass
         elif blocks:
             text = v.text.replace(LABEL, repo) if v.text else f"{repo}: {VERDICT_TEXT[v.name]}"
             click.echo(text if not first else "\n" + text)
@@ -118,12 +123,13 @@ def _emit_text(run: Run, *, blocks: bool, hint: bool) -> None:
             pr_lines.append(line)
         fixable = fixable or v.name == "fixable"
     if run.rows is not None:
-        batchcli.print_table(run.results, batchcli.stdout_console())
+        rows = [r for r in run.results if not quiet or r.verdict not in ("ok", "no_template")]
+        batchcli.print_table(rows, batchcli.stdout_console())
     for line in pr_lines:
         click.echo(line)
     if hint and fixable:
         click.echo("(run with --pr to open a pull request per fixable repo)")
-    click.echo(summary_line(run))
+    click.echo(("\n" if first and not pr_lines and run.rows is None else "") + summary_line(run))
 
 
 def _open_state(path: Path | None) -> StateFile | None:
@@ -201,6 +207,9 @@ def _interrupted(state: StateFile | None) -> None:
 )
 @_token_option
 @batchcli.format_option
+@strict_option
+@quiet_option
+@color_option
 def hub(
     repo_ids: tuple[str, ...],
     author: str | None,
@@ -213,6 +222,8 @@ def hub(
     timeout: float,
     token: str | None,
     fmt: str,
+    strict: bool,
+    quiet: bool,
 ) -> None:
     """Check Hub repos by id, or a whole organisation (only small config files are
     downloaded, never weights).
@@ -225,8 +236,10 @@ def hub(
     With --pr, open a pull request on each repo that would not stop, carrying the minimal
     generation_config.json edit.
 
-    Exit 0: nothing to fix. 1: findings. 2: a repo could not be read or a PR not opened.
-    130: interrupted (with --state, run again to go on).
+    Exit 0: nothing to fix (warnings alone too, unless --strict). 1: something to fix or a
+    problem eosfix cannot fix. 2: a repo could not be read, a PR not opened, or nothing
+    checked (an --author without model repos). 130: interrupted (with --state, run again to
+    go on).
 
     \b
     Example:
@@ -254,6 +267,8 @@ def hub(
                 timeout,
                 token,
                 fmt,
+                strict,
+                quiet,
             )
     finally:
         if state is not None:
@@ -273,6 +288,8 @@ def _run_hub(
     timeout: float,
     token: str | None,
     fmt: str,
+    strict: bool = False,
+    quiet: bool = False,
 ) -> int:
     from huggingface_hub import HfApi
 
@@ -293,9 +310,10 @@ def _run_hub(
     show = many and batchcli.wants_progress(fmt)
     with batchcli.progress_bar(show) as progress:
         run = Run(source, detail=detail, progress=progress, keep_rows=fmt == "text" and many)
+        run.strict = strict
         try:
             if fmt == "text":
-                _emit_text(run, blocks=blocks, hint=not open_prs)
+                _emit_text(run, blocks=blocks, hint=not open_prs, quiet=quiet)
             else:
                 _stream(run, fmt)
         except KeyboardInterrupt:
@@ -303,6 +321,8 @@ def _run_hub(
             _interrupted(state)
     for name, message in source.errors:
         click.echo(f"{name}: error: {message}", err=True)
+    if author and not run.count and not source.errors:
+        click.echo(f"{author}: no model repos on the Hub under this author", err=True)
     return run.exit_code
 
 
@@ -322,6 +342,7 @@ def _stream(run: Run, fmt: str) -> None:
 @click.option("--private", is_flag=True, help="Create the repo as private if it does not exist.")
 @click.option("--commit-message", default=None, help="Commit title.")
 @_token_option
+@color_option
 def upload(
     folder: Path,
     repo_id: str,

@@ -9,6 +9,7 @@ from typing import Any
 
 import click
 
+from eosfix.cli.term import color_option
 from eosfix.report import EXIT_FINDINGS, EXIT_INPUT, EXIT_OK
 
 
@@ -72,13 +73,14 @@ def _text(r: Any, text: str | None) -> list[str]:
     help="Write each fixing Modelfile into this folder (never into the store).",
 )
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
+@color_option
 def ollama(models_dir: str | None, out_dir: str | None, fmt: str) -> None:
     """Check every model in ollama's store: does it stop at the end of each turn?
 
     Per manifest: the GGUF blob (llama.cpp's end-of-generation set) and the params layer's
     stop strings. The store is never edited; a model that would not stop gets the Modelfile
     (FROM model + PARAMETER stop ...) that fixes it. Exit 0: all stop; 1: some do not;
-    2: a model could not be read.
+    2: a model could not be read, or the store holds no model (nothing checked).
 
     \b
     Example:
@@ -119,9 +121,10 @@ def ollama(models_dir: str | None, out_dir: str | None, fmt: str) -> None:
         click.echo(json.dumps({"models": payload}, indent=2, ensure_ascii=False))
     else:
         blocks = ["\n".join(_text(r, t)) for r, t in zip(results, texts, strict=True)]
-        bad = sum(1 for t in texts if t is not None)
-        blocks.append(f"{len(results)} models, {bad} would not stop at every turn end")
+        bad, n = sum(1 for t in texts if t is not None), len(results)
+        summary = f"{n} model{'s' * (n != 1)}, {bad} would not stop at every turn end"
+        blocks.append(summary if n else "no models in the store: nothing checked")
         click.echo("\n\n".join(blocks))
-    if any(r.error is not None for r in results):
+    if not results or any(r.error is not None for r in results):
         sys.exit(EXIT_INPUT)
     sys.exit(EXIT_FINDINGS if any(t is not None for t in texts) else EXIT_OK)

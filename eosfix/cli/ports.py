@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from eosfix.check import RepoCheck
+from eosfix.cli.term import color_option
 from eosfix.errors import EosfixError
 from eosfix.report import EXIT_FINDINGS, EXIT_OK
 
@@ -27,29 +28,22 @@ def open_repo(spec: str) -> Iterator[RepoCheck]:
     """The one place these commands load a repo: a folder (or a file inside one), a GGUF file,
     else a Hub repo id (its small files only, from eosfix's store of files by commit)."""
     from eosfix import api
-    from eosfix.cli.common import repo_dirs
 
-    if Path(spec).exists():
-        dirs = repo_dirs([spec])
-        if not dirs:
-            raise click.UsageError(
-                f"{spec}: not a model folder, one of its config files or a GGUF file"
-            )
-        result = api.check(dirs[0])
+    if Path(spec).exists() or Path(spec).is_symlink() or not _HUB_ID.match(spec):
+        result = api.check(spec)  # says why a path is not checked (missing, not a model...)
         if result.error is not None:
             raise result.error
         assert result.check is not None
         yield result.check
         return
-    if not _HUB_ID.match(spec):
-        raise click.UsageError(f"{spec}: no such file or directory")
     from eosfix.cli.hub import _quiet_hub
     from eosfix.sources.hub import HubSession
 
     with _quiet_hub():
         result = HubSession().check(spec)
-    if result.error is not None:
-        raise result.error
+    if result.error is not None:  # not a local path either: say both
+        reason = getattr(result.error, "message", str(result.error))
+        raise EosfixError(f"no such file or directory; as a Hub repo id: {reason}", path=spec)
     assert result.check is not None
     yield result.check
 
@@ -203,6 +197,7 @@ _template_option = click.option(
     help="text: control tokens and line breaks visible; json: everything, the prompt raw; "
     "raw: the prompt string alone, byte for byte (to diff with a port's).",
 )
+@color_option
 def render(
     path: str,
     messages: str | None,
@@ -252,6 +247,7 @@ def render(
     show_default=True,
     help="Where to write the goldens (-: stdout).",
 )
+@color_option
 def goldens(path: str, output: str) -> None:
     """Write golden prompts for a port's tests: one JSON line per conversation and template.
 
@@ -338,6 +334,7 @@ def _diagnosis_text(path: str, d: Diagnosis) -> str:
 @click.option(
     "--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True
 )
+@color_option
 def diagnose(
     path: str,
     ids: str | None,

@@ -11,8 +11,11 @@ Progress = Callable[[str, int, int], None]
 
 @contextlib.contextmanager
 def byte_progress(label: str) -> Iterator[Progress | None]:
-    """Yield a ``(phase, done, total)`` callback drawing a bar, or None when not a tty."""
-    if not sys.stderr.isatty():
+    """Yield a ``(phase, done, total)`` callback drawing a bar, or None when not a tty (or
+    NO_COLOR, TERM=dumb, --color never)."""
+    from eosfix.cli.term import progress_allowed
+
+    if not progress_allowed(sys.stderr):
         yield None
         return
     from rich.console import Console

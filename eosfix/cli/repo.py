@@ -8,19 +8,33 @@ from typing import Any
 
 import click
 
-from eosfix.cli.common import _config_option, _emit, _format_option, _runtime_option, repo_dirs
+from eosfix.cli.common import (
+    config_check_option,
+    config_fix_option,
+    emit,
+    error_line,
+    fix_flags,
+    format_option,
+    quiet_option,
+    repo_dirs,
+    runtime_option,
+    strict_option,
+)
+from eosfix.cli.term import color_option
 from eosfix.report import Report
 
+EXIT_HELP = """Exit 0: nothing to fix (warnings alone too, unless --strict). 1: {one}.
+    2: a path was not checked (missing, not a model folder or GGUF file, unreadable or invalid
+    file; also when nothing at all was checked)."""
 
-@click.command()
-@click.argument("paths", nargs=-1, required=True, type=click.Path())
-@_format_option
-@_config_option
-@_runtime_option
-def check(paths: tuple[str, ...], fmt: str, config_json: bool, pins: dict[str, str]) -> None:
-    """Report whether each model folder stops where its turns end (read-only).
 
-    Exit 0: nothing to fix. 1: findings. 2: an input could not be read.
+@click.command(
+    help=f"""Report whether each model folder or GGUF file stops where its turns end (read-only).
+
+    PATH is a model folder (one holding tokenizer or chat template files), one of its config
+    or template files (what pre-commit passes), a GGUF file, or a folder of GGUF files.
+
+    {EXIT_HELP.format(one="something to fix or a problem eosfix cannot fix; with --strict, warnings")}
 
     \b
     Example:
@@ -28,16 +42,49 @@ def check(paths: tuple[str, ...], fmt: str, config_json: bool, pins: dict[str, s
         eosfix check ./my-model --format json
         eosfix check ./my-model --runtime mlx-lm==0.31.3
     """
+)
+@click.argument("paths", nargs=-1, required=True, type=click.Path())
+@format_option
+@config_check_option
+@runtime_option
+@strict_option
+@quiet_option
+@color_option
+def check(
+    paths: tuple[str, ...],
+    fmt: str,
+    config_json: bool,
+    pins: dict[str, str],
+    strict: bool,
+    quiet: bool,
+) -> None:
     from eosfix import api
 
-    report = Report()
+    report = Report(strict=strict)
     for path in repo_dirs(paths):
         report.record(api.check(path, config_json=config_json))
-    _emit(report.results, report, fmt, pins=pins)
+    flags = fix_flags(config_json, pins)
+    emit(report.results, report, fmt, pins=pins, fix_flags=flags, quiet=quiet)
     sys.exit(report.exit_code)
 
 
-@click.command()
+@click.command(
+    help=f"""Rewrite eos_token_id so generation stops at every turn terminator.
+
+    Minimal byte-level edit, atomic write, only when something changes; a second run
+    changes nothing. The report then shows what was found, what was written and the state
+    after writing. A GGUF gets tokenizer.ggml.eot_token_id / eom_token_id (in place when the
+    key exists, else a verified rewrite). PATH is what check accepts.
+
+    {EXIT_HELP.format(one="files changed (as pre-commit fixers do), or a problem eosfix cannot fix")}
+
+    \b
+    Example:
+        eosfix fix ./my-model --diff    # show what would change
+        eosfix fix ./my-model
+        eosfix fix model.gguf --output model-fixed.gguf
+    """
+)
 @click.argument("paths", nargs=-1, required=True, type=click.Path())
 @click.option("--diff", "show_diff", is_flag=True, help="Show the unified diff; write nothing.")
 @click.option("--exit-zero-even-if-changed", is_flag=True, help="Exit 0 after changing files.")
@@ -46,9 +93,12 @@ def check(paths: tuple[str, ...], fmt: str, config_json: bool, pins: dict[str, s
     type=click.Path(dir_okay=False),
     help="For one GGUF: write the fixed file here and leave the original untouched.",
 )
-@_format_option
-@_config_option
-@_runtime_option
+@format_option
+@config_fix_option
+@runtime_option
+@strict_option
+@quiet_option
+@color_option
 def fix(
     paths: tuple[str, ...],
     show_diff: bool,
@@ -57,26 +107,15 @@ def fix(
     fmt: str,
     config_json: bool,
     pins: dict[str, str],
+    strict: bool,
+    quiet: bool,
 ) -> None:
-    """Rewrite eos_token_id so generation stops at every turn terminator.
-
-    Minimal byte-level edit, atomic write, only when something changes; a second run
-    changes nothing. Exit 1 when files changed (as pre-commit fixers do), 0 otherwise.
-    A GGUF gets tokenizer.ggml.eot_token_id / eom_token_id (in place when the key exists,
-    else a verified rewrite).
-
-    \b
-    Example:
-        eosfix fix ./my-model --diff    # show what would change
-        eosfix fix ./my-model
-        eosfix fix model.gguf --output model-fixed.gguf
-    """
     from eosfix import api
 
     targets = repo_dirs(paths)
     if output is not None and (len(targets) != 1 or not api.is_gguf(targets[0])):
         raise click.UsageError("--output needs exactly one GGUF file")
-    report = Report()
+    report = Report(strict=strict)
     for path in targets:
         if show_diff:
             result = api.check(path, config_json=config_json)
@@ -87,9 +126,10 @@ def fix(
             for name in result.written:
                 click.echo(f"Fixing {path / name}", err=True)
         report.record(result)
-    _emit(
-        report.results, report, fmt, fixing=True, show_diff=show_diff, dry_run=show_diff, pins=pins
-    )
+    emit(
+        report.results, report, fmt, fixing=True, show_diff=show_diff, dry_run=show_diff,
+        pins=pins, fix_flags=fix_flags(config_json, pins), quiet=quiet,
+    )  # fmt: skip
     code = report.exit_code
     if exit_zero_even_if_changed and code == 1 and not show_diff:
         code = 0
@@ -115,14 +155,18 @@ def _fix_gguf(path: Path, output: str | None) -> Any:
 @click.option(
     "--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True
 )
-@_runtime_option
+@runtime_option
+@color_option
 def explain(path: str, fmt: str, pins: dict[str, str]) -> None:
     """Explain one repo in depth: each probe rendered, each terminator with its evidence.
 
     Shows the rendered probes with special tokens visible, what ends a turn and why, the
     ids a hand-written generation loop must compare after each step, and which file they
     come from; for each runtime, the versions its rule holds for and whether eosfix executed
-    that rule against the runtime or only modelled it from the runtime's source.
+    that rule against the runtime or only modelled it from the runtime's source. PATH is a
+    model folder, one of its config files, or a GGUF file.
+
+    Exit codes as for check; a path that is not checked is one line on stderr, exit 2.
 
     \b
     Example:
@@ -131,13 +175,14 @@ def explain(path: str, fmt: str, pins: dict[str, str]) -> None:
     from eosfix import api
     from eosfix.explain import render_explain, result_explain_dict
 
-    dirs = repo_dirs([path])
-    result = api.check(dirs[0])
+    result = api.check(path)
     report = Report([result])
     if fmt == "json":
         import json
 
         click.echo(json.dumps(result_explain_dict(result, pins), indent=2, ensure_ascii=False))
+    elif result.error is not None:
+        click.echo(error_line(result.error), err=True)
     else:
         click.echo(render_explain(result, pins))
     sys.exit(report.exit_code)

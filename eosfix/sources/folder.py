@@ -105,7 +105,7 @@ def validate(model: type[M], data: Any, path: Path) -> M:
         value = json.dumps(err.get("input"), default=str)
         value = value if len(value) <= 60 else value[:57] + "..."
         if where.split(".")[-1] == "eos_token_id" or ".eos_token_id." in f".{where}.":
-            msg = f"{where}: expected a token id (an integer >= 0) or a list of at most 4096"
+            msg = f"{where}: expected a token id (an integer >= 0) or a list of at most 4096 ids"
             raise RepoLoadError(f"{msg} (got {value})", path=path) from None
         raise RepoLoadError(f"{where}: {err['msg'].lower()} (got {value})", path=path) from None
 
