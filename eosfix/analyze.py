@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 
 from jinja2 import nodes
@@ -313,17 +313,25 @@ def tokenizer_eos(repo: ModelRepo) -> TokenInfo | None:
 
 
 def propose_eos(
-    current: tuple[int, ...] | None, eos: TokenInfo | None, terminators: Iterable[Terminator]
+    current: tuple[int, ...] | None,
+    eos: TokenInfo | None,
+    terminators: Iterable[Terminator],
+    remove: Collection[int] = (),
+    *,
+    always: bool = False,
 ) -> tuple[int, ...] | None:
-    """The list to write, or None when every terminator is already a stop id.
+    """The list to write, or None when it would not change what transformers stops on.
 
     Existing ids first in their order (transformers pads with the first; ExLlamaV2 keeps only
-    the first), then the tokenizer's eos (TGI and mlx-lm replace it with the list), then each
-    terminator id.
+    the first), minus ``remove`` (ids that cut a reply or are no token), then the tokenizer's
+    eos when a terminator is added (TGI and mlx-lm before 0.32 replace it with the list),
+    then each missing terminator id. ``always``: the list even when nothing changes (a
+    runtime that reads generation_config.json needs it written as a list).
     """
-    have = list(current or ())
+    before = list(current or ())
+    have = [i for i in before if i not in remove]
     missing = [t.id for t in terminators if t.id is not None and t.id not in have]
-    if not missing:
+    if not missing and have == before and not always:
         return None
-    extra = [eos.id] if eos is not None and eos.id is not None else []
+    extra = [eos.id] if eos is not None and eos.id is not None and (missing or always) else []
     return tuple(dict.fromkeys([*have, *extra, *missing]))

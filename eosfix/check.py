@@ -13,6 +13,13 @@ Codes (stable: documented in the README, used by tests and scripts):
 - EOS009 warning: no turn terminator found: the template writes nothing that ends a reply.
 - EOS010 error: what closes the last reply is also written inside a turn (between reasoning
   and answer), and nothing else closes it: no stop id can end the reply without cutting it.
+- EOS011 error, fixable: a stop id the template writes inside an assistant turn (cuts the reply).
+- EOS012 error, fixable: a stop id that is an ordinary text token (cuts replies that use it).
+- EOS013 warning, fixable: a stop id that is no token of the tokenizer (never fires).
+- EOS014 warning: eos_token_id is written twice in one JSON object (the last one counts).
+- EOS015 error, fixable: a runtime that reads generation_config.json misses a terminator
+  transformers stops on, and the file written as a list would make it stop.
+  (EOS011-EOS014: ``eosfix.earlystop``; EOS015: ``eosfix.readers``.)
 - EOS100 error: a template refused or failed every probe: nothing could be analyzed.
 - EOS101 error: a template exceeded a render limit (time, size, output, loop iterations,
   calls, recursion depth, memory): it was stopped, its analysis is incomplete.
@@ -22,6 +29,7 @@ Codes (stable: documented in the README, used by tests and scripts):
 from __future__ import annotations
 
 import enum
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from eosfix.analyze import (
@@ -34,30 +42,21 @@ from eosfix.analyze import (
     propose_eos,
     tokenizer_eos,
 )
-from eosfix.positions import EVERY_REPLY, FINAL_REPLY, IN_TURN, LAST_REPLY
+from eosfix.earlystop import StopIdReview, review_stop_ids
+from eosfix.findings import Finding, Severity
+from eosfix.inturn import closers_inside_a_turn
+from eosfix.readers import reader_finding, readers_fixed_by_list
 from eosfix.repo import GENERATION_CONFIG, ModelRepo, TokenInfo
 
-
-class Severity(enum.Enum):
-    ERROR = "error"
-    WARNING = "warning"
+__all__ = ["Finding", "RepoCheck", "Severity", "Status", "check_repo"]
 
 
 class Status(enum.Enum):
-    OK = "ok"  # every terminator is a stop id
+    OK = "ok"  # every terminator is a stop id, and nothing for fix to change
     FIXABLE = "fixable"  # eosfix fix would repair it
     PROBLEMS = "problems"  # errors eosfix cannot fix by writing ids
     NO_TEMPLATE = "no_template"  # a base model: nothing to check
     ERROR = "error"  # not checked: RepoResult.error says why (never a RepoCheck's status)
-
-
-@dataclass(frozen=True)
-class Finding:
-    code: str
-    file: str
-    message: str
-    severity: Severity = Severity.ERROR
-    fixable: bool = False
 
 
 @dataclass(frozen=True)
@@ -70,6 +69,9 @@ class RepoCheck:
     tokenizer_eos: TokenInfo | None
     proposed: tuple[int, ...] | None
     findings: tuple[Finding, ...]
+    # Every stop id of the JSON files, classified, and what fix removes (earlystop.py).
+    review: StopIdReview | None = None
+    keep_ids: tuple[int, ...] = ()  # ids the user keeps (--keep-id), never removed
 
     @property
     def status(self) -> Status:
@@ -78,7 +80,8 @@ class RepoCheck:
         errors = [f for f in self.findings if f.severity is Severity.ERROR]
         if any(not f.fixable for f in errors):
             return Status.PROBLEMS
-        return Status.FIXABLE if errors else Status.OK
+        # A fixable warning too (EOS013: an id that is no token): fix would change a file.
+        return Status.FIXABLE if any(f.fixable for f in self.findings) else Status.OK
 
     @property
     def id_terminators(self) -> tuple[Terminator, ...]:
@@ -162,7 +165,7 @@ def _terminator_findings(repo: ModelRepo, ts: TerminatorSet) -> list[Finding]:
                 "decoding with skip_special_tokens=True leaves it in the reply text"
             )
             out.append(Finding("EOS008", t.id_source or "", msg, Severity.WARNING))
-    cut = _closers_inside_a_turn(ts)
+    cut = closers_inside_a_turn(ts)
     if cut:
         msg = (
             f"{' '.join(cut)} closes the last reply but is also written inside a turn "
@@ -174,20 +177,6 @@ def _terminator_findings(repo: ModelRepo, ts: TerminatorSet) -> list[Finding]:
         msg = "no turn terminator found: the template writes nothing that ends a reply"
         out.append(Finding("EOS009", ts.templates[0].file, msg, Severity.WARNING))
     return out
-
-
-_CLOSES_LAST_REPLY = frozenset((EVERY_REPLY, LAST_REPLY, FINAL_REPLY))
-
-
-def _closers_inside_a_turn(ts: TerminatorSet) -> list[str]:
-    """In-turn tokens that close the last reply, when no other token does."""
-    if any(_CLOSES_LAST_REPLY & {p.where for p in t.placements} for t in ts.terminators):
-        return []
-    return [
-        token
-        for token, wheres in ts.positions().items()
-        if IN_TURN in wheres and _CLOSES_LAST_REPLY & set(wheres)
-    ]
 
 
 def _template_findings(ts: TerminatorSet) -> list[Finding]:
@@ -206,18 +195,40 @@ def _template_findings(ts: TerminatorSet) -> list[Finding]:
     return out
 
 
-def check_repo(repo: ModelRepo) -> RepoCheck:
-    """Analyze a loaded repo: terminators, the current stop ids, findings, the proposed list."""
+def check_repo(
+    repo: ModelRepo, *, keep_ids: Iterable[int] = (), config_json: bool = False
+) -> RepoCheck:
+    """Analyze a loaded repo: terminators, the current stop ids, findings, the proposed list.
+
+    ``keep_ids``: stop ids never removed (``--keep-id``); ``config_json``: config.json's ids
+    are edited too, so its early stops are fixable.
+    """
+    keep = tuple(dict.fromkeys(keep_ids))
     ts = find_terminators(repo)
     stop = current_stop_config(repo)
     eos = tokenizer_eos(repo)
-    proposed = propose_eos(stop.ids, eos, ts.terminators)
+    review = (
+        review_stop_ids(repo, ts, eos, stop, keep=keep, config_json=config_json)
+        if repo.templates  # a base model: nothing ends a turn, so nothing stops early
+        else StopIdReview((), frozenset(), frozenset(), ())
+    )
+    eos_stop = review.by_id(eos.id) if eos is not None and eos.id is not None else None
+    eos_cuts = eos_stop is not None and eos_stop.cuts
+    listed_eos = None if eos_cuts else eos  # never add a tokenizer eos that cuts a reply
+    proposed = propose_eos(stop.ids, listed_eos, ts.terminators, review.remove)
     have = set(stop.ids or ())
     missing = [t for t in ts.terminators if t.id is not None and t.id not in have]
     findings = [*_template_findings(ts), *_stop_findings(repo, stop, missing)]
     findings += _terminator_findings(repo, ts)
+    findings += review.findings
+    if proposed is None and repo.templates:
+        target, misses = readers_fixed_by_list(repo, ts, listed_eos, stop)
+        if misses:
+            findings.append(reader_finding(target, misses))
+            proposed = target
     stop_list = proposed or stop.ids or ()
-    if repo.templates and eos is not None and eos.id is not None and eos.id not in stop_list:
-        msg = f"the tokenizer's eos_token {eos.content} ({eos.id}) is not a stop id"
+    listed_eos = listed_eos if repo.templates else None
+    if listed_eos is not None and listed_eos.id is not None and listed_eos.id not in stop_list:
+        msg = f"the tokenizer's eos_token {listed_eos.content} ({listed_eos.id}) is not a stop id"
         findings.append(Finding("EOS004", GENERATION_CONFIG, msg, Severity.WARNING))
-    return RepoCheck(repo, ts, stop, eos, proposed, tuple(findings))
+    return RepoCheck(repo, ts, stop, eos, proposed, tuple(findings), review, keep)

@@ -265,6 +265,21 @@ def find_value_span(text: str, key_path: tuple[str, ...]) -> tuple[int, int] | N
     return None if member is None else (member.value.start, member.value.end)
 
 
+def duplicate_spans(text: str, key_path: tuple[str, ...]) -> tuple[tuple[int, int], ...]:
+    """Value spans of every member ``key_path`` names, when its last key is repeated in one
+    object (``json.loads`` keeps the last one, and so does every edit here); () otherwise."""
+    if not key_path:
+        raise ValueError("key_path must name at least one key")
+    try:
+        parent = _walk(_scan_document(text), key_path[:-1])
+    except ValueError:
+        return ()  # the path crosses a non-object: nothing there to be duplicated
+    if parent is None or parent.members is None:
+        return ()
+    found = [(m.value.start, m.value.end) for m in parent.members if m.key == key_path[-1]]
+    return tuple(found) if len(found) > 1 else ()
+
+
 def format_value_like(
     value: object,
     old_value_text: str | None,

@@ -144,12 +144,14 @@ def plan_generation_config(check: RepoCheck) -> FilePatch | None:
 def plan_config(check: RepoCheck) -> FilePatch | None:
     """config.json's eos_token_id (and text_config's), for runtimes that read only config.json.
 
-    The original first id stays first: ExLlamaV2 keeps only the first id, transformers pads
-    with it.
+    The original first id stays first (ExLlamaV2 keeps only the first id, transformers pads
+    with it) unless it cuts a reply or is no token: those ids are removed as from
+    generation_config.json (``RepoCheck.review.config_remove``).
     """
     cfg = check.repo.files.get(CONFIG)
     wanted = [t.id for t in check.id_terminators if t.id is not None]
-    if cfg is None or not wanted:
+    remove = check.review.config_remove if check.review is not None else frozenset()
+    if cfg is None or not (wanted or remove):
         return None
     text = cfg.text
     sub = cfg.data.get("text_config")
@@ -159,14 +161,20 @@ def plan_config(check: RepoCheck) -> FilePatch | None:
     if isinstance(sub, dict) and "eos_token_id" in sub:
         paths.append(("text_config", "eos_token_id"))
     eos = check.tokenizer_eos.id if check.tokenizer_eos else None
+    if eos is not None and check.review is not None:
+        stop = check.review.by_id(eos)
+        eos = None if stop is not None and stop.cuts else eos  # never add an eos that cuts
     for path in paths or [("eos_token_id",)]:
         node: Any = cfg.data
         for key in path:
             node = node.get(key) if isinstance(node, dict) else None
-        have = [node] if isinstance(node, int) else list(node or [])
-        if all(i in have for i in wanted):
+        before = [node] if isinstance(node, int) else list(node or [])
+        have = [i for i in before if i not in remove]
+        missing = [i for i in wanted if i not in have]
+        if not missing and have == before:
             continue
-        new_list = list(dict.fromkeys([*have, *([eos] if eos is not None else []), *wanted]))
+        extra = [eos] if eos is not None and missing else []
+        new_list = list(dict.fromkeys([*have, *extra, *missing]))
         text = set_json_value(text, path, new_list)
         _verify(text, path, new_list, CONFIG)
     return None if text == cfg.text else FilePatch(CONFIG, cfg.text, text)

@@ -86,6 +86,9 @@ class Vocabulary(Protocol):
 
     def token_to_id(self, content: str) -> int | None: ...
 
+    def id_to_token(self, token_id: int) -> str | None:
+        """The token stored at ``token_id`` (its raw piece), or None when no token has it."""
+
     def tokenizer(self) -> Any:
         """A ``tokenizers.Tokenizer`` that can encode text, or None."""
 
@@ -118,6 +121,10 @@ class TokenizerJson:
         tok = self.tokenizer()
         return None if tok is None else tok.token_to_id(content)
 
+    def id_to_token(self, token_id: int) -> str | None:
+        tok = self.tokenizer()
+        return None if tok is None or token_id < 0 else tok.id_to_token(token_id)
+
 
 class TokenTable:
     """A token list already in memory (a GGUF's ``tokenizer.ggml.tokens``): text -> id."""
@@ -130,6 +137,13 @@ class TokenTable:
 
     def token_to_id(self, content: str) -> int | None:
         return self._ids.get(content)
+
+    @cached_property
+    def _texts(self) -> dict[int, str]:
+        return {i: t for t, i in self._ids.items()}
+
+    def id_to_token(self, token_id: int) -> str | None:
+        return self._texts.get(token_id)
 
     def tokenizer(self) -> Any:
         return None  # no encoder: explain shows no tokenized probe for this container
@@ -183,6 +197,18 @@ class ModelRepo:
         if token_id is None:
             return None
         return TokenInfo(content, token_id, False, False, vocab.source)
+
+    def token_at(self, token_id: int) -> TokenInfo | None:
+        """The token at ``token_id``: an added token first, then the full vocabulary's piece
+        (``special`` False: an entry of the vocabulary, not an added token)."""
+        info = next((i for i in self.added_tokens.values() if i.id == token_id), None)
+        if info is not None:
+            return info
+        vocab = self.vocabulary
+        if vocab is None or not vocab.available:
+            return None
+        text = vocab.id_to_token(token_id)
+        return None if text is None else TokenInfo(text, token_id, False, False, vocab.source)
 
     def iter_special_strings(self) -> Iterator[str]:
         """Strings a tokenizer treats as control tokens: special added tokens and named ones."""

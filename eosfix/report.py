@@ -227,6 +227,10 @@ def result_to_dict(r: RepoResult, pins: Pins | None = None) -> dict[str, Any]:
         else {"content": c.tokenizer_eos.content, "id": c.tokenizer_eos.id},
         eos_token_id=c.stop.raw,
         eos_token_id_source=c.stop.source,
+        stop_ids=[
+            {"id": s.id, "kind": s.kind, "token": s.token, "text": s.text, "reason": s.reason}
+            for s in (c.review.stop_ids if c.review is not None else ())
+        ],
         proposed_eos_token_id=None if c.proposed is None else list(c.proposed),
         findings=_findings(c.findings),
         changes=[{"file": p.file, "created": p.created, "diff": p.diff()} for p in r.patches],

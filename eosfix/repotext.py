@@ -160,6 +160,7 @@ def _terminator_lines(c: RepoCheck) -> list[str]:
 def _pending_lines(r: RepoResult, c: RepoCheck, run: str | None) -> list[str]:
     """Nothing written: what it stops on, the findings, the fix (and how to run it)."""
     lines = [f"  stops on      {ids_text(c.stop.raw)}  ({stop_source_text(c)})"]
+    lines += _unchecked_lines(c)
     lines += ["  " + finding_line(r.name, f) for f in c.findings]
     if r.patches:
         lines.append(
@@ -181,7 +182,16 @@ def _written_lines(r: RepoResult, before: RepoCheck, now: RepoCheck) -> list[str
     ]
     lines.append(f"  wrote         {changes_text(r.patches)}")
     lines.append(f"  stops on      {ids_text(now.stop.raw)}  ({stop_source_text(now)})")
+    lines += _unchecked_lines(now)
     return lines + ["  " + finding_line(r.name, f) for f in now.findings]
+
+
+def _unchecked_lines(c: RepoCheck) -> list[str]:
+    """Stop ids whose token eosfix cannot see (no tokenizer.json): said, never a finding."""
+    return [
+        f"  unchecked     stop id {s.id}: {s.reason}: whether it cuts a reply is unknown"
+        for s in (c.review.unchecked if c.review is not None else ())
+    ]
 
 
 def runtime_lines(r: RepoResult, pins: Pins | None = None) -> list[str]:

@@ -79,7 +79,8 @@ class Diagnosis:
 def _compare(stops: LoopStops) -> str:
     ids = f"stop when the sampled id is in {list(stops.ids)}"
     if stops.needs_fix:
-        ids += f" (the repo's files list only {list(stops.current)}: run `eosfix fix`)"
+        only = " only" if set(stops.current) <= set(stops.ids) else ""  # or ids to remove
+        ids += f" (the repo's files list{only} {list(stops.current)}: run `eosfix fix`)"
     if stops.strings:
         ids += f"; also stop on the text {list(stops.strings)}"
     return ids
