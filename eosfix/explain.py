@@ -105,9 +105,24 @@ def _cell(stops: dict[str, bool | None]) -> str:
 _NA = "n/a (no config.json)"
 
 
+def _early_cell(stops: dict[str, bool | None], early: dict[str, int]) -> str:
+    """``_cell``, and where the runtime stops inside a reply (``stops early at <|end|>``)."""
+    cell = _cell(stops)
+    if not early:
+        return cell
+    cut = f"stops early at {' '.join(early)}"
+    return cut if cell in ("stops", "-") else f"{cell}; {cut}"
+
+
 def _runtime_cells(row: RuntimeRow, table: RuntimeTable, na: bool) -> tuple[str, ...]:
-    cfg = "(written)" if table.config_json_written else _cell(row.stops_with_config_json)
-    verdicts = (_NA,) * 3 if na else (_cell(row.stops_before), _cell(row.stops_after), cfg)
+    cfg = (
+        "(written)"
+        if table.config_json_written
+        else _early_cell(row.stops_with_config_json, row.early_with_config_json)
+    )
+    now = _early_cell(row.stops_before, row.early_before)
+    after = _early_cell(row.stops_after, row.early_after)
+    verdicts = (_NA,) * 3 if na else (now, after, cfg)
     return (row.label, *verdicts, row.versions, row.basis, row.reads)
 
 
@@ -201,7 +216,10 @@ def render_explain(result: RepoResult, pins: Pins | None = None) -> str:
     if c.repo.templates:
         lines += [
             "",
-            click.style("Runtimes: does generation stop at every terminator?", bold=True),
+            click.style(
+                "Runtimes: does generation stop at every terminator, and never inside a reply?",
+                bold=True,
+            ),
             render_runtime_table(
                 runtime_table(c, result.patches, pins), not_applicable(c, result.patches, pins)
             ),

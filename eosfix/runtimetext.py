@@ -10,7 +10,7 @@ read nothing else): the runtime cannot load this folder, so it neither stops nor
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from eosfix.check import RepoCheck
 from eosfix.patch import FilePatch
@@ -64,22 +64,66 @@ def _na_note(na: frozenset[str]) -> str:
 
 
 def runtimes_line(table: RuntimeTable, na: frozenset[str] = frozenset()) -> str:
-    """One glanceable line: runtimes that would not stop now, and after the planned fix
-    (``na``: runtimes that cannot load the folder, left out of both lists and named last)."""
+    """One glanceable line: runtimes that would not stop now, and after the planned fix, and
+    runtimes that stop inside a reply (at an id that cuts it), now and after the fix (``na``:
+    runtimes that cannot load the folder, left out of the lists and named last)."""
     if all(i is None for i in table.terminators.values()):
         return "nothing to compare: no terminator has a known token id"
     rows = [r for r in table.rows if r.runtime not in na]
-    before = [r.label for r in rows if not r.ok_before]
+    before = [r.label for r in rows if r.misses_before]
+    early_before = early_stop_groups(rows, table, after=False)
     note = _na_note(na)
-    if not before:
+    if not before and not early_before:
         text = f"all {len(rows)} stop at every terminator"
         return f"{text} ({note})" if note else text
-    after = [r.label for r in rows if not r.ok_after]
-    text = f"would not stop: {', '.join(before)}"
-    if after != before:
+    after = [r.label for r in rows if r.misses_after]
+    early_after = early_stop_groups(rows, table, after=True)
+    parts = [f"would not stop: {', '.join(before)}"] if before else []
+    parts += [f"{what}: {', '.join(names)}" for what, names in early_before]
+    text = "; ".join(parts)
+    if (after, early_after) != (before, early_before):
         text += f"; after fix: {', '.join(after) if after else 'all stop'}"
-    why = [*_why_still(table, after), *([note] if note else [])]
+        text += "".join(f"; still {what}: {', '.join(names)}" for what, names in early_after)
+    why = [*_why_still(table, after), *_why_early(table), *([note] if note else [])]
     return text + (f" ({'; '.join(why)})" if why else "")
+
+
+def early_stop_groups(
+    rows: Sequence[RuntimeRow], table: RuntimeTable, *, after: bool
+) -> list[tuple[str, list[str]]]:
+    """("stop inside a turn at <|end|>", [runtimes]) for each set of ids that cut a reply."""
+    groups: dict[str, list[str]] = {}
+    for row in rows:
+        early = row.early_after if after else row.early_before
+        if early:
+            groups.setdefault(early_stop_text(table, early.values()), []).append(row.label)
+    return list(groups.items())
+
+
+def early_stop_text(table: RuntimeTable, ids: Iterable[int]) -> str:
+    """``stop inside a turn at <|end|>`` / ``stop mid-reply at '#'``: where runtimes cut."""
+    stops = [s for i in ids if (s := table.stop_id(i)) is not None]
+    names = ", ".join(s.token or str(s.id) if s.kind == "in_turn" else s.label for s in stops)
+    inside = all(s.kind == "in_turn" for s in stops)
+    return f"stop {'inside a turn' if inside else 'mid-reply'} at {names}"
+
+
+def _eos_cut_reason(table: RuntimeTable) -> str:
+    eos = table.tokenizer_eos_id
+    s = None if eos is None else table.stop_id(eos)
+    name = s.token if s is not None and s.token else str(eos)
+    return (
+        f"{name} is the tokenizer's eos_token, which they add whatever generation_config.json "
+        "says: change eos_token in tokenizer_config.json"
+    )
+
+
+def _why_early(table: RuntimeTable) -> list[str]:
+    """Why runtimes still stop inside a reply after the fix, when the repo cannot change it."""
+    stuck = table.early_from_tokenizer_eos()
+    if not stuck or table.tokenizer_eos_id is None:
+        return []
+    return [f"{', '.join(stuck)}: {_eos_cut_reason(table)}"]
 
 
 def _caveat(row: RuntimeRow, table: RuntimeTable, missed: str) -> str:
@@ -111,7 +155,8 @@ def settled_lines(table: RuntimeTable, na: frozenset[str] = frozenset()) -> list
     head = (
         f"all {n} stop at every terminator"
         if not failing
-        else (f"{n - len(failing)} of {n} stop at every terminator; caveats below")
+        else f"{n - len(failing)} of {n} stop at every terminator and never inside a reply; "
+        "caveats below"
     )
     note = _na_note(na)
     lines = [f"runtimes      {head}" + (f" ({note})" if note else "")]
@@ -119,5 +164,14 @@ def settled_lines(table: RuntimeTable, na: frozenset[str] = frozenset()) -> list
         missed = ", ".join(
             f"{c} ({table.terminators[c]})" for c, ok in row.stops_after.items() if ok is False
         )
-        lines.append(f"caveat        {_caveat(row, table, missed)}")
+        if missed:
+            lines.append(f"caveat        {_caveat(row, table, missed)}")
+        if row.early_after:
+            where = early_stop_text(table, row.early_after.values()).replace("stop ", "stops ", 1)
+            why = ""
+            if row.label in table.early_from_tokenizer_eos():
+                why = f": {_eos_cut_reason(table)}"
+            elif row.label in table.fixed_by_config_json():
+                why = " (it reads config.json: eosfix fix --config-json removes the id)"
+            lines.append(f"caveat        {row.label} {where}{why}")
     return lines

@@ -15,16 +15,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from eosfix import stopinputs
 from eosfix.check import RepoCheck
-from eosfix.models import eos_tuple
 from eosfix.patch import FilePatch, plan_config
 from eosfix.repo import CONFIG, GENERATION_CONFIG
 from eosfix.runtimes import RUNTIMES, Pins, Runtime, StopInputs, rule_for
-from eosfix.runtimes.llamacpp import converter_special_ids
-from eosfix.sources.convert import converter_inputs
+from eosfix.stopids import StopId, classify
 
 # Runtimes that read config.json's eos_token_id (never generation_config.json).
 CONFIG_READERS = ("candle", "ExLlamaV2")
@@ -50,6 +49,11 @@ class RuntimeRow:
     pinned: str | None = None
     executed: str | None = None
     source: str = ""  # where the rule was read
+    # Stop ids in its set that cut a reply (eosfix.stopids: in-turn or ordinary tokens),
+    # label -> id, now, after the planned fix, and with --config-json.
+    early_before: dict[str, int] = field(default_factory=dict)
+    early_after: dict[str, int] = field(default_factory=dict)
+    early_with_config_json: dict[str, int] = field(default_factory=dict)
 
     @property
     def label(self) -> str:
@@ -62,16 +66,26 @@ class RuntimeRow:
         return f"executed with {self.runtime} {self.executed}"
 
     @property
+    def misses_before(self) -> bool:
+        return any(v is False for v in self.stops_before.values())
+
+    @property
+    def misses_after(self) -> bool:
+        return any(v is False for v in self.stops_after.values())
+
+    @property
     def ok_before(self) -> bool:
-        return all(v is not False for v in self.stops_before.values())
+        """Stops at every terminator and nowhere inside a reply."""
+        return not self.misses_before and not self.early_before
 
     @property
     def ok_after(self) -> bool:
-        return all(v is not False for v in self.stops_after.values())
+        return not self.misses_after and not self.early_after
 
     @property
     def ok_with_config_json(self) -> bool:
-        return all(v is not False for v in self.stops_with_config_json.values())
+        misses = any(v is False for v in self.stops_with_config_json.values())
+        return not misses and not self.early_with_config_json
 
 
 @dataclass(frozen=True)
@@ -81,12 +95,28 @@ class RuntimeTable:
     config_json_written: bool  # the planned fix rewrites config.json (--config-json)
     has_config_json: bool
     first_config_id: int | None  # config.json's first eos id after the fix (ExLlamaV2 keeps it)
+    cutting: tuple[StopId, ...] = ()  # every stop id of any runtime that cuts a reply
+    tokenizer_eos_id: int | None = None
 
     def failing_before(self) -> list[str]:
-        return [r.label for r in self.rows if not r.ok_before]
+        """Runtimes that miss a terminator now."""
+        return [r.label for r in self.rows if r.misses_before]
 
     def failing_after(self) -> list[str]:
-        return [r.label for r in self.rows if not r.ok_after]
+        return [r.label for r in self.rows if r.misses_after]
+
+    def early_before(self) -> list[str]:
+        """Runtimes that stop inside a reply now."""
+        return [r.label for r in self.rows if r.early_before]
+
+    def early_after(self) -> list[str]:
+        return [r.label for r in self.rows if r.early_after]
+
+    def early_from_tokenizer_eos(self) -> list[str]:
+        """Runtimes still stopping early after the fix because they add the tokenizer's eos,
+        which cuts a reply: no generation_config.json can change that."""
+        eos = self.tokenizer_eos_id
+        return [r.label for r in self.rows if eos is not None and eos in r.early_after.values()]
 
     def fixed_by_config_json(self) -> list[str]:
         """Runtimes still failing after the planned fix that --config-json would fix."""
@@ -94,47 +124,16 @@ class RuntimeTable:
             return []
         return [r.label for r in self.rows if not r.ok_after and r.ok_with_config_json]
 
-
-def _vocab(check: RepoCheck) -> dict[str, int]:
-    """Token text -> id for what the runtimes look up by text (added tokens, terminators)."""
-    vocab = {c: info.id for c, info in check.repo.added_tokens.items() if info.id is not None}
-    for t in check.terminators.terminators:
-        if t.id is not None:
-            vocab.setdefault(t.content, t.id)
-    eos = check.tokenizer_eos
-    if eos is not None and eos.id is not None:
-        vocab.setdefault(eos.content, eos.id)
-    return vocab
-
-
-def _eos(data: Mapping[str, Any] | None) -> tuple[tuple[int, ...] | None, bool]:
-    raw = None if data is None else data.get("eos_token_id")
-    valid = isinstance(raw, int) or (isinstance(raw, list) and all(isinstance(i, int) for i in raw))
-    return (eos_tuple(raw), isinstance(raw, list)) if valid else (None, False)
+    def stop_id(self, token_id: int) -> StopId | None:
+        return next((s for s in self.cutting if s.id == token_id), None)
 
 
 def inputs_from_files(
     gen: Mapping[str, Any] | None, cfg: Mapping[str, Any] | None, check: RepoCheck
 ) -> StopInputs:
     """StopInputs from generation_config.json / config.json objects (``None``: file absent)."""
-    gen_eos, gen_list = _eos(gen)
-    cfg_eos, cfg_list = _eos(cfg)
-    text_config = cfg.get("text_config") if cfg is not None else None
-    text_eos, _ = _eos(text_config if isinstance(text_config, dict) else None)
-    eos = check.tokenizer_eos
-    return StopInputs(
-        tokenizer_eos_id=eos.id if eos is not None else None,
-        tokenizer_eos_content=eos.content if eos is not None else None,
-        generation_config_exists=gen is not None,
-        generation_config_eos=gen_eos,
-        generation_config_has_eos_key=gen is not None and "eos_token_id" in gen,
-        generation_config_eos_is_list=gen_list,
-        config_eos=cfg_eos,
-        config_eos_is_list=cfg_list,
-        text_config_eos=text_eos,
-        vocab=_vocab(check),
-        gguf_special_ids=converter_special_ids(converter_inputs(check.repo, cfg)),
-    )
+    terms = check.terminators.terminators
+    return stopinputs.inputs_from_files(gen, cfg, check.repo, terms, check.tokenizer_eos)
 
 
 def _data(check: RepoCheck, name: str, patches: Sequence[FilePatch]) -> dict[str, Any] | None:
@@ -157,6 +156,26 @@ def _stops(ids: frozenset[int], terms: Mapping[str, int | None]) -> dict[str, bo
     return {c: None if i is None else i in ids for c, i in terms.items()}
 
 
+def _early(ids: frozenset[int], cutting: Mapping[int, StopId]) -> dict[str, int]:
+    """Token text -> id of the ids in ``ids`` that cut a reply."""
+    return {_text(cutting[i]): i for i in sorted(ids) if i in cutting}
+
+
+def _text(s: StopId) -> str:
+    return s.text or s.token or str(s.id)
+
+
+def cutting_ids(
+    check: RepoCheck, states: Sequence[StopInputs], pins: Pins | None = None
+) -> tuple[StopId, ...]:
+    """Every id some runtime stops on, in any of ``states``, that cuts a reply."""
+    rules = [rule_for(rt, pins) for rt in RUNTIMES]
+    ids = {i for x in states for rule in rules for i in rule.derive(x)}
+    known = {s.id: s for s in check.review.stop_ids} if check.review is not None else {}
+    fresh = classify(check.repo, check.terminators, check.tokenizer_eos, sorted(ids - set(known)))
+    return tuple(s for s in (*known.values(), *fresh) if s.id in ids and s.cuts)
+
+
 def _note(name: str, base: str, check: RepoCheck, after: StopInputs) -> str:
     if name in FIRST_ID_ONLY and after.config_eos and len(after.config_eos) > 1:
         return f"keeps only config.json's first id ({after.config_eos[0]}): stops on no other id"
@@ -168,16 +187,22 @@ def _note(name: str, base: str, check: RepoCheck, after: StopInputs) -> str:
 
 
 def _row(
-    rt: Runtime, pins: Pins | None, check: RepoCheck, states: tuple[StopInputs, ...]
+    rt: Runtime,
+    pins: Pins | None,
+    check: RepoCheck,
+    states: tuple[StopInputs, ...],
+    cutting: Mapping[int, StopId],
 ) -> RuntimeRow:
     """``states``: the inputs now, after the planned fix, and with --config-json."""
     rule = rule_for(rt, pins)
     terms = {t.content: t.id for t in check.terminators.terminators}
-    before, after, with_cfg = (_stops(rule.derive(x), terms) for x in states)
+    sets = [rule.derive(x) for x in states]
+    before, after, with_cfg = (_stops(ids, terms) for ids in sets)
+    early = [_early(ids, cutting) for ids in sets]
     executed = rt.executed if rule == rt.current else None  # older rules are only modelled
     return RuntimeRow(
         rt.name, rule.reads, before, after, with_cfg, _note(rt.name, rule.note, check, states[1]),
-        rule.versions_str, (pins or {}).get(rt.name), executed, rule.source,
+        rule.versions_str, (pins or {}).get(rt.name), executed, rule.source, *early,
     )  # fmt: skip
 
 
@@ -194,9 +219,15 @@ def runtime_table(
         cfg_patch = plan_config(check)
         if cfg_patch is not None:
             with_cfg = stop_inputs(check, [*patches, cfg_patch])
-    rows = tuple(_row(rt, pins, check, (before, after, with_cfg)) for rt in RUNTIMES)
+    states = (before, after, with_cfg)
+    cutting = cutting_ids(check, states, pins)
+    by_id = {s.id: s for s in cutting}
+    rows = tuple(_row(rt, pins, check, states, by_id) for rt in RUNTIMES)
     first = after.config_eos[0] if after.config_eos else None
-    return RuntimeTable(rows, terms, config_written, CONFIG in check.repo.files, first)
+    eos = check.tokenizer_eos.id if check.tokenizer_eos is not None else None
+    return RuntimeTable(
+        rows, terms, config_written, CONFIG in check.repo.files, first, cutting, eos
+    )
 
 
 def runtime_rows_json(table: RuntimeTable) -> list[dict[str, Any]]:
@@ -204,7 +235,8 @@ def runtime_rows_json(table: RuntimeTable) -> list[dict[str, Any]]:
     return [
         {"runtime": r.runtime, "version": r.pinned, "versions": r.versions,
          "executed": r.executed, "basis": r.basis, "source": r.source, "reads": r.reads,
-         "stops_before": r.stops_before, "stops_after": r.stops_after, "ok_before": r.ok_before,
-         "ok_after": r.ok_after, "note": r.note}
+         "stops_before": r.stops_before, "stops_after": r.stops_after,
+         "stops_early_before": r.early_before, "stops_early_after": r.early_after,
+         "ok_before": r.ok_before, "ok_after": r.ok_after, "note": r.note}
         for r in table.rows
     ]  # fmt: skip
