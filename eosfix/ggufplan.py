@@ -13,6 +13,12 @@ Codes (stable, documented in the README):
 
 - EOS201 error, fixable: llama.cpp does not stop on a terminator; eot/eom can hold it.
 - EOS202 error: llama.cpp cannot hold every terminator in eot/eom: stop strings are needed.
+- EOS011 / EOS012 (as for a folder): llama.cpp stops on a token the template writes inside
+  an assistant turn, or on an ordinary text token. Fixable when only eot/eom make it stop
+  there: the key is pointed at a terminator instead (the one a missing terminator needs, else
+  one llama.cpp stops on already). Not when eos points at it (eos is what templates render
+  as ``eos_token`` and what ``add_eos`` appends: eosfix never changes it), nor when llama.cpp
+  stops on it by its text (no key can change that).
 - EOS005, EOS006, EOS009, EOS1xx: as for a folder (plain-text turns, a terminator that is not
   one token, no terminator found, templates that fail).
 """
@@ -22,7 +28,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import shlex
-from collections.abc import Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 
 from eosfix.analyze import (
@@ -36,6 +42,7 @@ from eosfix.analyze import (
     find_terminators,
 )
 from eosfix.check import Finding, RepoCheck, Severity, _template_findings
+from eosfix.ggufearly import SLOTS, cutting_ids, early_findings, repointable
 from eosfix.repo import TokenInfo
 from eosfix.runtimes.llamacpp import (
     LLAMA_CPP_VERSION,
@@ -45,8 +52,8 @@ from eosfix.runtimes.llamacpp import (
     key_name,
 )
 from eosfix.sources.gguf import TOKENS_KEY, GgufModel, ValueType
+from eosfix.stopids import StopId
 
-SLOTS = ("eot", "eom")  # eos stays: it is the template's eos_token and what add_eos appends
 EOG_SOURCE = "llama.cpp end-of-generation set"
 _KIND_ORDER = {TURN_END: 0, NEXT_TURN: 1, TOOL_CALL: 2}
 
@@ -82,6 +89,7 @@ class GgufCheck(RepoCheck):
     eog: EogSet | None = None
     plan: GgufPlan | None = None
     unplaced: tuple[Terminator, ...] = ()
+    cutting: tuple[StopId, ...] = ()  # ids of llama.cpp's set that cut a reply (before)
 
     container = "gguf"
 
@@ -98,10 +106,14 @@ def _with_key(vocab: GgufVocab, role: str, token_id: int) -> GgufVocab:
 
 
 def _assign(
-    vocab: GgufVocab, before: EogSet, missing: Sequence[Terminator]
+    vocab: GgufVocab,
+    before: EogSet,
+    missing: Sequence[Terminator],
+    placed: list[tuple[str, Terminator]] | None = None,
 ) -> tuple[GgufVocab, list[tuple[str, Terminator]], list[Terminator]]:
-    """Put each missing terminator in the first slot that keeps every EOG id and holds it."""
-    placed: list[tuple[str, Terminator]] = []
+    """Put each missing terminator in the first slot that keeps every EOG id and holds it
+    (``placed``: slots already rewritten)."""
+    placed = list(placed or ())
     unplaced = []
     for t in missing:
         assert t.id is not None
@@ -119,30 +131,69 @@ def _assign(
     return vocab, placed, unplaced
 
 
+def _repoint(
+    vocab: GgufVocab,
+    before: EogSet,
+    bad: StopId,
+    roles: Sequence[str],
+    candidates: Sequence[Terminator],
+) -> tuple[GgufVocab, list[tuple[str, Terminator]]] | None:
+    """Point each of ``roles`` at the first candidate terminator that takes ``bad`` out of the
+    EOG set and keeps every other id in it."""
+    placed = []
+    for role in roles:
+        for t in candidates:
+            assert t.id is not None
+            trial = _with_key(vocab, role, t.id)
+            after = end_of_generation(trial)
+            if before.ids - {bad.id} <= after.ids and t.id in after.ids:
+                vocab = trial
+                placed.append((role, t))
+                break
+        else:
+            return None
+    after = end_of_generation(vocab)
+    return (vocab, placed) if bad.id not in after.ids else None
+
+
 def plan_keys(
-    model: GgufModel, ts: TerminatorSet, eog: EogSet
-) -> tuple[GgufPlan | None, tuple[Terminator, ...]]:
-    """The key edits that put every terminator into the EOG set, or the ones that cannot be."""
-    missing = sorted(
-        (
-            t
-            for t in ts.terminators
-            if t.kind != STOP_STRING and t.id is not None and t.id not in eog.ids
-        ),
+    model: GgufModel,
+    ts: TerminatorSet,
+    eog: EogSet,
+    cutting: Sequence[StopId] = (),
+    keep: Collection[int] = (),
+) -> tuple[GgufPlan | None, tuple[Terminator, ...], frozenset[int]]:
+    """The key edits that put every terminator into the EOG set and take out the ids that cut
+    a reply (those only eot/eom put there); the terminators no key can hold; the cutting ids
+    the edits take out."""
+    terms = sorted(
+        (t for t in ts.terminators if t.kind != STOP_STRING and t.id is not None),
         key=lambda t: _KIND_ORDER.get(t.kind, 3),
     )
-    if not missing:
-        return None, ()
-    vocab, placed, unplaced = _assign(model.vocab, eog, missing)
+    missing = [t for t in terms if t.id not in eog.ids]
+    vocab, fixed = model.vocab, set()
+    placed: list[tuple[str, Terminator]] = []
+    for s in cutting:
+        roles = repointable(model, s, keep)
+        todo = [t for t in (*missing, *terms) if all(t is not p for _, p in placed)]
+        done = _repoint(vocab, end_of_generation(vocab), s, roles, todo) if roles else None
+        if done is not None:
+            vocab, new = done
+            placed += new
+            fixed.add(s.id)
+            missing = [t for t in missing if all(t is not p for _, p in new)]
+    if not missing and not placed:
+        return None, (), frozenset()
+    vocab, placed, unplaced = _assign(vocab, end_of_generation(vocab), missing, placed)
     if unplaced:
-        return None, tuple(unplaced)
+        return None, tuple(unplaced), frozenset()
     edits = tuple(
         KeyEdit(role, key_name(role), model.vocab.key_ids.get(key_name(role)), t.id or 0, t.content)
         for role, t in placed
     )
     fields = model.header.fields
     in_place = all(e.key in fields and fields[e.key].type is ValueType.UINT32 for e in edits)
-    return GgufPlan(edits, end_of_generation(vocab), in_place), ()
+    return GgufPlan(edits, end_of_generation(vocab), in_place), (), frozenset(fixed)
 
 
 def _ids_str(ids: Sequence[int]) -> str:
@@ -155,6 +206,8 @@ def _stop_findings(
     out = []
     now = _ids_str(sorted(eog.ids))
     for edit in c.edits if c is not None else ():
+        if edit.new in eog.ids:  # a slot pointed away from a cutting id (_early_findings)
+            continue
         t = next(t for t in ts.terminators if t.id == edit.new)
         msg = (
             f"llama.cpp does not stop on {t.content} ({t.id}): its end-of-generation set is "
@@ -188,21 +241,30 @@ def _terminator_findings(ts: TerminatorSet) -> list[Finding]:
     return out
 
 
-def check_gguf(model: GgufModel) -> GgufCheck:
-    """Analyze a loaded GGUF: terminators, llama.cpp's EOG set, findings, the key edits."""
+def check_gguf(model: GgufModel, *, keep_ids: Iterable[int] = ()) -> GgufCheck:
+    """Analyze a loaded GGUF: terminators, llama.cpp's EOG set, findings, the key edits.
+
+    ``keep_ids``: ids llama.cpp may keep stopping on even where they cut a reply."""
     repo = model.repo
+    keep = frozenset(keep_ids)
     ts = find_terminators(repo)
     eog = end_of_generation(model.vocab)
-    plan, unplaced = plan_keys(model, ts, eog)
-    findings = [*_template_findings(ts), *_stop_findings(plan, unplaced, eog, ts)]
-    findings += _terminator_findings(ts)
     eos_id = model.specials.get("eos")
     eos_text = model.token_text(eos_id)
     eos = None if eos_text is None else TokenInfo(eos_text, eos_id, True, False, key_name("eos"))
+    cutting = cutting_ids(model, ts, eos, eog) if repo.templates else ()
+    plan, unplaced, fixed = plan_keys(model, ts, eog, cutting, keep)
+    findings = [*_template_findings(ts), *_stop_findings(plan, unplaced, eog, ts)]
+    findings += early_findings(model, cutting, plan.edits if plan else (), fixed, keep)
+    findings += _terminator_findings(ts)
     ids = tuple(sorted(eog.ids))
     stop = StopConfig(ids, EOG_SOURCE, False, list(ids))
     proposed = tuple(sorted(plan.eog_after.ids)) if plan is not None else None
-    return GgufCheck(repo, ts, stop, eos, proposed, tuple(findings), model, eog, plan, unplaced)
+    return GgufCheck(
+        repo, ts, stop, eos, proposed, tuple(findings),
+        model=model, eog=eog, plan=plan, unplaced=unplaced, keep_ids=tuple(keep),
+        cutting=cutting,
+    )  # fmt: skip
 
 
 def stop_instructions(texts: Sequence[str]) -> dict[str, str]:

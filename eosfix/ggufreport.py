@@ -58,16 +58,35 @@ def _how(c: GgufCheck) -> str:
     return "rewrite: new header, tensor data copied and hash-checked"
 
 
+def _early(c: GgufCheck, eog: EogSet) -> str:
+    """``stops inside a turn at <|end|>`` for the ids of ``eog`` that cut a reply."""
+    cut = [s for s in c.cutting if s.id in eog.ids]
+    if not cut:
+        return ""
+    inside = all(s.kind == "in_turn" for s in cut)
+    names = ", ".join(s.token or str(s.id) if s.kind == "in_turn" else s.label for s in cut)
+    return f"stops {'inside a turn' if inside else 'mid-reply'} at {names}"
+
+
 def _runtimes_line(c: GgufCheck) -> str:
     terms = [t for t in c.id_terminators if t.id is not None]
     if not terms:
         return "nothing to compare: no terminator has a token id"
     assert c.eog is not None
     missed = [t.content for t in terms if t.id not in c.eog.ids]
-    if not missed:
+    early = _early(c, c.eog)
+    if not missed and not early:
         return f"{RUNTIMES_TEXT} stops at every terminator"
-    after = "stops on all" if c.plan is not None else "still not (no free key: use stop strings)"
-    return f"{RUNTIMES_TEXT} would not stop on {' '.join(missed)}; after fix: {after}"
+    now = [f"would not stop on {' '.join(missed)}"] if missed else []
+    now += [early] if early else []
+    if c.plan is not None:
+        still = _early(c, c.plan.eog_after)
+        after = f"stops on all; still {still}" if still else "stops on all"
+    elif missed:
+        after = "still not (no free key: use stop strings)"
+    else:
+        after = f"still {early}"
+    return f"{RUNTIMES_TEXT} {'; '.join(now)}; after fix: {after}"
 
 
 def _instead_lines(c: GgufCheck) -> list[str]:
@@ -172,6 +191,10 @@ def _eog_dict(c: GgufCheck, eog: EogSet, planned: GgufCheck | None = None) -> di
     }
 
 
+def _early_dict(c: GgufCheck, eog: EogSet) -> dict[str, int]:
+    return {(s.text or s.token or str(s.id)): s.id for s in c.cutting if s.id in eog.ids}
+
+
 def gguf_result_dict(r: RepoResult, base: dict[str, Any]) -> dict[str, Any]:
     """The JSON of one GGUF: ``base`` (the shared keys) plus the llama.cpp view."""
     c = r.check
@@ -191,6 +214,10 @@ def gguf_result_dict(r: RepoResult, base: dict[str, Any]) -> dict[str, Any]:
         "before": _eog_dict(planned, planned.eog),
         "after": None if planned.plan is None else _eog_dict(c, planned.plan.eog_after, planned),
         "stops_before": {t.content: t.id in planned.eog.ids for t in planned.id_terminators},
+        "stops_early_before": _early_dict(planned, planned.eog),
+        "stops_early_after": (
+            None if planned.plan is None else _early_dict(planned, planned.plan.eog_after)
+        ),
     }
     out["changes"] = [
         {"key": e.key, "old": e.old, "new": e.new, "token": e.token}
