@@ -17,7 +17,7 @@ can go on.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -60,8 +60,10 @@ class RepoResult:
         return self.label or str(self.path)
 
 
-def _analyze(path: Path, config_json: bool) -> tuple[RepoCheck, tuple[FilePatch, ...]]:
-    check = check_repo(load_repo(path))
+def _analyze(
+    path: Path, config_json: bool, keep_ids: Iterable[int] = ()
+) -> tuple[RepoCheck, tuple[FilePatch, ...]]:
+    check = check_repo(load_repo(path), keep_ids=keep_ids, config_json=config_json)
     return check, plan_patches(check, config_json=config_json)
 
 
@@ -85,26 +87,39 @@ def _write_all(root: Path, patches: tuple[FilePatch, ...], replace_symlinks: boo
     return [p.file for p in written]
 
 
-def check(path: str | Path, *, config_json: bool = False, label: str | None = None) -> RepoResult:
+def check(
+    path: str | Path,
+    *,
+    config_json: bool = False,
+    label: str | None = None,
+    keep_ids: Iterable[int] = (),
+) -> RepoResult:
     """Analyze a model folder (or one of its config files, or a GGUF file) and plan the fix
-    without writing anything."""
+    without writing anything.
+
+    ``keep_ids``: stop ids the fix must keep even where they cut a reply (``--keep-id``).
+    """
     try:
         root = resolve(path)
     except EosfixError as exc:
         return RepoResult(Path(path), error=exc, label=label)
     if is_gguf(root):
-        return _check_gguf(root, label)
-    return check_folder(root, config_json=config_json, label=label)
+        return _check_gguf(root, label, keep_ids)
+    return check_folder(root, config_json=config_json, label=label, keep_ids=keep_ids)
 
 
 def check_folder(
-    path: str | Path, *, config_json: bool = False, label: str | None = None
+    path: str | Path,
+    *,
+    config_json: bool = False,
+    label: str | None = None,
+    keep_ids: Iterable[int] = (),
 ) -> RepoResult:
     """Analyze a folder as it is, whatever it holds (cache snapshots, the Hub store): a folder
     without tokenizer files is a repo without a chat template here, not an error."""
     root = Path(path)
     try:
-        result, patches = _analyze(root, config_json)
+        result, patches = _analyze(root, config_json, keep_ids)
     except EosfixError as exc:
         return RepoResult(root, error=exc, label=label)
     return RepoResult(root, result, patches, label=label)
@@ -117,6 +132,7 @@ def fix(
     label: str | None = None,
     replace_symlinks: bool = False,
     after_write: Callable[[Path, FilePatch], None] | None = None,
+    keep_ids: Iterable[int] = (),
 ) -> RepoResult:
     """Analyze and write the planned edits atomically; returns which files changed.
 
@@ -129,10 +145,10 @@ def fix(
     except EosfixError as exc:
         return RepoResult(Path(path), error=exc, label=label)
     if is_gguf(root):
-        return fix_gguf(root, label=label)
+        return fix_gguf(root, label=label, keep_ids=keep_ids)
     try:
         with locked_dir(root):
-            result, patches = _analyze(root, config_json)
+            result, patches = _analyze(root, config_json, keep_ids)
             for patch in patches:  # all or nothing: refuse before writing the first file
                 _check_writable(root, patch, replace_symlinks)
             written = _write_all(root, patches, replace_symlinks)
@@ -141,7 +157,7 @@ def fix(
                     after_write(root / patch.file, patch)
             if not written:
                 return RepoResult(root, result, patches, label=label)
-            now, _ = _analyze(root, config_json)  # the state after writing, read back
+            now, _ = _analyze(root, config_json, keep_ids)  # the state after writing, read back
     except EosfixError as exc:
         return RepoResult(root, error=exc, label=label)
     return RepoResult(root, now, patches, tuple(written), label=label, before=result)
@@ -163,12 +179,12 @@ def _check_writable(root: Path, patch: FilePatch, replace_symlinks: bool) -> Non
         ) from None
 
 
-def _check_gguf(path: Path, label: str | None) -> RepoResult:
+def _check_gguf(path: Path, label: str | None, keep_ids: Iterable[int] = ()) -> RepoResult:
     from eosfix.ggufplan import check_gguf
     from eosfix.sources.gguf import load_gguf
 
     try:
-        result = check_gguf(load_gguf(path))
+        result = check_gguf(load_gguf(path), keep_ids=keep_ids)
     except EosfixError as exc:
         return RepoResult(path, error=exc, label=label)
     return RepoResult(path, result, label=label)
@@ -180,6 +196,7 @@ def fix_gguf(
     output: str | Path | None = None,
     label: str | None = None,
     progress: Progress | None = None,
+    keep_ids: Iterable[int] = (),
 ) -> RepoResult:
     """Write the planned ``tokenizer.ggml.*_token_id`` keys into a GGUF (or ``output``).
 
@@ -193,13 +210,13 @@ def fix_gguf(
 
     root = Path(path)
     try:
-        result = check_gguf(load_gguf(root))
+        result = check_gguf(load_gguf(root), keep_ids=keep_ids)
         if result.plan is None or result.model is None:
             return RepoResult(root, result, label=label)
         values = {e.key: e.new for e in result.plan.edits}
         out = None if output is None else Path(output)
         written = write_token_ids(result.model.header, values, output=out, progress=progress)
-        again = check_gguf(load_gguf(written.path))
+        again = check_gguf(load_gguf(written.path), keep_ids=keep_ids)
         if again.plan is not None or set(again.stop.ids or ()) != set(result.proposed or ()):
             raise VerificationError("the written file does not stop as planned", path=written.path)
     except EosfixError as exc:

@@ -15,6 +15,7 @@ LRU is bounded, workers return compact Verdicts, and each result is dropped once
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 from collections import OrderedDict, deque
 from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
@@ -215,9 +216,16 @@ class Run:
         workers: int | None = None,
         progress: Progress | None = None,
         keep_rows: bool = False,
+        keep_ids: tuple[int, ...] = (),
     ) -> None:
         self.source = source
         self.detail: Detail = detail
+        # One job function per run (the pool batches jobs by function): --keep-id bound in.
+        self.analyze: pool.Job = (
+            functools.partial(verdict.analyze_folder, keep_ids=keep_ids)
+            if keep_ids
+            else verdict.analyze_folder
+        )
         self.jobs = pool.Jobs(detail, workers)
         self.analyses = 0  # analyses run (distinct keys)
         self.count = 0  # units yielded
@@ -279,7 +287,7 @@ class Run:
         key = key_digest(unit.key)
         got: Verdict | pool.Ticket | None = self._lru.get(key) or self._pending.get(key)
         if got is None:
-            got = self._pending[key] = self.jobs.submit(verdict.analyze_folder, unit.path)
+            got = self._pending[key] = self.jobs.submit(self.analyze, unit.path)
             self.analyses += 1
         return _Settle(self, unit, key, got)
 

@@ -108,6 +108,8 @@ def needs_tokenizer_json(result: api.RepoResult) -> bool:
         return True
     if any(t.id is None for t in check.terminators.terminators if t.kind != STOP_STRING):
         return True
+    if check.review is not None and check.review.unchecked:  # which token is this stop id?
+        return True
     return check.tokenizer_eos is not None and check.tokenizer_eos.id is None
 
 
@@ -153,6 +155,6 @@ def to_verdict(result: api.RepoResult, detail: Detail) -> Verdict:
     )
 
 
-def analyze_folder(path: Path, detail: Detail) -> Verdict:
-    """Check one folder (read only). Runs in a worker process."""
-    return to_verdict(api.check_folder(path), detail)
+def analyze_folder(path: Path, detail: Detail, keep_ids: tuple[int, ...] = ()) -> Verdict:
+    """Check one folder (read only). Runs in a worker process. ``keep_ids``: --keep-id."""
+    return to_verdict(api.check_folder(path, keep_ids=keep_ids), detail)

@@ -9,7 +9,7 @@ import click
 from eosfix.batch.run import Progress
 from eosfix.batch.verdict import Detail
 from eosfix.cli import batch as batchcli
-from eosfix.cli.common import quiet_option, strict_option
+from eosfix.cli.common import keep_id_option, quiet_option, strict_option
 from eosfix.cli.term import color_option
 from eosfix.report import EXIT_INPUT, summary_parts
 from eosfix.sources import cache as cachelib
@@ -88,6 +88,7 @@ def _nothing_selected(
     help="Only this ref ('main', 'refs/pr/1') or commit sha (repeatable; "
     "default: every cached revision).",
 )
+@keep_id_option
 @batchcli.format_option
 @strict_option
 @quiet_option
@@ -97,6 +98,7 @@ def cache(
     do_fix: bool,
     repos: tuple[str, ...],
     revisions: tuple[str, ...],
+    keep_ids: tuple[int, ...],
     fmt: str,
     strict: bool,
     quiet: bool,
@@ -128,7 +130,9 @@ def cache(
 
     def go(progress: Progress | None) -> CacheRun:
         detail: Detail = "json" if fmt == "json" else None
-        run = CacheRun(scan, fix=do_fix, detail=detail, progress=progress, keep_rows=text)
+        run = CacheRun(
+            scan, fix=do_fix, detail=detail, progress=progress, keep_rows=text, keep_ids=keep_ids
+        )
         run.strict = strict
         if text:
             run.drain()

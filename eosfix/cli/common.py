@@ -64,11 +64,15 @@ def error_line(error: Exception) -> str:
     return f"{click.style('error', fg='red', bold=True)}: {error}"
 
 
-def fix_flags(config_json: bool, pins: dict[str, str]) -> tuple[str, ...]:
+def fix_flags(
+    config_json: bool, pins: dict[str, str], keep_ids: Sequence[int] = ()
+) -> tuple[str, ...]:
     """The options that change what ``fix`` writes or how it is judged, to keep in a hint."""
     flags = ["--config-json"] if config_json else []
     for name, version in pins.items():
         flags += ["--runtime", f"{name}=={version}"]
+    for token_id in keep_ids:
+        flags += ["--keep-id", str(token_id)]
     return tuple(flags)
 
 
@@ -101,6 +105,15 @@ runtime_option = click.option(
     callback=_parse_runtime_pins,
     help="Judge a runtime by its rule for this version, e.g. mlx-lm==0.31.3 (repeatable; "
     "transformers, mlx-lm, mlx-vlm). Default: each runtime's current rule.",
+)
+keep_id_option = click.option(
+    "--keep-id",
+    "keep_ids",
+    multiple=True,
+    type=click.IntRange(min=0),
+    metavar="ID",
+    help="Keep this stop id even where eosfix finds it cuts a reply or is no token "
+    "(EOS011-EOS013 become warnings; repeatable).",
 )
 _CONFIG_READERS = "candle, ExLlamaV2 and mlx-lm before 0.30.2, which read only config.json"
 config_check_option = click.option(

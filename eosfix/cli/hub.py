@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from eosfix.cli import batch as batchcli
-from eosfix.cli.common import quiet_option, strict_option
+from eosfix.cli.common import keep_id_option, quiet_option, strict_option
 from eosfix.cli.term import color_option
 from eosfix.report import (
     EXIT_FINDINGS,
@@ -205,6 +205,7 @@ def _interrupted(state: StateFile | None) -> None:
     metavar="SECONDS",
     help="Timeout of each Hub request (each is tried up to 6 times).",
 )
+@keep_id_option
 @_token_option
 @batchcli.format_option
 @strict_option
@@ -220,6 +221,7 @@ def hub(
     state_path: Path | None,
     workers: int,
     timeout: float,
+    keep_ids: tuple[int, ...],
     token: str | None,
     fmt: str,
     strict: bool,
@@ -269,6 +271,7 @@ def hub(
                 fmt,
                 strict,
                 quiet,
+                keep_ids,
             )
     finally:
         if state is not None:
@@ -290,6 +293,7 @@ def _run_hub(
     fmt: str,
     strict: bool = False,
     quiet: bool = False,
+    keep_ids: tuple[int, ...] = (),
 ) -> int:
     from huggingface_hub import HfApi
 
@@ -300,7 +304,11 @@ def _run_hub(
     from eosfix.sources.hubwrite import PrPlan
 
     reader = HubReader(token=token, timeout=timeout, workers=workers)
-    plan = PrPlan(HfApi(token=token), reader, max_prs, dry_run) if open_prs else None
+    plan = (
+        PrPlan(HfApi(token=token), reader, max_prs, dry_run, keep_ids=keep_ids)
+        if open_prs
+        else None
+    )
     source = HubSource(
         reader, repo_ids=repo_ids, author=author, revision=revision, state=state, prs=plan
     )
@@ -309,7 +317,13 @@ def _run_hub(
     many = bool(author) or len(set(repo_ids)) > 1
     show = many and batchcli.wants_progress(fmt)
     with batchcli.progress_bar(show) as progress:
-        run = Run(source, detail=detail, progress=progress, keep_rows=fmt == "text" and many)
+        run = Run(
+            source,
+            detail=detail,
+            progress=progress,
+            keep_rows=fmt == "text" and many,
+            keep_ids=keep_ids,
+        )
         run.strict = strict
         try:
             if fmt == "text":

@@ -129,9 +129,12 @@ def _stops_line(stops: LoopStops) -> str:
     line = f"stop ids: {list(stops.ids)} = {named}  (from {stops.source})"
     if stops.needs_fix:
         missing = ", ".join(stops.name(i) for i in stops.ids if i not in stops.current)
+        extra = ", ".join(stops.name(i) for i in stops.current if i not in stops.ids)
+        why = [f"without {missing}"] if missing else []
+        why += [f"with {extra}, which eosfix fix removes"] if extra else []
         line += (
             f"\n  this repo needs `eosfix fix`: today it stops on {list(stops.current)} "
-            f"({stops.current_source}), without {missing}"
+            f"({stops.current_source}), {' and '.join(why)}"
         )
     if stops.strings:
         line += f"\n  also stop on the text {list(stops.strings)}: no single id ends these turns"

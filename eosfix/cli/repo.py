@@ -15,6 +15,7 @@ from eosfix.cli.common import (
     error_line,
     fix_flags,
     format_option,
+    keep_id_option,
     quiet_option,
     repo_dirs,
     runtime_option,
@@ -46,6 +47,7 @@ EXIT_HELP = """Exit 0: nothing to fix (warnings alone too, unless --strict). 1: 
 @click.argument("paths", nargs=-1, required=True, type=click.Path())
 @format_option
 @config_check_option
+@keep_id_option
 @runtime_option
 @strict_option
 @quiet_option
@@ -54,6 +56,7 @@ def check(
     paths: tuple[str, ...],
     fmt: str,
     config_json: bool,
+    keep_ids: tuple[int, ...],
     pins: dict[str, str],
     strict: bool,
     quiet: bool,
@@ -62,17 +65,18 @@ def check(
 
     report = Report(strict=strict)
     for path in repo_dirs(paths):
-        report.record(api.check(path, config_json=config_json))
-    flags = fix_flags(config_json, pins)
+        report.record(api.check(path, config_json=config_json, keep_ids=keep_ids))
+    flags = fix_flags(config_json, pins, keep_ids)
     emit(report.results, report, fmt, pins=pins, fix_flags=flags, quiet=quiet)
     sys.exit(report.exit_code)
 
 
 @click.command(
-    help=f"""Rewrite eos_token_id so generation stops at every turn terminator.
+    help=f"""Rewrite eos_token_id so generation stops at every turn terminator, and only there.
 
     Minimal byte-level edit, atomic write, only when something changes; a second run
-    changes nothing. The report then shows what was found, what was written and the state
+    changes nothing. Stop ids that cut a reply (written inside a turn, ordinary text) or
+    are no token are removed, the rest keep their order; --keep-id keeps one. The report then shows what was found, what was written and the state
     after writing. A GGUF gets tokenizer.ggml.eot_token_id / eom_token_id (in place when the
     key exists, else a verified rewrite). PATH is what check accepts.
 
@@ -95,6 +99,7 @@ def check(
 )
 @format_option
 @config_fix_option
+@keep_id_option
 @runtime_option
 @strict_option
 @quiet_option
@@ -106,6 +111,7 @@ def fix(
     output: str | None,
     fmt: str,
     config_json: bool,
+    keep_ids: tuple[int, ...],
     pins: dict[str, str],
     strict: bool,
     quiet: bool,
@@ -118,17 +124,17 @@ def fix(
     report = Report(strict=strict)
     for path in targets:
         if show_diff:
-            result = api.check(path, config_json=config_json)
+            result = api.check(path, config_json=config_json, keep_ids=keep_ids)
         elif api.is_gguf(path):
-            result = _fix_gguf(path, output)
+            result = _fix_gguf(path, output, keep_ids)
         else:
-            result = api.fix(path, config_json=config_json)
+            result = api.fix(path, config_json=config_json, keep_ids=keep_ids)
             for name in result.written:
                 click.echo(f"Fixing {path / name}", err=True)
         report.record(result)
     emit(
         report.results, report, fmt, fixing=True, show_diff=show_diff, dry_run=show_diff,
-        pins=pins, fix_flags=fix_flags(config_json, pins), quiet=quiet,
+        pins=pins, fix_flags=fix_flags(config_json, pins, keep_ids), quiet=quiet,
     )  # fmt: skip
     code = report.exit_code
     if exit_zero_even_if_changed and code == 1 and not show_diff:
@@ -136,13 +142,13 @@ def fix(
     sys.exit(code)
 
 
-def _fix_gguf(path: Path, output: str | None) -> Any:
+def _fix_gguf(path: Path, output: str | None, keep_ids: tuple[int, ...] = ()) -> Any:
     """Fix one GGUF, with a progress bar (bytes, ETA) on a terminal while a rewrite copies."""
     from eosfix import api
     from eosfix.cli.progress import byte_progress
 
     with byte_progress(f"Rewriting {path.name}") as progress:
-        result = api.fix_gguf(path, output=output, progress=progress)
+        result = api.fix_gguf(path, output=output, progress=progress, keep_ids=keep_ids)
     write = result.extra.get("write")
     if isinstance(write, dict):
         how = "in place" if write["mode"] == "in-place" else "rewritten"
@@ -155,9 +161,10 @@ def _fix_gguf(path: Path, output: str | None) -> Any:
 @click.option(
     "--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True
 )
+@keep_id_option
 @runtime_option
 @color_option
-def explain(path: str, fmt: str, pins: dict[str, str]) -> None:
+def explain(path: str, fmt: str, keep_ids: tuple[int, ...], pins: dict[str, str]) -> None:
     """Explain one repo in depth: each probe rendered, each terminator with its evidence.
 
     Shows the rendered probes with special tokens visible, what ends a turn and why, the
@@ -175,7 +182,7 @@ def explain(path: str, fmt: str, pins: dict[str, str]) -> None:
     from eosfix import api
     from eosfix.explain import render_explain, result_explain_dict
 
-    result = api.check(path)
+    result = api.check(path, keep_ids=keep_ids)
     report = Report([result])
     if fmt == "json":
         import json

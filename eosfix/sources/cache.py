@@ -401,7 +401,9 @@ def drop_no_exist_marker(snapshot: Path, target: Path, patch: FilePatch) -> None
         ) from None
 
 
-def fix_snapshot(path: Path, detail: Detail) -> Verdict:
-    """Fix one snapshot: replace the link, never the blob; drop the .no_exist marker."""
+def fix_snapshot(path: Path, detail: Detail, keep_ids: tuple[int, ...] = ()) -> Verdict:
+    """Fix one snapshot: replace the link, never the blob; drop the .no_exist marker.
+    ``keep_ids``: stop ids to keep (--keep-id)."""
     callback = functools.partial(drop_no_exist_marker, path)
-    return to_verdict(api.fix(path, replace_symlinks=True, after_write=callback), detail)
+    result = api.fix(path, replace_symlinks=True, after_write=callback, keep_ids=keep_ids)
+    return to_verdict(result, detail)

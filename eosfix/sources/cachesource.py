@@ -8,6 +8,7 @@ fixes, in order, each snapshot whose analysis planned patches, each under its ow
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -24,9 +25,14 @@ class CacheSource:
 
     noun = "snapshot"
 
-    def __init__(self, scan: CacheScan, *, fix: bool = False) -> None:
+    def __init__(
+        self, scan: CacheScan, *, fix: bool = False, keep_ids: tuple[int, ...] = ()
+    ) -> None:
         self.scan = scan
         self.fix = fix
+        self.fixer: pool.Job = (
+            functools.partial(fix_snapshot, keep_ids=keep_ids) if keep_ids else fix_snapshot
+        )
         self.stage = "fixing" if fix else "checking"
         self.corrupted: list[Corrupted] = []
 
@@ -50,7 +56,7 @@ class CacheSource:
             assert unit.path is not None
             if not unit.verdict.has_patches:
                 return Done(unit)
-            return _Fixed(unit, run.jobs.submit(fix_snapshot, unit.path))
+            return _Fixed(unit, run.jobs.submit(self.fixer, unit.path))
 
         return in_order(units, start, run.jobs.flush)
 
@@ -106,10 +112,16 @@ class CacheRun(Run):
         workers: int | None = None,
         progress: Progress | None = None,
         keep_rows: bool = False,
+        keep_ids: tuple[int, ...] = (),
     ) -> None:
-        self.cache = CacheSource(scan, fix=fix)
+        self.cache = CacheSource(scan, fix=fix, keep_ids=keep_ids)
         super().__init__(
-            self.cache, detail=detail, workers=workers, progress=progress, keep_rows=keep_rows
+            self.cache,
+            detail=detail,
+            workers=workers,
+            progress=progress,
+            keep_rows=keep_rows,
+            keep_ids=keep_ids,
         )
 
     @property

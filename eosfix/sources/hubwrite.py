@@ -22,12 +22,14 @@ from huggingface_hub import CommitInfo, CommitOperationAdd, HfApi
 from eosfix import api
 from eosfix.api import RepoResult
 from eosfix.batch.run import Unit
-from eosfix.check import Status
+from eosfix.check import RepoCheck, Status
 from eosfix.errors import EosfixError
 from eosfix.repo import GENERATION_CONFIG
-from eosfix.report import KIND_TEXT, runtimes_line
+from eosfix.report import placement_text, runtimes_line
+from eosfix.runtimetext import not_applicable
 from eosfix.sources.hubhttp import describe_error, hub_errors
-from eosfix.stopsets import runtime_table
+from eosfix.stopids import IN_TURN_KIND, ORDINARY
+from eosfix.stopsets import RuntimeTable, runtime_table
 
 if TYPE_CHECKING:
     from eosfix.sources.hub import HubReader
@@ -112,6 +114,7 @@ class PrPlan:
     dry_run: bool = False
     new: int = 0  # opened (or, in a dry run, that would be)
     failed: int = 0
+    keep_ids: tuple[int, ...] = ()  # stop ids the fix keeps (--keep-id)
 
     def wants(self, unit: Unit) -> bool:
         v = unit.verdict
@@ -123,7 +126,7 @@ class PrPlan:
         item = unit.item
         fields = item.fields()
         result = dataclasses.replace(
-            api.check(unit.path, label=item.repo_id),
+            api.check(unit.path, label=item.repo_id, keep_ids=self.keep_ids),
             extra={"sha": fields.get("sha"), "revision": fields.get("revision", "main")},
         )
         extra: dict[str, Any] = dict(unit.extra)
@@ -162,27 +165,29 @@ class PrPlan:
 
 
 def pr_description(result: RepoResult) -> str:
-    """The PR body: what ends a turn (evidence), what the config said, the diff, the runtimes."""
+    """The PR body: what ends a turn (evidence), what the config said, what is removed and
+    why (evidence), the diff, the runtimes before and after."""
     check = result.check
     assert check is not None
     lines = [
         (
             "This pull request was opened by [eosfix](https://pypi.org/project/eosfix/). It "
             "changes only `eos_token_id` in `generation_config.json`, so that generation stops "
-            "where the chat template ends an assistant turn."
+            "where the chat template ends an assistant turn, and nowhere inside one."
         ),
         "",
         "### What ends an assistant turn",
         "",
     ]
+    have = set(check.stop.ids or ())
     for t in check.terminators.terminators:
         templates = ", ".join(t.templates)
+        added = " **Added by this PR.**" if t.id is not None and t.id not in have else ""
         lines.append(
-            f"- `{t.content}` ({t.id_str}): {KIND_TEXT.get(t.kind, t.kind)} "
-            f"(template {templates}, probe `{t.probe}`). Rendered:"
+            f"- `{t.content}` ({t.id_str}): {placement_text(t)} "
+            f"(template {templates}, probe `{t.probe}`).{added} Rendered:"
         )
-        if t.evidence:
-            lines += ["", "  ```text", *(f"  {line}" for line in t.evidence.splitlines()), "  ```"]
+        lines += _fenced(t.evidence)
     lines += [
         "",
         "### What the configuration said",
@@ -191,20 +196,63 @@ def pr_description(result: RepoResult) -> str:
         "",
     ]
     lines += [f"- **{f.code}** `{f.file}`: `{f.message}`" for f in check.findings]
+    lines += _removed_lines(check)
     lines += ["", "### What changes", "", "```diff"]
     lines += [p.diff().rstrip("\n") for p in result.patches if p.file == GENERATION_CONFIG]
     lines += ["```", "", "### Which runtimes this affects", ""]
     table = runtime_table(check, result.patches)
-    lines += [
-        "| runtime | reads | stops at every turn end now | after this PR |",
-        "| --- | --- | --- | --- |",
-    ]
-    lines += [
-        f"| {row.runtime} | {row.reads} | {_yes(row.ok_before)} | {_yes(row.ok_after)} |"
-        for row in table.rows
-    ]
-    lines += ["", runtimes_line(table), ""]
+    lines += _runtime_lines(table, not_applicable(check, result.patches))
     return "\n".join(lines)
+
+
+def _fenced(text: str) -> list[str]:
+    if not text:
+        return []
+    return ["", "  ```text", *(f"  {line}" for line in text.splitlines()), "  ```"]
+
+
+def _removed_lines(check: RepoCheck) -> list[str]:
+    """Each id the PR takes out of the list: which token it is, and why it must go."""
+    kept = set(check.proposed or ())
+    removed = [i for i in dict.fromkeys(check.stop.ids or ()) if check.proposed and i not in kept]
+    if not removed or check.review is None:
+        return []
+    lines = ["", "### What is removed, and why", ""]
+    for token_id in removed:
+        s = check.review.by_id(token_id)
+        if s is None:
+            continue
+        if s.kind == IN_TURN_KIND:
+            lines.append(
+                f"- `{s.token}` (id {s.id}): the chat template writes it *inside* an assistant "
+                f"turn ({s.reason}), so generation that stops there ends the reply before it "
+                "is complete. Rendered:"
+            )
+            lines += _fenced(s.evidence)
+        elif s.kind == ORDINARY:
+            lines.append(
+                f"- `{s.text}` (id {s.id}): an ordinary text token, not a special or added "
+                f"token: {s.reason}."
+            )
+        else:
+            lines.append(f"- `{s.id}`: no token has this id ({s.reason}); it never fires.")
+    lines.append("")
+    lines.append("The other ids keep their order; the tokenizer's `eos_token` is never removed.")
+    return lines
+
+
+def _runtime_lines(table: RuntimeTable, na: frozenset[str]) -> list[str]:
+    head = "| runtime | reads | stops at every turn end now | stops inside a reply now |"
+    lines = [f"{head} after this PR |", "| --- | --- | --- | --- | --- |"]
+    for row in table.rows:
+        if row.runtime in na:
+            lines.append(f"| {row.runtime} | {row.reads} | n/a (no config.json) | | |")
+            continue
+        # a pipe splits a table cell even inside a code span unless escaped
+        early = ", ".join(f"`{text}`".replace("|", "\\|") for text in row.early_before) or "no"
+        stops = _yes(not row.misses_before)
+        lines.append(f"| {row.runtime} | {row.reads} | {stops} | {early} | {_yes(row.ok_after)} |")
+    return [*lines, "", runtimes_line(table, na), ""]
 
 
 def _yes(ok: bool) -> str:
