@@ -44,13 +44,15 @@ def write_gguf(
     control: bool = True,
     tensor: bytes = b"",
     model: str = "gpt2",
+    normal: Sequence[str] = (),
 ) -> Path:
-    """A GGUF: byte tokens, then ``specials``; ``ids`` maps a role (eos, eot...) to a token."""
+    """A GGUF: byte tokens, ``normal`` text tokens, then ``specials``; ``ids`` maps a role
+    (eos, eot...) to a token."""
     gguf = pytest.importorskip("gguf", reason="pip install 'eosfix[verify]' (the gguf package)")
     import numpy as np
 
-    tokens = [*BASE, *specials]
-    types = [1] * len(BASE) + [3 if control else 4] * len(specials)
+    tokens = [*BASE, *normal, *specials]
+    types = [1] * (len(BASE) + len(normal)) + [3 if control else 4] * len(specials)
     w = gguf.GGUFWriter(str(path), "llama")
     w.add_tokenizer_model(model)
     w.add_tokenizer_pre("default")
@@ -214,3 +216,35 @@ def copy_with_templates(src: Path, dst: Path, templates: Mapping[str, str]) -> P
     w.write_tensors_to_file()
     w.close()
     return dst
+
+
+# A template with a reasoning message: <|think_end|> is written inside the turn (between the
+# reasoning and the answer), <|turn_end|> after every reply. Neither text is one llama.cpp
+# stops on by name.
+REASONING = (
+    "{% for m in messages %}<|turn|>{{ m.role }}\n{% if m.reasoning_content %}"
+    "{{ m.reasoning_content }}<|think_end|>{% endif %}{{ m.content }}<|turn_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|turn|>assistant\n{% endif %}"
+)
+REASONING_SPECIALS = ["<|endoftext|>", "<|turn|>", "<|think_end|>", "<|turn_end|>"]
+HARMONY = Path(__file__).parent.parent / "sample_repos/reasoning-channel/chat_template.jinja"
+HARMONY_SPECIALS = [
+    "<|startoftext|>",
+    "<|endoftext|>",
+    "<|return|>",
+    "<|channel|>",
+    "<|start|>",
+    "<|end|>",
+    "<|message|>",
+    "<|call|>",
+]
+
+
+def reasoning(path: Path, ids: Mapping[str, str], **kw: object) -> Path:
+    """The REASONING template, with ``ids`` (role -> token) as the converter wrote them."""
+    return write_gguf(path, REASONING_SPECIALS, template=REASONING, ids=ids, **kw)  # type: ignore[arg-type]
+
+
+def harmony(path: Path, ids: Mapping[str, str], **kw: object) -> Path:
+    """gpt-oss's harmony format (the sample repo's template): <|end|> ends the reasoning."""
+    return write_gguf(path, HARMONY_SPECIALS, template=HARMONY.read_text(), ids=ids, **kw)  # type: ignore[arg-type]

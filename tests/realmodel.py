@@ -92,3 +92,24 @@ def write_seed_folder(folder: Path) -> Path:
     ):
         (folder / name).write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
     return folder
+
+
+CAPITAL_QUESTION = [{"role": "user", "content": "What is the capital of France?"}]
+
+
+def greedy_from_folder(folder: Path, max_new_tokens: int) -> tuple[list[int], Any, Any]:
+    """Load ``folder`` as a user would (``from_pretrained``) and answer ``CAPITAL_QUESTION``
+    greedily with the folder's own generation config: (new ids, tokenizer, model)."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
+    prompt = tokenizer.apply_chat_template(
+        CAPITAL_QUESTION, add_generation_prompt=True, tokenize=True, return_dict=True
+    )["input_ids"]
+    ids = torch.tensor([list(prompt)])
+    out = model.generate(
+        ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=max_new_tokens
+    )
+    return out[0, ids.shape[1] :].tolist(), tokenizer, model

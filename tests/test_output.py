@@ -84,7 +84,7 @@ def test_fix_text_tells_before_written_and_now(sample_repo, capsys):
             "[248044, 248046]"
         ),
         "  stops on      [248044, 248046]  (from generation_config.json)",
-        "  runtimes      9 of 10 stop at every terminator; caveats below",
+        "  runtimes      9 of 10 stop at every terminator and never inside a reply; caveats below",
         (
             "  caveat        ExLlamaV2 keeps only config.json's first id, 248044, so it misses "
             "<|im_end|> (248046) (eosfix keeps that id first: transformers pads with it)"
@@ -115,7 +115,7 @@ def test_healthy_repo_has_caveats_not_a_failing_verdict(capsys):
     _, out, _ = _run(capsys, "check", SAMPLES / "llama3-healthy")
     assert "would not stop" not in out
     assert _line(out, "runtimes") == [
-        "  runtimes      9 of 10 stop at every terminator; caveats below"
+        "  runtimes      9 of 10 stop at every terminator and never inside a reply; caveats below"
     ]
     assert _line(out, "caveat") == [
         (
@@ -157,7 +157,7 @@ def test_suggested_command_keeps_flags_and_is_shell_quoted(tmp_path, capsys):
 def test_check_help_never_says_config_json_writes(run_eosfix):
     text = run_eosfix("check", "--help").stdout
     options = text[text.index("Options:") :]
-    option = " ".join(options[options.index("--config-json") : options.index("--runtime")].split())
+    option = " ".join(options[options.index("--config-json") : options.index("--keep-id")].split())
     assert option.endswith("nothing is written.")
     assert "writes" not in option
     assert "Also write" in " ".join(run_eosfix("fix", "--help").stdout.split())

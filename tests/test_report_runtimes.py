@@ -126,6 +126,8 @@ def test_check_json_runtimes_key(name, flag, sample_repo, run_eosfix):
             "reads",
             "stops_before",
             "stops_after",
+            "stops_early_before",
+            "stops_early_after",
             "ok_before",
             "ok_after",
             "note",
@@ -137,7 +139,10 @@ def test_check_json_runtimes_key(name, flag, sample_repo, run_eosfix):
         else:
             assert row["basis"] == f"executed with {row['runtime']} {row['executed']}"
         assert set(row["stops_before"]) == set(row["stops_after"]) == contents
-        assert row["ok_after"] == all(v is not False for v in row["stops_after"].values())
+        assert row["ok_after"] == (
+            all(v is not False for v in row["stops_after"].values())
+            and not row["stops_early_after"]
+        )
         # the fix only adds ids: a runtime that stops now still stops after
         assert all(row["stops_after"][c] for c, v in row["stops_before"].items() if v)
     tf = entry["runtimes"][0]
@@ -239,7 +244,10 @@ def test_fix_with_a_pinned_version_shows_the_old_rule_after_the_fix(sample_repo,
     lines = result.stdout.splitlines()
     # after writing, the report is the state now: 0.20.3 reads config.json only, so the
     # default fix (generation_config.json) does not help it; --config-json would
-    assert "  runtimes      7 of 10 stop at every terminator; caveats below" in lines
+    assert (
+        "  runtimes      7 of 10 stop at every terminator and never inside a reply; caveats below"
+        in lines
+    )
     assert (
         "  caveat        mlx-lm==0.20.3 reads config.json, which lacks <|im_end|> (248046): "
         "eosfix fix --config-json adds it"

@@ -699,10 +699,31 @@ def test_phi3_shape_with_every_stop_id_passes(sample_repo, run_eosfix):
 
 
 def test_phi3_shape_with_the_closer_alone_passes(sample_repo, run_eosfix):
-    """<|endoftext|> is an optional stop: a repo stopping on <|end|> alone is healthy."""
+    """<|endoftext|> is an optional stop: a repo stopping on <|end|> alone is healthy.
+
+    Written as a list: TGI ignores an integer there and stops on the tokenizer's eos
+    (<|endoftext|>) alone, which EOS015 reports (next test)."""
+    repo = sample_repo(PHI3)
+    gen = repo / "generation_config.json"
+    gen.write_text(gen.read_text().replace('"eos_token_id": 32000', '"eos_token_id": [32007]'))
+    assert run_eosfix("check", repo).exit_code == 0
+
+
+def test_phi3_shape_with_the_closer_as_an_int_is_fixed_for_tgi(sample_repo, run_eosfix):
+    """transformers stops on an integer 32007; TGI does not (it takes only a list): EOS015,
+    and the fix writes the list with the tokenizer's eos TGI stopped on before."""
     repo = sample_repo(PHI3)
     gen = repo / "generation_config.json"
     gen.write_text(gen.read_text().replace('"eos_token_id": 32000', '"eos_token_id": 32007'))
+    result = run_eosfix("check", repo)
+    assert result.exit_code == 1
+    assert (
+        "EOS015 TGI (reads tokenizer eos, or generation_config.json if a list) does not stop "
+        "on <|end|> (32007): generation_config.json with eos_token_id [32007, 32000] makes it "
+        "stop" in result.stdout
+    )
+    assert run_eosfix("fix", repo).exit_code == 1
+    assert '"eos_token_id": [\n    32007,\n    32000\n  ],\n' in gen.read_text()
     assert run_eosfix("check", repo).exit_code == 0
 
 

@@ -32,6 +32,7 @@ from eosfix.ports.loop import split_probe, tokenize_probe
 from eosfix.probes import SPECS
 from eosfix.sources.folder import load_repo
 from tests.conftest import CORPUS
+from tests.realmodel import greedy_from_folder
 from tests.tiny_lm import save_tokenizer, scripted_lm, word_level_tokenizer
 
 MULTI_TERMINATOR = [
@@ -104,28 +105,15 @@ def test_scripted_lm_runs_past_terminator_until_fixed(name, sample_repo):
 # --- SmolLM2-135M-Instruct, the real model ------------------------------------------------
 
 SMOL_MAX_NEW_TOKENS = 24  # the answer is 8 tokens; then it invents a turn
-QUESTION = [{"role": "user", "content": "What is the capital of France?"}]
 IM_END = "<|im_end|>"
 
 
 def _from_pretrained_generate(folder: Path) -> tuple[str, frozenset[int]]:
     """Load the folder as a user would and answer greedily with its own generation config:
     the decoded reply (special tokens kept) and the ids ``generate()`` stopped on."""
-    from transformers import AutoModelForCausalLM
-
     from tests.conformance.harness import generate_eos_ids
 
-    tokenizer = AutoTokenizer.from_pretrained(folder)
-    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
-    prompt = tokenizer.apply_chat_template(
-        QUESTION, add_generation_prompt=True, tokenize=True, return_dict=True
-    )["input_ids"]
-    ids = torch.tensor([list(prompt)])
-    out = model.generate(
-        ids, attention_mask=torch.ones_like(ids), do_sample=False,
-        max_new_tokens=SMOL_MAX_NEW_TOKENS,
-    )  # fmt: skip
-    new = out[0, ids.shape[1] :].tolist()
+    new, tokenizer, model = greedy_from_folder(folder, SMOL_MAX_NEW_TOKENS)
     return tokenizer.decode(new, skip_special_tokens=False), generate_eos_ids(model)
 
 

@@ -28,6 +28,9 @@ CHATML = (
     "{{ '<|im_start|>assistant\n' }}{% endif %}"
 )
 WORDS = "system user assistant You are a helpful model . What is the capital of France ? Paris"
+# An ordinary word of the vocabulary (not a special token), and an id no token has.
+PARIS = word_level_tokenizer([WORDS], SPECIAL).token_to_id("Paris")
+NO_TOKEN = 200
 VOCAB_SIZE = 64
 MODEL_CONFIG: dict[str, Any] = {
     "architectures": ["LlamaForCausalLM"],
@@ -87,6 +90,13 @@ SHAPES: tuple[Shape, ...] = (
           {"eos_token_id": 0}),
     Shape("seed", "the seed: tokenizer <|endoftext|>, both configs 0", ENDOFTEXT,
           {"eos_token_id": 0}, {"bos_token_id": 1, "eos_token_id": 0}),
+    # Early stops (issue 14): a stop id a reply contains, and one no token has.
+    Shape("gen-ordinary", "generation_config lists the word Paris", ENDOFTEXT,
+          {"eos_token_id": 0}, {"eos_token_id": [2, PARIS]}),
+    Shape("gen-no-token", "generation_config lists an id beyond the vocabulary", ENDOFTEXT,
+          {"eos_token_id": 0}, {"eos_token_id": [2, NO_TOKEN]}),
+    Shape("config-ordinary", "config.json lists the word Paris, generation_config [2]",
+          ENDOFTEXT, {"eos_token_id": [2, PARIS]}, {"eos_token_id": [2]}),
 )  # fmt: skip
 
 

@@ -9,9 +9,10 @@ import importlib.metadata
 
 import pytest
 
+from eosfix import api
 from eosfix.runtimes import describe
 from tests.conformance.harness import PROBES, STATES, predict
-from tests.conformance.shapes import IM_END, SHAPES, SPECIAL, build, write_models
+from tests.conformance.shapes import IM_END, PARIS, SHAPES, SPECIAL, build, write_models
 
 pytestmark = pytest.mark.slow
 
@@ -58,6 +59,57 @@ def test_runtime_stop_set_is_what_eosfix_predicts(runtime, shape, state, models,
     actual = PROBES[runtime](folder)
     assert actual == predicted.ids, f"{runtime} {shape.name} {state}"
     assert predicted.stops == (SPECIAL[IM_END] in actual)
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=[s.name for s in SHAPES])
+def test_after_fix_every_executed_runtime_stops_at_the_turn_end_and_nowhere_else(
+    shape, models, tmp_path
+):
+    """Whatever the shape, after the default ``fix`` transformers, mlx-lm and mlx-vlm each
+    stop on <|im_end|> (the VLM whose eos sits only under text_config included: transformers
+    stopped there before, mlx-lm and mlx-vlm did not), and on no id a reply contains."""
+    for runtime in PROBES:
+        _require(runtime)
+    folder = build(shape, tmp_path / shape.name, models)
+    result = api.fix(folder)
+    assert result.error is None, result.error
+    for runtime, probe in PROBES.items():
+        actual = probe(folder)
+        assert SPECIAL[IM_END] in actual, f"{runtime} {shape.name}"
+        assert PARIS not in actual, f"{runtime} {shape.name}"
+
+
+@pytest.mark.parametrize("shape_name", ["text-config", "config-only", "gen-int"])
+def test_a_generation_config_reader_that_misses_is_a_fixable_finding(shape_name, models, tmp_path):
+    """transformers stops on <|im_end|> in these shapes; a runtime that reads
+    generation_config.json does not (mlx-lm and mlx-vlm: executed here; TGI: modelled), and
+    writing the file fixes it: EOS015, not a caveat."""
+    (shape,) = [s for s in SHAPES if s.name == shape_name]
+    folder = build(shape, tmp_path / shape.name, models)
+    result = api.check(folder)
+    assert result.check is not None
+    assert "EOS015" in [f.code for f in result.check.findings]
+    assert result.check.status.value == "fixable"
+    assert [p.file for p in result.patches] == ["generation_config.json"]
+
+
+def test_a_word_stop_id_cuts_in_every_executed_runtime_until_fixed(models, tmp_path):
+    """generation_config lists ``Paris``: each runtime stops on it (EOS012); after ``fix``
+    none does, and <|im_end|> still stops them."""
+    (shape,) = [s for s in SHAPES if s.name == "gen-ordinary"]
+    folder = build(shape, tmp_path / shape.name, models)
+    for runtime in PROBES:
+        _require(runtime)
+    assert all(PARIS in probe(folder) for probe in PROBES.values())
+    result = api.check(folder)
+    assert result.check is not None
+    (finding,) = [f for f in result.check.findings if f.code == "EOS012"]
+    assert f"'Paris' ({PARIS}), an ordinary text token" in finding.message
+    assert api.fix(folder).written == ("generation_config.json",)
+    for probe in PROBES.values():
+        actual = probe(folder)
+        assert PARIS not in actual
+        assert SPECIAL[IM_END] in actual
 
 
 @pytest.mark.parametrize("runtime", sorted(PROBES))
