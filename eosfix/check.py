@@ -212,9 +212,8 @@ def check_repo(
         if repo.templates  # a base model: nothing ends a turn, so nothing stops early
         else StopIdReview((), frozenset(), frozenset(), ())
     )
-    eos_stop = review.by_id(eos.id) if eos is not None and eos.id is not None else None
-    eos_cuts = eos_stop is not None and eos_stop.cuts
-    listed_eos = None if eos_cuts else eos  # never add a tokenizer eos that cuts a reply
+    # never add a tokenizer eos that cuts a reply
+    listed_eos = None if eos is not None and review.cuts(eos.id) else eos
     proposed = propose_eos(stop.ids, listed_eos, ts.terminators, review.remove)
     have = set(stop.ids or ())
     missing = [t for t in ts.terminators if t.id is not None and t.id not in have]

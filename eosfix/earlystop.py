@@ -41,7 +41,7 @@ from eosfix.stopids import (
     classify,
 )
 
-_CODES = {IN_TURN_KIND: "EOS011", ORDINARY: "EOS012", OUT_OF_VOCAB: "EOS013"}
+CODES = {IN_TURN_KIND: "EOS011", ORDINARY: "EOS012", OUT_OF_VOCAB: "EOS013"}  # GGUF too
 TEXT_CONFIG_KEY = ("text_config", "eos_token_id")
 EOS_KEY = ("eos_token_id",)
 
@@ -71,6 +71,12 @@ class StopIdReview:
 
     def by_id(self, token_id: int) -> StopId | None:
         return next((s for s in self.stop_ids if s.id == token_id), None)
+
+    def cuts(self, token_id: int | None) -> bool:
+        """Stopping at ``token_id`` cuts a reply (never add such an id, e.g. the tokenizer's
+        eos, to a list)."""
+        s = None if token_id is None else self.by_id(token_id)
+        return s is not None and s.cuts
 
     @property
     def unchecked(self) -> tuple[StopId, ...]:
@@ -162,16 +168,22 @@ def _finding(
     elif not lst.read and not fixable:
         what += "; runtimes that read config.json stop there: eosfix fix --config-json removes it"
         severity = Severity.WARNING
-    return Finding(_CODES[s.kind], lst.file, f"{lst.key_str} holds {what}", severity, fixable)
+    return Finding(CODES[s.kind], lst.file, f"{lst.key_str} holds {what}", severity, fixable)
+
+
+def in_turn_text(s: StopId) -> str:
+    """An in-turn stop id, where the template writes it, and what stopping there does (the
+    folder's and the GGUF's findings)."""
+    evidence = s.evidence.replace("\n", "\\n")
+    return (
+        f"{s.label}, which the template writes inside an assistant turn ({s.reason}: "
+        f"{evidence}): generation stops there and the rest of the reply never comes"
+    )
 
 
 def _what(s: StopId) -> str:
     if s.kind == IN_TURN_KIND:
-        evidence = s.evidence.replace("\n", "\\n")
-        return (
-            f"{s.label}, which the template writes inside an assistant turn ({s.reason}: "
-            f"{evidence}): generation stops there and the rest of the reply never comes"
-        )
+        return in_turn_text(s)
     if s.kind == ORDINARY:
         return f"{s.label}, an ordinary text token, not a special or added token: {s.reason}"
     return f"{s.id}, which is no token: {s.reason}"

@@ -15,11 +15,12 @@ from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING
 
 from eosfix.analyze import TerminatorSet
+from eosfix.earlystop import CODES, in_turn_text
 from eosfix.findings import Finding, Severity
 from eosfix.repo import TokenInfo
 from eosfix.runtimes.llamacpp import EOG_LIST, EogSet, key_name
 from eosfix.sources.gguf import TOKENS_KEY, GgufModel
-from eosfix.stopids import IN_TURN_KIND, ORDINARY, StopId, VocabBound, classify
+from eosfix.stopids import ORDINARY, StopId, VocabBound, classify
 
 if TYPE_CHECKING:
     from eosfix.ggufplan import KeyEdit
@@ -27,7 +28,6 @@ if TYPE_CHECKING:
 SLOTS = ("eot", "eom")  # eos stays: it is the template's eos_token and what add_eos appends
 FIM_ROLES = ("fim_pad", "fim_rep", "fim_sep")  # llama.cpp stops on these ids too
 ORDINARY_TYPES = (1, 6)  # tokenizer.ggml.token_type: normal, byte (3 control, 4 user-defined)
-_CODES = {IN_TURN_KIND: "EOS011", ORDINARY: "EOS012"}
 
 
 def causes(model: GgufModel, token_id: int) -> tuple[str, ...]:
@@ -76,13 +76,13 @@ def early_findings(
         mine = [e for e in edits if model.specials.get(e.role) == s.id]
         if s.id in fixed and mine:
             fix = ", ".join(f"{e.key} = {e.new} ({e.token})" for e in mine)
-            out.append(Finding(_CODES[s.kind], key, f"{msg}; fix: {fix}", fixable=True))
+            out.append(Finding(CODES[s.kind], key, f"{msg}; fix: {fix}", fixable=True))
             continue
         if s.id in keep:
             msg, severity = f"{msg}; kept: --keep-id {s.id}", Severity.WARNING
         else:
             msg, severity = f"{msg}; {_not_fixable(why)}", _unfixable_severity(s, why)
-        out.append(Finding(_CODES[s.kind], key, msg, severity))
+        out.append(Finding(CODES[s.kind], key, msg, severity))
     return out
 
 
@@ -95,13 +95,9 @@ def _unfixable_severity(s: StopId, why: Sequence[str]) -> Severity:
 
 
 def _early_what(s: StopId) -> str:
-    if s.kind == ORDINARY:
+    if s.kind == ORDINARY:  # a token type normal or byte: no "added token" in a GGUF
         return f"{s.label}, an ordinary text token: {s.reason}"
-    evidence = s.evidence.replace("\n", "\\n")
-    return (
-        f"{s.label}, which the template writes inside an assistant turn ({s.reason}: "
-        f"{evidence}): generation stops there and the rest of the reply never comes"
-    )
+    return in_turn_text(s)
 
 
 def _cause_text(why: Sequence[str]) -> str:

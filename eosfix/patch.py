@@ -161,9 +161,8 @@ def plan_config(check: RepoCheck) -> FilePatch | None:
     if isinstance(sub, dict) and "eos_token_id" in sub:
         paths.append(("text_config", "eos_token_id"))
     eos = check.tokenizer_eos.id if check.tokenizer_eos else None
-    if eos is not None and check.review is not None:
-        stop = check.review.by_id(eos)
-        eos = None if stop is not None and stop.cuts else eos  # never add an eos that cuts
+    if check.review is not None and check.review.cuts(eos):
+        eos = None  # never add an eos that cuts a reply
     for path in paths or [("eos_token_id",)]:
         node: Any = cfg.data
         for key in path:

@@ -100,12 +100,13 @@ def early_stop_groups(
     return list(groups.items())
 
 
-def early_stop_text(table: RuntimeTable, ids: Iterable[int]) -> str:
-    """``stop inside a turn at <|end|>`` / ``stop mid-reply at '#'``: where runtimes cut."""
+def early_stop_text(table: RuntimeTable, ids: Iterable[int], verb: str = "stop") -> str:
+    """``stop inside a turn at <|end|>`` / ``stop mid-reply at '#'``: where runtimes cut
+    (``verb``: ``stops`` for one runtime)."""
     stops = [s for i in ids if (s := table.stop_id(i)) is not None]
     names = ", ".join(s.token or str(s.id) if s.kind == "in_turn" else s.label for s in stops)
     inside = all(s.kind == "in_turn" for s in stops)
-    return f"stop {'inside a turn' if inside else 'mid-reply'} at {names}"
+    return f"{verb} {'inside a turn' if inside else 'mid-reply'} at {names}"
 
 
 def _eos_cut_reason(table: RuntimeTable) -> str:
@@ -160,6 +161,7 @@ def settled_lines(table: RuntimeTable, na: frozenset[str] = frozenset()) -> list
     )
     note = _na_note(na)
     lines = [f"runtimes      {head}" + (f" ({note})" if note else "")]
+    stuck, by_config_json = table.early_from_tokenizer_eos(), table.fixed_by_config_json()
     for row in failing:
         missed = ", ".join(
             f"{c} ({table.terminators[c]})" for c, ok in row.stops_after.items() if ok is False
@@ -167,11 +169,11 @@ def settled_lines(table: RuntimeTable, na: frozenset[str] = frozenset()) -> list
         if missed:
             lines.append(f"caveat        {_caveat(row, table, missed)}")
         if row.early_after:
-            where = early_stop_text(table, row.early_after.values()).replace("stop ", "stops ", 1)
+            where = early_stop_text(table, row.early_after.values(), "stops")
             why = ""
-            if row.label in table.early_from_tokenizer_eos():
+            if row.label in stuck:
                 why = f": {_eos_cut_reason(table)}"
-            elif row.label in table.fixed_by_config_json():
+            elif row.label in by_config_json:
                 why = " (it reads config.json: eosfix fix --config-json removes the id)"
             lines.append(f"caveat        {row.label} {where}{why}")
     return lines

@@ -98,19 +98,9 @@ class RuntimeTable:
     cutting: tuple[StopId, ...] = ()  # every stop id of any runtime that cuts a reply
     tokenizer_eos_id: int | None = None
 
-    def failing_before(self) -> list[str]:
-        """Runtimes that miss a terminator now."""
-        return [r.label for r in self.rows if r.misses_before]
-
     def failing_after(self) -> list[str]:
+        """Runtimes that still miss a terminator after the planned fix."""
         return [r.label for r in self.rows if r.misses_after]
-
-    def early_before(self) -> list[str]:
-        """Runtimes that stop inside a reply now."""
-        return [r.label for r in self.rows if r.early_before]
-
-    def early_after(self) -> list[str]:
-        return [r.label for r in self.rows if r.early_after]
 
     def early_from_tokenizer_eos(self) -> list[str]:
         """Runtimes still stopping early after the fix because they add the tokenizer's eos,
@@ -165,12 +155,8 @@ def _text(s: StopId) -> str:
     return s.text or s.token or str(s.id)
 
 
-def cutting_ids(
-    check: RepoCheck, states: Sequence[StopInputs], pins: Pins | None = None
-) -> tuple[StopId, ...]:
-    """Every id some runtime stops on, in any of ``states``, that cuts a reply."""
-    rules = [rule_for(rt, pins) for rt in RUNTIMES]
-    ids = {i for x in states for rule in rules for i in rule.derive(x)}
+def cutting_ids(check: RepoCheck, ids: set[int]) -> tuple[StopId, ...]:
+    """The ids of ``ids`` (what any runtime stops on, in any state) that cut a reply."""
     known = {s.id: s for s in check.review.stop_ids} if check.review is not None else {}
     fresh = classify(check.repo, check.terminators, check.tokenizer_eos, sorted(ids - set(known)))
     return tuple(s for s in (*known.values(), *fresh) if s.id in ids and s.cuts)
@@ -190,18 +176,19 @@ def _row(
     rt: Runtime,
     pins: Pins | None,
     check: RepoCheck,
-    states: tuple[StopInputs, ...],
+    after_inputs: StopInputs,
+    sets: Sequence[frozenset[int]],
     cutting: Mapping[int, StopId],
 ) -> RuntimeRow:
-    """``states``: the inputs now, after the planned fix, and with --config-json."""
+    """``sets``: the ids the runtime stops on now, after the planned fix (whose inputs are
+    ``after_inputs``), and with --config-json."""
     rule = rule_for(rt, pins)
     terms = {t.content: t.id for t in check.terminators.terminators}
-    sets = [rule.derive(x) for x in states]
     before, after, with_cfg = (_stops(ids, terms) for ids in sets)
     early = [_early(ids, cutting) for ids in sets]
     executed = rt.executed if rule == rt.current else None  # older rules are only modelled
     return RuntimeRow(
-        rt.name, rule.reads, before, after, with_cfg, _note(rt.name, rule.note, check, states[1]),
+        rt.name, rule.reads, before, after, with_cfg, _note(rt.name, rule.note, check, after_inputs),
         rule.versions_str, (pins or {}).get(rt.name), executed, rule.source, *early,
     )  # fmt: skip
 
@@ -220,9 +207,10 @@ def runtime_table(
         if cfg_patch is not None:
             with_cfg = stop_inputs(check, [*patches, cfg_patch])
     states = (before, after, with_cfg)
-    cutting = cutting_ids(check, states, pins)
+    sets = {rt.name: [rule_for(rt, pins).derive(x) for x in states] for rt in RUNTIMES}
+    cutting = cutting_ids(check, {i for per in sets.values() for ids in per for i in ids})
     by_id = {s.id: s for s in cutting}
-    rows = tuple(_row(rt, pins, check, states, by_id) for rt in RUNTIMES)
+    rows = tuple(_row(rt, pins, check, after, sets[rt.name], by_id) for rt in RUNTIMES)
     first = after.config_eos[0] if after.config_eos else None
     eos = check.tokenizer_eos.id if check.tokenizer_eos is not None else None
     return RuntimeTable(
