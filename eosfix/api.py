@@ -1,7 +1,7 @@
 """The Python API: what a conversion script calls in-process.
 
     >>> import eosfix.api as eosfix
-    >>> result = eosfix.check("./my-model")          # read only
+    >>> result = eosfix.decide.check("./my-model")          # read only
     >>> result.status.value, [t.content for t in result.check.id_terminators]
     ('fixable', ['<|im_end|>'])
     >>> result = eosfix.fix("./my-model")            # atomic, minimal, idempotent
@@ -22,15 +22,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from eosfix.check import RepoCheck, Status, check_repo
-from eosfix.errors import EosfixError, VerificationError, WriteError
-from eosfix.fileio import check_writable, locked_dir, write_atomic, write_if_changed
-from eosfix.patch import FilePatch, plan_patches
-from eosfix.sources.folder import load_repo
+from eosfix.containers.folder.plan import FilePatch, plan_patches
+from eosfix.containers.folder.read import load_repo
+from eosfix.core.errors import EosfixError, VerificationError, WriteError
+from eosfix.core.fileio import check_writable, locked_dir, write_atomic, write_if_changed
+from eosfix.decide.check import RepoCheck, Status, check_repo
 from eosfix.sources.target import cache_snapshot, is_gguf, resolve
 
 if TYPE_CHECKING:
-    from eosfix.sources.gguf_write import Progress
+    from eosfix.containers.gguf.write import Progress
 
 
 @dataclass(frozen=True)
@@ -180,8 +180,8 @@ def _check_writable(root: Path, patch: FilePatch, replace_symlinks: bool) -> Non
 
 
 def _check_gguf(path: Path, label: str | None, keep_ids: Iterable[int] = ()) -> RepoResult:
-    from eosfix.ggufplan import check_gguf
-    from eosfix.sources.gguf import load_gguf
+    from eosfix.containers.gguf.plan import check_gguf
+    from eosfix.containers.gguf.read import load_gguf
 
     try:
         result = check_gguf(load_gguf(path), keep_ids=keep_ids)
@@ -204,9 +204,9 @@ def fix_gguf(
     original (or written to ``output``). Nothing is written when the terminators cannot be
     expressed; the written file is checked again and must need no further fix.
     """
-    from eosfix.ggufplan import check_gguf
-    from eosfix.sources.gguf import load_gguf
-    from eosfix.sources.gguf_write import write_token_ids
+    from eosfix.containers.gguf.plan import check_gguf
+    from eosfix.containers.gguf.read import load_gguf
+    from eosfix.containers.gguf.write import write_token_ids
 
     root = Path(path)
     try:

@@ -179,7 +179,7 @@ def chatml_pairs(**override: bytes) -> list[bytes]:
 
 def field_values(header: Any, key: str) -> Any:
     """Any field's value, arrays included (the reader skips arrays eosfix does not need)."""
-    from eosfix.sources.gguf import _SCALAR, ValueType
+    from eosfix.containers.gguf.read import _SCALAR, ValueType
 
     f = header.fields[key]
     if f.value is not None or f.item_type is None:
@@ -199,7 +199,7 @@ def field_values(header: Any, key: str) -> Any:
 def copy_with_templates(src: Path, dst: Path, templates: Mapping[str, str]) -> Path:
     """Copy a (vocab-only) GGUF with the gguf writer, setting its chat template(s)."""
     gguf = pytest.importorskip("gguf", reason="pip install 'eosfix[verify]' (the gguf package)")
-    from eosfix.sources.gguf import read_header
+    from eosfix.containers.gguf.read import read_header
 
     header = read_header(src)
     w = gguf.GGUFWriter(str(dst), header.value("general.architecture"))

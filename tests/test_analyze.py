@@ -6,10 +6,17 @@ import json
 
 import pytest
 
-from eosfix.analyze import NEXT_TURN, STOP_STRING, TOOL_CALL, TURN_END, Terminator, propose_eos
-from eosfix.check import check_repo
-from eosfix.repo import TokenInfo
-from eosfix.sources.folder import load_repo
+from eosfix.analysis.terminators import (
+    NEXT_TURN,
+    STOP_STRING,
+    TOOL_CALL,
+    TURN_END,
+    Terminator,
+    propose_eos,
+)
+from eosfix.containers.folder.read import load_repo
+from eosfix.core.repo import TokenInfo
+from eosfix.decide.check import check_repo
 
 CHATML = (
     "{% for m in messages %}{{ '<|im_start|>' + m.role + '\\n' + m.content + '<|im_end|>\\n' }}"

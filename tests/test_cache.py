@@ -15,8 +15,8 @@ from huggingface_hub.file_download import _CACHED_NO_EXIST
 
 from eosfix.batch import pool, verdict
 from eosfix.batch import run as batchrun
-from eosfix.batch.output import write_json
 from eosfix.cli import cli
+from eosfix.render.batch import write_json
 from eosfix.sources import cache as cachelib
 from eosfix.sources.cachesource import CacheRun, run_cache
 from tests.cachebuilder import (

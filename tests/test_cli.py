@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from eosfix import report
 from eosfix.cli import main
+from eosfix.render import report
 
 
 def test_exit_code_constants_are_pinned():

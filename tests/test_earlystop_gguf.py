@@ -8,7 +8,7 @@ import pytest
 
 from eosfix import api
 from eosfix.cli import main
-from eosfix.sources.gguf import load_gguf
+from eosfix.containers.gguf.read import load_gguf
 from tests.ggufs import BASE, CHATML, harmony, reasoning
 
 N = len(BASE)

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from eosfix import fileio
-from eosfix.errors import RepoLoadError, WriteError
-from eosfix.fileio import locked_dir, read_text_file, write_atomic, write_if_changed
+from eosfix.core import fileio
+from eosfix.core.errors import RepoLoadError, WriteError
+from eosfix.core.fileio import locked_dir, read_text_file, write_atomic, write_if_changed
 
 ORIGINAL = b'{\r\n  "eos_token_id": 2\r\n}\r\n'
 NEW = b'{\r\n  "eos_token_id": [\r\n    2,\r\n    7\r\n  ]\r\n}\r\n'
@@ -317,7 +317,7 @@ _WRITER = textwrap.dedent(
     """
     import sys
     from pathlib import Path
-    from eosfix.fileio import write_atomic
+    from eosfix.core.fileio import write_atomic
 
     path = Path(sys.argv[1])
     contents = [(b'{"v": "' + c * 3_000_000 + b'"}\\n') for c in (b"a", b"b")]

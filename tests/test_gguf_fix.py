@@ -12,8 +12,8 @@ import pytest
 
 from eosfix import api
 from eosfix.cli import main
-from eosfix.sources import gguf_write
-from eosfix.sources.gguf import load_gguf, read_header
+from eosfix.containers.gguf import write as gguf_write
+from eosfix.containers.gguf.read import load_gguf, read_header
 from tests.ggufs import BASE, chatml, command_r, glm
 
 N = len(BASE)

@@ -21,9 +21,9 @@ from pathlib import Path
 import pytest
 
 from eosfix import api
+from eosfix.containers.gguf.read import CONTROL, load_gguf
 from eosfix.runtimes import describe
 from eosfix.runtimes.llamacpp import LLAMA_CPP_COMMIT, LLAMA_CPP_PYTHON, end_of_generation
-from eosfix.sources.gguf import CONTROL, load_gguf
 from tests.ggufs import chatml, command_r, copy_with_templates, glm
 from tests.llamacpp_eog import real_eog
 

@@ -192,7 +192,7 @@ def test_failure_on_the_second_file_rolls_back_the_first(tmp_path, monkeypatch):
     import shutil
 
     import eosfix.api
-    from eosfix.errors import WriteError
+    from eosfix.core.errors import WriteError
     from tests.conftest import SAMPLES
 
     repo = tmp_path / "repo"

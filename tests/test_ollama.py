@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from eosfix.cli import main
-from eosfix.sources.ollama import default_models_dir, model_name
+from eosfix.containers.ollama.store import default_models_dir, model_name
 from tests.ggufs import chatml, command_r, glm
 
 GO_CHATML = "{{ range .Messages }}<|im_start|>{{ .Role }}\n{{ .Content }}<|im_end|>\n{{ end }}"

@@ -9,8 +9,8 @@ import shutil
 import pytest
 
 from eosfix import api
-from eosfix.check import Status
 from eosfix.cli import main
+from eosfix.decide.check import Status
 from tests import ggufs
 from tests.cachebuilder import CacheBuilder, chatml_files
 from tests.conftest import ROOT, SAMPLES

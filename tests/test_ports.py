@@ -475,8 +475,8 @@ from pathlib import Path
 
 from tokenizers import Tokenizer
 
-from eosfix.sources.folder import load_repo
-from eosfix.template import render_chat
+from eosfix.containers.folder.read import load_repo
+from eosfix.analysis.template import render_chat
 
 _repo = load_repo(Path(__file__).parent / "repo")
 _tok = Tokenizer.from_file(str(_repo.root / "tokenizer.json"))

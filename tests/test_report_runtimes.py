@@ -7,11 +7,11 @@ import json
 import pytest
 
 from eosfix import api
-from eosfix.patch import plan_config
+from eosfix.containers.folder.plan import plan_config
+from eosfix.decide.verdicts import runtime_table, stop_inputs
 from eosfix.ports.loop import split_probe, tokenize_probe
-from eosfix.report import runtimes_line
+from eosfix.render.report import runtimes_line
 from eosfix.runtimes import RUNTIMES, apply_config_eos, apply_generation_config_eos
-from eosfix.stopsets import runtime_table, stop_inputs
 from tests.conftest import CORPUS, SAMPLES, corpus_cases, sample_names
 from tests.tiny_lm import save_tokenizer, word_level_tokenizer
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from eosfix.errors import EosfixError
+from eosfix.core.errors import EosfixError
 from eosfix.sources.hub import UploadRefusedError, upload_checked
 from tests.test_hub import fixed_gen
 

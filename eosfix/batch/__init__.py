@@ -3,7 +3,7 @@
 - ``eosfix.batch.run``: units, stages, the shared-analysis LRU and the ``Run``;
 - ``eosfix.batch.verdict``: the compact result of one analysis;
 - ``eosfix.batch.pool``: worker processes;
-- ``eosfix.batch.output``: JSON, CSV and Markdown, streamed.
+- ``eosfix.render.batch``: JSON, CSV and Markdown, streamed.
 
 Where repos come from lives in ``eosfix.sources``; how a batch runs lives here.
 """

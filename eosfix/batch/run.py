@@ -25,7 +25,7 @@ from typing import Any, Protocol
 
 from eosfix.batch import pool, verdict
 from eosfix.batch.verdict import Detail, Verdict
-from eosfix.report import EXIT_FINDINGS, EXIT_INPUT, EXIT_OK, VERDICTS
+from eosfix.render.report import EXIT_FINDINGS, EXIT_INPUT, EXIT_OK, VERDICTS
 
 WINDOW = 128  # units in flight in a stage: bounds memory, keeps the workers fed
 LRU_SIZE = 1024  # distinct analyses kept for sharing (compact verdicts: ~1 KB each)

@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 from eosfix import api
-from eosfix.analyze import STOP_STRING
-from eosfix.errors import EosfixError
-from eosfix.repo import TOKENIZER_JSON
-from eosfix.report import render_repo_text, result_to_dict, verdict_of
+from eosfix.analysis.terminators import STOP_STRING
+from eosfix.core.errors import EosfixError
+from eosfix.core.repo import TOKENIZER_JSON
+from eosfix.render.report import render_repo_text, result_to_dict, verdict_of
 
 Detail = Literal["json", "text"] | None
 LABEL = "\ue000"  # stands for the repo's name in Verdict.text (a private-use character)

@@ -11,7 +11,7 @@ from eosfix.batch.verdict import Detail
 from eosfix.cli import batch as batchcli
 from eosfix.cli.common import keep_id_option, quiet_option, strict_option
 from eosfix.cli.term import color_option
-from eosfix.report import EXIT_INPUT, summary_parts
+from eosfix.render.report import EXIT_INPUT, summary_parts
 from eosfix.sources import cache as cachelib
 from eosfix.sources.cachesource import CacheRun
 

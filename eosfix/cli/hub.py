@@ -16,7 +16,7 @@ import click
 from eosfix.cli import batch as batchcli
 from eosfix.cli.common import keep_id_option, quiet_option, strict_option
 from eosfix.cli.term import color_option
-from eosfix.report import (
+from eosfix.render.report import (
     EXIT_FINDINGS,
     EXIT_INPUT,
     EXIT_OK,
@@ -101,8 +101,8 @@ def _pr_line(repo_id: str, extra: Any) -> str | None:
 def _emit_text(run: Run, *, blocks: bool, hint: bool, quiet: bool = False) -> None:
     """Text: each repo's block (repo ids) or the table (--author), PR lines, the summary
     (``quiet``: only repos with something to say)."""
-    from eosfix.batch.output import VERDICT_TEXT
     from eosfix.batch.verdict import LABEL
+    from eosfix.render.batch import VERDICT_TEXT
 
     pr_lines: list[str] = []
     fixable = first = False

@@ -10,7 +10,7 @@ from typing import Any
 import click
 
 from eosfix.cli.term import color_option
-from eosfix.report import EXIT_FINDINGS, EXIT_INPUT, EXIT_OK
+from eosfix.render.report import EXIT_FINDINGS, EXIT_INPUT, EXIT_OK
 
 
 def _result_dict(r: Any, text: str | None) -> dict[str, Any]:
@@ -87,16 +87,16 @@ def ollama(models_dir: str | None, out_dir: str | None, fmt: str) -> None:
         eosfix ollama
         eosfix ollama --write-modelfile ./modelfiles
     """
-    from eosfix.errors import EosfixError
-    from eosfix.fileio import write_if_changed
-    from eosfix.ollamacheck import OllamaResult, check_model, modelfile, modelfile_name
-    from eosfix.sources.ollama import (
+    from eosfix.containers.ollama.check import OllamaResult, check_model, modelfile, modelfile_name
+    from eosfix.containers.ollama.store import (
         OllamaModel,
         default_models_dir,
         iter_manifests,
         model_name,
         read_manifest,
     )
+    from eosfix.core.errors import EosfixError
+    from eosfix.core.fileio import write_if_changed
 
     models = Path(models_dir) if models_dir else default_models_dir()
     results = []

@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from eosfix.check import RepoCheck
 from eosfix.cli.term import color_option
-from eosfix.errors import EosfixError
-from eosfix.report import EXIT_FINDINGS, EXIT_OK
+from eosfix.core.errors import EosfixError
+from eosfix.decide.check import RepoCheck
+from eosfix.render.report import EXIT_FINDINGS, EXIT_OK
 
 if TYPE_CHECKING:  # imported when a command runs, so `eosfix check` never loads them
     from eosfix.ports import Conversation, Diagnosis, LoopStops, RenderedPrompt
@@ -264,7 +264,7 @@ def goldens(path: str, output: str) -> None:
     Example:
         eosfix goldens ./my-model -o goldens.jsonl
     """
-    from eosfix.fileio import write_atomic
+    from eosfix.core.fileio import write_atomic
     from eosfix.ports import iter_goldens
 
     with open_repo(path) as check, _named(path):

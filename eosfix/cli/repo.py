@@ -22,7 +22,7 @@ from eosfix.cli.common import (
     strict_option,
 )
 from eosfix.cli.term import color_option
-from eosfix.report import Report
+from eosfix.render.report import Report
 
 EXIT_HELP = """Exit 0: nothing to fix (warnings alone too, unless --strict). 1: {one}.
     2: a path was not checked (missing, not a model folder or GGUF file, unreadable or invalid
@@ -180,7 +180,7 @@ def explain(path: str, fmt: str, keep_ids: tuple[int, ...], pins: dict[str, str]
         eosfix explain ./my-model
     """
     from eosfix import api
-    from eosfix.explain import render_explain, result_explain_dict
+    from eosfix.render.explain import render_explain, result_explain_dict
 
     result = api.check(path, keep_ids=keep_ids)
     report = Report([result])

@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from eosfix.check import RepoCheck
+from eosfix.decide.check import RepoCheck
 from eosfix.ports.render import (
     Conversation,
     LoopStops,

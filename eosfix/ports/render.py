@@ -20,12 +20,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from eosfix.check import RepoCheck
-from eosfix.errors import EosfixError
-from eosfix.limits import RenderLimitExceeded, SandboxEscape
-from eosfix.probes import RENDER_ERRORS
-from eosfix.repo import TOKENIZER_JSON, ChatTemplate, ModelRepo
-from eosfix.template import TemplateRefusal, render_chat
+from eosfix.analysis.probes import RENDER_ERRORS
+from eosfix.analysis.template import TemplateRefusal, render_chat
+from eosfix.core.errors import EosfixError
+from eosfix.core.limits import RenderLimitExceeded, SandboxEscape
+from eosfix.core.repo import TOKENIZER_JSON, ChatTemplate, ModelRepo
+from eosfix.decide.check import RepoCheck
 
 
 class PortInputError(EosfixError):

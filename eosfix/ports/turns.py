@@ -19,11 +19,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from eosfix.analyze import NEXT_TURN, SpecialScanner
-from eosfix.check import RepoCheck
+from eosfix.analysis.probes import ASSISTANT0, ASSISTANT1, SYSTEM, USER1, USER2
+from eosfix.analysis.terminators import NEXT_TURN, SpecialScanner
+from eosfix.core.repo import ChatTemplate
+from eosfix.decide.check import RepoCheck
 from eosfix.ports.render import Conversation, ConversationRefused, LoopStops, id_names, render_with
-from eosfix.probes import ASSISTANT0, ASSISTANT1, SYSTEM, USER1, USER2
-from eosfix.repo import ChatTemplate
 
 
 @dataclass(frozen=True)

@@ -35,9 +35,9 @@ from typing import Any
 from eosfix import api
 from eosfix.batch.run import Key
 from eosfix.batch.verdict import Detail, Verdict, to_verdict
-from eosfix.errors import EosfixError, WriteError
-from eosfix.patch import FilePatch
-from eosfix.repo import RELEVANT_FILES, TOKENIZER_JSON, is_relevant_file
+from eosfix.containers.folder.plan import FilePatch
+from eosfix.core.errors import EosfixError, WriteError
+from eosfix.core.repo import RELEVANT_FILES, TOKENIZER_JSON, is_relevant_file
 
 KEY_FILES = frozenset((*RELEVANT_FILES, TOKENIZER_JSON))
 _HASH_NAME = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")

@@ -10,7 +10,7 @@ Vocabulary:
 - **store**: ``eosfix.sources.hubstore``: small files by commit. A commit already there
   costs no request, so a second audit of an unchanged organisation only reads the listing.
 
-Weights are never downloaded: only ``eosfix.repo.RELEVANT_FILES`` and
+Weights are never downloaded: only ``eosfix.core.repo.RELEVANT_FILES`` and
 ``additional_chat_templates/*.jinja``, plus tokenizer.json when an id cannot be resolved
 without it. The token is whatever huggingface_hub finds unless one is given; it is never
 printed or logged. Nothing here prints: the CLI renders. Requests go through
@@ -37,8 +37,8 @@ from huggingface_hub.errors import RemoteEntryNotFoundError
 from eosfix import api
 from eosfix.api import RepoResult
 from eosfix.batch.verdict import needs_tokenizer_json
-from eosfix.errors import EosfixError
-from eosfix.repo import TOKENIZER_JSON, is_relevant_file
+from eosfix.core.errors import EosfixError
+from eosfix.core.repo import TOKENIZER_JSON, is_relevant_file
 from eosfix.sources.hubhttp import HubHttp, describe_error, hub_errors
 from eosfix.sources.hubstore import Manifest, Store, git_sha1
 from eosfix.sources.hubwrite import (  # noqa: F401  (the Hub's public names, in one place)

@@ -22,7 +22,7 @@ from typing import Any
 from eosfix.batch.run import Done, Pending, Run, Unit, in_order
 from eosfix.batch.state import StateFile, verdict_of_record
 from eosfix.batch.verdict import Verdict
-from eosfix.repo import TOKENIZER_JSON
+from eosfix.core.repo import TOKENIZER_JSON
 from eosfix.sources.hub import HubEntry, HubError, HubReader
 from eosfix.sources.hubhttp import describe_error, hub_errors
 from eosfix.sources.hubwrite import PrPlan

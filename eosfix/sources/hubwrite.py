@@ -22,14 +22,14 @@ from huggingface_hub import CommitInfo, CommitOperationAdd, HfApi
 from eosfix import api
 from eosfix.api import RepoResult
 from eosfix.batch.run import Unit
-from eosfix.check import RepoCheck, Status
-from eosfix.errors import EosfixError
-from eosfix.repo import GENERATION_CONFIG
-from eosfix.report import placement_text, runtimes_line
-from eosfix.runtimetext import not_applicable
+from eosfix.core.errors import EosfixError
+from eosfix.core.repo import GENERATION_CONFIG
+from eosfix.decide.check import RepoCheck, Status
+from eosfix.decide.stopids import IN_TURN_KIND, ORDINARY
+from eosfix.decide.verdicts import RuntimeTable, runtime_table
+from eosfix.render.report import placement_text, runtimes_line
+from eosfix.render.runtimes import not_applicable
 from eosfix.sources.hubhttp import describe_error, hub_errors
-from eosfix.stopids import IN_TURN_KIND, ORDINARY
-from eosfix.stopsets import RuntimeTable, runtime_table
 
 if TYPE_CHECKING:
     from eosfix.sources.hub import HubReader

@@ -17,8 +17,8 @@ import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
-from eosfix.errors import EosfixError
-from eosfix.repo import (
+from eosfix.core.errors import EosfixError
+from eosfix.core.repo import (
     ADDED_TOKENS_JSON,
     CHAT_TEMPLATE_JINJA,
     CHAT_TEMPLATE_JSON,

@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from eosfix import api
+from eosfix.decide.verdicts import runtime_table, stop_inputs
 from eosfix.runtimes import describe
-from eosfix.stopsets import runtime_table, stop_inputs
 
 STATES = ("before", "fix", "fix --config-json")
 

@@ -1,0 +1,337 @@
+"""Find the tokens that end an assistant turn, and check the stop configuration against them.
+
+Vocabulary:
+
+- **turn terminator**: a token that must be a stop id: the first token a model can emit after
+  a complete reply. Found, in order of evidence: (1) the control tokens right after the
+  assistant text when the conversation ends with an assistant message (the training target),
+  compared with the same reply in history (another turn follows); (2) the same after an
+  assistant tool call; (3) when replies followed by another turn have no closing token, the
+  opener of that turn (GLM: ``<|user|>``, ``<|observation|>``); (4) when no control token
+  separates turns, plain-text stop strings. ``eosfix.analysis.positions`` says where each is written.
+- **additional stop**: a token written only once, after the last reply's closer, when the
+  whole conversation ends (Phi-3 ``<|endoftext|>`` after ``<|end|>``). Reported, never
+  required, and never instead of the per-reply closer.
+- **in-turn token**: a control token written *inside* one assistant turn (between reasoning
+  and answer). It is never a terminator (gpt-oss ``<|end|>``).
+
+Everything here is pure: no printing, no writing, no network.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Collection, Iterable
+from dataclasses import dataclass, field
+
+from jinja2 import nodes
+
+from eosfix.analysis.positions import (
+    CONVERSATION_END,
+    IN_TURN,
+    NEXT_TURN,
+    REQUIRED_KINDS,
+    STOP_STRING,
+    TOOL_CALL,
+    TURN_END,
+    TURN_OPENER,
+    Sighting,
+    SpecialScanner,
+    in_turn_tokens,
+)
+from eosfix.analysis.probes import SPECS, Probe, run_generation_prompt, run_probe
+from eosfix.analysis.replies import read_template
+from eosfix.analysis.template import compile_template, parse_template
+from eosfix.core.errors import TemplateError
+from eosfix.core.models import eos_tuple
+from eosfix.core.repo import CONFIG, GENERATION_CONFIG, ChatTemplate, ModelRepo, TokenInfo
+
+__all__ = [
+    "CONVERSATION_END",
+    "NEXT_TURN",
+    "STOP_STRING",
+    "TOOL_CALL",
+    "TURN_END",
+    "Placement",
+    "SpecialScanner",
+    "StopConfig",
+    "TemplateAnalysis",
+    "Terminator",
+    "TerminatorSet",
+    "analyze_template",
+    "current_stop_config",
+    "find_terminators",
+    "propose_eos",
+    "tokenizer_eos",
+]
+_EVIDENCE_CHARS = 48
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where a template writes a terminator (one of ``eosfix.analysis.positions.WHERE``).
+
+    ``related``: the tokens that placement refers to: the history closer a last-reply token
+    replaces, the closer a conversation-end token follows, the final closer an
+    earlier-replies token differs from.
+    """
+
+    where: str
+    related: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Terminator:
+    content: str
+    id: int | None
+    kind: str  # turn_end | tool_call | next_turn_opener | stop_string | conversation_end
+    templates: tuple[str, ...]
+    probe: str  # the probe that showed it
+    evidence: str  # rendered text around it, sentinel included
+    id_source: str | None = None
+    special: bool | None = None  # marked special by the tokenizer (None: unknown)
+    placements: tuple[Placement, ...] = ()  # where it is written, first evidence first
+
+    @property
+    def id_str(self) -> str:
+        return f"id {self.id}" if self.id is not None else "no id"
+
+    @property
+    def required(self) -> bool:
+        """Whether the stop set must hold it (a conversation-end token need not)."""
+        return self.kind in REQUIRED_KINDS
+
+
+@dataclass(frozen=True)
+class TemplateAnalysis:
+    name: str
+    file: str
+    probes: tuple[Probe, ...]
+    generation_prompt: str | None = None
+    unreached_literals: tuple[tuple[str, int], ...] = ()  # (token, template line)
+    # Where this template writes each control token: (token, (where, ...)), for rules that
+    # need to know whether a token is written inside a turn, after every reply, at the end...
+    positions: tuple[tuple[str, tuple[str, ...]], ...] = ()
+
+    @property
+    def refusals(self) -> tuple[Probe, ...]:
+        return tuple(p for p in self.probes if p.refusal is not None)
+
+    @property
+    def rendered(self) -> tuple[Probe, ...]:
+        return tuple(p for p in self.probes if p.text is not None)
+
+
+@dataclass(frozen=True)
+class TerminatorSet:
+    terminators: tuple[Terminator, ...]  # every one must be a stop id
+    acceptable: tuple[str, ...] = ()  # may also be stop ids: the reply is complete there
+    in_turn: tuple[str, ...] = ()  # never stop ids: written inside one turn
+    templates: tuple[TemplateAnalysis, ...] = field(default_factory=tuple)
+    additional: tuple[Terminator, ...] = ()  # reported stops never required (conversation end)
+
+    def positions(self) -> dict[str, tuple[str, ...]]:
+        """Where any template writes each control token (token -> where values)."""
+        out: dict[str, dict[str, None]] = {}
+        for ta in self.templates:
+            for token, wheres in ta.positions:
+                out.setdefault(token, {}).update(dict.fromkeys(wheres))
+        return {token: tuple(wheres) for token, wheres in out.items()}
+
+
+def _evidence(text: str, start: int, end: int, tokens: Iterable[tuple[str, int]] = ()) -> str:
+    """The rendered text around ``text[start:end]``, cut only where a reader expects it: at
+    a line start and after a line end when the window holds one, never inside a control token
+    (``tokens``: (token, position) in ``text``) or a word; "…" marks text left out."""
+    lo = max(0, start - _EVIDENCE_CHARS)
+    hi = min(len(text), end + _EVIDENCE_CHARS)
+    line_start = text.find("\n", lo, start)
+    lo = line_start + 1 if line_start != -1 else lo
+    line_end = text.rfind("\n", end, hi)
+    hi = line_end + 1 if line_end != -1 else hi
+    for tok, pos in tokens:  # widen to whole tokens
+        if pos < lo < pos + len(tok):
+            lo = pos
+        if pos < hi < pos + len(tok):
+            hi = pos + len(tok)
+    while 0 < lo < start and text[lo - 1].isalnum() and text[lo].isalnum():
+        lo += 1  # narrow to whole words
+    while end < hi < len(text) and text[hi - 1].isalnum() and text[hi].isalnum():
+        hi -= 1
+    return ("…" if lo else "") + text[lo:hi] + ("…" if hi < len(text) else "")
+
+
+@functools.lru_cache(maxsize=256)
+def _template_literals(source: str) -> tuple[tuple[str, int], ...]:
+    """Every string the template can write verbatim (constants and raw text), with its line."""
+    try:  # the environment transformers uses, so {% generation %} parses
+        ast = parse_template(source)
+    except TemplateError:
+        return ()
+    consts = [(c.value, c.lineno) for c in ast.find_all(nodes.Const) if isinstance(c.value, str)]
+    raw = [(d.data, d.lineno) for d in ast.find_all(nodes.TemplateData)]
+    return tuple(consts + raw)
+
+
+def _unreached_literals(
+    source: str, rendered: Iterable[str], scanner: SpecialScanner
+) -> tuple[tuple[str, int], ...]:
+    """Control-token literals of the template that no probe rendered, with their line."""
+    seen = "".join(rendered)
+    out: dict[str, int] = {}
+    for text, lineno in _template_literals(source):
+        for tok, _ in scanner.find(text):
+            if tok not in seen and tok not in out:
+                out[tok] = lineno
+    return tuple(sorted(out.items(), key=lambda kv: kv[1]))
+
+
+def analyze_template(
+    template: ChatTemplate, repo: ModelRepo, scanner: SpecialScanner
+) -> TemplateAnalysis:
+    """Run every probe on one template (``TemplateError`` if it is not valid Jinja)."""
+    try:
+        compile_template(template.source)
+    except TemplateError as exc:
+        raise TemplateError(exc.message, path=repo.root / template.file) from None
+    probes = tuple(run_probe(template.source, template.name, s, repo.special_tokens) for s in SPECS)
+    texts = [p.text for p in probes if p.text is not None]
+    return TemplateAnalysis(
+        template.name,
+        template.file,
+        probes,
+        run_generation_prompt(template.source, repo.special_tokens),
+        _unreached_literals(template.source, texts, scanner),
+    )
+
+
+class _Collector:
+    """Accumulates terminators across probes and templates, first evidence wins."""
+
+    def __init__(self, repo: ModelRepo, scanner: SpecialScanner) -> None:
+        self.repo = repo
+        self.scanner = scanner
+        self.found: dict[str, Terminator] = {}
+        self.additional: dict[str, Terminator] = {}
+        self.acceptable: list[str] = []
+
+    def add(self, s: Sighting) -> None:
+        if s.acceptable or s.kind == CONVERSATION_END:
+            self.acceptable.append(s.token)
+        if s.kind is None:
+            return
+        table = self.additional if s.kind == CONVERSATION_END else self.found
+        template = s.probe.template
+        placement = Placement(s.where, s.related)
+        old = table.get(s.token)
+        if old is not None:
+            templates = old.templates + (() if template in old.templates else (template,))
+            placements = tuple(dict.fromkeys((*old.placements, placement)))
+            table[s.token] = dataclasses.replace(old, templates=templates, placements=placements)
+            return
+        info = self.repo.resolve(s.token) if s.kind != STOP_STRING else None
+        text = s.probe.text or ""
+        table[s.token] = Terminator(
+            content=s.token,
+            id=info.id if info else None,
+            kind=s.kind,
+            templates=(template,),
+            probe=f"{template}/{s.probe.spec.name}",
+            evidence=_evidence(text, s.pos, s.pos + len(s.token), self.scanner.find(text)),
+            id_source=info.source if info else None,
+            special=info.special if info else None,
+            placements=(placement,),
+        )
+
+
+def _positions(
+    sightings: Iterable[Sighting], in_turn: Iterable[str], openers: Iterable[str]
+) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    out: dict[str, dict[str, None]] = {}
+    for s in sightings:
+        out.setdefault(s.token, {})[s.where] = None
+    for token in in_turn:
+        out.setdefault(token, {})[IN_TURN] = None
+    for token in openers:
+        out.setdefault(token, {})[TURN_OPENER] = None
+    return tuple((token, tuple(wheres)) for token, wheres in out.items())
+
+
+def find_terminators(repo: ModelRepo) -> TerminatorSet:
+    """Analyze every named template of the repo and collect its turn terminators."""
+    specials = set(repo.iter_special_strings())
+    plain = [c for c, info in repo.added_tokens.items() if not info.special and c not in specials]
+    scan = SpecialScanner(specials, plain)
+    analyses = [analyze_template(t, repo, scan) for t in repo.templates]
+    col = _Collector(repo, scan)
+    own_in_turn = [in_turn_tokens(ta.rendered, scan) for ta in analyses]
+    in_turn: set[str] = set().union(*own_in_turn)
+    for i, ta in enumerate(analyses):
+        sightings, openers = read_template(ta.rendered, ta.generation_prompt, scan, in_turn)
+        for s in sightings:
+            col.add(s)
+        positions = _positions(sightings, own_in_turn[i], openers)
+        analyses[i] = dataclasses.replace(ta, positions=positions)
+    additional = tuple(t for c, t in col.additional.items() if c not in col.found)
+    acceptable = tuple(dict.fromkeys(a for a in col.acceptable if a not in col.found))
+    return TerminatorSet(
+        tuple(col.found.values()), acceptable, tuple(sorted(in_turn)), tuple(analyses), additional
+    )
+
+
+@dataclass(frozen=True)
+class StopConfig:
+    """What transformers stops on today, and where that comes from."""
+
+    ids: tuple[int, ...] | None
+    source: str  # "generation_config.json", "config.json", "config.json text_config", "none"
+    generation_config_exists: bool
+    raw: int | list[int] | None
+
+
+def current_stop_config(repo: ModelRepo) -> StopConfig:
+    """transformers reads generation_config.json alone; only a missing file falls back."""
+    if repo.generation_config is not None:
+        raw = repo.generation_config.eos_token_id
+        return StopConfig(eos_tuple(raw), GENERATION_CONFIG, True, raw)
+    if repo.config is not None:
+        if repo.config.eos_token_id is not None:
+            raw = repo.config.eos_token_id
+            return StopConfig(eos_tuple(raw), CONFIG, False, raw)
+        if repo.config.text_config is not None and repo.config.text_config.eos_token_id is not None:
+            raw = repo.config.text_config.eos_token_id
+            return StopConfig(eos_tuple(raw), f"{CONFIG} text_config", False, raw)
+    return StopConfig(None, "none", False, None)
+
+
+def tokenizer_eos(repo: ModelRepo) -> TokenInfo | None:
+    content = repo.eos_token
+    if content is None:
+        return None
+    return repo.resolve(content) or TokenInfo(content, None, True, False, "unresolved")
+
+
+def propose_eos(
+    current: tuple[int, ...] | None,
+    eos: TokenInfo | None,
+    terminators: Iterable[Terminator],
+    remove: Collection[int] = (),
+    *,
+    always: bool = False,
+) -> tuple[int, ...] | None:
+    """The list to write, or None when it would not change what transformers stops on.
+
+    Existing ids first in their order (transformers pads with the first; ExLlamaV2 keeps only
+    the first), minus ``remove`` (ids that cut a reply or are no token), then the tokenizer's
+    eos when a terminator is added (TGI and mlx-lm before 0.32 replace it with the list),
+    then each missing terminator id. ``always``: the list even when nothing changes (a
+    runtime that reads generation_config.json needs it written as a list).
+    """
+    before = list(current or ())
+    have = [i for i in before if i not in remove]
+    missing = [t.id for t in terminators if t.id is not None and t.id not in have]
+    if not missing and have == before and not always:
+        return None
+    extra = [eos.id] if eos is not None and eos.id is not None and (missing or always) else []
+    return tuple(dict.fromkeys([*have, *extra, *missing]))

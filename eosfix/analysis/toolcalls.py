@@ -1,0 +1,118 @@
+"""Rule 2: what closes an assistant tool call (gpt-oss ``<|call|>``, Llama 3.1 builtin tools
+``<|eom_id|>``), or, with nothing, the tool turn's opener that follows it (GLM). Pure.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+from eosfix.analysis.positions import (
+    IN_TOOL_CALL,
+    TOOL_CALL,
+    Gap,
+    Sighting,
+    SpecialScanner,
+    read_opener,
+    split_gap,
+    tail_specials,
+)
+from eosfix.analysis.probes import Probe
+
+
+def read_tool_calls(
+    probes: Sequence[Probe],
+    scanner: SpecialScanner,
+    openers: frozenset[str],
+    in_turn: set[str],
+    conversation_end: set[str],
+    generation_prompt: str | None = None,
+) -> list[Sighting]:
+    """Rule 2: what closes an assistant tool call (gpt-oss ``<|call|>``, Llama 3.1 builtin
+    tools ``<|eom_id|>``); with nothing, the tool turn's opener that follows (GLM).
+
+    The last token of the call's tail closes it (earlier ones close one call of several:
+    they are written inside the turn, like the tokens that open a call); tokens written only
+    because the conversation ends there are dropped first.
+    """
+    tails = []
+    out: list[Sighting] = []
+    wrote_nothing = True  # no control token at all after a call in final position
+    for probe in probes:
+        if probe.spec.kind == "tool_call" and probe.text is not None:
+            out += _call_syntax(probe, scanner, generation_prompt, openers)
+            wrote_nothing &= not tail_specials(probe, scanner, frozenset())
+            tail = [h for h in tail_specials(probe, scanner, openers) if h[0] not in in_turn]
+            while len(tail) > 1 and tail[-1][0] in conversation_end:
+                tail.pop()
+            tails.append((probe, tail))
+    # A token that another shape follows with more control tokens is not turn-level
+    # (LFM2 writes <|tool_call_end|> and then, when there is content, <|im_end|>).
+    followed = {tok for _, tail in tails for tok, _ in tail[:-1]}
+    for probe, tail in tails:
+        out += [Sighting(t, IN_TOOL_CALL, probe, p) for t, p in tail[:-1]]
+        if tail and tail[-1][0] not in followed:
+            out.append(Sighting(tail[-1][0], TOOL_CALL, probe, tail[-1][1], TOOL_CALL))
+    closing = {t for _, tail in tails for t, _ in tail}
+    for probe in probes:
+        if probe.spec.kind != "tool_result" or probe.text is None:
+            continue
+        gap = split_gap(probe, scanner, openers, _last_special(probe, scanner), frozenset(closing))
+        if gap is not None:
+            out += _read_tool_gap(gap, closing, in_turn, wrote_nothing)
+    return out
+
+
+def _call_syntax(
+    probe: Probe, scanner: SpecialScanner, generation_prompt: str | None, openers: frozenset[str]
+) -> list[Sighting]:
+    """Positions only: control tokens between the assistant opener and a call's arguments
+    (``<tool_call>``, ``<|tool_calls_begin|>``): written inside the turn."""
+    text, args = probe.text or "", probe.tail_start
+    if args is None:
+        return []
+    start = text.rfind(generation_prompt, 0, args) if generation_prompt else -1
+    if start >= 0:
+        start += len(generation_prompt or "")
+    else:  # the call's turn opens differently: start after the last opener token
+        hits = [(t, p) for t, p in scanner.find(text[:args]) if t in openers]
+        if not hits:
+            return []
+        start = hits[-1][1] + len(hits[-1][0])
+    return [
+        Sighting(tok, IN_TOOL_CALL, probe, start + pos)
+        for tok, pos in scanner.find(text[start:args])
+        if tok not in openers
+    ]
+
+
+def _last_special(probe: Probe, scanner: SpecialScanner) -> str | None:
+    """The last control token before the next message (the tool turn's opener, if any)."""
+    if probe.text is None or probe.tail_start is None or probe.next_start is None:
+        return None
+    hits = scanner.find(probe.text[probe.tail_start : probe.next_start])
+    return hits[-1][0] if hits else None
+
+
+def _read_tool_gap(
+    gap: Gap, closing: set[str], in_turn: set[str], wrote_nothing: bool
+) -> list[Sighting]:
+    """A tool call followed by its result: no closer means the tool turn's opener ends the
+    call; a closer the final-position call never writes must be a stop id too.
+
+    The opener is required only when a call in final position is followed by no control
+    token at all (GLM). A template that writes a whole new turn after the last call (Command
+    R's tool_use appends a system turn) shows an opener, not what the model writes after the
+    call: that opener is reported as an acceptable stop, not required.
+    """
+    if not gap.closer:
+        found = read_opener(gap, in_turn)
+        if wrote_nothing:
+            return found
+        return [dataclasses.replace(s, kind=None, acceptable=True) for s in found]
+    closer = [(t, p) for t, p in gap.closer if t not in in_turn]
+    if not closer or closer[-1][0] in closing or closing & {t for t, _ in closer}:
+        return [Sighting(t, TOOL_CALL, gap.probe, p) for t, p in closer]
+    out = [Sighting(t, TOOL_CALL, gap.probe, p) for t, p in closer[:-1]]
+    tok, pos = closer[-1]
+    return [*out, Sighting(tok, TOOL_CALL, gap.probe, pos, TOOL_CALL)]
