@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from eosfix import api
+from eosfix import pipeline
 from eosfix.analysis.terminators import STOP_STRING
 from eosfix.core.errors import EosfixError
 from eosfix.core.repo import TOKENIZER_JSON
@@ -98,7 +98,7 @@ def _relative(exc: EosfixError, root: Path) -> str | None:
     return None
 
 
-def needs_tokenizer_json(result: api.RepoResult) -> bool:
+def needs_tokenizer_json(result: pipeline.RepoResult) -> bool:
     """Whether some id can only come from tokenizer.json (transformers 5 layout, or unlisted)."""
     check = result.check
     if check is None:
@@ -113,7 +113,7 @@ def needs_tokenizer_json(result: api.RepoResult) -> bool:
     return check.tokenizer_eos is not None and check.tokenizer_eos.id is None
 
 
-def to_verdict(result: api.RepoResult, detail: Detail) -> Verdict:
+def to_verdict(result: pipeline.RepoResult, detail: Detail) -> Verdict:
     """The compact verdict of a RepoResult (whose check, probes and texts are then dropped)."""
     extra = None
     if detail == "json":
@@ -157,4 +157,4 @@ def to_verdict(result: api.RepoResult, detail: Detail) -> Verdict:
 
 def analyze_folder(path: Path, detail: Detail, keep_ids: tuple[int, ...] = ()) -> Verdict:
     """Check one folder (read only). Runs in a worker process. ``keep_ids``: --keep-id."""
-    return to_verdict(api.check_folder(path, keep_ids=keep_ids), detail)
+    return to_verdict(pipeline.check_folder(path, keep_ids=keep_ids), detail)

@@ -23,6 +23,7 @@ from eosfix.cli.common import (
 )
 from eosfix.cli.term import color_option
 from eosfix.render.report import Report
+from eosfix.sources.target import is_gguf
 
 EXIT_HELP = """Exit 0: nothing to fix (warnings alone too, unless --strict). 1: {one}.
     2: a path was not checked (missing, not a model folder or GGUF file, unreadable or invalid
@@ -119,13 +120,13 @@ def fix(
     from eosfix import api
 
     targets = repo_dirs(paths)
-    if output is not None and (len(targets) != 1 or not api.is_gguf(targets[0])):
+    if output is not None and (len(targets) != 1 or not is_gguf(targets[0])):
         raise click.UsageError("--output needs exactly one GGUF file")
     report = Report(strict=strict)
     for path in targets:
         if show_diff:
             result = api.check(path, config_json=config_json, keep_ids=keep_ids)
-        elif api.is_gguf(path):
+        elif is_gguf(path):
             result = _fix_gguf(path, output, keep_ids)
         else:
             result = api.fix(path, config_json=config_json, keep_ids=keep_ids)

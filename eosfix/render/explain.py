@@ -9,9 +9,9 @@ import click
 
 from eosfix.analysis.probes import Probe
 from eosfix.analysis.terminators import STOP_STRING, SpecialScanner, TemplateAnalysis, Terminator
-from eosfix.api import RepoResult
 from eosfix.decide.check import RepoCheck
 from eosfix.decide.verdicts import RuntimeRow, RuntimeTable, runtime_table
+from eosfix.pipeline import RepoResult
 from eosfix.ports.loop import TokenizedProbe, tokenize_probe
 from eosfix.ports.render import loop_stops
 from eosfix.render.report import placement_text, render_repo_text, result_to_dict, stop_source_text

@@ -8,8 +8,8 @@ from typing import Any
 
 import click
 
-from eosfix.api import RepoResult
 from eosfix.containers.gguf.plan import EOG_SOURCE, GgufCheck, stop_instructions
+from eosfix.pipeline import RepoResult
 from eosfix.runtimes.llamacpp import LLAMA_CPP_VERSION, EogSet, key_name
 
 KIND_TEXT = {

@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from eosfix.analysis.terminators import Terminator
-from eosfix.api import RepoResult
 from eosfix.core.errors import VerificationError, WriteError
 from eosfix.decide.check import Finding, RepoCheck, Status
 from eosfix.decide.verdicts import runtime_rows_json, runtime_table
+from eosfix.pipeline import RepoResult
 from eosfix.render.runtimes import not_applicable, runtimes_line
 from eosfix.render.text import (
     KIND_TEXT,

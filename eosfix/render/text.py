@@ -26,11 +26,11 @@ from eosfix.analysis.positions import (
     TOOL_CALL,
 )
 from eosfix.analysis.terminators import Placement, Terminator
-from eosfix.api import RepoResult
 from eosfix.containers.folder.plan import FilePatch
 from eosfix.core.repo import GENERATION_CONFIG
 from eosfix.decide.check import Finding, RepoCheck, Severity, Status
 from eosfix.decide.verdicts import runtime_table
+from eosfix.pipeline import RepoResult
 from eosfix.render.runtimes import not_applicable, runtimes_line, settled_lines
 from eosfix.runtimes import Pins
 from eosfix.sources.target import cache_snapshot, is_gguf

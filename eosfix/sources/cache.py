@@ -12,7 +12,7 @@ Snapshots are found with the scanner of ``huggingface_hub.scan_cache_dir``, run 
 memory does not grow with the cache. The key of a snapshot is its (repo path, blob hash)
 pairs, and a blob's name *is* its content hash, so revisions and repos that share files share
 one analysis (``eosfix.sources.cachesource`` runs them on the batch engine, ``eosfix.batch``). Fixing re-analyzes each snapshot
-under its lock and writes through ``api.fix(replace_symlinks=True)``: the link is replaced by
+under its lock and writes through ``pipeline.fix(replace_symlinks=True)``: the link is replaced by
 a regular file, a blob is never written. A ``.no_exist`` marker for a written file is deleted,
 or transformers would not see the new file offline.
 """
@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from eosfix import api
+from eosfix import pipeline
 from eosfix.batch.run import Key
 from eosfix.batch.verdict import Detail, Verdict, to_verdict
 from eosfix.containers.folder.plan import FilePatch
@@ -405,5 +405,5 @@ def fix_snapshot(path: Path, detail: Detail, keep_ids: tuple[int, ...] = ()) -> 
     """Fix one snapshot: replace the link, never the blob; drop the .no_exist marker.
     ``keep_ids``: stop ids to keep (--keep-id)."""
     callback = functools.partial(drop_no_exist_marker, path)
-    result = api.fix(path, replace_symlinks=True, after_write=callback, keep_ids=keep_ids)
+    result = pipeline.fix(path, replace_symlinks=True, after_write=callback, keep_ids=keep_ids)
     return to_verdict(result, detail)

@@ -34,11 +34,11 @@ from urllib.parse import quote
 from huggingface_hub import HfApi, constants
 from huggingface_hub.errors import RemoteEntryNotFoundError
 
-from eosfix import api
-from eosfix.api import RepoResult
+from eosfix import pipeline
 from eosfix.batch.verdict import needs_tokenizer_json
 from eosfix.core.errors import EosfixError
 from eosfix.core.repo import TOKENIZER_JSON, is_relevant_file
+from eosfix.pipeline import RepoResult
 from eosfix.sources.hubhttp import HubHttp, describe_error, hub_errors
 from eosfix.sources.hubstore import Manifest, Store, git_sha1
 from eosfix.sources.hubwrite import (  # noqa: F401  (the Hub's public names, in one place)
@@ -277,12 +277,12 @@ class HubSession:
         """Bring the stop-relevant files of ``repo_id`` in and analyze them (read-only)."""
         try:
             fetched = fetch_repo_files(repo_id, revision, reader=self.reader)
-            result = api.check_folder(fetched.path, label=repo_id)
+            result = pipeline.check_folder(fetched.path, label=repo_id)
             if fetched.has_tokenizer_json and needs_tokenizer_json(result):
                 fetched = fetch_repo_files(
                     repo_id, fetched.sha, reader=self.reader, tokenizer_json=True
                 )
-                result = api.check_folder(fetched.path, label=repo_id)
+                result = pipeline.check_folder(fetched.path, label=repo_id)
         except HubError as exc:
             return RepoResult(Path(repo_id), error=exc, label=repo_id)
         extra: dict[str, object] = {

@@ -19,14 +19,14 @@ from typing import TYPE_CHECKING, Any
 
 from huggingface_hub import CommitInfo, CommitOperationAdd, HfApi
 
-from eosfix import api
-from eosfix.api import RepoResult
+from eosfix import pipeline
 from eosfix.batch.run import Unit
 from eosfix.core.errors import EosfixError
 from eosfix.core.repo import GENERATION_CONFIG
 from eosfix.decide.check import RepoCheck, Status
 from eosfix.decide.stopids import IN_TURN_KIND, ORDINARY
 from eosfix.decide.verdicts import RuntimeTable, runtime_table
+from eosfix.pipeline import RepoResult
 from eosfix.render.report import placement_text, runtimes_line
 from eosfix.render.runtimes import not_applicable
 from eosfix.sources.hubhttp import describe_error, hub_errors
@@ -126,7 +126,7 @@ class PrPlan:
         item = unit.item
         fields = item.fields()
         result = dataclasses.replace(
-            api.check(unit.path, label=item.repo_id, keep_ids=self.keep_ids),
+            pipeline.check(unit.path, label=item.repo_id, keep_ids=self.keep_ids),
             extra={"sha": fields.get("sha"), "revision": fields.get("revision", "main")},
         )
         extra: dict[str, Any] = dict(unit.extra)
@@ -290,11 +290,11 @@ def check_folder(folder: str | Path, *, fix: bool = False) -> RepoResult:
     After a fix the folder is checked again, so the result describes what would be uploaded.
     """
     if not fix:
-        return api.check(folder)
-    fixed = api.fix(folder)
+        return pipeline.check(folder)
+    fixed = pipeline.fix(folder)
     if fixed.error is not None or not fixed.written:
         return fixed
-    return dataclasses.replace(api.check(folder), written=fixed.written)
+    return dataclasses.replace(pipeline.check(folder), written=fixed.written)
 
 
 def upload_checked(
