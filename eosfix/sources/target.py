@@ -1,8 +1,8 @@
 """What a path a user gives stands for: a model folder, a GGUF file, or nothing eosfix checks.
 
 Every path is accounted for. A model folder holds a tokenizer's or a chat template's files
-(``TOKENIZER_FILES``); a config file or template (what pre-commit passes) stands for its
-folder; a ``.gguf`` file for itself. Anything else raises ``NotChecked`` naming the reason and,
+(``eosfix.core.repo.MODEL_FOLDER_FILES``); a file eosfix reads or a template (what pre-commit
+passes) stands for its folder; a ``.gguf`` file for itself. Anything else raises ``NotChecked`` naming the reason and,
 where one exists, what to give instead: the model folders below a parent folder, ``eosfix
 cache`` for a Hugging Face cache, the folder of a weights file.
 
@@ -19,30 +19,14 @@ from pathlib import Path
 
 from eosfix.core.errors import EosfixError
 from eosfix.core.repo import (
-    ADDED_TOKENS_JSON,
     CHAT_TEMPLATE_JINJA,
-    CHAT_TEMPLATE_JSON,
-    CONFIG,
-    GENERATION_CONFIG,
-    PROCESSOR_CONFIG,
-    SPECIAL_TOKENS_MAP,
+    MODEL_FOLDER_FILES,
+    READ_FILES,
     TEMPLATE_DIR,
     TOKENIZER_CONFIG,
     TOKENIZER_JSON,
 )
 
-# The files that make a folder a model folder eosfix can check: without one of them there is
-# no chat template and no token to read (config.json alone says nothing about turns).
-TOKENIZER_FILES = (
-    TOKENIZER_CONFIG,
-    TOKENIZER_JSON,
-    SPECIAL_TOKENS_MAP,
-    ADDED_TOKENS_JSON,
-    CHAT_TEMPLATE_JINJA,
-    CHAT_TEMPLATE_JSON,
-    PROCESSOR_CONFIG,
-)
-CONFIG_FILES = frozenset((*TOKENIZER_FILES, CONFIG, GENERATION_CONFIG))
 _SCAN_DEPTH = 2  # how deep model folders are looked for below a parent folder
 _SCAN_ENTRIES = 5000  # directory entries read at most while looking (a huge tree stays fast)
 _SHOWN = 4  # model folders named in a message
@@ -63,7 +47,7 @@ def is_gguf(path: Path) -> bool:
 
 def is_config_file(path: Path) -> bool:
     """One of a model folder's own config or template files (what pre-commit passes)."""
-    return path.name in CONFIG_FILES or path.suffix == ".jinja"
+    return path.name in READ_FILES or path.suffix == ".jinja"
 
 
 def folder_of(path: Path) -> Path:
@@ -74,7 +58,7 @@ def folder_of(path: Path) -> Path:
 
 def is_model_folder(path: Path) -> bool:
     """A folder holding a tokenizer's or a chat template's files."""
-    if any((path / name).exists() or (path / name).is_symlink() for name in TOKENIZER_FILES):
+    if any((path / name).exists() or (path / name).is_symlink() for name in MODEL_FOLDER_FILES):
         return True
     return (path / TEMPLATE_DIR).is_dir() and any((path / TEMPLATE_DIR).glob("*.jinja"))
 
