@@ -6,15 +6,16 @@ and writing are the container's own. Batches, the Python API and the CLI all cal
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from eosfix.containers.folder.plan import FilePatch, plan_patches
 from eosfix.containers.folder.read import load_repo
-from eosfix.core.errors import EosfixError, VerificationError, WriteError
-from eosfix.core.fileio import check_writable, locked_dir, write_atomic, write_if_changed
+from eosfix.containers.folder.write import AfterWrite, write_patches
+from eosfix.core.errors import EosfixError, VerificationError
+from eosfix.core.fileio import locked_dir
 from eosfix.decide.check import RepoCheck, Status, check_repo
 from eosfix.sources.target import cache_snapshot, is_gguf, resolve
 
@@ -54,26 +55,6 @@ def _analyze(
 ) -> tuple[RepoCheck, tuple[FilePatch, ...]]:
     check = check_repo(load_repo(path), keep_ids=keep_ids, config_json=config_json)
     return check, plan_patches(check, config_json=config_json)
-
-
-def _write_all(root: Path, patches: tuple[FilePatch, ...], replace_symlinks: bool) -> list[str]:
-    """Write every patch, or none: an unforeseen failure (disk full, I/O error) on a later
-    file puts the earlier ones back as they were (a created file is removed)."""
-    written: list[FilePatch] = []
-    try:
-        for patch in patches:
-            target = root / patch.file
-            if write_if_changed(target, patch.new_text, allow_symlink_replace=replace_symlinks):
-                written.append(patch)
-    except EosfixError:
-        for done in reversed(written):
-            target = root / done.file
-            if done.old_text is None:
-                target.unlink(missing_ok=True)
-            else:  # a cache snapshot link comes back as a regular file with the same bytes
-                write_atomic(target, done.old_text.encode("utf-8"), allow_symlink_replace=True)
-        raise
-    return [p.file for p in written]
 
 
 def check(
@@ -120,7 +101,7 @@ def fix(
     config_json: bool = False,
     label: str | None = None,
     replace_symlinks: bool = False,
-    after_write: Callable[[Path, FilePatch], None] | None = None,
+    after_write: AfterWrite | None = None,
     keep_ids: Iterable[int] = (),
 ) -> RepoResult:
     """Analyze and write the planned edits atomically; returns which files changed.
@@ -138,12 +119,13 @@ def fix(
     try:
         with locked_dir(root):
             result, patches = _analyze(root, config_json, keep_ids)
-            for patch in patches:  # all or nothing: refuse before writing the first file
-                _check_writable(root, patch, replace_symlinks)
-            written = _write_all(root, patches, replace_symlinks)
-            for patch in patches:
-                if after_write is not None and patch.file in written:
-                    after_write(root / patch.file, patch)
+            written = write_patches(
+                root,
+                patches,
+                replace_symlinks=replace_symlinks,
+                after_write=after_write,
+                safe_command=_snapshot_fix_command,
+            )
             if not written:
                 return RepoResult(root, result, patches, label=label)
             now, _ = _analyze(root, config_json, keep_ids)  # the state after writing, read back
@@ -152,20 +134,10 @@ def fix(
     return RepoResult(root, now, patches, tuple(written), label=label, before=result)
 
 
-def _check_writable(root: Path, patch: FilePatch, replace_symlinks: bool) -> None:
-    """Refuse a file that must not be written; in a cache snapshot, say what does it safely."""
-    try:
-        check_writable(root / patch.file, allow_symlink_replace=replace_symlinks)
-    except WriteError as exc:
-        snapshot = cache_snapshot(root)
-        if snapshot is None or not (root / patch.file).is_symlink():
-            raise
-        raise WriteError(
-            "a Hugging Face cache snapshot: its files are links into blobs/, shared with other "
-            f"revisions, and eosfix fix never writes through them; {snapshot.fix_command} "
-            "replaces the link safely",
-            path=exc.path,
-        ) from None
+def _snapshot_fix_command(folder: Path) -> str | None:
+    """The command that fixes a cache snapshot safely (None: ``folder`` is not one)."""
+    snapshot = cache_snapshot(folder)
+    return None if snapshot is None else snapshot.fix_command
 
 
 def _check_gguf(path: Path, label: str | None, keep_ids: Iterable[int] = ()) -> RepoResult:

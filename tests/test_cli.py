@@ -152,3 +152,23 @@ def test_internal_error_gives_exit_3_and_hint(monkeypatch, sample_repo, capsys):
     assert "kaboom" in err
     assert "EOSFIX_DEBUG=1" in err
     assert "Traceback" not in err
+
+
+# --- one exit-code rule ---------------------------------------------------------------------
+
+
+def test_one_exit_code_rule_for_commands_and_batches():
+    from eosfix.core import outcome
+    from eosfix.decide.check import Status
+
+    assert {s.value for s in Status} <= set(outcome.VERDICTS)  # verdict_of speaks Status
+    assert outcome.EXIT_INTERRUPTED == 130
+    rule = outcome.exit_code
+    assert rule({}) == 2  # nothing checked
+    assert rule({"ok": 3, "no_template": 1}) == 0
+    assert rule({"ok": 3, "warned": 1}) == 0
+    assert rule({"ok": 3, "warned": 1}, strict=True) == 1
+    for failing in ("fixed", "fixable", "problems"):
+        assert rule({"ok": 1, failing: 1}) == 1
+    assert rule({"fixable": 1, "error": 1}) == 2  # unreadable input wins over findings
+    assert rule({"ok": 1}, failed=True) == 2  # a listing, a corrupted cache entry, a PR...

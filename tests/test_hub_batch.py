@@ -19,10 +19,10 @@ from pathlib import Path
 
 import pytest
 
+from eosfix.batch.hub import HubSource
 from eosfix.batch.run import Run
 from eosfix.sources import hubhttp
 from eosfix.sources.hub import HubReader, fetch_repo_files
-from eosfix.sources.hubsource import HubSource
 from tests.cachebuilder import chatml_files
 from tests.conftest import ROOT
 from tests.test_hub import CHATML_TOKENS, sample_files, tokenizer_json

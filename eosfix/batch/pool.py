@@ -23,7 +23,7 @@ POOL_MIN = 24  # the first jobs run in-process; worker processes start at this m
 WORKERS = 2
 BATCH = 8  # jobs sent to a worker at once
 
-Job = Callable[[Path, Detail], Verdict]
+Job = Callable[[Path, Detail | None], Verdict]
 DIED = Verdict("error", error="the analysis process died (out of memory?)")
 
 
@@ -39,7 +39,7 @@ def _mp_context() -> Any:
     return ctx
 
 
-def _run_batch(fn: Job, paths: Sequence[Path], detail: Detail) -> list[Verdict]:
+def _run_batch(fn: Job, paths: Sequence[Path], detail: Detail | None) -> list[Verdict]:
     return [fn(path, detail) for path in paths]
 
 
@@ -87,7 +87,7 @@ class Jobs:
     """Runs jobs in batches: in this process while there are fewer than POOL_MIN, then in
     ``workers`` processes started on demand. Used from one thread only."""
 
-    def __init__(self, detail: Detail, workers: int | None = None) -> None:
+    def __init__(self, detail: Detail | None, workers: int | None = None) -> None:
         self.detail = detail
         self.workers = min(WORKERS if workers is None else workers, os.cpu_count() or 1)
         self.count = 0

@@ -17,7 +17,7 @@ import click
 from eosfix import __version__
 from eosfix.cli.term import color_option, survive_closed_pipe
 from eosfix.core.errors import EosfixError
-from eosfix.render.report import EXIT_INPUT, EXIT_INTERNAL
+from eosfix.core.outcome import EXIT_INPUT, EXIT_INTERNAL
 
 
 class LazyGroup(click.Group):
