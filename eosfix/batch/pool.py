@@ -3,12 +3,15 @@
 The first POOL_MIN jobs run in this process (a pool costs ~50 ms to start, more with
 forkserver); after that, jobs go to ``workers`` processes BATCH at a time. If a worker dies
 (out of memory), its jobs and every later one become error verdicts instead of a crash.
+Workers ignore Ctrl-C (a terminal sends it to the whole process group): the main process stops
+the run, and a worker finishes the jobs it holds, so no snapshot is left half fixed.
 """
 
 from __future__ import annotations
 
 import multiprocessing
 import os
+import signal
 import sys
 import threading
 from collections.abc import Callable, Sequence
@@ -37,6 +40,12 @@ def _mp_context() -> Any:
     if ctx.get_start_method() == "forkserver":
         ctx.set_forkserver_preload(["eosfix.batch.verdict"])
     return ctx
+
+
+def _worker_signals() -> None:
+    """In a worker: Ctrl-C is the main process's to handle; SIGTERM (``terminate``) kills."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def _run_batch(fn: Job, paths: Sequence[Path], detail: Detail | None) -> list[Verdict]:
@@ -117,7 +126,9 @@ class Jobs:
             batch.verdicts = [DIED] * len(batch.paths)
         elif self.goes_to_pool():
             if self.pool is None:
-                self.pool = ProcessPoolExecutor(self.workers, mp_context=_mp_context())
+                self.pool = ProcessPoolExecutor(
+                    self.workers, mp_context=_mp_context(), initializer=_worker_signals
+                )
             try:
                 batch.future = self.pool.submit(_run_batch, batch.fn, batch.paths, self.detail)
             except BrokenProcessPool:

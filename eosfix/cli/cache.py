@@ -11,7 +11,7 @@ from eosfix.batch.run import Progress
 from eosfix.cli import batch as batchcli
 from eosfix.cli.common import keep_id_option, quiet_option, strict_option
 from eosfix.cli.term import color_option
-from eosfix.core.outcome import EXIT_INPUT
+from eosfix.core.outcome import EXIT_INPUT, Interrupted
 from eosfix.render.batch import JSON_DETAIL
 from eosfix.render.report import summary_parts
 from eosfix.sources import cache as cachelib
@@ -135,10 +135,14 @@ def cache(
             scan, fix=do_fix, detail=detail, progress=progress, keep_rows=text, keep_ids=keep_ids
         )
         run.strict = strict
-        if text:
-            run.drain()
-        else:
-            batchcli.stream(run, fmt, lambda: summary_line(run))
+        try:
+            if text:
+                run.drain()
+            else:
+                batchcli.stream(run, fmt, lambda: summary_line(run))
+        except KeyboardInterrupt:
+            run.close()  # the worker processes stop; a file being written is left whole
+            raise Interrupted() from None
         return run
 
     try:

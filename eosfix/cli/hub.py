@@ -16,7 +16,7 @@ import click
 from eosfix.cli import batch as batchcli
 from eosfix.cli.common import keep_id_option, quiet_option, strict_option
 from eosfix.cli.term import color_option
-from eosfix.core.outcome import EXIT_FINDINGS, EXIT_INPUT, EXIT_INTERRUPTED, EXIT_OK
+from eosfix.core.outcome import EXIT_FINDINGS, EXIT_INPUT, EXIT_OK, Interrupted
 from eosfix.render.report import RENDERER_BY_NAME, Report, summary_parts
 
 if TYPE_CHECKING:
@@ -143,17 +143,14 @@ def _open_state(path: Path | None) -> Iterator[StateFile | None]:
         state.close()
 
 
-def _interrupted(state: StateFile | None) -> None:
-    sys.stdout.flush()
+def _interrupted(state: StateFile | None) -> Interrupted:
+    """What Ctrl-C leaves: with --state, the repos recorded, to go on from."""
     if state is None:
-        click.echo("interrupted", err=True)
-    else:
-        click.echo(
-            f"interrupted: {state.written} repo(s) recorded in {state.path}; run the same "
-            "command again to go on from there",
-            err=True,
-        )
-    sys.exit(EXIT_INTERRUPTED)
+        return Interrupted()
+    return Interrupted(
+        f"{state.written} repo(s) recorded in {state.path}; run the same command again to go "
+        "on from there"
+    )
 
 
 @click.command()
@@ -288,7 +285,7 @@ def hub(
                     _stream(run, fmt)
             except KeyboardInterrupt:
                 run.close()
-                _interrupted(state)
+                raise _interrupted(state) from None
     for name, message in source.errors:
         click.echo(f"{name}: error: {message}", err=True)
     if author and not run.count and not source.errors:
