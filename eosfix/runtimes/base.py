@@ -94,6 +94,10 @@ class Runtime:
     executed: str | None = None  # the version tests/conformance/ runs the current rule against
     older: tuple[Rule, ...] = ()  # the rules of earlier versions, newest first
     floor: str = ""  # why versions below the oldest rule are not modelled
+    # Facts the verdict text needs, so no caller branches on a runtime's name:
+    config_only: bool = False  # reads config.json's eos and nothing else (--config-json helps)
+    first_id_only: bool = False  # keeps only the first id of a list
+    remedy: str = ""  # what makes it stop when no file of the folder can (llama.cpp: the GGUF)
 
     @property
     def current(self) -> Rule:

@@ -21,6 +21,8 @@ tokens, else config.json's *integer* ``eos_token_id``; generation_config.json is
 
 from __future__ import annotations
 
+import json
+import shlex
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -293,4 +295,19 @@ RUNTIME = Runtime(
     note="never reads generation_config.json; EOG guessed from token text",
     # tests/test_gguf_llamacpp.py asks that build's llama_vocab_is_eog for every id
     executed=f"{LLAMA_CPP_COMMIT} (llama-cpp-python {LLAMA_CPP_PYTHON})",
+    remedy="after converting, run eosfix fix on the .gguf",  # its converter never reads it
 )
+
+
+def stop_instructions(texts: Sequence[str]) -> dict[str, str]:
+    """How to stop on ``texts`` without changing the file, per program that runs llama.cpp
+    (0c1e57098: llama-completion matches a one-token reverse prompt by id; llama-server and
+    llama-cli match ``stop``/``--reverse-prompt`` on the text they send, where a control token
+    is empty unless ``--special`` is given; ollama's Modelfile ``PARAMETER stop``)."""
+    quoted = " ".join(f"--reverse-prompt {shlex.quote(t)}" for t in texts)
+    stops = json.dumps(list(texts), ensure_ascii=False)
+    return {
+        "llama-completion": quoted,
+        "llama-server": f'--special {quoted}   (with --special, a request\'s "stop": {stops})',
+        "ollama": "\n".join(f"PARAMETER stop {json.dumps(t, ensure_ascii=False)}" for t in texts),
+    }
