@@ -108,7 +108,7 @@ def engine_for(version: str, architecture: str, has_projector: bool = False) -> 
 
 # llama/llama.cpp/src/llama-vocab.cpp at the first tag of each row ("auto-detect special tokens
 # by text", "maintain a list of tokens that cause end-of-generation", the o200k_harmony
-# workaround); each row lists the FETCH_HEADs (Makefile.sync) it holds for.
+# workaround); the builds each row holds for are in _BUILDS below.
 _EOT_OLD = ("<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<EOT>")
 _DS = "<\uff5cend\u2581of\u2581sentence\uff5c>"
 _FIM_PAD = ("<|fim_pad|>", "<fim-pad>", "<PAD>")
