@@ -94,8 +94,9 @@ def test_scenario2_glm_user_not_caught_by_llama_cpp():
     before = make(tokenizer_eos_id=eot, generation_config_eos=(eot,), config_eos=(eot,),
                   vocab=vocab)  # fmt: skip
     after = apply_generation_config_eos(before, [eot, user])
+    # ollama: llama-server reads no eos_token_ids (tests/test_ollama_rules.py)
     assert stopping_on(after, user) == {"transformers", "vLLM", "SGLang", "TGI", "mlx-lm",
-                                        "mlx-vlm", "ollama"}  # fmt: skip
+                                        "mlx-vlm"}  # fmt: skip
     assert stopping_on(before, user) == set()
 
 
@@ -137,12 +138,12 @@ def test_tgi_only_honours_a_list(is_list, expected):
     assert stop_sets(inputs)["TGI"] == expected
 
 
-def test_ollama_only_takes_a_list_from_generation_config():
+def test_ollama_stops_on_the_tokenizer_eos_whatever_generation_config_says():
     vocab = {"<|x|>": 5, "<|y|>": 6}
     as_int = make(tokenizer_eos_id=5, generation_config_eos=(6,), vocab=vocab)
     as_list = dataclasses.replace(as_int, generation_config_eos_is_list=True)
-    assert stop_sets(as_int)["ollama"] == {5}
-    assert stop_sets(as_list)["ollama"] == {5, 6}
+    # ollama create writes the list as eos_token_ids; llama-server (>= 0.30.0) never reads it
+    assert stop_sets(as_int)["ollama"] == stop_sets(as_list)["ollama"] == {5}
     assert stop_sets(as_list)["llama.cpp"] == {5}  # never reads generation_config.json
 
 
