@@ -12,9 +12,7 @@ from eosfix.runtimes import (
     EOG_TEXTS,
     RUNTIMES,
     StopInputs,
-    apply_config_eos,
     apply_generation_config_eos,
-    compare,
     describe,
     parse_pins,
     stop_sets,
@@ -237,30 +235,26 @@ def test_apply_generation_config_creates_file():
     assert after.config_eos is None
 
 
-def test_apply_config_eos_covers_candle_and_exllamav2():
-    before = make(text_config_eos=(A,))
-    after = apply_config_eos(before, [B, A])
-    assert after.config_eos == after.text_config_eos == after.generation_config_eos == (B, A)
+def test_the_list_in_both_files_covers_candle_and_exllamav2():
+    """generation_config.json and config.json (top level and text_config) written as one list,
+    as ``fix --config-json`` does: every runtime stops on every id of it."""
+    after = dataclasses.replace(
+        apply_generation_config_eos(make(text_config_eos=(A,)), [B, A]),
+        config_eos=(B, A), config_eos_is_list=True, text_config_eos=(B, A),
+    )  # fmt: skip
     assert stopping_on(after, B) == ALL
-    assert apply_config_eos(make(), [A, B]).text_config_eos is None
 
 
-def test_compare_verdicts():
+def test_stop_sets_before_and_after_the_list():
     before = make()
     after = apply_generation_config_eos(before, [A, B])
-    verdicts = {v.runtime: v for v in compare(before, after, [A, B])}
-    assert list(verdicts) == [rt.name for rt in RUNTIMES]
-    tf = verdicts["transformers"]
-    assert tf.stops_before == {A: True, B: False}
-    assert tf.stops_after == {A: True, B: True}
-    assert not tf.ok_before
-    assert tf.ok_after
-    assert tf.before == {A}
-    assert tf.after == {A, B}
-    assert verdicts["llama.cpp"].ok_before  # <|im_end|> by text
-    assert not verdicts["candle"].ok_after
-    assert not verdicts["ExLlamaV2"].ok_after
-    assert verdicts["candle"].reads == describe("candle").reads
+    now, then = stop_sets(before), stop_sets(after)
+    assert list(now) == [rt.name for rt in RUNTIMES]
+    assert now["transformers"] == {A}
+    assert then["transformers"] == {A, B}
+    assert B in now["llama.cpp"]  # <|im_end|> by text
+    assert B not in then["candle"]  # config.json only
+    assert B not in then["ExLlamaV2"]
 
 
 def test_transformers_text_config_fallback_from_4_28():

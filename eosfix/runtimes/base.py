@@ -138,6 +138,21 @@ def one(token_id: int | None) -> frozenset[int]:
     return frozenset() if token_id is None else frozenset({token_id})
 
 
+def truthy_generation_eos(x: StopInputs) -> tuple[int, ...] | None:
+    """generation_config.json's eos when Python finds the value truthy, as loaders that read
+    ``if eos_token_id := generation_config.get("eos_token_id")`` do: ``0``, ``[]`` and
+    ``null`` are not; ``[0]`` is."""
+    gen = x.generation_config_eos if x.generation_config_exists else None
+    truthy = bool(gen) and (x.generation_config_eos_is_list or gen != (0,))
+    return gen if truthy else None
+
+
+def else_tokenizer_eos(eos: tuple[int, ...] | None, x: StopInputs) -> frozenset[int]:
+    """The configured ids, replacing the tokenizer's eos; the tokenizer's eos when none are
+    configured (``None``)."""
+    return ids_of(eos) if eos is not None else one(x.tokenizer_eos_id)
+
+
 def model_config_eos(x: StopInputs) -> tuple[int, ...] | None:
     # transformers generation/configuration_utils.py from_model_config: falls back to text_config
     return x.config_eos if x.config_eos is not None else x.text_config_eos

@@ -42,9 +42,8 @@ def readers_fixed_by_list(
     if not terms or not target:
         return (), ()
     gen, cfg = repo.files.get(GENERATION_CONFIG), repo.files.get(CONFIG)
-    now = inputs_from_files(
-        gen.data if gen else None, cfg.data if cfg else None, repo, ts.terminators, eos
-    )
+    known = {t.content: t.id for t in ts.terminators}
+    now = inputs_from_files(gen.data if gen else None, cfg.data if cfg else None, repo, known, eos)
     after = apply_generation_config_eos(now, target)
     misses = []
     for rt in RUNTIMES:

@@ -27,7 +27,7 @@ def inputs_from_files(
     gen: Mapping[str, Any] | None, cfg: Mapping[str, Any] | None, check: RepoCheck
 ) -> StopInputs:
     """StopInputs from generation_config.json / config.json objects (``None``: file absent)."""
-    terms = check.terminators.terminators
+    terms = {t.content: t.id for t in check.terminators.terminators}
     return stopinputs.inputs_from_files(gen, cfg, check.repo, terms, check.tokenizer_eos)
 
 
