@@ -1,26 +1,72 @@
 """One unit through the pipeline: read -> analyse -> decide -> plan -> apply -> ``RepoResult``.
 
-The same steps for every container (a model folder, a GGUF file); only reading, planning
-and writing are the container's own. Batches, the Python API and the CLI all call these.
+The same steps for every container (a model folder, a GGUF file): the container reads itself
+into the one ``ModelRepo`` the analysis takes and gives its stop keys as data; the one
+``eosfix.decide.check.check`` decides; the container plans its own edits and writes them; the
+per-runtime verdicts are computed here, once, and carried in the result. Batches, the Python
+API and the CLI all call these.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
-from eosfix.containers.folder.plan import FilePatch, plan_patches
-from eosfix.containers.folder.read import load_repo
+from eosfix.containers.folder.container import open_folder
+from eosfix.containers.folder.plan import FilePatch
 from eosfix.containers.folder.write import AfterWrite, write_patches
+from eosfix.containers.target import is_gguf, resolve
 from eosfix.core.errors import EosfixError, VerificationError
 from eosfix.core.fileio import locked_dir
-from eosfix.decide.check import RepoCheck, Status, check_repo
-from eosfix.sources.target import cache_snapshot, is_gguf, resolve
+from eosfix.core.repo import ModelRepo
+from eosfix.decide.check import RepoCheck, Status
+from eosfix.decide.check import check as check_repo
+from eosfix.decide.stops import StopKeys
+from eosfix.decide.verdicts import RuntimeTable
+from eosfix.runtimes import Pins
 
 if TYPE_CHECKING:
     from eosfix.containers.gguf.write import Progress
+
+
+class Change(Protocol):
+    """One planned edit of a container (a file's new text, a GGUF key's new value)."""
+
+    @property
+    def file(self) -> str: ...  # the file (or GGUF key) it changes
+
+    @property
+    def summary(self) -> str: ...  # ``eos_token_id -> [2, 7]``
+
+    @property
+    def how(self) -> str: ...  # how it is written, when that is worth saying
+
+    def diff(self, name: str = "") -> str: ...
+
+    def as_json(self) -> dict[str, Any]: ...
+
+
+NOUNS = {"folder": "repo", "gguf": "GGUF file"}
+
+
+class Container(Protocol):
+    """What every container gives the pipeline (``eosfix.containers.*.container``)."""
+
+    kind: str  # "folder" | "gguf"
+
+    @property
+    def repo(self) -> ModelRepo: ...
+
+    @property
+    def keys(self) -> StopKeys: ...
+
+    def plan(self, check: RepoCheck, *, config_json: bool = False) -> Sequence[Change]: ...
+
+    def runtime_table(
+        self, check: RepoCheck, patches: Sequence[Any], pins: Pins | None
+    ) -> RuntimeTable: ...
 
 
 @dataclass(frozen=True)
@@ -29,17 +75,22 @@ class RepoResult:
 
     ``check`` is the repo as it is now: after ``fix`` wrote files, it is read again from disk,
     and ``before`` is the check that planned the writes (None when nothing was written).
-    ``patches`` are the edits planned (``check``, ``fix --diff``) or written (``fix``).
+    ``patches`` are the edits planned (``check``, ``fix --diff``) or written (``fix``): file
+    patches for a folder, key edits for a GGUF. ``runtimes``: every runtime's verdict, now and
+    after the planned fix (None: no template, nothing to compare).
     """
 
     path: Path
     check: RepoCheck | None = None
-    patches: tuple[FilePatch, ...] = ()
+    patches: tuple[Change, ...] = ()
     written: tuple[str, ...] = ()
     error: EosfixError | None = None
     label: str | None = None  # how to name the repo in output (repo id, cache revision...)
     extra: dict[str, object] = field(default_factory=dict)
     before: RepoCheck | None = None
+    runtimes: RuntimeTable | None = None
+    container: str = "folder"  # "folder" | "gguf"
+    output: Path | None = None  # where fix wrote, when not over ``path`` (``--output``)
 
     @property
     def status(self) -> Status:
@@ -49,12 +100,51 @@ class RepoResult:
     def name(self) -> str:
         return self.label or str(self.path)
 
+    @property
+    def noun(self) -> str:
+        """What the unit is called in summaries."""
+        return NOUNS[self.container]
+
+
+@dataclass(frozen=True)
+class _Analysis:
+    check: RepoCheck
+    patches: tuple[Change, ...]
+    runtimes: RuntimeTable | None
+    container: str
+
+
+def _open(path: Path) -> Container:
+    if is_gguf(path):
+        from eosfix.containers.gguf.container import open_gguf  # only a GGUF needs its reader
+
+        return open_gguf(path)
+    return open_folder(path)
+
 
 def _analyze(
-    path: Path, config_json: bool, keep_ids: Iterable[int] = ()
-) -> tuple[RepoCheck, tuple[FilePatch, ...]]:
-    check = check_repo(load_repo(path), keep_ids=keep_ids, config_json=config_json)
-    return check, plan_patches(check, config_json=config_json)
+    container: Container,
+    config_json: bool,
+    keep_ids: Iterable[int] = (),
+    pins: Pins | None = None,
+) -> _Analysis:
+    """Decide, plan, and the runtime verdicts of the plan."""
+    check = check_repo(container.repo, container.keys, keep_ids=keep_ids, config_json=config_json)
+    patches = tuple(container.plan(check, config_json=config_json))
+    table = container.runtime_table(check, patches, pins) if check.repo.templates else None
+    return _Analysis(check, patches, table, container.kind)
+
+
+def _result(root: Path, a: _Analysis, label: str | None, **kwargs: Any) -> RepoResult:
+    return RepoResult(
+        root,
+        a.check,
+        a.patches,
+        label=label,
+        runtimes=a.runtimes,
+        container=a.container,
+        **kwargs,
+    )
 
 
 def check(
@@ -63,19 +153,19 @@ def check(
     config_json: bool = False,
     label: str | None = None,
     keep_ids: Iterable[int] = (),
+    pins: Pins | None = None,
 ) -> RepoResult:
     """Analyze a model folder (or one of its config files, or a GGUF file) and plan the fix
     without writing anything.
 
-    ``keep_ids``: stop ids the fix must keep even where they cut a reply (``--keep-id``).
+    ``keep_ids``: stop ids the fix must keep even where they cut a reply (``--keep-id``);
+    ``pins``: the runtime versions the verdicts are for (``--runtime``).
     """
     try:
         root = resolve(path)
     except EosfixError as exc:
         return RepoResult(Path(path), error=exc, label=label)
-    if is_gguf(root):
-        return _check_gguf(root, label, keep_ids)
-    return check_folder(root, config_json=config_json, label=label, keep_ids=keep_ids)
+    return check_folder(root, config_json=config_json, label=label, keep_ids=keep_ids, pins=pins)
 
 
 def check_folder(
@@ -84,15 +174,18 @@ def check_folder(
     config_json: bool = False,
     label: str | None = None,
     keep_ids: Iterable[int] = (),
+    pins: Pins | None = None,
 ) -> RepoResult:
-    """Analyze a folder as it is, whatever it holds (cache snapshots, the Hub store): a folder
-    without tokenizer files is a repo without a chat template here, not an error."""
+    """Analyze a folder (or GGUF file) as it is, whatever it holds (cache snapshots, the Hub
+    store): a folder without tokenizer files is a repo without a chat template here, not an
+    error."""
     root = Path(path)
+    kind = "gguf" if is_gguf(root) else "folder"
     try:
-        result, patches = _analyze(root, config_json, keep_ids)
+        analysis = _analyze(_open(root), config_json, keep_ids, pins)
     except EosfixError as exc:
-        return RepoResult(root, error=exc, label=label)
-    return RepoResult(root, result, patches, label=label)
+        return RepoResult(root, error=exc, label=label, container=kind)
+    return _result(root, analysis, label)
 
 
 def fix(
@@ -103,6 +196,7 @@ def fix(
     replace_symlinks: bool = False,
     after_write: AfterWrite | None = None,
     keep_ids: Iterable[int] = (),
+    pins: Pins | None = None,
 ) -> RepoResult:
     """Analyze and write the planned edits atomically; returns which files changed.
 
@@ -115,40 +209,27 @@ def fix(
     except EosfixError as exc:
         return RepoResult(Path(path), error=exc, label=label)
     if is_gguf(root):
-        return fix_gguf(root, label=label, keep_ids=keep_ids)
+        return fix_gguf(root, label=label, keep_ids=keep_ids, pins=pins)
     try:
         with locked_dir(root):
-            result, patches = _analyze(root, config_json, keep_ids)
+            planned = _analyze(open_folder(root), config_json, keep_ids, pins)
+            patches = tuple(p for p in planned.patches if isinstance(p, FilePatch))
             written = write_patches(
                 root,
                 patches,
                 replace_symlinks=replace_symlinks,
                 after_write=after_write,
-                safe_command=_snapshot_fix_command,
             )
             if not written:
-                return RepoResult(root, result, patches, label=label)
-            now, _ = _analyze(root, config_json, keep_ids)  # the state after writing, read back
+                return _result(root, planned, label)
+            # the state after writing, read back
+            now = _analyze(open_folder(root), config_json, keep_ids, pins)
     except EosfixError as exc:
         return RepoResult(root, error=exc, label=label)
-    return RepoResult(root, now, patches, tuple(written), label=label, before=result)
-
-
-def _snapshot_fix_command(folder: Path) -> str | None:
-    """The command that fixes a cache snapshot safely (None: ``folder`` is not one)."""
-    snapshot = cache_snapshot(folder)
-    return None if snapshot is None else snapshot.fix_command
-
-
-def _check_gguf(path: Path, label: str | None, keep_ids: Iterable[int] = ()) -> RepoResult:
-    from eosfix.containers.gguf.plan import check_gguf
-    from eosfix.containers.gguf.read import load_gguf
-
-    try:
-        result = check_gguf(load_gguf(path), keep_ids=keep_ids)
-    except EosfixError as exc:
-        return RepoResult(path, error=exc, label=label)
-    return RepoResult(path, result, label=label)
+    return RepoResult(
+        root, now.check, patches, tuple(written), label=label, before=planned.check,
+        runtimes=now.runtimes,
+    )  # fmt: skip
 
 
 def fix_gguf(
@@ -158,6 +239,7 @@ def fix_gguf(
     label: str | None = None,
     progress: Progress | None = None,
     keep_ids: Iterable[int] = (),
+    pins: Pins | None = None,
 ) -> RepoResult:
     """Write the planned ``tokenizer.ggml.*_token_id`` keys into a GGUF (or ``output``).
 
@@ -165,23 +247,24 @@ def fix_gguf(
     original (or written to ``output``). Nothing is written when the terminators cannot be
     expressed; the written file is checked again and must need no further fix.
     """
-    from eosfix.containers.gguf.plan import check_gguf
-    from eosfix.containers.gguf.read import load_gguf
+    from eosfix.containers.gguf.container import open_gguf
     from eosfix.containers.gguf.write import write_token_ids
 
     root = Path(path)
     try:
-        result = check_gguf(load_gguf(root), keep_ids=keep_ids)
-        if result.plan is None or result.model is None:
-            return RepoResult(root, result, label=label)
-        values = {e.key: e.new for e in result.plan.edits}
+        container = open_gguf(root)
+        planned = _analyze(container, False, keep_ids, pins)
+        if not planned.patches:
+            return _result(root, planned, label)
+        values = {p.file: int(p.as_json()["new"]) for p in planned.patches}
         out = None if output is None else Path(output)
-        written = write_token_ids(result.model.header, values, output=out, progress=progress)
-        again = check_gguf(load_gguf(written.path), keep_ids=keep_ids)
-        if again.plan is not None or set(again.stop.ids or ()) != set(result.proposed or ()):
+        written = write_token_ids(container.model.header, values, output=out, progress=progress)
+        again = _analyze(open_gguf(written.path), False, keep_ids, pins)
+        proposed = set(planned.check.proposed or ())
+        if again.patches or set(again.check.stop.ids or ()) != proposed:
             raise VerificationError("the written file does not stop as planned", path=written.path)
     except EosfixError as exc:
-        return RepoResult(root, error=exc, label=label)
+        return RepoResult(root, error=exc, label=label, container="gguf")
     # ``check`` is the file as written (``output`` when given), ``before`` the one planned on
     extra: dict[str, object] = {
         "write": {
@@ -192,5 +275,7 @@ def fix_gguf(
         },
     }
     return RepoResult(
-        root, again, (), (str(written.path),), label=label, extra=extra, before=result
-    )
+        root, again.check, planned.patches, (str(written.path),), label=label, extra=extra,
+        before=planned.check, runtimes=again.runtimes, container="gguf",
+        output=written.path if output is not None else None,
+    )  # fmt: skip

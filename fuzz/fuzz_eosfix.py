@@ -28,11 +28,11 @@ sys.path.insert(0, str(ROOT))
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from eosfix.containers.folder.container import check_repo
 from eosfix.containers.folder.plan import plan_patches
 from eosfix.containers.folder.read import load_repo
 from eosfix.core.errors import EosfixError
 from eosfix.core.jsonedit import set_json_value
-from eosfix.decide.check import check_repo
 
 FILES = (
     "generation_config.json",

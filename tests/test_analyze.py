@@ -12,11 +12,11 @@ from eosfix.analysis.terminators import (
     TOOL_CALL,
     TURN_END,
     Terminator,
-    propose_eos,
 )
+from eosfix.containers.folder.container import check_repo
 from eosfix.containers.folder.read import load_repo
+from eosfix.containers.folder.stopconfig import propose_eos
 from eosfix.core.repo import TokenInfo
-from eosfix.decide.check import check_repo
 
 CHATML = (
     "{% for m in messages %}{{ '<|im_start|>' + m.role + '\\n' + m.content + '<|im_end|>\\n' }}"

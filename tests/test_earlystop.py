@@ -8,9 +8,10 @@ import json
 import pytest
 
 from eosfix import api
+from eosfix.containers.folder.container import check_repo
 from eosfix.containers.folder.read import load_repo
 from eosfix.core.tokentext import cut_clause, decode_piece
-from eosfix.decide.check import Severity, check_repo
+from eosfix.decide.check import Severity
 from tests.conftest import CORPUS, SAMPLES, copy_repo, corpus_cases
 
 GEN = "generation_config.json"

@@ -36,7 +36,7 @@ def test_chatml_with_endoftext_eos_is_fine_for_llama_cpp(tmp_path, capsys):
     code, out, _ = run(capsys, "check", path)
     assert code == 0
     assert "ends a turn   <|im_end|>  id 98" in out
-    assert "stops on [96, 98]" in out
+    assert "stops on      [96, 98]" in out
     assert "EOS2" not in out
     before = sha(path)
     assert run(capsys, "fix", path)[0] == 0
@@ -105,17 +105,18 @@ def test_command_r_terminator_outside_the_name_list(tmp_path, capsys):
     assert code == 1
     repo = json.loads(out)["repos"][0]
     assert repo["container"] == "gguf"
-    assert repo["llama_cpp"]["stops_before"] == {"<|END_OF_TURN_TOKEN|>": False}
+    assert repo["runtimes"][0]["stops_before"] == {"<|END_OF_TURN_TOKEN|>": False}
     assert repo["changes"] == [
         {
             "key": "tokenizer.ggml.eot_token_id",
             "old": None,
             "new": N + 4,
             "token": "<|END_OF_TURN_TOKEN|>",
+            "in_place": False,
         }
     ]
-    assert N + 4 in repo["llama_cpp"]["after"]["eog"]
-    assert repo["in_place"] is False
+    assert N + 4 in repo["proposed_eos_token_id"]
+    assert repo["changes"][0]["in_place"] is False
     assert [f["code"] for f in repo["findings"]] == ["EOS201"]
 
 
@@ -247,7 +248,7 @@ def test_real_smollm2_gguf_stops(capsys):
     code, out, _ = run(capsys, "check", path)
     assert code == 0
     assert "ends a turn   <|im_end|>  id 2" in out
-    assert "stops on [0, 2, 4]" in out
+    assert "stops on      [0, 2, 4]" in out
 
 
 def test_rewrite_reports_progress_in_bytes(tmp_path):

@@ -28,8 +28,9 @@ from eosfix.analysis.positions import (
     TOOL_CALL,
     WHERE,
 )
+from eosfix.containers.folder.container import check_repo
 from eosfix.containers.folder.read import load_repo
-from eosfix.decide.check import Status, check_repo
+from eosfix.decide.check import Status
 from eosfix.render.report import placement_text
 
 FIRST_ID = 100

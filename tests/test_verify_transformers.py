@@ -28,8 +28,8 @@ from transformers import AutoTokenizer, GenerationConfig
 
 from eosfix import api
 from eosfix.analysis.probes import SPECS
+from eosfix.containers.folder.container import check_repo
 from eosfix.containers.folder.read import load_repo
-from eosfix.decide.check import check_repo
 from eosfix.ports.loop import split_probe, tokenize_probe
 from tests.conftest import CORPUS
 from tests.realmodel import greedy_from_folder

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Collection, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from jinja2 import nodes
@@ -44,8 +44,7 @@ from eosfix.analysis.probes import SPECS, Probe, run_generation_prompt, run_prob
 from eosfix.analysis.replies import read_template
 from eosfix.analysis.template import compile_template, parse_template
 from eosfix.core.errors import TemplateError
-from eosfix.core.models import eos_tuple
-from eosfix.core.repo import CONFIG, GENERATION_CONFIG, ChatTemplate, ModelRepo, TokenInfo
+from eosfix.core.repo import ChatTemplate, ModelRepo
 
 __all__ = [
     "CONVERSATION_END",
@@ -55,15 +54,11 @@ __all__ = [
     "TURN_END",
     "Placement",
     "SpecialScanner",
-    "StopConfig",
     "TemplateAnalysis",
     "Terminator",
     "TerminatorSet",
     "analyze_template",
-    "current_stop_config",
     "find_terminators",
-    "propose_eos",
-    "tokenizer_eos",
 ]
 _EVIDENCE_CHARS = 48
 
@@ -278,60 +273,3 @@ def find_terminators(repo: ModelRepo) -> TerminatorSet:
     return TerminatorSet(
         tuple(col.found.values()), acceptable, tuple(sorted(in_turn)), tuple(analyses), additional
     )
-
-
-@dataclass(frozen=True)
-class StopConfig:
-    """What transformers stops on today, and where that comes from."""
-
-    ids: tuple[int, ...] | None
-    source: str  # "generation_config.json", "config.json", "config.json text_config", "none"
-    generation_config_exists: bool
-    raw: int | list[int] | None
-
-
-def current_stop_config(repo: ModelRepo) -> StopConfig:
-    """transformers reads generation_config.json alone; only a missing file falls back."""
-    if repo.generation_config is not None:
-        raw = repo.generation_config.eos_token_id
-        return StopConfig(eos_tuple(raw), GENERATION_CONFIG, True, raw)
-    if repo.config is not None:
-        if repo.config.eos_token_id is not None:
-            raw = repo.config.eos_token_id
-            return StopConfig(eos_tuple(raw), CONFIG, False, raw)
-        if repo.config.text_config is not None and repo.config.text_config.eos_token_id is not None:
-            raw = repo.config.text_config.eos_token_id
-            return StopConfig(eos_tuple(raw), f"{CONFIG} text_config", False, raw)
-    return StopConfig(None, "none", False, None)
-
-
-def tokenizer_eos(repo: ModelRepo) -> TokenInfo | None:
-    content = repo.eos_token
-    if content is None:
-        return None
-    return repo.resolve(content) or TokenInfo(content, None, True, False, "unresolved")
-
-
-def propose_eos(
-    current: tuple[int, ...] | None,
-    eos: TokenInfo | None,
-    terminators: Iterable[Terminator],
-    remove: Collection[int] = (),
-    *,
-    always: bool = False,
-) -> tuple[int, ...] | None:
-    """The list to write, or None when it would not change what transformers stops on.
-
-    Existing ids first in their order (transformers pads with the first; ExLlamaV2 keeps only
-    the first), minus ``remove`` (ids that cut a reply or are no token), then the tokenizer's
-    eos when a terminator is added (TGI and mlx-lm before 0.32 replace it with the list),
-    then each missing terminator id. ``always``: the list even when nothing changes (a
-    runtime that reads generation_config.json needs it written as a list).
-    """
-    before = list(current or ())
-    have = [i for i in before if i not in remove]
-    missing = [t.id for t in terminators if t.id is not None and t.id not in have]
-    if not missing and have == before and not always:
-        return None
-    extra = [eos.id] if eos is not None and eos.id is not None and (missing or always) else []
-    return tuple(dict.fromkeys([*have, *extra, *missing]))

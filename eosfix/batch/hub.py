@@ -29,6 +29,7 @@ from eosfix import pipeline
 from eosfix.batch.run import Done, Pending, Run, Unit, in_order
 from eosfix.batch.state import StateFile, verdict_of_record
 from eosfix.batch.verdict import Verdict
+from eosfix.containers.folder.plan import FilePatch
 from eosfix.core.repo import GENERATION_CONFIG, TOKENIZER_JSON
 from eosfix.pipeline import RepoResult
 from eosfix.sources.hub import HubEntry, HubError, HubReader
@@ -217,7 +218,10 @@ def _named(unit: Unit) -> Unit:
 
 def fix_bytes(result: RepoResult) -> bytes | None:
     """The generation_config.json a fix PR carries, or None when there is nothing to fix."""
-    patch = next((p for p in result.patches if p.file == GENERATION_CONFIG), None)
+    patch = next(
+        (p for p in result.patches if isinstance(p, FilePatch) and p.file == GENERATION_CONFIG),
+        None,
+    )
     return None if result.check is None or patch is None else patch.new_text.encode("utf-8")
 
 

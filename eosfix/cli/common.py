@@ -8,9 +8,9 @@ from typing import Any
 
 import click
 
+from eosfix.containers.target import NotChecked, folder_of, is_config_file, is_gguf, is_model_folder
 from eosfix.core.errors import EosfixError
 from eosfix.render.report import RENDERER_BY_NAME, Report
-from eosfix.sources.target import NotChecked, folder_of, is_config_file, is_gguf, is_model_folder
 
 
 def repo_dirs(paths: Sequence[str]) -> list[Path]:

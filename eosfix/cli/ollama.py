@@ -31,7 +31,7 @@ def _result_dict(r: Any, text: str | None) -> dict[str, Any]:
         terminators=[
             {"content": t.content, "id": t.id, "kind": t.kind} for t in c.terminators.terminators
         ],
-        llama_cpp={"version": LLAMA_CPP_VERSION, "eog": sorted(c.eog.ids)},
+        llama_cpp={"version": LLAMA_CPP_VERSION, "eog": sorted(c.stop.ids or ())},
         stops=r.stops,
         modelfile=text,
     )
@@ -44,7 +44,7 @@ def _text(r: Any, text: str | None) -> list[str]:
     c = r.check
     if not c.repo.templates:
         return [f"{r.model.name}: no chat template in its GGUF: nothing to check"]
-    eog = ", ".join(str(i) for i in sorted(c.eog.ids))
+    eog = ", ".join(str(i) for i in sorted(c.stop.ids or ()))
     stops = ", ".join(json.dumps(s, ensure_ascii=False) for s in r.model.stop) or "none"
     lines = [
         click.style(r.model.name, bold=True),

@@ -163,6 +163,16 @@ class TokenTable:
         return None  # no encoder: explain shows no tokenized probe for this container
 
 
+@dataclass(frozen=True)
+class TokenizerHead:
+    """What tokenizer.json says near its top, read without parsing the vocabulary: its
+    ``added_tokens`` in file order (duplicates kept: gguf-py takes the first match) and the
+    last special token of its ``TemplateProcessing`` post-processor (gguf-py reads it)."""
+
+    added: tuple[TokenInfo, ...]
+    trailing_special: str | None = None
+
+
 @dataclass
 class ModelRepo:
     """Every stop-relevant source of one model: a repository folder or a single-file container.
@@ -181,6 +191,7 @@ class ModelRepo:
     special_tokens: dict[str, str] = field(default_factory=dict)  # name -> content
     added_tokens: dict[str, TokenInfo] = field(default_factory=dict)  # content -> info
     vocabulary: Vocabulary | None = None
+    tokenizer_head: TokenizerHead | None = None  # None: no tokenizer.json (or not a folder)
 
     def __post_init__(self) -> None:
         if self.vocabulary is None:

@@ -48,6 +48,8 @@ OUT_OF_VOCAB = "out_of_vocab"
 UNCHECKED = "unchecked"
 CUTTING = (IN_TURN_KIND, ORDINARY)  # the model emits it before its reply is complete
 REMOVABLE = (IN_TURN_KIND, ORDINARY, OUT_OF_VOCAB)  # what ``fix`` takes out of a list
+# The finding of a stop id of each kind, whatever holds it (a file's list, a GGUF key).
+CODES = {IN_TURN_KIND: "EOS011", ORDINARY: "EOS012", OUT_OF_VOCAB: "EOS013"}
 
 
 @dataclass(frozen=True)
@@ -236,3 +238,22 @@ class _Context:
         if tok is not None:
             return str(tok.decode([token_id], skip_special_tokens=False))
         return decode_piece(piece, self.pieces)
+
+
+def in_turn_text(s: StopId) -> str:
+    """An in-turn stop id, where the template writes it, and what stopping there does (every
+    container's EOS011)."""
+    evidence = s.evidence.replace("\n", "\\n")
+    return (
+        f"{s.label}, which the template writes inside an assistant turn ({s.reason}: "
+        f"{evidence}): generation stops there and the rest of the reply never comes"
+    )
+
+
+def what_it_is(s: StopId) -> str:
+    """What a stop id that cuts a reply or never fires is, and why, as a clause."""
+    if s.kind == IN_TURN_KIND:
+        return in_turn_text(s)
+    if s.kind == ORDINARY:
+        return f"{s.label}, an ordinary text token, not a special or added token: {s.reason}"
+    return f"{s.id}, which is no token: {s.reason}"

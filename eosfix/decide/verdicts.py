@@ -1,33 +1,22 @@
-"""Per-runtime verdicts for one checked repo: does generation stop at each terminator, now and
-after the planned fix?
+"""Per-runtime verdicts for one checked repo: does generation stop at each terminator, and
+nowhere inside a reply, now and after the planned fix?
 
-Glue between ``check.RepoCheck`` and the runtime model of ``eosfix.runtimes``:
-
-- ``stop_inputs(check)`` reads what the repo's files say today;
-- ``runtime_table(check, patches, pins)`` applies the planned ``FilePatch`` es (their exact
-  new text, so ``--config-json`` is shown with the list it really writes) and compares, with
-  each runtime's rule for the pinned version (else its current rule);
-
-Pure: no printing, no writing. (A hand-written generation loop is ``eosfix.ports``.)
+The container says which ids each runtime stops on in each state (``RowInputs``: now, after
+the planned fix, after ``fix --config-json``); ``build_table`` turns those sets into rows the
+same way for every container. The table is computed once, when the check is made, and carried
+in the result (``eosfix.pipeline.RepoResult.runtimes``). Pure.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
-from eosfix.containers.folder.plan import FilePatch, plan_config
-from eosfix.core.repo import CONFIG, GENERATION_CONFIG
 from eosfix.decide.check import RepoCheck
 from eosfix.decide.stopids import StopId, classify
-from eosfix.runtimes import RUNTIMES, Pins, Runtime, StopInputs, rule_for
-from eosfix.runtimes import inputs as stopinputs
+from eosfix.runtimes import Rule, Runtime
 
-# Runtimes that read config.json's eos_token_id (never generation_config.json).
-CONFIG_READERS = ("candle", "ExLlamaV2")
-FIRST_ID_ONLY = ("ExLlamaV2",)  # exllamav2/config.py: a list keeps only element [0]
+States = tuple[frozenset[int], frozenset[int], frozenset[int]]  # now, after fix, --config-json
 
 
 @dataclass(frozen=True)
@@ -54,6 +43,10 @@ class RuntimeRow:
     early_before: dict[str, int] = field(default_factory=dict)
     early_after: dict[str, int] = field(default_factory=dict)
     early_with_config_json: dict[str, int] = field(default_factory=dict)
+    # Runtime facts the verdict text needs (``eosfix.runtimes.base.Runtime``).
+    config_only: bool = False
+    first_id_only: bool = False
+    remedy: str = ""
 
     @property
     def label(self) -> str:
@@ -97,6 +90,13 @@ class RuntimeTable:
     first_config_id: int | None  # config.json's first eos id after the fix (ExLlamaV2 keeps it)
     cutting: tuple[StopId, ...] = ()  # every stop id of any runtime that cuts a reply
     tokenizer_eos_id: int | None = None
+    # Runtimes (by name) that cannot load this container as it is (a folder without the
+    # config.json they read): shown as not applicable, never as a verdict.
+    not_applicable: frozenset[str] = frozenset()
+
+    @property
+    def applicable(self) -> tuple[RuntimeRow, ...]:
+        return tuple(r for r in self.rows if r.runtime not in self.not_applicable)
 
     def failing_after(self) -> list[str]:
         """Runtimes that still miss a terminator after the planned fix."""
@@ -118,28 +118,25 @@ class RuntimeTable:
         return next((s for s in self.cutting if s.id == token_id), None)
 
 
-def inputs_from_files(
-    gen: Mapping[str, Any] | None, cfg: Mapping[str, Any] | None, check: RepoCheck
-) -> StopInputs:
-    """StopInputs from generation_config.json / config.json objects (``None``: file absent)."""
-    terms = check.terminators.terminators
-    return stopinputs.inputs_from_files(gen, cfg, check.repo, terms, check.tokenizer_eos)
+@dataclass(frozen=True)
+class RowInputs:
+    """One runtime's stop sets in each state, with the rule that gave them."""
+
+    runtime: Runtime
+    rule: Rule
+    sets: States
+    pinned: str | None = None
+    note: str | None = None  # the rule's note, unless the container has a better one
 
 
-def _data(check: RepoCheck, name: str, patches: Sequence[FilePatch]) -> dict[str, Any] | None:
-    for p in patches:
-        if p.file == name:
-            data: dict[str, Any] = json.loads(p.new_text.removeprefix("\ufeff"))
-            return data
-    f = check.repo.files.get(name)
-    return None if f is None else f.data
-
-
-def stop_inputs(check: RepoCheck, patches: Sequence[FilePatch] = ()) -> StopInputs:
-    """What the runtimes read from the repo, after ``patches`` (none: as the files are now)."""
-    return inputs_from_files(
-        _data(check, GENERATION_CONFIG, patches), _data(check, CONFIG, patches), check
+def cutting_ids(check: RepoCheck, ids: Iterable[int]) -> tuple[StopId, ...]:
+    """The ids of ``ids`` (what any runtime stops on, in any state) that cut a reply."""
+    wanted = set(ids)
+    known = {s.id: s for s in check.review.stop_ids}
+    fresh = classify(
+        check.repo, check.terminators, check.tokenizer_eos, sorted(wanted - set(known))
     )
+    return tuple(s for s in (*known.values(), *fresh) if s.id in wanted and s.cuts)
 
 
 def _stops(ids: frozenset[int], terms: Mapping[str, int | None]) -> dict[str, bool | None]:
@@ -148,83 +145,41 @@ def _stops(ids: frozenset[int], terms: Mapping[str, int | None]) -> dict[str, bo
 
 def _early(ids: frozenset[int], cutting: Mapping[int, StopId]) -> dict[str, int]:
     """Token text -> id of the ids in ``ids`` that cut a reply."""
-    return {_text(cutting[i]): i for i in sorted(ids) if i in cutting}
-
-
-def _text(s: StopId) -> str:
-    return s.text or s.token or str(s.id)
-
-
-def cutting_ids(check: RepoCheck, ids: set[int]) -> tuple[StopId, ...]:
-    """The ids of ``ids`` (what any runtime stops on, in any state) that cut a reply."""
-    known = {s.id: s for s in check.review.stop_ids} if check.review is not None else {}
-    fresh = classify(check.repo, check.terminators, check.tokenizer_eos, sorted(ids - set(known)))
-    return tuple(s for s in (*known.values(), *fresh) if s.id in ids and s.cuts)
-
-
-def _note(name: str, base: str, check: RepoCheck, after: StopInputs) -> str:
-    if name in FIRST_ID_ONLY and after.config_eos and len(after.config_eos) > 1:
-        return f"keeps only config.json's first id ({after.config_eos[0]}): stops on no other id"
-    if name in CONFIG_READERS and CONFIG not in check.repo.files:
-        return f"{base}; no config.json in this folder"
-    if check.stop_strings:
-        return f"{base}; plain-text turn ends need stop strings"
-    return base
+    return {(cutting[i].text or cutting[i].token or str(i)): i for i in sorted(ids) if i in cutting}
 
 
 def _row(
-    rt: Runtime,
-    pins: Pins | None,
-    check: RepoCheck,
-    after_inputs: StopInputs,
-    sets: Sequence[frozenset[int]],
-    cutting: Mapping[int, StopId],
+    spec: RowInputs, terms: Mapping[str, int | None], cutting: Mapping[int, StopId]
 ) -> RuntimeRow:
-    """``sets``: the ids the runtime stops on now, after the planned fix (whose inputs are
-    ``after_inputs``), and with --config-json."""
-    rule = rule_for(rt, pins)
-    terms = {t.content: t.id for t in check.terminators.terminators}
-    before, after, with_cfg = (_stops(ids, terms) for ids in sets)
-    early = [_early(ids, cutting) for ids in sets]
+    rt, rule = spec.runtime, spec.rule
+    before, after, with_cfg = (_stops(ids, terms) for ids in spec.sets)
+    early = [_early(ids, cutting) for ids in spec.sets]
     executed = rt.executed if rule == rt.current else None  # older rules are only modelled
+    note = rule.note if spec.note is None else spec.note
     return RuntimeRow(
-        rt.name, rule.reads, before, after, with_cfg, _note(rt.name, rule.note, check, after_inputs),
-        rule.versions_str, (pins or {}).get(rt.name), executed, rule.source, *early,
+        rt.name, rule.reads, before, after, with_cfg, note, rule.versions_str, spec.pinned,
+        executed, rule.source, early[0], early[1], early[2],
+        config_only=rt.config_only, first_id_only=rt.first_id_only, remedy=rt.remedy,
     )  # fmt: skip
 
 
-def runtime_table(
-    check: RepoCheck, patches: Sequence[FilePatch] = (), pins: Pins | None = None
+def build_table(
+    check: RepoCheck,
+    specs: Sequence[RowInputs],
+    *,
+    config_json_written: bool = False,
+    has_config_json: bool = True,
+    first_config_id: int | None = None,
+    not_applicable: frozenset[str] = frozenset(),
 ) -> RuntimeTable:
-    """Every runtime's verdict before and after ``patches``, and with ``--config-json``, each
-    with its rule for the version in ``pins`` (else its current rule)."""
+    """The rows of ``specs``, each runtime's stop sets compared with the terminators."""
     terms = {t.content: t.id for t in check.terminators.terminators}
-    before, after = stop_inputs(check), stop_inputs(check, patches)
-    config_written = any(p.file == CONFIG for p in patches)
-    with_cfg = after
-    if not config_written:
-        cfg_patch = plan_config(check)
-        if cfg_patch is not None:
-            with_cfg = stop_inputs(check, [*patches, cfg_patch])
-    states = (before, after, with_cfg)
-    sets = {rt.name: [rule_for(rt, pins).derive(x) for x in states] for rt in RUNTIMES}
-    cutting = cutting_ids(check, {i for per in sets.values() for ids in per for i in ids})
+    every = {i for spec in specs for ids in spec.sets for i in ids}
+    cutting = cutting_ids(check, every)
     by_id = {s.id: s for s in cutting}
-    rows = tuple(_row(rt, pins, check, after, sets[rt.name], by_id) for rt in RUNTIMES)
-    first = after.config_eos[0] if after.config_eos else None
+    rows = tuple(_row(spec, terms, by_id) for spec in specs)
     eos = check.tokenizer_eos.id if check.tokenizer_eos is not None else None
     return RuntimeTable(
-        rows, terms, config_written, CONFIG in check.repo.files, first, cutting, eos
-    )
-
-
-def runtime_rows_json(table: RuntimeTable) -> list[dict[str, Any]]:
-    """The ``"runtimes"`` key of ``--format json``."""
-    return [
-        {"runtime": r.runtime, "version": r.pinned, "versions": r.versions,
-         "executed": r.executed, "basis": r.basis, "source": r.source, "reads": r.reads,
-         "stops_before": r.stops_before, "stops_after": r.stops_after,
-         "stops_early_before": r.early_before, "stops_early_after": r.early_after,
-         "ok_before": r.ok_before, "ok_after": r.ok_after, "note": r.note}
-        for r in table.rows
-    ]  # fmt: skip
+        rows, terms, config_json_written, has_config_json, first_config_id, cutting, eos,
+        not_applicable,
+    )  # fmt: skip

@@ -73,7 +73,7 @@ def loop_stops(check: RepoCheck) -> LoopStops:
     """The stop ids of a hand-written loop: the proposed list when the repo needs a fix."""
     current = tuple(check.stop.ids or ())
     if check.proposed is not None:
-        ids, source = check.proposed, "generation_config.json after `eosfix fix`"
+        ids, source = check.proposed, check.stop.after
     else:
         ids, source = current, check.stop.source
     names = id_names(check.repo)

@@ -10,13 +10,11 @@ import click
 from eosfix.analysis.probes import Probe
 from eosfix.analysis.terminators import STOP_STRING, SpecialScanner, TemplateAnalysis, Terminator
 from eosfix.decide.check import RepoCheck
-from eosfix.decide.verdicts import RuntimeRow, RuntimeTable, runtime_table
+from eosfix.decide.verdicts import RuntimeRow, RuntimeTable
 from eosfix.pipeline import RepoResult
 from eosfix.ports.loop import TokenizedProbe, tokenize_probe
 from eosfix.ports.render import loop_stops
 from eosfix.render.report import placement_text, render_repo_text, result_to_dict, stop_source_text
-from eosfix.render.runtimes import not_applicable
-from eosfix.runtimes import Pins
 
 _SHOWN_PROBES = ("final", "final+system", "tool_call", "history")
 
@@ -126,18 +124,20 @@ def _runtime_cells(row: RuntimeRow, table: RuntimeTable, na: bool) -> tuple[str,
     return (row.label, *verdicts, row.versions, row.basis, row.reads)
 
 
-def render_runtime_table(table: RuntimeTable, na: frozenset[str] = frozenset()) -> str:
+def render_runtime_table(table: RuntimeTable) -> str:
     """The per-runtime table: does each runtime stop at every terminator, now and after fix.
 
     Plain aligned columns: the runtime (``name==version`` when pinned), the verdicts, the
     versions the rule holds for, whether the rule was executed against the runtime or only
     modelled, and (last, so nothing wraps mid-word) what it reads; then each runtime's note
-    and the source its rule was read from. ``na``: runtimes that cannot load this folder
-    (no config.json), shown as not applicable.
+    and the source its rule was read from. Runtimes that cannot load this folder (no
+    config.json) are shown as not applicable.
     """
     head = ("runtime", "now", "after fix", "fix --config-json", "versions", "basis",
             "reads eos from")  # fmt: skip
-    rows = [head] + [_runtime_cells(r, table, r.runtime in na) for r in table.rows]
+    rows = [head] + [
+        _runtime_cells(r, table, r.runtime in table.not_applicable) for r in table.rows
+    ]
     widths = [max(len(row[i]) for row in rows) for i in range(len(head) - 1)]
     lines = [
         "  "
@@ -190,13 +190,13 @@ def _evidence_lines(t: Terminator, scanner: SpecialScanner) -> list[str]:
     ]
 
 
-def render_explain(result: RepoResult, pins: Pins | None = None) -> str:
-    """The explain view as text (``pins``: the runtime versions the verdicts are for)."""
+def render_explain(result: RepoResult) -> str:
+    """The explain view as text."""
     if result.check is None:
         return render_repo_text(result)
     c = result.check
     scanner = _scanner(c)
-    lines = [render_repo_text(result, pins=pins), ""]
+    lines = [render_repo_text(result), ""]
     for ta in c.terminators.templates:
         lines += _template_block(ta, scanner)
         lines.append("")
@@ -207,39 +207,35 @@ def render_explain(result: RepoResult, pins: Pins | None = None) -> str:
             f"{text} ({token_id}) is a special token runtimes stop on by name, but no "
             "template writes it: add it to your loop only if the model emits it"
         )
-    if c.repo.templates and getattr(c, "container", None) == "gguf":
-        from eosfix.render.gguf import loop_section
-
-        return "\n".join([*lines, "", *loop_section(c)])  # type: ignore[arg-type]
     ids, source = loop_ids(c)
     where = stop_source_text(c) if source == "none" else source
-    if c.repo.templates:
+    if c.repo.templates and result.runtimes is not None:
         lines += [
             "",
             click.style(
                 "Runtimes: does generation stop at every terminator, and never inside a reply?",
                 bold=True,
             ),
-            render_runtime_table(
-                runtime_table(c, result.patches, pins), not_applicable(c, result.patches, pins)
-            ),
+            render_runtime_table(result.runtimes),
         ]
+    if c.repo.templates:
         lines += [
             "",
             click.style("For a hand-written generation loop", bold=True),
             f"  stop when the sampled id is in {ids}  ({where})",
         ]
-        if c.stop_strings:
-            lines.append(f"  and stop on the text {list(c.stop_strings)} (no single id exists)")
+        if c.stop_strings_needed:
+            texts = list(c.stop_strings_needed)
+            lines.append(f"  and stop on the text {texts} (no single id exists)")
         tp = tokenize_probe(c, ids)
         if tp is not None:
             lines += _tokenized_lines(tp)
     return "\n".join(lines)
 
 
-def result_explain_dict(result: RepoResult, pins: Pins | None = None) -> dict[str, Any]:
+def result_explain_dict(result: RepoResult) -> dict[str, Any]:
     """The explain view as JSON: the check payload plus every probe's rendered text."""
-    out = result_to_dict(result, pins)
+    out = result_to_dict(result)
     if result.check is None:
         return out
     out["probes"] = [
@@ -248,8 +244,6 @@ def result_explain_dict(result: RepoResult, pins: Pins | None = None) -> dict[st
         for p in ta.probes
     ]
     ids, source = loop_ids(result.check)
-    if getattr(result.check, "container", None) == "gguf":
-        ids, source = list(result.check.proposed or result.check.stop.ids or ()), "llama.cpp"
     out["loop"] = {"stop_ids": ids, "source": source}
     tp = tokenize_probe(result.check, ids)
     if tp is not None:

@@ -8,10 +8,9 @@ from __future__ import annotations
 from eosfix.core.repo import GENERATION_CONFIG
 from eosfix.decide.check import RepoCheck
 from eosfix.decide.stopids import IN_TURN_KIND, ORDINARY
-from eosfix.decide.verdicts import RuntimeTable, runtime_table
+from eosfix.decide.verdicts import RuntimeTable
 from eosfix.pipeline import RepoResult
 from eosfix.render.report import placement_text, runtimes_line
-from eosfix.render.runtimes import not_applicable
 
 
 def pr_description(result: RepoResult) -> str:
@@ -50,8 +49,8 @@ def pr_description(result: RepoResult) -> str:
     lines += ["", "### What changes", "", "```diff"]
     lines += [p.diff().rstrip("\n") for p in result.patches if p.file == GENERATION_CONFIG]
     lines += ["```", "", "### Which runtimes this affects", ""]
-    table = runtime_table(check, result.patches)
-    lines += _runtime_lines(table, not_applicable(check, result.patches))
+    if result.runtimes is not None:
+        lines += _runtime_lines(result.runtimes)
     return "\n".join(lines)
 
 
@@ -65,7 +64,7 @@ def _removed_lines(check: RepoCheck) -> list[str]:
     """Each id the PR takes out of the list: which token it is, and why it must go."""
     kept = set(check.proposed or ())
     removed = [i for i in dict.fromkeys(check.stop.ids or ()) if check.proposed and i not in kept]
-    if not removed or check.review is None:
+    if not removed:
         return []
     lines = ["", "### What is removed, and why", ""]
     for token_id in removed:
@@ -91,18 +90,18 @@ def _removed_lines(check: RepoCheck) -> list[str]:
     return lines
 
 
-def _runtime_lines(table: RuntimeTable, na: frozenset[str]) -> list[str]:
+def _runtime_lines(table: RuntimeTable) -> list[str]:
     head = "| runtime | reads | stops at every turn end now | stops inside a reply now |"
     lines = [f"{head} after this PR |", "| --- | --- | --- | --- | --- |"]
     for row in table.rows:
-        if row.runtime in na:
+        if row.runtime in table.not_applicable:
             lines.append(f"| {row.runtime} | {row.reads} | n/a (no config.json) | | |")
             continue
         # a pipe splits a table cell even inside a code span unless escaped
         early = ", ".join(f"`{text}`".replace("|", "\\|") for text in row.early_before) or "no"
         stops = _yes(not row.misses_before)
         lines.append(f"| {row.runtime} | {row.reads} | {stops} | {early} | {_yes(row.ok_after)} |")
-    return [*lines, "", runtimes_line(table, na), ""]
+    return [*lines, "", runtimes_line(table), ""]
 
 
 def _yes(ok: bool) -> str:

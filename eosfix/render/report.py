@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from eosfix.analysis.terminators import Terminator
+from eosfix.containers.target import NotChecked
 from eosfix.core.errors import VerificationError, WriteError
 from eosfix.core.outcome import (
     EXIT_FINDINGS,
@@ -22,10 +23,10 @@ from eosfix.core.outcome import (
     exit_code,
     verdict_of,
 )
-from eosfix.decide.check import Finding, RepoCheck
-from eosfix.decide.verdicts import runtime_rows_json, runtime_table
+from eosfix.decide.check import Finding
+from eosfix.decide.verdicts import RuntimeTable
 from eosfix.pipeline import RepoResult
-from eosfix.render.runtimes import not_applicable, runtimes_line
+from eosfix.render.runtimes import runtimes_line
 from eosfix.render.text import (
     KIND_TEXT,
     fix_command,
@@ -33,8 +34,6 @@ from eosfix.render.text import (
     render_repo_text,
     stop_source_text,
 )
-from eosfix.runtimes import Pins
-from eosfix.sources.target import NotChecked, is_gguf
 
 __all__ = [
     "EXIT_FINDINGS", "EXIT_INPUT", "EXIT_INTERNAL", "EXIT_OK", "KIND_TEXT", "RENDERER_BY_NAME",
@@ -76,7 +75,7 @@ def summary_parts(
 
 
 def _noun(r: RepoResult) -> str:
-    return "GGUF file" if is_gguf(r.path) else "repo"
+    return r.noun
 
 
 def _counted(n: int, noun: str) -> str:
@@ -164,26 +163,33 @@ def _findings(findings: Sequence[Finding]) -> list[dict[str, Any]]:
     ]  # fmt: skip
 
 
-def _runtimes_json(r: RepoResult, c: RepoCheck, pins: Pins | None) -> list[dict[str, Any]]:
-    """The ``runtimes`` rows: before and after the planned fix (after writing: as it is now),
-    each with ``applicable`` (False: the runtime cannot load a folder without config.json)."""
-    patches = () if r.written else r.patches
-    na = not_applicable(c, patches, pins)
-    rows = runtime_rows_json(runtime_table(c, patches, pins))
-    return [{**row, "applicable": row["runtime"] not in na} for row in rows]
+def runtime_rows_json(table: RuntimeTable | None) -> list[dict[str, Any]]:
+    """The ``"runtimes"`` key of ``--format json``: before and after the planned fix (after
+    writing: as it is now), each with ``applicable`` (False: the runtime cannot load a folder
+    without config.json)."""
+    if table is None:
+        return []
+    return [
+        {"runtime": r.runtime, "version": r.pinned, "versions": r.versions,
+         "executed": r.executed, "basis": r.basis, "source": r.source, "reads": r.reads,
+         "stops_before": r.stops_before, "stops_after": r.stops_after,
+         "stops_early_before": r.early_before, "stops_early_after": r.early_after,
+         "ok_before": r.ok_before, "ok_after": r.ok_after, "note": r.note,
+         "applicable": r.runtime not in table.not_applicable}
+        for r in table.rows
+    ]  # fmt: skip
 
 
-def result_to_dict(r: RepoResult, pins: Pins | None = None) -> dict[str, Any]:
-    """The JSON shape of one repo (stable keys, documented in the README); ``pins`` picks the
-    rule of a runtime version for the ``runtimes`` verdicts. After ``fix`` wrote files, the keys
-    describe the repo as written and ``before`` what it was."""
-    out: dict[str, Any] = {"path": str(r.path), "name": r.name}
+def result_to_dict(r: RepoResult) -> dict[str, Any]:
+    """The JSON shape of one repo or GGUF file (stable keys, documented in the README). After
+    ``fix`` wrote files, the keys describe the repo as written and ``before`` what it was."""
+    out: dict[str, Any] = {"path": str(r.path), "name": r.name, "container": r.container}
     if r.error is not None:
         out.update(status="error", error=str(r.error), written=list(r.written))
         return out
     c = r.check
     assert c is not None
-    gguf = getattr(c, "container", None) == "gguf"
+    texts = c.stop_strings_needed
     out.update(
         status=c.status.value,
         templates=[
@@ -204,41 +210,37 @@ def result_to_dict(r: RepoResult, pins: Pins | None = None) -> dict[str, Any]:
         unwritten_eog_tokens=[{"content": t, "id": i} for t, i in c.unwritten_eog_tokens],
         in_turn=list(c.terminators.in_turn),
         stop_strings=list(c.stop_strings),
+        stop_instead={"texts": list(texts), **c.instead} if texts and c.instead else None,
         tokenizer_eos=None
         if c.tokenizer_eos is None
         else {"content": c.tokenizer_eos.content, "id": c.tokenizer_eos.id},
         eos_token_id=c.stop.raw,
         eos_token_id_source=c.stop.source,
+        stop_keys=c.stop.detail or None,
         stop_ids=[
             {"id": s.id, "kind": s.kind, "token": s.token, "text": s.text, "reason": s.reason}
-            for s in (c.review.stop_ids if c.review is not None else ())
+            for s in c.review.stop_ids
         ],
         proposed_eos_token_id=None if c.proposed is None else list(c.proposed),
         findings=_findings(c.findings),
-        changes=[{"file": p.file, "created": p.created, "diff": p.diff()} for p in r.patches],
+        changes=[p.as_json() for p in r.patches],
         written=list(r.written),
-        runtimes=_runtimes_json(r, c, pins) if c.repo.templates and not gguf else [],
+        runtimes=runtime_rows_json(r.runtimes),
     )
     if r.before is not None:
         b = r.before
         out["before"] = {
             "status": b.status.value,
-            "eos_token_id": None if gguf else b.stop.raw,
-            "eos_token_id_source": None if gguf else b.stop.source,
+            "eos_token_id": b.stop.raw,
+            "eos_token_id_source": b.stop.source,
             "findings": _findings(b.findings),
         }
     out.update(r.extra)
-    if gguf:
-        from eosfix.render.gguf import gguf_result_dict
-
-        return gguf_result_dict(r, out)
     return out
 
 
-def render_json(
-    results: list[RepoResult], report: Report, *, pins: Pins | None = None, **_: Any
-) -> str:
-    repos = [result_to_dict(r, pins) for r in results]
+def render_json(results: list[RepoResult], report: Report, **_: Any) -> str:
+    repos = [result_to_dict(r) for r in results]
     payload = {"repos": repos, "exit_code": report.exit_code}
     return json.dumps(payload, indent=2, ensure_ascii=False)
 
@@ -250,7 +252,6 @@ def render_text(
     fixing: bool = False,
     show_diff: bool = False,
     dry_run: bool = False,
-    pins: Pins | None = None,
     fix_flags: Sequence[str] = (),
     quiet: bool = False,
 ) -> str:
@@ -260,9 +261,7 @@ def render_text(
     for r in results:
         if r.error is not None or (quiet and verdict(r) in ("ok", "no_template")):
             continue
-        block = render_repo_text(
-            r, fixing=fixing, show_diff=show_diff, pins=pins, fix_flags=fix_flags
-        )
+        block = render_repo_text(r, fixing=fixing, show_diff=show_diff, fix_flags=fix_flags)
         caveats += verdict(r) == "ok" and "\n  caveat " in block
         blocks.append(block)
     return "\n\n".join([*blocks, report.summary(fixing=fixing, dry_run=dry_run, caveats=caveats)])

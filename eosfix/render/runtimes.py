@@ -1,46 +1,15 @@
 """The per-runtime verdicts as text for ``check``/``fix``: one line while a fix is pending,
-caveats once none is (so a healthy repo never reads as failing), and which runtimes cannot be
-judged at all because the folder has no ``config.json`` they would read.
-
-A verdict is *not applicable* when ``config.json`` is absent and, even after the planned fix,
-whether the runtime stops depends on what that missing file would say (candle and ExLlamaV2
-read nothing else): the runtime cannot load this folder, so it neither stops nor fails here.
+caveats once none is (so a healthy repo never reads as failing), and the runtimes that cannot
+be judged at all (``RuntimeTable.not_applicable``: a folder without the ``config.json`` they
+read). The table is computed with the check; what a runtime needs said about itself comes
+from its facts (``eosfix.runtimes.base.Runtime``), never from its name.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterable, Sequence
 
-from eosfix.containers.folder.plan import FilePatch
-from eosfix.core.repo import CONFIG
-from eosfix.decide.check import RepoCheck
-from eosfix.decide.verdicts import (
-    CONFIG_READERS,
-    FIRST_ID_ONLY,
-    RuntimeRow,
-    RuntimeTable,
-    stop_inputs,
-)
-from eosfix.runtimes import RUNTIMES, Pins, rule_for
-
-
-def not_applicable(
-    check: RepoCheck, patches: Sequence[FilePatch] = (), pins: Pins | None = None
-) -> frozenset[str]:
-    """Runtimes (by name) whose verdict here depends on a config.json the folder lacks."""
-    ids = tuple(t.id for t in check.terminators.terminators if t.id is not None)
-    if CONFIG in check.repo.files or not ids:
-        return frozenset()
-    after = stop_inputs(check, patches)
-    filled = dataclasses.replace(after, config_eos=ids, config_eos_is_list=len(ids) > 1)
-    out = set()
-    for rt in RUNTIMES:
-        rule = rule_for(rt, pins)
-        empty, full = rule.derive(after), rule.derive(filled)
-        if any((i in empty) != (i in full) for i in ids):
-            out.add(rt.name)
-    return frozenset(out)
+from eosfix.decide.verdicts import RuntimeRow, RuntimeTable
 
 
 def _why_still(table: RuntimeTable, still: list[str]) -> list[str]:
@@ -49,38 +18,44 @@ def _why_still(table: RuntimeTable, still: list[str]) -> list[str]:
     cfg_fixes = [n for n in table.fixed_by_config_json() if n in still]
     if cfg_fixes:
         why.append(f"{', '.join(cfg_fixes)}: use --config-json")
+    rows = [r for r in table.rows if r.label in still]
     if not table.has_config_json:
-        absent = [n for n in still if n in CONFIG_READERS]
+        absent = [r.label for r in rows if r.config_only]
         if absent:
             why.append(f"{', '.join(absent)}: no config.json here")
     elif table.first_config_id is not None:
         why += [
-            f"{n} stops only on config.json's first id, {table.first_config_id}"
-            for n in still
-            if n in FIRST_ID_ONLY
+            f"{r.label} stops only on config.json's first id, {table.first_config_id}"
+            for r in rows
+            if r.first_id_only
         ]
-    if "llama.cpp" in still:  # its converter never reads generation_config.json
-        why.append("llama.cpp: after converting, run eosfix fix on the .gguf")
+    why += [f"{r.label}: {r.remedy}" for r in rows if r.remedy]
     return why
 
 
-def _na_note(na: frozenset[str]) -> str:
-    names = [rt.name for rt in RUNTIMES if rt.name in na]
+def _na_note(table: RuntimeTable) -> str:
+    names = [r.runtime for r in table.rows if r.runtime in table.not_applicable]
     return f"not applicable without config.json: {', '.join(names)}" if names else ""
 
 
-def runtimes_line(table: RuntimeTable, na: frozenset[str] = frozenset()) -> str:
+def _all_stop(rows: Sequence[RuntimeRow]) -> str:
+    if len(rows) == 1:
+        return f"{rows[0].label} stops at every terminator"
+    return f"all {len(rows)} stop at every terminator"
+
+
+def runtimes_line(table: RuntimeTable) -> str:
     """One glanceable line: runtimes that would not stop now, and after the planned fix, and
-    runtimes that stop inside a reply (at an id that cuts it), now and after the fix (``na``:
-    runtimes that cannot load the folder, left out of the lists and named last)."""
+    runtimes that stop inside a reply (at an id that cuts it), now and after the fix (runtimes
+    that cannot load the folder are left out of the lists and named last)."""
     if all(i is None for i in table.terminators.values()):
         return "nothing to compare: no terminator has a known token id"
-    rows = [r for r in table.rows if r.runtime not in na]
+    rows = list(table.applicable)
     before = [r.label for r in rows if r.misses_before]
     early_before = early_stop_groups(rows, table, after=False)
-    note = _na_note(na)
+    note = _na_note(table)
     if not before and not early_before:
-        text = f"all {len(rows)} stop at every terminator"
+        text = _all_stop(rows)
         return f"{text} ({note})" if note else text
     after = [r.label for r in rows if r.misses_after]
     early_after = early_stop_groups(rows, table, after=True)
@@ -88,7 +63,8 @@ def runtimes_line(table: RuntimeTable, na: frozenset[str] = frozenset()) -> str:
     parts += [f"{what}: {', '.join(names)}" for what, names in early_before]
     text = "; ".join(parts)
     if (after, early_after) != (before, early_before):
-        text += f"; after fix: {', '.join(after) if after else 'all stop'}"
+        everyone = f"{rows[0].label} stops" if len(rows) == 1 else "all stop"
+        text += f"; after fix: {', '.join(after) if after else everyone}"
         text += "".join(f"; still {what}: {', '.join(names)}" for what, names in early_after)
     why = [*_why_still(table, after), *_why_early(table), *([note] if note else [])]
     return text + (f" ({'; '.join(why)})" if why else "")
@@ -120,8 +96,8 @@ def _eos_cut_reason(table: RuntimeTable) -> str:
     s = None if eos is None else table.stop_id(eos)
     name = s.token if s is not None and s.token else str(eos)
     return (
-        f"{name} is the tokenizer's eos_token, which they add whatever generation_config.json "
-        "says: change eos_token in tokenizer_config.json"
+        f"{name} is the tokenizer's eos_token, which they add whatever the stop list says: "
+        "change eos_token in tokenizer_config.json"
     )
 
 
@@ -135,7 +111,7 @@ def _why_early(table: RuntimeTable) -> list[str]:
 
 def _caveat(row: RuntimeRow, table: RuntimeTable, missed: str) -> str:
     """Why a runtime misses a terminator of a repo that needs no fix, and what would help."""
-    if row.runtime in FIRST_ID_ONLY and table.first_config_id is not None:
+    if row.first_id_only and table.first_config_id is not None:
         return (
             f"{row.label} keeps only config.json's first id, {table.first_config_id}, so it "
             f"misses {missed} (eosfix keeps that id first: transformers pads with it)"
@@ -144,28 +120,26 @@ def _caveat(row: RuntimeRow, table: RuntimeTable, missed: str) -> str:
         return (
             f"{row.label} reads config.json, which lacks {missed}: eosfix fix --config-json adds it"
         )
-    if row.runtime == "llama.cpp":
-        return (
-            f"llama.cpp would not stop on {missed}: after converting, run eosfix fix on the .gguf"
-        )
+    if row.remedy:
+        return f"{row.label} would not stop on {missed}: {row.remedy}"
     return f"{row.label} would not stop on {missed} ({row.reads})"
 
 
-def settled_lines(table: RuntimeTable, na: frozenset[str] = frozenset()) -> list[str]:
+def settled_lines(table: RuntimeTable) -> list[str]:
     """When no fix is pending: which runtimes stop, then one caveat per runtime that does not.
     Caveats are labelled as such, so they never read as a verdict on the repo's files."""
     if all(i is None for i in table.terminators.values()):
         return ["runtimes      nothing to compare: no terminator has a known token id"]
-    rows = [r for r in table.rows if r.runtime not in na]
+    rows = list(table.applicable)
     failing = [r for r in rows if not r.ok_after]
     n = len(rows)
     head = (
-        f"all {n} stop at every terminator"
+        _all_stop(rows)
         if not failing
         else f"{n - len(failing)} of {n} stop at every terminator and never inside a reply; "
         "caveats below"
     )
-    note = _na_note(na)
+    note = _na_note(table)
     lines = [f"runtimes      {head}" + (f" ({note})" if note else "")]
     stuck, by_config_json = table.early_from_tokenizer_eos(), table.fixed_by_config_json()
     for row in failing:

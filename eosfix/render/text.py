@@ -1,14 +1,14 @@
-"""One repo as text, read in a glance: what ends a turn, what the config says, what changes.
+"""One repo (a folder or a GGUF file: the same block) as text, read in a glance: what ends a
+turn, what the container's reader stops on, what changes.
 
 After ``fix`` wrote files the block tells the story in order: what it stopped on, what was
 fixed, what was written, what it stops on now (``RepoResult.before`` and ``check``). Runtime
 verdicts come last: one line while a fix is pending, caveats once none is
-(``eosfix.render.runtimes``).
+(``eosfix.render.runtimes``). Everything shown is computed before: this module formats.
 """
 
 from __future__ import annotations
 
-import json
 import shlex
 from collections.abc import Iterable, Sequence
 
@@ -26,14 +26,12 @@ from eosfix.analysis.positions import (
     TOOL_CALL,
 )
 from eosfix.analysis.terminators import Placement, Terminator
-from eosfix.containers.folder.plan import FilePatch
+from eosfix.containers.target import cache_snapshot
+from eosfix.core.codes import Finding, Severity
 from eosfix.core.repo import GENERATION_CONFIG
-from eosfix.decide.check import Finding, RepoCheck, Severity, Status
-from eosfix.decide.verdicts import runtime_table
-from eosfix.pipeline import RepoResult
-from eosfix.render.runtimes import not_applicable, runtimes_line, settled_lines
-from eosfix.runtimes import Pins
-from eosfix.sources.target import cache_snapshot, is_gguf
+from eosfix.decide.check import RepoCheck, Status
+from eosfix.pipeline import Change, RepoResult
+from eosfix.render.runtimes import runtimes_line, settled_lines
 
 NO_TEMPLATE_TEXT = (
     "no chat template: nothing to check (fine for a base model; a chat model without one has "
@@ -89,6 +87,8 @@ def placement_text(t: Terminator) -> str:
 
 def stop_source_text(c: RepoCheck) -> str:
     """Where the current stop ids come from, as a phrase."""
+    if c.stop.detail:  # the reader builds its set from the container's keys (a GGUF)
+        return c.stop.detail
     if c.stop.source == GENERATION_CONFIG and c.stop.raw is None:
         return "generation_config.json sets no eos_token_id"  # not "(not set) (from ...)"
     if c.stop.source != "none":
@@ -109,12 +109,12 @@ def ids_text(ids: Iterable[int] | int | None) -> str:
 def fix_command(r: RepoResult, flags: Sequence[str] = ()) -> str:
     """The command that writes the planned fix, shell-quoted, with the flags that were given;
     for a Hugging Face cache snapshot, ``eosfix cache --fix`` (it replaces links safely)."""
-    snapshot = None if is_gguf(r.path) else cache_snapshot(r.path)
+    folder = not r.path.is_file()  # a folder's options; a single file (GGUF) takes none
+    snapshot = cache_snapshot(r.path) if folder else None
     if snapshot is not None:
         note = "; it writes generation_config.json only" if "--config-json" in flags else ""
         return snapshot.fix_command + note
-    args = [] if is_gguf(r.path) else list(flags)
-    return shlex.join(["eosfix", "fix", str(r.path), *args])
+    return shlex.join(["eosfix", "fix", str(r.path), *(flags if folder else ())])
 
 
 def finding_line(name: str, f: Finding) -> str:
@@ -124,21 +124,12 @@ def finding_line(name: str, f: Finding) -> str:
     return f"{where}: {click.style(f.code, fg=color, bold=True)} {f.message}"
 
 
-def _eos_in(patch: FilePatch) -> str:
-    """``eos_token_id -> [..]`` as a patch writes it (``text_config.`` when nested there)."""
-    data = json.loads(patch.new_text.removeprefix("\ufeff"))
-    if "eos_token_id" in data or not isinstance(data.get("text_config"), dict):
-        return f"eos_token_id -> {ids_text(data.get('eos_token_id'))}"
-    return f"text_config.eos_token_id -> {ids_text(data['text_config'].get('eos_token_id'))}"
-
-
-def changes_text(patches: Sequence[FilePatch]) -> str:
-    """What the patches set: generation_config.json's list first, then each other file's."""
-    parts = [
-        _eos_in(p) if p.file == GENERATION_CONFIG else f"{p.file}: {_eos_in(p)}"
-        for p in sorted(patches, key=lambda p: p.file != GENERATION_CONFIG)
-    ]
-    return "; ".join(parts)
+def changes_text(patches: Sequence[Change]) -> str:
+    """What the patches set (generation_config.json's list first), and how they are written."""
+    ordered = sorted(patches, key=lambda p: p.file != GENERATION_CONFIG)
+    text = "; ".join(p.summary for p in ordered)
+    how = "; ".join(dict.fromkeys(p.how for p in patches if p.how))
+    return f"{text}  ({how})" if how else text
 
 
 def _terminator_line(t: Terminator, note: str = "") -> str:
@@ -157,6 +148,17 @@ def _terminator_lines(c: RepoCheck) -> list[str]:
     return lines
 
 
+def _stops_on(c: RepoCheck, ids: object = None) -> str:
+    return ids_text(c.stop.raw if ids is None else ids)  # type: ignore[arg-type]
+
+
+def _after_lines(c: RepoCheck) -> list[str]:
+    """When the reader builds its set from keys (a GGUF), the set once the plan is written."""
+    if not c.stop.detail or c.proposed is None:
+        return []
+    return [f"  after fix     stops on {ids_text(c.proposed)}"]
+
+
 def _pending_lines(r: RepoResult, c: RepoCheck, run: str | None) -> list[str]:
     """Nothing written: what it stops on, the findings, the fix (and how to run it)."""
     lines = [f"  stops on      {ids_text(c.stop.raw)}  ({stop_source_text(c)})"]
@@ -166,6 +168,7 @@ def _pending_lines(r: RepoResult, c: RepoCheck, run: str | None) -> list[str]:
         lines.append(
             f"  fix           {changes_text(r.patches)}" + (f"  (run: {run})" if run else "")
         )
+        lines += _after_lines(c)
     return lines
 
 
@@ -180,8 +183,11 @@ def _written_lines(r: RepoResult, before: RepoCheck, now: RepoCheck) -> list[str
         for f in before.findings
         if (f.code, f.file) not in remaining
     ]
-    lines.append(f"  wrote         {changes_text(r.patches)}")
-    lines.append(f"  stops on      {ids_text(now.stop.raw)}  ({stop_source_text(now)})")
+    into = f" into {shlex.quote(str(r.output))}" if r.output is not None else ""
+    kept = f"; {r.name} is unchanged" if r.output is not None else ""
+    lines.append(f"  wrote         {changes_text(r.patches)}{into}{kept}")
+    new = "the new file " if r.output is not None else ""
+    lines.append(f"  stops on      {new}{ids_text(now.stop.raw)}  ({stop_source_text(now)})")
     lines += _unchecked_lines(now)
     return lines + ["  " + finding_line(r.name, f) for f in now.findings]
 
@@ -190,21 +196,36 @@ def _unchecked_lines(c: RepoCheck) -> list[str]:
     """Stop ids whose token eosfix cannot see (no tokenizer.json): said, never a finding."""
     return [
         f"  unchecked     stop id {s.id}: {s.reason}: whether it cuts a reply is unknown"
-        for s in (c.review.unchecked if c.review is not None else ())
+        for s in c.review.unchecked
     ]
 
 
-def runtime_lines(r: RepoResult, pins: Pins | None = None) -> list[str]:
+def instead_lines(c: RepoCheck) -> list[str]:
+    """Texts to stop on as strings, and how, per program (``RepoCheck.instead``)."""
+    texts = c.stop_strings_needed
+    if not texts or not c.instead:
+        return []
+    return [
+        f"  instead       stop on {' '.join(repr(t) for t in texts)} as text:",
+        *(
+            f"                {prog}: {line}"
+            for prog, text in c.instead.items()
+            for line in text.splitlines()
+        ),
+    ]
+
+
+def runtime_lines(r: RepoResult) -> list[str]:
     """The runtimes line while a fix is pending; once none is, the runtimes that stop and a
     caveat per runtime that does not."""
     c = r.check
     assert c is not None
-    patches = () if r.written else r.patches
-    table = runtime_table(c, patches, pins)
-    na = not_applicable(c, patches, pins)
-    if patches or c.status is Status.PROBLEMS:
-        return [f"  runtimes      {runtimes_line(table, na)}"]
-    return ["  " + line for line in settled_lines(table, na)]
+    table = r.runtimes
+    if table is None:
+        return []
+    if (r.patches and not r.written) or c.status is Status.PROBLEMS:
+        return [f"  runtimes      {runtimes_line(table)}"]
+    return ["  " + line for line in settled_lines(table)]
 
 
 def render_repo_text(
@@ -212,10 +233,10 @@ def render_repo_text(
     *,
     fixing: bool = False,
     show_diff: bool = False,
-    pins: Pins | None = None,
     fix_flags: Sequence[str] = (),
 ) -> str:
-    """One repo: what ends a turn, what the config says, what changes, which runtimes stop.
+    """One repo: what ends a turn, what the reader stops on, what changes, which runtimes
+    stop.
 
     ``fixing``: shown by ``fix`` (no "run:" hint); ``fix_flags``: the options given, kept in
     the suggested command.
@@ -224,10 +245,6 @@ def render_repo_text(
         return f"{click.style('error', fg='red', bold=True)}: {r.error}"
     c = r.check
     assert c is not None
-    if getattr(c, "container", None) == "gguf":
-        from eosfix.render.gguf import render_gguf_text
-
-        return render_gguf_text(r, fixing=fixing, show_diff=show_diff)
     if c.status is Status.NO_TEMPLATE:
         return f"{r.name}: {NO_TEMPLATE_TEXT}"
     lines = [click.style(r.name, bold=True), *_terminator_lines(c)]
@@ -235,7 +252,8 @@ def render_repo_text(
         lines += _written_lines(r, r.before, c)
     else:
         lines += _pending_lines(r, c, None if fixing else fix_command(r, fix_flags))
-    lines += runtime_lines(r, pins)
+    lines += instead_lines(c)
+    lines += runtime_lines(r)
     if show_diff:
-        lines += [p.diff().rstrip("\n") for p in r.patches]
+        lines += [p.diff(r.path.name).rstrip("\n") for p in r.patches]
     return "\n".join(lines)

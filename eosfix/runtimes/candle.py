@@ -18,4 +18,5 @@ RUNTIME = Runtime(
     source="huggingface/candle candle-examples/examples/llama/main.rs @2a13b0f3",
     derive=_candle,
     note="llama example",
+    config_only=True,
 )

@@ -16,4 +16,6 @@ RUNTIME = Runtime(
     source="turboderp/exllamav2 exllamav2/config.py @b9c025b4",
     derive=_exllamav2,
     note="keeps only the first id of config.json",
+    config_only=True,
+    first_id_only=True,
 )

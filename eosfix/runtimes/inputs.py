@@ -1,15 +1,15 @@
-"""What the runtimes read from a repo's files, resolved to ids (``StopInputs``).
+"""What the runtimes read from a folder's files, resolved to ids (``StopInputs``).
 
-Shared by ``check`` (which asks whether writing generation_config.json would make a runtime
-stop) and ``stopsets`` (the per-runtime verdict table). Pure.
+Shared by the folder's EOS015 check (would writing generation_config.json make a runtime
+stop?) and its per-runtime verdict table. ``known``: token text -> id of what the analysis
+resolved (the terminators), for the runtimes that look tokens up by text. Pure.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
-from eosfix.analysis.terminators import Terminator
 from eosfix.core.models import eos_tuple
 from eosfix.core.repo import ModelRepo, TokenInfo
 from eosfix.runtimes import StopInputs
@@ -18,13 +18,13 @@ from eosfix.runtimes.llamacpp_convert import converter_inputs
 
 
 def token_ids(
-    repo: ModelRepo, terminators: Iterable[Terminator], eos: TokenInfo | None
+    repo: ModelRepo, known: Mapping[str, int | None], eos: TokenInfo | None
 ) -> dict[str, int]:
     """Token text -> id for what the runtimes look up by text (added tokens, terminators)."""
     vocab = {c: info.id for c, info in repo.added_tokens.items() if info.id is not None}
-    for t in terminators:
-        if t.id is not None:
-            vocab.setdefault(t.content, t.id)
+    for content, token_id in known.items():
+        if token_id is not None:
+            vocab.setdefault(content, token_id)
     if eos is not None and eos.id is not None:
         vocab.setdefault(eos.content, eos.id)
     return vocab
@@ -41,7 +41,7 @@ def inputs_from_files(
     gen: Mapping[str, Any] | None,
     cfg: Mapping[str, Any] | None,
     repo: ModelRepo,
-    terminators: Iterable[Terminator],
+    known: Mapping[str, int | None],
     eos: TokenInfo | None,
 ) -> StopInputs:
     """StopInputs from generation_config.json / config.json objects (``None``: file absent)."""
@@ -59,6 +59,6 @@ def inputs_from_files(
         config_eos=cfg_eos,
         config_eos_is_list=cfg_list,
         text_config_eos=text_eos,
-        vocab=token_ids(repo, terminators, eos),
+        vocab=token_ids(repo, known, eos),
         gguf_special_ids=converter_special_ids(converter_inputs(repo, cfg)),
     )

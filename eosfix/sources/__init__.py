@@ -1,4 +1,4 @@
-"""Sources enumerate and fetch: folder trees, the Hugging Face cache, a Hub organisation.
+"""Sources enumerate and fetch: the Hugging Face cache, a Hub organisation and its files.
 
 They run no check and print nothing: ``eosfix.batch`` runs what they give through the
 pipeline. Writers of their own places (Hub pull requests and uploads) sit beside them.

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from eosfix import api
-from eosfix.decide.verdicts import runtime_table, stop_inputs
+from eosfix.containers.folder.runtimes import runtime_table, stop_inputs
 from eosfix.runtimes import describe
 
 STATES = ("before", "fix", "fix --config-json")

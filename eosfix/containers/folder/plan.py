@@ -82,8 +82,26 @@ class FilePatch:
     def created(self) -> bool:
         return self.old_text is None
 
-    def diff(self) -> str:
-        """A unified diff, as ``git diff`` would show it."""
+    how = ""  # a file is always written whole (atomically)
+
+    @property
+    def summary(self) -> str:
+        """``eos_token_id -> [..]`` as the patch writes it (``text_config.`` when nested there;
+        the file named unless it is generation_config.json)."""
+        data = json.loads(self.new_text.removeprefix("\ufeff"))
+        if "eos_token_id" in data or not isinstance(data.get("text_config"), dict):
+            text = f"eos_token_id -> {_ids_text(data.get('eos_token_id'))}"
+        else:
+            nested = data["text_config"].get("eos_token_id")
+            text = f"text_config.eos_token_id -> {_ids_text(nested)}"
+        return text if self.file == GENERATION_CONFIG else f"{self.file}: {text}"
+
+    def as_json(self) -> dict[str, Any]:
+        return {"file": self.file, "created": self.created, "diff": self.diff()}
+
+    def diff(self, name: str = "") -> str:
+        """A unified diff, as ``git diff`` would show it (``name``: unused, the repo's files
+        are named relative to it)."""
         old = (self.old_text or "").splitlines(keepends=True)
         new = self.new_text.splitlines(keepends=True)
         src = "/dev/null" if self.created else f"a/{self.file}"
@@ -92,6 +110,14 @@ class FilePatch:
             line if line.endswith("\n") else line + "\n\\ No newline at end of file\n"
             for line in lines
         )
+
+
+def _ids_text(ids: Any) -> str:
+    if ids is None:
+        return "(not set)"
+    if isinstance(ids, int):
+        return str(ids)
+    return "[" + ", ".join(str(i) for i in ids) + "]"
 
 
 def derived_generation_config(config: dict[str, Any] | None) -> dict[str, Any]:
@@ -150,7 +176,7 @@ def plan_config(check: RepoCheck) -> FilePatch | None:
     """
     cfg = check.repo.files.get(CONFIG)
     wanted = [t.id for t in check.id_terminators if t.id is not None]
-    remove = check.review.config_remove if check.review is not None else frozenset()
+    remove = check.review.config_remove
     if cfg is None or not (wanted or remove):
         return None
     text = cfg.text
@@ -161,7 +187,7 @@ def plan_config(check: RepoCheck) -> FilePatch | None:
     if isinstance(sub, dict) and "eos_token_id" in sub:
         paths.append(("text_config", "eos_token_id"))
     eos = check.tokenizer_eos.id if check.tokenizer_eos else None
-    if check.review is not None and check.review.cuts(eos):
+    if check.review.cuts(eos):
         eos = None  # never add an eos that cuts a reply
     for path in paths or [("eos_token_id",)]:
         node: Any = cfg.data

@@ -1,7 +1,8 @@
 """Load a model repository folder: every source transformers reads, with file provenance.
 
-``load_repo(path) -> ModelRepo`` only reads. tokenizer.json (often 10-35 MB) is opened lazily,
-and then only its ``added_tokens`` array is parsed, unless an id must come from the vocab.
+``load_repo(path) -> ModelRepo`` only reads. Of tokenizer.json (often 10-35 MB) only the head
+is decoded here, its ``added_tokens`` and post-processor (``read_tokenizer_head``); the
+vocabulary is loaded with the ``tokenizers`` library only if an id must come from it.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from eosfix.core.repo import (
     JsonFile,
     ModelRepo,
     TokenInfo,
+    TokenizerHead,
 )
 
 # Real config files and templates are kB to a few MB (a huge added_tokens_decoder); bigger
@@ -191,44 +193,74 @@ def _tokens_from_decoder(tok: TokenizerConfigModel, root: Path) -> dict[str, Tok
     return out
 
 
-def read_tokenizer_json_added_tokens(path: Path) -> dict[str, TokenInfo]:
-    """Parse only the ``added_tokens`` array of tokenizer.json (it sits near the top)."""
-    text = decode_text(read_bytes(path), path)
-    start = text.find('"added_tokens"')
-    items: Any = None
-    if start >= 0:
-        colon = text.find(":", start)
+_WINDOW = 4 * 1024 * 1024  # decode this much after a key before falling back to the file
+
+
+def _decode_at(raw: bytes, key: bytes, path: Path) -> tuple[bool, Any]:
+    """(found, the JSON value) of the first ``"key":`` in ``raw``, decoding only a window
+    after it (the whole rest of the file when the value is longer)."""
+    at = raw.find(key)
+    if at < 0:
+        return False, None
+    colon = raw.find(b":", at + len(key))
+    for end in (colon + 1 + _WINDOW, len(raw)):
+        text = raw[colon + 1 : end].decode("utf-8", "ignore").lstrip()
         try:
-            items, _ = json.JSONDecoder().raw_decode(text, colon + 1 + _skip_ws(text, colon + 1))
+            return True, json.JSONDecoder().raw_decode(text)[0]
         except json.JSONDecodeError:
-            items = None
-    if not isinstance(items, list):  # unusual layout: parse the whole file
-        items = parse_json_text(text, path).get("added_tokens", [])
-    out: dict[str, TokenInfo] = {}
-    for item in items:
+            continue
+        except RecursionError:
+            raise RepoLoadError("invalid JSON: nested too deeply", path=path) from None
+    return True, None
+
+
+def _trailing_special(post: Any) -> str | None:
+    """gguf/vocab.py: the last ``SpecialToken`` of a ``TemplateProcessing`` single template."""
+    if not isinstance(post, dict):
+        return None
+    last = None
+    for proc in post.get("processors", [post]):
+        single = proc.get("single", []) if isinstance(proc, dict) else []
+        if (
+            proc.get("type") == "TemplateProcessing"
+            and isinstance(single, list)
+            and len(single) > 1
+        ):
+            tail = single[-1] if isinstance(single[-1], dict) else {}
+            special = tail.get("SpecialToken", {})
+            last = special.get("id") if isinstance(special, dict) else None
+    return last if isinstance(last, str) else None
+
+
+def read_tokenizer_head(path: Path) -> TokenizerHead:
+    """tokenizer.json's ``added_tokens`` and post-processor, without parsing the vocabulary
+    (both sit near the top of the file; an unusual layout is parsed whole)."""
+    raw = read_bytes(path)
+    found, items = _decode_at(raw, b'"added_tokens"', path)
+    _, post = _decode_at(raw, b'"post_processor"', path)
+    if not isinstance(items, list):
+        data = parse_json_text(decode_text(raw, path), path)
+        items = data.get("added_tokens", []) if isinstance(data, dict) else []
+        if not found and isinstance(data, dict):
+            post = data.get("post_processor")
+    added = []
+    for item in items if isinstance(items, list) else ():
         if not isinstance(item, dict) or not isinstance(item.get("id"), int):
             raise RepoLoadError("added_tokens: each entry needs an integer id", path=path)
         tinfo = validate(AddedTokenModel, item, path)
-        out[tinfo.content] = TokenInfo(
-            tinfo.content, item["id"], tinfo.special, tinfo.normalized, TOKENIZER_JSON
+        added.append(
+            TokenInfo(tinfo.content, item["id"], tinfo.special, tinfo.normalized, TOKENIZER_JSON)
         )
-    return out
+    return TokenizerHead(tuple(added), _trailing_special(post))
 
 
-def _skip_ws(text: str, pos: int) -> int:
-    n = 0
-    while pos + n < len(text) and text[pos + n] in " \t\r\n":
-        n += 1
-    return n
-
-
-def _added_tokens(root: Path, tok: TokenizerConfigModel | None) -> dict[str, TokenInfo]:
+def _added_tokens(
+    root: Path, tok: TokenizerConfigModel | None, head: TokenizerHead | None
+) -> dict[str, TokenInfo]:
     """content -> id, from the first source transformers would use."""
     if tok is not None and tok.added_tokens_decoder is not None:
         return _tokens_from_decoder(tok, root)
-    out: dict[str, TokenInfo] = {}
-    if (root / TOKENIZER_JSON).is_file():
-        out.update(read_tokenizer_json_added_tokens(root / TOKENIZER_JSON))
+    out: dict[str, TokenInfo] = {t.content: t for t in head.added} if head is not None else {}
     path = root / ADDED_TOKENS_JSON
     if path.is_file():
         data = parse_json_text(decode_text(read_bytes(path), path), path)
@@ -257,5 +289,8 @@ def load_repo(path: str | Path) -> ModelRepo:
     repo.config = cfg[1] if cfg else None
     repo.templates = _load_templates(root, repo.tokenizer_config)
     repo.special_tokens = _special_tokens(repo.tokenizer_config, stm[1] if stm else None)
-    repo.added_tokens = _added_tokens(root, repo.tokenizer_config)
+    tokenizer_json = root / TOKENIZER_JSON
+    if tokenizer_json.is_file() or tokenizer_json.is_symlink():
+        repo.tokenizer_head = read_tokenizer_head(tokenizer_json)
+    repo.added_tokens = _added_tokens(root, repo.tokenizer_config, repo.tokenizer_head)
     return repo

@@ -17,11 +17,11 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from eosfix.containers.folder.plan import FilePatch
+from eosfix.containers.target import cache_snapshot
 from eosfix.core.errors import EosfixError, WriteError
 from eosfix.core.fileio import check_writable, write_atomic, write_if_changed
 
 AfterWrite = Callable[[Path, FilePatch], None]  # (the written file, its patch)
-SafeCommand = Callable[[Path], "str | None"]  # the command that fixes a cache snapshot folder
 
 
 def write_patches(
@@ -30,17 +30,15 @@ def write_patches(
     *,
     replace_symlinks: bool = False,
     after_write: AfterWrite | None = None,
-    safe_command: SafeCommand | None = None,
 ) -> list[str]:
     """Write every patch into the folder ``root``, or none; return the files written.
 
     ``replace_symlinks``: a cache snapshot, where a link is replaced by a regular file.
-    ``after_write`` runs for each file written, once all are. ``safe_command(root)`` names
-    the command that fixes ``root`` safely when it is a cache snapshot whose link would be
-    written through (None: not a snapshot). Run it with the folder locked (``locked_dir``).
+    ``after_write`` runs for each file written, once all are. Run it with the folder locked
+    (``locked_dir``).
     """
     for patch in patches:  # all or nothing: refuse before writing the first file
-        _check_writable(root, patch, replace_symlinks, safe_command)
+        _check_writable(root, patch, replace_symlinks)
     written = _write_all(root, patches, replace_symlinks)
     if after_write is not None:
         for patch in patches:
@@ -69,21 +67,17 @@ def _write_all(root: Path, patches: Sequence[FilePatch], replace_symlinks: bool)
     return [p.file for p in written]
 
 
-def _check_writable(
-    root: Path, patch: FilePatch, replace_symlinks: bool, safe_command: SafeCommand | None
-) -> None:
+def _check_writable(root: Path, patch: FilePatch, replace_symlinks: bool) -> None:
     """Refuse a file that must not be written; in a cache snapshot, say what does it safely."""
     try:
         check_writable(root / patch.file, allow_symlink_replace=replace_symlinks)
     except WriteError as exc:
-        if safe_command is None or not (root / patch.file).is_symlink():
-            raise
-        command = safe_command(root)
-        if command is None:
+        snapshot = cache_snapshot(root)
+        if snapshot is None or not (root / patch.file).is_symlink():
             raise
         raise WriteError(
             "a Hugging Face cache snapshot: its files are links into blobs/, shared with other "
-            f"revisions, and eosfix fix never writes through them; {command} "
+            f"revisions, and eosfix fix never writes through them; {snapshot.fix_command} "
             "replaces the link safely",
             path=exc.path,
         ) from None

@@ -1,4 +1,4 @@
-"""Check a GGUF against llama.cpp's end-of-generation set, and plan the keys that fix it.
+"""Plan the GGUF keys that make llama.cpp stop at every terminator and nowhere inside a reply.
 
 A GGUF has no list of stop ids: llama.cpp stops on its EOG set (eos, eot, eom, FIM ids and
 token texts, ``eosfix.runtimes.llamacpp``). A terminator already in that set needs nothing
@@ -6,29 +6,15 @@ token texts, ``eosfix.runtimes.llamacpp``). A terminator already in that set nee
 into a free ``tokenizer.ggml.eot_token_id`` / ``eom_token_id``, as llama.cpp's own converter
 does for GLM (eot ``<|user|>``, eom ``<|observation|>``). eos is never changed: templates
 render it as ``eos_token`` and llama.cpp appends it where ``add_eos`` is set. A slot is free
-when writing it removes no id from the EOG set. When the missing terminators outnumber the
-free slots, nothing is written and the report says which stop strings to use instead.
-
-Codes (stable, documented in the README):
-
-- EOS201 error, fixable: llama.cpp does not stop on a terminator; eot/eom can hold it.
-- EOS202 error: llama.cpp cannot hold every terminator in eot/eom: stop strings are needed.
-- EOS011 / EOS012 (as for a folder): llama.cpp stops on a token the template writes inside
-  an assistant turn, or on an ordinary text token. Fixable when only eot/eom make it stop
-  there: the key is pointed at a terminator instead (the one a missing terminator needs, else
-  one llama.cpp stops on already). Not when eos points at it (eos is what templates render
-  as ``eos_token`` and what ``add_eos`` appends: eosfix never changes it), nor when llama.cpp
-  stops on it by its text (no key can change that).
-- EOS005, EOS006, EOS009, EOS1xx: as for a folder (plain-text turns, a terminator that is not
-  one token, no terminator found, templates that fail).
+when writing it removes no id from the EOG set. An id that cuts a reply and is in the set
+only because eot/eom point at it is taken out by pointing the key at a terminator. When the
+missing terminators outnumber the free slots, nothing is planned. Pure.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
-import shlex
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from eosfix.analysis.terminators import (
@@ -36,25 +22,14 @@ from eosfix.analysis.terminators import (
     STOP_STRING,
     TOOL_CALL,
     TURN_END,
-    StopConfig,
     Terminator,
     TerminatorSet,
-    find_terminators,
 )
-from eosfix.containers.gguf.early import SLOTS, cutting_ids, early_findings, repointable
-from eosfix.containers.gguf.read import TOKENS_KEY, GgufModel, ValueType
-from eosfix.core.repo import TokenInfo
-from eosfix.decide.check import Finding, RepoCheck, Severity, _template_findings
+from eosfix.containers.gguf.early import SLOTS, repointable
+from eosfix.containers.gguf.read import GgufModel, ValueType
 from eosfix.decide.stopids import StopId
-from eosfix.runtimes.llamacpp import (
-    LLAMA_CPP_VERSION,
-    EogSet,
-    GgufVocab,
-    end_of_generation,
-    key_name,
-)
+from eosfix.runtimes.llamacpp import EogSet, GgufVocab, end_of_generation, key_name
 
-EOG_SOURCE = "llama.cpp end-of-generation set"
 _KIND_ORDER = {TURN_END: 0, NEXT_TURN: 1, TOOL_CALL: 2}
 
 
@@ -67,10 +42,39 @@ class KeyEdit:
     old: int | None  # the value in the file (None: the key is absent)
     new: int
     token: str
+    in_place: bool = True  # every planned key exists as UINT32: only those bytes change
+
+    @property
+    def file(self) -> str:
+        """What the edit changes (the key: a GGUF's findings name keys as files)."""
+        return self.key
 
     @property
     def old_str(self) -> str:
         return "(unset)" if self.old is None else str(self.old)
+
+    @property
+    def summary(self) -> str:
+        return f"{self.key} -> {self.new} {self.token}"
+
+    @property
+    def how(self) -> str:
+        if self.in_place:
+            return "in place: only those 4-byte values"
+        return "rewrite: new header, tensor data copied and hash-checked"
+
+    def diff(self, name: str = "") -> str:
+        """The key edit as a unified-diff-like block (the file is binary)."""
+        return (
+            f"--- a/{name} (GGUF metadata)\n+++ b/{name} (GGUF metadata)\n"
+            f"-{self.key}: {self.old_str}\n+{self.key}: {self.new}  # {self.token}\n"
+        )
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            "key": self.key, "old": self.old, "new": self.new, "token": self.token,
+            "in_place": self.in_place,
+        }  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -78,26 +82,6 @@ class GgufPlan:
     edits: tuple[KeyEdit, ...]
     eog_after: EogSet
     in_place: bool  # every key exists as UINT32: only those bytes change
-
-
-@dataclass(frozen=True)
-class GgufCheck(RepoCheck):
-    """A ``RepoCheck`` of a GGUF: ``stop`` is llama.cpp's EOG set, ``proposed`` the set after
-    the fix; ``plan`` the key edits; ``unplaced`` terminators no free key can hold."""
-
-    model: GgufModel | None = None
-    eog: EogSet | None = None
-    plan: GgufPlan | None = None
-    unplaced: tuple[Terminator, ...] = ()
-    cutting: tuple[StopId, ...] = ()  # ids of llama.cpp's set that cut a reply (before)
-
-    container = "gguf"
-
-    @property
-    def stop_strings_needed(self) -> tuple[str, ...]:
-        """Texts a runtime must stop on as strings: plain-text ends, and terminators llama.cpp
-        cannot hold as ids."""
-        return tuple(dict.fromkeys([*self.stop_strings, *(t.content for t in self.unplaced)]))
 
 
 def _with_key(vocab: GgufVocab, role: str, token_id: int) -> GgufVocab:
@@ -187,98 +171,11 @@ def plan_keys(
     vocab, placed, unplaced = _assign(vocab, end_of_generation(vocab), missing, placed)
     if unplaced:
         return None, tuple(unplaced), frozenset()
-    edits = tuple(
-        KeyEdit(role, key_name(role), model.vocab.key_ids.get(key_name(role)), t.id or 0, t.content)
-        for role, t in placed
-    )
     fields = model.header.fields
-    in_place = all(e.key in fields and fields[e.key].type is ValueType.UINT32 for e in edits)
+    keys = [key_name(role) for role, _ in placed]
+    in_place = all(k in fields and fields[k].type is ValueType.UINT32 for k in keys)
+    edits = tuple(
+        KeyEdit(role, key, model.vocab.key_ids.get(key), t.id or 0, t.content, in_place)
+        for key, (role, t) in zip(keys, placed, strict=True)
+    )
     return GgufPlan(edits, end_of_generation(vocab), in_place), (), frozenset(fixed)
-
-
-def _ids_str(ids: Sequence[int]) -> str:
-    return "[" + ", ".join(str(i) for i in ids) + "]"
-
-
-def _stop_findings(
-    c: GgufPlan | None, unplaced: Sequence[Terminator], eog: EogSet, ts: TerminatorSet
-) -> list[Finding]:
-    out = []
-    now = _ids_str(sorted(eog.ids))
-    for edit in c.edits if c is not None else ():
-        if edit.new in eog.ids:  # a slot pointed away from a cutting id (_early_findings)
-            continue
-        t = next(t for t in ts.terminators if t.id == edit.new)
-        msg = (
-            f"llama.cpp does not stop on {t.content} ({t.id}): its end-of-generation set is "
-            f"{now}; fix: {edit.key} = {edit.new}"
-        )
-        out.append(Finding("EOS201", edit.key, msg, fixable=True))
-    if unplaced:
-        names = ", ".join(f"{t.content} ({t.id})" for t in unplaced)
-        msg = (
-            f"llama.cpp does not stop on {names} and eot/eom cannot hold "
-            f"{'it' if len(unplaced) == 1 else 'them'} without dropping a stop id: "
-            "use stop strings (see below)"
-        )
-        out.append(Finding("EOS202", TOKENS_KEY, msg))
-    return out
-
-
-def _terminator_findings(ts: TerminatorSet) -> list[Finding]:
-    out = []
-    for t in ts.terminators:
-        keys = ", ".join(sorted({ta.file for ta in ts.templates if ta.name in t.templates}))
-        if t.kind == STOP_STRING:
-            msg = f"turns end with plain text {t.content!r}: llama.cpp needs it as a stop string"
-            out.append(Finding("EOS005", keys, msg, Severity.WARNING))
-        elif t.id is None:
-            msg = f"{t.content} ends a turn but is not a single token of {TOKENS_KEY}"
-            out.append(Finding("EOS006", keys, msg))
-    if ts.templates and not ts.terminators and any(ta.rendered for ta in ts.templates):
-        msg = "no turn terminator found: the template writes nothing that ends a reply"
-        out.append(Finding("EOS009", ts.templates[0].file, msg, Severity.WARNING))
-    return out
-
-
-def check_gguf(model: GgufModel, *, keep_ids: Iterable[int] = ()) -> GgufCheck:
-    """Analyze a loaded GGUF: terminators, llama.cpp's EOG set, findings, the key edits.
-
-    ``keep_ids``: ids llama.cpp may keep stopping on even where they cut a reply."""
-    repo = model.repo
-    keep = frozenset(keep_ids)
-    ts = find_terminators(repo)
-    eog = end_of_generation(model.vocab)
-    eos_id = model.specials.get("eos")
-    eos_text = model.token_text(eos_id)
-    eos = None if eos_text is None else TokenInfo(eos_text, eos_id, True, False, key_name("eos"))
-    cutting = cutting_ids(model, ts, eos, eog) if repo.templates else ()
-    plan, unplaced, fixed = plan_keys(model, ts, eog, cutting, keep)
-    findings = [*_template_findings(ts), *_stop_findings(plan, unplaced, eog, ts)]
-    findings += early_findings(model, cutting, plan.edits if plan else (), fixed, keep)
-    findings += _terminator_findings(ts)
-    ids = tuple(sorted(eog.ids))
-    stop = StopConfig(ids, EOG_SOURCE, False, list(ids))
-    proposed = tuple(sorted(plan.eog_after.ids)) if plan is not None else None
-    return GgufCheck(
-        repo, ts, stop, eos, proposed, tuple(findings),
-        model=model, eog=eog, plan=plan, unplaced=unplaced, keep_ids=tuple(keep),
-        cutting=cutting,
-    )  # fmt: skip
-
-
-def stop_instructions(texts: Sequence[str]) -> dict[str, str]:
-    """How to stop on ``texts`` without changing the file, per program (llama.cpp 0c1e57098:
-    llama-completion matches a one-token reverse prompt by id; llama-server and llama-cli
-    match ``stop``/``--reverse-prompt`` on the text they send, where a control token is empty
-    unless ``--special`` is given)."""
-    quoted = " ".join(f"--reverse-prompt {shlex.quote(t)}" for t in texts)
-    stops = json.dumps(list(texts), ensure_ascii=False)
-    return {
-        "llama-completion": quoted,
-        "llama-server": f'--special {quoted}   (with --special, a request\'s "stop": {stops})',
-        "ollama": "\n".join(f"PARAMETER stop {json.dumps(t, ensure_ascii=False)}" for t in texts),
-    }
-
-
-__all__ = ["LLAMA_CPP_VERSION", "GgufCheck", "GgufPlan", "KeyEdit", "check_gguf", "plan_keys"]

@@ -1,5 +1,8 @@
 """Read a GGUF file's header: the metadata llama.cpp, ollama and LM Studio load, never the weights.
 
+One module, over 400 lines: the binary format, the checks llama.cpp makes when it loads it,
+and the ModelRepo built from it are read together, against one memory map.
+
 ``read_header(path)`` parses the key/value section through a read-only memory map (the
 tensor infos only on request, the tensor data never), so checking a 50 GB file costs what a
 50 MB one does. Every count and length a hostile header claims is checked against the bytes

@@ -12,17 +12,18 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from eosfix.containers.gguf.plan import GgufCheck, check_gguf
-from eosfix.containers.gguf.read import MAGIC, load_gguf
+from eosfix.containers.gguf.container import open_gguf
+from eosfix.containers.gguf.read import MAGIC
 from eosfix.containers.ollama.store import OllamaModel
 from eosfix.core.errors import EosfixError, RepoLoadError
+from eosfix.decide.check import RepoCheck, check
 from eosfix.runtimes.ollama import stops_on
 
 
 @dataclass(frozen=True)
 class OllamaResult:
     model: OllamaModel
-    check: GgufCheck | None = None
+    check: RepoCheck | None = None
     stops: dict[str, bool] | None = None  # terminator text -> stops (EOG id or stop string)
     error: EosfixError | None = None
 
@@ -50,14 +51,14 @@ def check_model(model: OllamaModel) -> OllamaResult:
             raise RepoLoadError("model blob missing from the store", path=blob)
         if not _is_gguf(str(blob)):
             raise RepoLoadError("model layer is not a GGUF file: not checked", path=blob)
-        check = check_gguf(load_gguf(blob))
+        gguf = open_gguf(blob)
+        result = check(gguf.repo, gguf.keys)
     except EosfixError as exc:
         return OllamaResult(model, error=exc)
     except OSError as exc:
         return OllamaResult(model, error=RepoLoadError(str(exc), path=model.manifest))
-    assert check.eog is not None
-    terms = {t.content: t.id for t in check.terminators.terminators}
-    return OllamaResult(model, check, stops_on(check.eog.ids, model.stop, terms))
+    terms = {t.content: t.id for t in result.terminators.terminators}
+    return OllamaResult(model, result, stops_on(result.stop.ids or (), model.stop, terms))
 
 
 def modelfile(result: OllamaResult) -> str | None:

@@ -16,15 +16,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from eosfix.analysis.terminators import (
-    STOP_STRING,
-    StopConfig,
-    Terminator,
-    TerminatorSet,
-    propose_eos,
-)
-from eosfix.core.findings import Finding
+from eosfix.analysis.terminators import STOP_STRING, Terminator, TerminatorSet
+from eosfix.containers.folder.stopconfig import propose_eos
+from eosfix.core.codes import Finding, finding
 from eosfix.core.repo import CONFIG, GENERATION_CONFIG, ModelRepo, TokenInfo
+from eosfix.decide.stops import StopConfig
 from eosfix.runtimes import RUNTIMES, Runtime, apply_generation_config_eos
 from eosfix.runtimes.inputs import inputs_from_files
 
@@ -46,9 +42,8 @@ def readers_fixed_by_list(
     if not terms or not target:
         return (), ()
     gen, cfg = repo.files.get(GENERATION_CONFIG), repo.files.get(CONFIG)
-    now = inputs_from_files(
-        gen.data if gen else None, cfg.data if cfg else None, repo, ts.terminators, eos
-    )
+    known = {t.content: t.id for t in ts.terminators}
+    now = inputs_from_files(gen.data if gen else None, cfg.data if cfg else None, repo, known, eos)
     after = apply_generation_config_eos(now, target)
     misses = []
     for rt in RUNTIMES:
@@ -71,4 +66,4 @@ def reader_finding(target: Sequence[int], misses: Sequence[ReaderMiss]) -> Findi
         f"{who} {verb} {', '.join(tokens)}: generation_config.json with eos_token_id "
         f"{listed} makes {them} stop"
     )
-    return Finding("EOS015", GENERATION_CONFIG, msg, fixable=True)
+    return finding("EOS015", GENERATION_CONFIG, msg)

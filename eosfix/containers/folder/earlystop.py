@@ -1,9 +1,10 @@
-"""Stop ids that end a reply too early, or never fire: findings, and the ids ``fix`` removes.
+"""A folder's stop ids that end a reply too early, or never fire: findings, and the ids
+``fix`` removes from generation_config.json and config.json.
 
 eosfix's first question is whether every turn terminator is a stop id; this is the other
-direction: whether every stop id is a place where a reply is complete. ``eosfix.decide.stopids``
-says what token each id is; this module turns that into findings for the files that hold
-the ids (generation_config.json, config.json and its ``text_config``).
+direction: whether every stop id is a place where a reply is complete.
+``eosfix.decide.stopids`` says what token each id is; this module turns that into findings for
+the files that hold the ids (generation_config.json, config.json and its ``text_config``).
 
 Codes (stable, documented in the README):
 
@@ -27,21 +28,13 @@ import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from eosfix.analysis.terminators import StopConfig, TerminatorSet
-from eosfix.core.findings import Finding, Severity
+from eosfix.analysis.terminators import TerminatorSet
+from eosfix.core.codes import Finding, Severity, finding
 from eosfix.core.jsonedit import duplicate_spans
 from eosfix.core.repo import CONFIG, GENERATION_CONFIG, ModelRepo, TokenInfo
-from eosfix.decide.stopids import (
-    IN_TURN_KIND,
-    ORDINARY,
-    OUT_OF_VOCAB,
-    REMOVABLE,
-    UNCHECKED,
-    StopId,
-    classify,
-)
+from eosfix.decide.stopids import CODES, OUT_OF_VOCAB, REMOVABLE, StopId, classify, what_it_is
+from eosfix.decide.stops import StopConfig, StopIdReview
 
-CODES = {IN_TURN_KIND: "EOS011", ORDINARY: "EOS012", OUT_OF_VOCAB: "EOS013"}  # GGUF too
 TEXT_CONFIG_KEY = ("text_config", "eos_token_id")
 EOS_KEY = ("eos_token_id",)
 
@@ -58,29 +51,6 @@ class IdList:
     @property
     def key_str(self) -> str:
         return ".".join(self.key)
-
-
-@dataclass(frozen=True)
-class StopIdReview:
-    """Every stop id of the repo's files, classified; the ids ``fix`` takes out; findings."""
-
-    stop_ids: tuple[StopId, ...]
-    remove: frozenset[int]  # out of the list transformers reads
-    config_remove: frozenset[int]  # out of config.json's lists (written with --config-json)
-    findings: tuple[Finding, ...]
-
-    def by_id(self, token_id: int) -> StopId | None:
-        return next((s for s in self.stop_ids if s.id == token_id), None)
-
-    def cuts(self, token_id: int | None) -> bool:
-        """Stopping at ``token_id`` cuts a reply (never add such an id, e.g. the tokenizer's
-        eos, to a list)."""
-        s = None if token_id is None else self.by_id(token_id)
-        return s is not None and s.cuts
-
-    @property
-    def unchecked(self) -> tuple[StopId, ...]:
-        return tuple(s for s in self.stop_ids if s.kind == UNCHECKED)
 
 
 def id_lists(repo: ModelRepo, stop: StopConfig) -> list[IdList]:
@@ -124,7 +94,7 @@ def review_stop_ids(
     *,
     keep: Iterable[int] = (),
     config_json: bool = False,
-) -> StopIdReview:
+) -> tuple[StopIdReview, list[Finding]]:
     """Classify every stop id the repo's JSON files hold and report the ones that cut a
     reply or never fire, with what ``fix`` (and ``fix --config-json``) removes."""
     lists = id_lists(repo, stop)
@@ -149,13 +119,13 @@ def review_stop_ids(
             config_remove.update(out)
         findings += [_finding(s, lst, s.id in out and editable, keep, eos_id) for s in bad]
     findings += duplicate_findings(repo)
-    return StopIdReview(stops, frozenset(remove), frozenset(config_remove), tuple(findings))
+    return StopIdReview(stops, frozenset(remove), frozenset(config_remove)), findings
 
 
 def _finding(
     s: StopId, lst: IdList, fixable: bool, keep: frozenset[int], eos_id: int | None
 ) -> Finding:
-    what = _what(s)
+    what = what_it_is(s)
     severity = Severity.WARNING if s.kind == OUT_OF_VOCAB else Severity.ERROR
     if s.id in keep:
         what += f"; kept: --keep-id {s.id}"
@@ -168,25 +138,8 @@ def _finding(
     elif not lst.read and not fixable:
         what += "; runtimes that read config.json stop there: eosfix fix --config-json removes it"
         severity = Severity.WARNING
-    return Finding(CODES[s.kind], lst.file, f"{lst.key_str} holds {what}", severity, fixable)
-
-
-def in_turn_text(s: StopId) -> str:
-    """An in-turn stop id, where the template writes it, and what stopping there does (the
-    folder's and the GGUF's findings)."""
-    evidence = s.evidence.replace("\n", "\\n")
-    return (
-        f"{s.label}, which the template writes inside an assistant turn ({s.reason}: "
-        f"{evidence}): generation stops there and the rest of the reply never comes"
-    )
-
-
-def _what(s: StopId) -> str:
-    if s.kind == IN_TURN_KIND:
-        return in_turn_text(s)
-    if s.kind == ORDINARY:
-        return f"{s.label}, an ordinary text token, not a special or added token: {s.reason}"
-    return f"{s.id}, which is no token: {s.reason}"
+    message = f"{lst.key_str} holds {what}"
+    return finding(CODES[s.kind], lst.file, message, severity=severity, fixable=fixable)
 
 
 # --- duplicate keys ----------------------------------------------------------------------
@@ -202,7 +155,7 @@ def duplicate_findings(repo: ModelRepo) -> list[Finding]:
         spans = duplicate_spans(f.text, key)
         if spans:
             msg = _duplicate_message(f.text, key, spans, name)
-            out.append(Finding("EOS014", name, msg, Severity.WARNING))
+            out.append(finding("EOS014", name, msg))
     return out
 
 
