@@ -7,15 +7,17 @@ trained on that template learned to emit there.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import jinja2
 
+from eosfix.analysis.reads import names_used, placeholders, undeclared_names
 from eosfix.analysis.template import TemplateRefusal, render_chat
 from eosfix.core.limits import RenderLimitExceeded, SandboxEscape
 
@@ -29,6 +31,20 @@ TOOL = "eosfix_probe"
 TOOL_ARG = "Eosfixarg1"
 TOOL_RESULT = "Eosfixresult1"
 CALL_ID = "a1b2c3d4e"  # nine alphanumerics: Mistral templates refuse other tool-call ids
+CALL_ID2 = "f5g6h7i8j"
+# Two calls of one message, two arguments each: what a template writes between them is
+# written inside the turn (none is a substring of another, nor of TOOL_ARG).
+FIRST_A, FIRST_B = "Eosfixfirsta", "Eosfixfirstb"
+SECOND_A, SECOND_B = "Eosfixseconda", "Eosfixsecondb"
+CALL_ARGS = (FIRST_A, FIRST_B, SECOND_A, SECOND_B)
+# Where templates read a message's reasoning (google/minja include/minja/chat-template.hpp
+# lists the patterns it detects; the corpus's render goldens use them too): fields
+# ``reasoning_content`` (Qwen3, GLM), ``thinking`` (gpt-oss, LFM2.5, Command A), ``reasoning``
+# (transformers aliases it to both), ``thought`` (MiniCPM3); and content parts of type
+# "thinking" (Mistral, Command A's ``content[0].thinking``), "thoughts" (Apertus) or
+# "reasoning", their text under the type's name or ``text``.
+REASONING_FIELDS = ("reasoning_content", "reasoning", "thought")  # ``thinking``: aliased
+REASONING_PARTS = ("thinking", "reasoning", "thoughts")
 
 TOOL_SCHEMA = {
     "type": "function",
@@ -54,12 +70,18 @@ def _assistant(text: str, parts: bool = False, **extra: Any) -> dict[str, Any]:
     return {"role": "assistant", "content": content, **extra}
 
 
+def _call(call_id: str, arguments: dict[str, str], args_as_string: bool) -> dict[str, Any]:
+    args: Any = json.dumps(arguments) if args_as_string else arguments
+    return {"id": call_id, "type": "function", "function": {"name": TOOL, "arguments": args}}
+
+
 def _tool_call_message(args_as_string: bool, content: str | None) -> dict[str, Any]:
-    arguments: Any = {"q": TOOL_ARG}
-    if args_as_string:
-        arguments = json.dumps(arguments)
-    call = {"id": CALL_ID, "type": "function", "function": {"name": TOOL, "arguments": arguments}}
+    call = _call(CALL_ID, {"q": TOOL_ARG}, args_as_string)
     return {"role": "assistant", "content": content, "tool_calls": [call]}
+
+
+def _reasoning_part(part_type: str) -> dict[str, Any]:
+    return {"type": part_type, part_type: THINK1, "text": THINK1}
 
 
 _TOOL_RESULT_MSG = {"role": "tool", "tool_call_id": CALL_ID, "name": TOOL, "content": TOOL_RESULT}
@@ -70,7 +92,7 @@ class ProbeSpec:
     """One input shape: which messages, which extra variables, and which sentinels matter."""
 
     name: str
-    kind: str  # "final" | "reasoning" | "history" | "tool_call" | "tool_result"
+    kind: str  # "final" | "reasoning" | "history" | "tool_call" | "tool_calls" | "tool_result"
     messages: tuple[dict[str, Any], ...]
     kwargs: Mapping[str, Any] = field(default_factory=dict)
     end_marker: str = ASSISTANT1  # the assistant text whose tail is read
@@ -108,7 +130,7 @@ def _specs() -> tuple[ProbeSpec, ...]:
         ProbeSpec(
             "final+reasoning",
             "reasoning",
-            (_user(USER1), _assistant(ASSISTANT1, reasoning_content=THINK1)),
+            (_user(USER1), {**_assistant(ASSISTANT1), **dict.fromkeys(REASONING_FIELDS, THINK1)}),
         ),
         ProbeSpec(
             "history",
@@ -181,6 +203,49 @@ def _specs() -> tuple[ProbeSpec, ...]:
 SPECS = _specs()
 
 
+def reasoning_part_specs(source: str) -> tuple[ProbeSpec, ...]:
+    """Replies whose reasoning is a content part, one per part type the template names
+    (a template that never names ``"thoughts"`` cannot tell such a part from any other)."""
+    used = names_used(source)
+    return tuple(
+        ProbeSpec(
+            f"final+{kind}_part",
+            "reasoning",
+            (_user(USER1), _assistant_parts(_reasoning_part(kind))),
+        )
+        for kind in REASONING_PARTS
+        if kind in used
+    )
+
+
+def _assistant_parts(*parts: dict[str, Any]) -> dict[str, Any]:
+    return {"role": "assistant", "content": [*parts, {"type": "text", "text": ASSISTANT1}]}
+
+
+def several_calls_specs(rendered: Sequence[Probe]) -> tuple[ProbeSpec, ...]:
+    """Two calls in one message, two arguments each, in the shape of the first single-call
+    probe the template wrote (its variables, content and argument type); and one call with
+    two arguments, for templates that refuse several calls."""
+    base = next(
+        (
+            p.spec
+            for p in rendered
+            if p.spec.kind == "tool_call" and p.text is not None and p.tail_start is not None
+        ),
+        None,
+    )
+    if base is None:
+        return ()
+    user, message = base.messages[0], base.messages[-1]
+    as_string = isinstance(message["tool_calls"][0]["function"]["arguments"], str)
+    first = _call(CALL_ID, {"q": FIRST_A, "p": FIRST_B}, as_string)
+    second = _call(CALL_ID2, {"q": SECOND_A, "p": SECOND_B}, as_string)
+    return tuple(
+        ProbeSpec(name, "tool_calls", (user, {**message, "tool_calls": calls}), base.kwargs)
+        for name, calls in (("tool_calls+two", [first, second]), ("tool_call+two_args", [first]))
+    )
+
+
 def find_marker(text: str, marker: str, start: int = 0) -> int:
     """Offset of the first ``marker`` at or after ``start`` (-1: none), in any letter case.
 
@@ -213,6 +278,9 @@ class Probe:
     text: str | None = None
     refusal: str | None = None
     limit: str | None = None  # the render bound it hit ("time", "output", "sandbox"...)
+    # Variables the template reads that no probe passes, given placeholders for this render
+    # (their values are in ``spec.kwargs``): the render without them failed.
+    placeholders: tuple[str, ...] = ()
 
     @property
     def tail_start(self) -> int | None:
@@ -249,7 +317,52 @@ RENDER_ERRORS = (
 def run_probe(
     source: str, template_name: str, spec: ProbeSpec, special_tokens: Mapping[str, str]
 ) -> Probe:
-    """Render one probe; a refusal or error is kept as evidence, never raised."""
+    """Render one probe; a refusal or error is kept as evidence, never raised.
+
+    A render that failed only because the template reads a variable no probe passes
+    (``'datetime' + ...``, ``functions | tojson``) is tried once more with a harmless
+    placeholder for each such variable (``eosfix.analysis.reads.placeholders``); the probe
+    records which (``placeholders``), and its spec carries them as variables.
+    """
+    probe, error = _render_probe(source, template_name, spec, special_tokens)
+    values = _placeholders_for(source, error, spec.kwargs, special_tokens)
+    if not values:
+        return probe
+    retry = dataclasses.replace(spec, kwargs={**spec.kwargs, **values})
+    again, _ = _render_probe(source, template_name, retry, special_tokens)
+    if again.text is not None:
+        return dataclasses.replace(again, placeholders=tuple(values))
+    refusal = f"{probe.refusal}; again with placeholders for {', '.join(values)}: {again.refusal}"
+    return dataclasses.replace(probe, refusal=refusal, limit=again.limit)
+
+
+def _placeholders_for(
+    source: str,
+    error: Exception | None,
+    kwargs: Mapping[str, Any],
+    special_tokens: Mapping[str, str],
+) -> dict[str, Any]:
+    """Placeholders for the variables a render failed on (none: it did not fail so)."""
+    if error is None:
+        return {}
+    given = {"messages", "tools", "documents", "add_generation_prompt", *special_tokens}
+    missing = undeclared_names(source) - given - set(kwargs)
+    if not missing or not _undefined_failure(error, missing):
+        return {}
+    return placeholders(source, missing)
+
+
+def _undefined_failure(error: Exception, missing: Collection[str]) -> bool:
+    """The error is an undefined variable's: jinja2 names it, ``tojson`` names its type."""
+    if isinstance(error, jinja2.UndefinedError):
+        return any(str(error) == f"'{name}' is undefined" for name in missing)
+    return isinstance(error, TypeError) and "Undefined" in str(error)
+
+
+def _render_probe(
+    source: str, template_name: str, spec: ProbeSpec, special_tokens: Mapping[str, str]
+) -> tuple[Probe, Exception | None]:
+    """The probe, and the error a failed render raised (not a refusal or a limit)."""
     try:
         text = render_chat(
             source,
@@ -259,36 +372,44 @@ def run_probe(
             **dict(spec.kwargs),
         )
     except TemplateRefusal as exc:
-        return Probe(spec, template_name, refusal=f"raise_exception: {exc}")
+        return Probe(spec, template_name, refusal=f"raise_exception: {exc}"), None
     except (RenderLimitExceeded, SandboxEscape) as exc:
-        return Probe(spec, template_name, refusal=str(exc), limit=exc.limit)
+        return Probe(spec, template_name, refusal=str(exc), limit=exc.limit), None
     except RENDER_ERRORS as exc:
-        return Probe(spec, template_name, refusal=f"{type(exc).__name__}: {exc}")
-    return Probe(spec, template_name, text=text)
+        return Probe(spec, template_name, refusal=f"{type(exc).__name__}: {exc}"), exc
+    return Probe(spec, template_name, text=text), None
 
 
 def run_generation_prompt(source: str, special_tokens: Mapping[str, str]) -> str | None:
-    """What ``add_generation_prompt=True`` appends after a user turn: the assistant opener."""
+    """What ``add_generation_prompt=True`` appends after a user turn: the assistant opener
+    (with placeholders for variables no probe passes, when the render fails on them)."""
     user: list[Mapping[str, Any]] = [_user(USER1)]
     shapes: tuple[tuple[list[Mapping[str, Any]], dict[str, Any]], ...] = (
         (user, {}),
         (user, {"tools": [TOOL_SCHEMA]}),
     )
     for messages, extra in shapes:
-        try:
-            without, with_prompt = (
-                render_chat(
-                    source,
-                    messages,
-                    special_tokens=special_tokens,
-                    add_generation_prompt=flag,
-                    **extra,
+        for _ in range(2):  # once as given, once more with placeholders
+            try:
+                without, with_prompt = (
+                    render_chat(
+                        source,
+                        messages,
+                        special_tokens=special_tokens,
+                        add_generation_prompt=flag,
+                        **extra,
+                    )
+                    for flag in (False, True)
                 )
-                for flag in (False, True)
-            )
-        except (TemplateRefusal, *RENDER_ERRORS):
-            continue
-        return with_prompt[_divergence(without, with_prompt) :]
+            except TemplateRefusal:
+                break
+            except RENDER_ERRORS as exc:
+                values = _placeholders_for(source, exc, extra, special_tokens)
+                if not values:
+                    break
+                extra = {**extra, **values}
+                continue
+            return with_prompt[_divergence(without, with_prompt) :]
     return None
 
 

@@ -19,6 +19,9 @@ Codes (stable: documented in the README, used by tests and scripts):
 - EOS014 warning: eos_token_id is written twice in one JSON object (the last one counts).
 - EOS015 error, fixable: a runtime that reads generation_config.json misses a terminator
   transformers stops on, and the file written as a list would make it stop.
+- EOS016 error: what closes the last reply is also written by a reply that makes tool calls
+  before more of its own text (before its call, between two calls), and nothing else closes
+  it: no stop id can end the reply without cutting tool calls.
   (EOS011-EOS014: ``eosfix.decide.earlystop``; EOS015: ``eosfix.decide.readers``.)
 - EOS100 error: a template refused or failed every probe: nothing could be analyzed.
 - EOS101 error: a template exceeded a render limit (time, size, output, loop iterations,
@@ -32,7 +35,7 @@ import enum
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from eosfix.analysis.inturn import closers_inside_a_turn
+from eosfix.analysis.inturn import closers_inside_a_call, closers_inside_a_turn
 from eosfix.analysis.terminators import (
     STOP_STRING,
     StopConfig,
@@ -165,7 +168,8 @@ def _terminator_findings(repo: ModelRepo, ts: TerminatorSet) -> list[Finding]:
                 "decoding with skip_special_tokens=True leaves it in the reply text"
             )
             out.append(Finding("EOS008", t.id_source or "", msg, Severity.WARNING))
-    cut = closers_inside_a_turn(ts)
+    in_call = closers_inside_a_call(ts)
+    cut = [t for t in closers_inside_a_turn(ts) if t not in in_call]
     if cut:
         msg = (
             f"{' '.join(cut)} closes the last reply but is also written inside a turn "
@@ -173,7 +177,19 @@ def _terminator_findings(repo: ModelRepo, ts: TerminatorSet) -> list[Finding]:
             "ends the reply"
         )
         out.append(Finding("EOS010", ts.templates[0].file, msg))
-    elif repo.templates and not ts.terminators and any(ta.rendered for ta in ts.templates):
+    if in_call:
+        msg = (
+            f"{' '.join(in_call)} closes the last reply but a reply that makes tool calls also "
+            "writes it before more of its own text (before a call or between two): stopping "
+            "on it cuts every tool call, and no other token ends the reply"
+        )
+        out.append(Finding("EOS016", ts.templates[0].file, msg))
+    elif (
+        not cut
+        and repo.templates
+        and not ts.terminators
+        and any(ta.rendered for ta in ts.templates)
+    ):
         msg = "no turn terminator found: the template writes nothing that ends a reply"
         out.append(Finding("EOS009", ts.templates[0].file, msg, Severity.WARNING))
     return out
