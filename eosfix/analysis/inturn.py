@@ -64,15 +64,13 @@ def in_turn_sighting(
 
 def _before_plain_reply(ta: TemplateAnalysis, token: str) -> bool:
     """The token is written before a plain reply's text, where no generation prompt tells
-    the prompt from what the model writes."""
+    the prompt from what the model writes (with one, what follows it is the model's)."""
     final = next((p.text for p in ta.rendered if p.spec.name == "final"), None)
     if final is None or ASSISTANT1 not in final:
         return False
     prefix = final[: final.rfind(ASSISTANT1)]
     gp = ta.generation_prompt
-    if gp and gp in prefix:
-        prefix = prefix[: prefix.rfind(gp) + len(gp)]
-    return token in prefix
+    return not (gp and gp in prefix) and token in prefix
 
 
 def _in_call(

@@ -17,7 +17,7 @@ from typing import Any
 
 import jinja2
 
-from eosfix.analysis.reads import names_used, placeholders, undeclared_names
+from eosfix.analysis.reads import names_used, placeholders, reasoning_flags, undeclared_names
 from eosfix.analysis.template import TemplateRefusal, render_chat
 from eosfix.core.limits import RenderLimitExceeded, SandboxEscape
 
@@ -37,6 +37,7 @@ CALL_ID2 = "f5g6h7i8j"
 FIRST_A, FIRST_B = "Eosfixfirsta", "Eosfixfirstb"
 SECOND_A, SECOND_B = "Eosfixseconda", "Eosfixsecondb"
 CALL_ARGS = (FIRST_A, FIRST_B, SECOND_A, SECOND_B)
+CALL_CONTENT = "Eosfixcallcontent"  # text of a reply that also makes calls
 # Where templates read a message's reasoning (google/minja include/minja/chat-template.hpp
 # lists the patterns it detects; the corpus's render goldens use them too): fields
 # ``reasoning_content`` (Qwen3, GLM), ``thinking`` (gpt-oss, LFM2.5, Command A), ``reasoning``
@@ -218,14 +219,29 @@ def reasoning_part_specs(source: str) -> tuple[ProbeSpec, ...]:
     )
 
 
+def flagged_reasoning_spec(source: str, rendered: Sequence[Probe]) -> ProbeSpec | None:
+    """The reasoning reply again, with the variables that decide whether the template writes
+    a reasoning block set to write it, when no reasoning probe showed the reasoning."""
+    flags = reasoning_flags(source)
+    shown = any(
+        p.spec.kind == "reasoning" and p.text is not None and find_marker(p.text, THINK1) >= 0
+        for p in rendered
+    )
+    if shown or not flags:
+        return None
+    spec = next(s for s in SPECS if s.kind == "reasoning")
+    return dataclasses.replace(spec, name=f"{spec.name}+flags", kwargs=dict(flags))
+
+
 def _assistant_parts(*parts: dict[str, Any]) -> dict[str, Any]:
     return {"role": "assistant", "content": [*parts, {"type": "text", "text": ASSISTANT1}]}
 
 
 def several_calls_specs(rendered: Sequence[Probe]) -> tuple[ProbeSpec, ...]:
-    """Two calls in one message, two arguments each, in the shape of the first single-call
-    probe the template wrote (its variables, content and argument type); and one call with
-    two arguments, for templates that refuse several calls."""
+    """Two calls in one message, two arguments each, after some text of the reply, in the
+    shape of the first single-call probe the template wrote (its variables and argument
+    type); and one call with two arguments (its content as that probe's), for templates that
+    refuse several calls."""
     base = next(
         (
             p.spec
@@ -240,9 +256,11 @@ def several_calls_specs(rendered: Sequence[Probe]) -> tuple[ProbeSpec, ...]:
     as_string = isinstance(message["tool_calls"][0]["function"]["arguments"], str)
     first = _call(CALL_ID, {"q": FIRST_A, "p": FIRST_B}, as_string)
     second = _call(CALL_ID2, {"q": SECOND_A, "p": SECOND_B}, as_string)
-    return tuple(
-        ProbeSpec(name, "tool_calls", (user, {**message, "tool_calls": calls}), base.kwargs)
-        for name, calls in (("tool_calls+two", [first, second]), ("tool_call+two_args", [first]))
+    two = {**message, "content": CALL_CONTENT, "tool_calls": [first, second]}
+    one = {**message, "tool_calls": [first]}
+    return (
+        ProbeSpec("tool_calls+two", "tool_calls", (user, two), base.kwargs),
+        ProbeSpec("tool_call+two_args", "tool_calls", (user, one), base.kwargs),
     )
 
 

@@ -8,6 +8,8 @@
   for a probe that failed only because the name was undefined.
 - :func:`names_used`: every attribute, item key and string constant the template names, so
   a probe for a message field or content-part type is run only when the template can read it.
+- :func:`reasoning_flags`: variables no probe passes that decide whether a reasoning block is
+  written (``{% if enable_thinking %}...{{ m.reasoning }}``), with the value that writes it.
 - :func:`ending_literals`: the control tokens the template text writes right after what the
   model writes (a message's content, a call's arguments): where a reply can end. These are
   the only literals reported as "possible" terminators when no probe reaches them.
@@ -24,6 +26,8 @@ from jinja2 import meta, nodes
 from eosfix.analysis.template import parse_template
 from eosfix.core.errors import TemplateError
 
+# Where a message's reasoning is read from (fields, or a content part's key).
+REASONING_NAMES = frozenset({"reasoning_content", "reasoning", "thinking", "thought", "thoughts"})
 # Attributes whose value the model writes: a message's content (or a content part's text)
 # and a tool call's arguments.
 MODEL_TEXT = frozenset({"content", "text", "arguments"})
@@ -37,10 +41,22 @@ _ARITHMETIC = (nodes.Sub, nodes.Mul, nodes.Div, nodes.FloorDiv, nodes.Mod, nodes
 
 
 def _ast(source: str) -> nodes.Template | None:
+    """The template's syntax tree, shared with the renderer: compiling it folds constant
+    expressions in place (``['a', 'b']`` becomes one ``Const`` holding a list), so every walk
+    here reads a constant's strings whatever its shape (``_strings``)."""
     try:
         return parse_template(source)
     except TemplateError:
         return None
+
+
+def _strings(value: Any) -> list[str]:
+    """The strings of a constant: itself, or the items of a folded list, tuple or dict."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, (list, tuple, set, frozenset, dict)):
+        return [v for v in value if isinstance(v, str)]
+    return []
 
 
 @functools.lru_cache(maxsize=256)
@@ -58,8 +74,58 @@ def names_used(source: str) -> frozenset[str]:
     if ast is None:
         return frozenset()
     out = {n.attr for n in ast.find_all(nodes.Getattr)}
-    out |= {c.value for c in ast.find_all(nodes.Const) if isinstance(c.value, str)}
+    out.update(v for c in ast.find_all(nodes.Const) for v in _strings(c.value))
     return frozenset(out)
+
+
+@functools.lru_cache(maxsize=256)
+def reasoning_flags(source: str) -> tuple[tuple[str, bool], ...]:
+    """Undeclared variables tested where a reasoning block is written (an ``if`` whose body,
+    or a conditional expression whose value, reads a reasoning field), each with the value
+    that writes the block: ``True``, ``False`` under ``not`` or ``is false``."""
+    ast = _ast(source)
+    if ast is None:
+        return ()
+    free = undeclared_names(source)
+    out: dict[str, bool] = {}
+    for node in ast.find_all(nodes.If):
+        if any(_reads_reasoning(stmt) for stmt in node.body):
+            _flags(node.test, free, out, negated=False)
+    for expr in ast.find_all(nodes.CondExpr):
+        if _reads_reasoning(expr.expr1):
+            _flags(expr.test, free, out, negated=False)
+    return tuple(sorted(out.items()))
+
+
+def _reads_reasoning(node: nodes.Node) -> bool:
+    for n in (node, *node.find_all((nodes.Getattr, nodes.Getitem))):
+        if isinstance(n, nodes.Getattr) and n.attr in REASONING_NAMES:
+            return True
+        arg = n.arg if isinstance(n, nodes.Getitem) else None
+        if (
+            isinstance(arg, nodes.Const)
+            and isinstance(arg.value, str)
+            and arg.value in REASONING_NAMES
+        ):
+            return True
+    return False
+
+
+def _flags(test: nodes.Node, free: frozenset[str], out: dict[str, bool], negated: bool) -> None:
+    if isinstance(test, nodes.Not):
+        _flags(test.node, free, out, not negated)
+    elif isinstance(test, (nodes.And, nodes.Or)):
+        _flags(test.left, free, out, negated)
+        _flags(test.right, free, out, negated)
+    elif isinstance(test, nodes.Name) and test.name in free:
+        out.setdefault(test.name, not negated)
+    elif (
+        isinstance(test, nodes.Test)
+        and isinstance(test.node, nodes.Name)
+        and test.node.name in free
+        and test.name in ("true", "false")
+    ):
+        out.setdefault(test.node.name, (test.name == "true") != negated)
 
 
 def placeholders(source: str, names: Iterable[str]) -> dict[str, Any]:
@@ -247,7 +313,11 @@ class _EndWalker:
             if isinstance(node, nodes.Getattr) and node.attr in MODEL_TEXT:
                 return True
             arg = node.arg if isinstance(node, nodes.Getitem) else None
-            if isinstance(arg, nodes.Const) and arg.value in MODEL_TEXT:
+            if (
+                isinstance(arg, nodes.Const)
+                and isinstance(arg.value, str)
+                and arg.value in MODEL_TEXT
+            ):
                 return True
             if isinstance(node, nodes.Name) and node.name in self.model_names:
                 return True
@@ -285,7 +355,11 @@ def _roles(test: nodes.Node, out: set[str]) -> None:
         if op.op == "eq" and isinstance(op.expr, nodes.Const) and isinstance(op.expr.value, str):
             out.add(op.expr.value)
         elif op.op == "in" and isinstance(op.expr, (nodes.List, nodes.Tuple)):
-            out.update(i.value for i in op.expr.items if isinstance(i, nodes.Const))
+            out.update(
+                v for i in op.expr.items if isinstance(i, nodes.Const) for v in _strings(i.value)
+            )
+        elif op.op == "in" and isinstance(op.expr, nodes.Const):
+            out.update(_strings(op.expr.value))
 
 
 def _is_role(expr: nodes.Node) -> bool:

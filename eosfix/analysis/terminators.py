@@ -48,6 +48,7 @@ from eosfix.analysis.positions import (
 from eosfix.analysis.probes import (
     SPECS,
     Probe,
+    flagged_reasoning_spec,
     reasoning_part_specs,
     run_generation_prompt,
     run_probe,
@@ -224,6 +225,9 @@ def analyze_template(
     source, name, tokens = template.source, template.name, repo.special_tokens
     probes = [run_probe(source, name, s, tokens) for s in SPECS]
     probes += [run_probe(source, name, s, tokens) for s in reasoning_part_specs(source)]
+    flagged = flagged_reasoning_spec(source, probes)
+    if flagged is not None:
+        probes.append(run_probe(source, name, flagged, tokens))
     several = several_calls_specs(probes)
     for spec in several:  # one call of two arguments only when several calls are refused
         probes.append(run_probe(source, name, spec, tokens))

@@ -19,7 +19,7 @@ from eosfix.analysis.positions import (
     split_gap,
     tail_specials,
 )
-from eosfix.analysis.probes import CALL_ARGS, TOOL_ARG, Probe, find_marker, rfind_marker
+from eosfix.analysis.probes import CALL_ARGS, TOOL_ARG, USER1, Probe, find_marker, rfind_marker
 
 
 def in_call_tokens(
@@ -31,22 +31,30 @@ def in_call_tokens(
     Between two calls of one message, or two arguments of one call (``</tool_call>``,
     ``</arg_value>``: a probe with one call of one argument cannot tell them from what closes
     the reply), and after the assistant's opener (the generation prompt) before the first
-    argument (``<tool_call>``, or a token that also closes plain replies, written before a
-    call the model goes on to write).
+    argument (``<tool_call>``, or a token that also closes plain replies, written between the
+    reply's text and a call the model goes on to write).
     """
     found: set[str] = set()
     for probe in probes:
         text = probe.text
-        if text is None:
+        if text is None or probe.spec.kind not in ("tool_call", "tool_calls"):
             continue
-        if probe.spec.kind == "tool_calls":
-            span = between_arguments(text)
+        spans = [between_arguments(text)] if probe.spec.kind == "tool_calls" else []
+        if generation_prompt:
+            spans.append(before_call(text, generation_prompt))
+        for span in spans:
             if span is not None:
                 found.update(tok for tok, _ in scanner.find(text[span[0] : span[1]]))
-        elif probe.spec.kind == "tool_call" and generation_prompt:
-            span = before_call(text, generation_prompt)
-            if span is not None:
-                found.update(tok for tok, _ in scanner.find(text[span[0] : span[1]]))
+    return found
+
+
+def between_calls_tokens(probes: Sequence[Probe], scanner: SpecialScanner) -> set[str]:
+    """Control tokens written between two calls of one message or two arguments of one call."""
+    found: set[str] = set()
+    for probe in probes:
+        span = between_arguments(probe.text or "") if probe.spec.kind == "tool_calls" else None
+        if span is not None and probe.text is not None:
+            found.update(tok for tok, _ in scanner.find(probe.text[span[0] : span[1]]))
     return found
 
 
@@ -62,10 +70,14 @@ def between_arguments(text: str) -> tuple[int, int] | None:
 
 
 def before_call(text: str, generation_prompt: str) -> tuple[int, int] | None:
-    """From the end of the assistant's opener to the call's first argument."""
-    args = find_marker(text, TOOL_ARG)
-    start = text.rfind(generation_prompt, 0, args) if args >= 0 else -1
-    return None if start < 0 else (start + len(generation_prompt), args)
+    """From the end of the assistant's opener (the first after the user's message: a template
+    may open the turn again for the call) to the call's first argument."""
+    user = find_marker(text, USER1)
+    args = [at for a in (TOOL_ARG, *CALL_ARGS) if (at := find_marker(text, a)) >= 0]
+    if user < 0 or not args:
+        return None
+    start = text.find(generation_prompt, user + len(USER1), min(args))
+    return None if start < 0 else (start + len(generation_prompt), min(args))
 
 
 def read_tool_calls(
@@ -86,12 +98,15 @@ def read_tool_calls(
     """
     tails = []
     out: list[Sighting] = []
-    wrote_nothing = True  # no control token after a call in final position, but in-turn ones
+    # No control token after a call in final position but those written between two calls
+    # (the loop's own: GLM writes </tool_call> after each call, and nothing after the loop).
+    between = between_calls_tokens(probes, scanner)
+    wrote_nothing = True
     for probe in probes:
         if probe.spec.kind == "tool_call" and probe.text is not None:
             out += _call_syntax(probe, scanner, generation_prompt, openers)
             after = tail_specials(probe, scanner, frozenset())
-            wrote_nothing &= all(tok in in_turn for tok, _ in after)
+            wrote_nothing &= all(tok in between for tok, _ in after)
             tail = [h for h in tail_specials(probe, scanner, openers) if h[0] not in in_turn]
             while len(tail) > 1 and tail[-1][0] in conversation_end:
                 tail.pop()
