@@ -3,6 +3,13 @@
 A sentinel is a plain alphanumeric string, so ``trim``, ``split`` and ``capitalize``-free
 templates keep it intact; what the template writes around a sentinel is what a model
 trained on that template learned to emit there.
+
+``SPECS`` run on every template. Some shapes run only where they can show something: a
+reasoning reply as a content part of each type the template names (``reasoning_part_specs``),
+again with the flags that write a reasoning block when none was shown
+(``flagged_reasoning_spec``), and two calls of two arguments in one message in the shape of
+the first single call the template wrote (``several_calls_specs``). A render that failed on a
+variable no probe passes is tried once more with placeholders (``run_probe``).
 """
 
 from __future__ import annotations
@@ -11,13 +18,13 @@ import dataclasses
 import functools
 import json
 import re
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import jinja2
 
-from eosfix.analysis.reads import names_used, placeholders, reasoning_flags, undeclared_names
+from eosfix.analysis.reads import mentions, placeholders, reasoning_flags, undeclared_names
 from eosfix.analysis.template import TemplateRefusal, render_chat
 from eosfix.core.limits import RenderLimitExceeded, SandboxEscape
 
@@ -207,7 +214,7 @@ SPECS = _specs()
 def reasoning_part_specs(source: str) -> tuple[ProbeSpec, ...]:
     """Replies whose reasoning is a content part, one per part type the template names
     (a template that never names ``"thoughts"`` cannot tell such a part from any other)."""
-    used = names_used(source)
+    used = mentions(source, frozenset(REASONING_PARTS))
     return tuple(
         ProbeSpec(
             f"final+{kind}_part",
@@ -222,12 +229,12 @@ def reasoning_part_specs(source: str) -> tuple[ProbeSpec, ...]:
 def flagged_reasoning_spec(source: str, rendered: Sequence[Probe]) -> ProbeSpec | None:
     """The reasoning reply again, with the variables that decide whether the template writes
     a reasoning block set to write it, when no reasoning probe showed the reasoning."""
-    flags = reasoning_flags(source)
     shown = any(
         p.spec.kind == "reasoning" and p.text is not None and find_marker(p.text, THINK1) >= 0
         for p in rendered
     )
-    if shown or not flags:
+    flags = () if shown else reasoning_flags(source)
+    if not flags:
         return None
     spec = next(s for s in SPECS if s.kind == "reasoning")
     return dataclasses.replace(spec, name=f"{spec.name}+flags", kwargs=dict(flags))
@@ -360,20 +367,27 @@ def _placeholders_for(
     kwargs: Mapping[str, Any],
     special_tokens: Mapping[str, str],
 ) -> dict[str, Any]:
-    """Placeholders for the variables a render failed on (none: it did not fail so)."""
-    if error is None:
+    """Placeholders for the variables a render failed on (none: it did not fail so).
+
+    The error says whether an undefined value failed (cheap); only then are the template's
+    undeclared names looked up (``jinja2.meta`` generates the template's code: costly)."""
+    if not _undefined_failure(error):
         return {}
     given = {"messages", "tools", "documents", "add_generation_prompt", *special_tokens}
     missing = undeclared_names(source) - given - set(kwargs)
-    if not missing or not _undefined_failure(error, missing):
+    named = _UNDEFINED.match(str(error))
+    if not missing or (named is not None and named.group(1) not in missing):
         return {}
     return placeholders(source, missing)
 
 
-def _undefined_failure(error: Exception, missing: Collection[str]) -> bool:
-    """The error is an undefined variable's: jinja2 names it, ``tojson`` names its type."""
+_UNDEFINED = re.compile(r"'(\w+)' is undefined$")
+
+
+def _undefined_failure(error: Exception | None) -> bool:
+    """An undefined variable failed: jinja2 names it, ``tojson`` names its type."""
     if isinstance(error, jinja2.UndefinedError):
-        return any(str(error) == f"'{name}' is undefined" for name in missing)
+        return _UNDEFINED.match(str(error)) is not None
     return isinstance(error, TypeError) and "Undefined" in str(error)
 
 

@@ -6,8 +6,8 @@
 - :func:`placeholders`: a harmless value of the type each undeclared name is used as
   (concatenated: ``""``; counted with: ``1``; iterated or serialised: ``[]``; indexed: ``{}``),
   for a probe that failed only because the name was undefined.
-- :func:`names_used`: every attribute, item key and string constant the template names, so
-  a probe for a message field or content-part type is run only when the template can read it.
+- :func:`mentions`: which words the template's text holds, so a probe for a content-part type
+  (or for a flag around a reasoning block) is run only when the template can read it.
 - :func:`reasoning_flags`: variables no probe passes that decide whether a reasoning block is
   written (``{% if enable_thinking %}...{{ m.reasoning }}``), with the value that writes it.
 - :func:`ending_literals`: the control tokens the template text writes right after what the
@@ -18,13 +18,17 @@
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jinja2 import meta, nodes
 
 from eosfix.analysis.template import parse_template
 from eosfix.core.errors import TemplateError
+
+if TYPE_CHECKING:  # positions imports probes, which imports this module
+    from eosfix.analysis.positions import SpecialScanner
 
 # Where a message's reasoning is read from (fields, or a content part's key).
 REASONING_NAMES = frozenset({"reasoning_content", "reasoning", "thinking", "thought", "thoughts"})
@@ -67,26 +71,25 @@ def undeclared_names(source: str) -> frozenset[str]:
 
 
 @functools.lru_cache(maxsize=256)
-def names_used(source: str) -> frozenset[str]:
-    """Every attribute (``m.thinking``), item key (``m['thinking']``) and string constant
-    (``part.type == 'thinking'``) of the template."""
-    ast = _ast(source)
-    if ast is None:
-        return frozenset()
-    out = {n.attr for n in ast.find_all(nodes.Getattr)}
-    out.update(v for c in ast.find_all(nodes.Const) for v in _strings(c.value))
-    return frozenset(out)
+def mentions(source: str, words: frozenset[str]) -> frozenset[str]:
+    """Which of ``words`` the template's text holds as a whole word: every attribute
+    (``m.thinking``), item key (``m['thinking']``) or string constant
+    (``part.type == 'thinking'``) it can read is among them (comments too: a superset, read
+    off the text without walking the syntax tree)."""
+    return frozenset(re.findall(r"\b(" + "|".join(map(re.escape, sorted(words))) + r")\b", source))
 
 
 @functools.lru_cache(maxsize=256)
 def reasoning_flags(source: str) -> tuple[tuple[str, bool], ...]:
-    """Undeclared variables tested where a reasoning block is written (an ``if`` whose body,
-    or a conditional expression whose value, reads a reasoning field), each with the value
-    that writes the block: ``True``, ``False`` under ``not`` or ``is false``."""
+    """Variables the template never sets, tested where a reasoning block is written (an
+    ``if`` whose body, or a conditional expression whose value, reads a reasoning field),
+    each with the value that writes the block: ``True``, ``False`` under ``not`` or
+    ``is false``."""
     ast = _ast(source)
-    if ast is None:
+    if ast is None or not mentions(source, REASONING_NAMES):
         return ()
-    free = undeclared_names(source)
+    stored = {n.name for n in ast.find_all(nodes.Name) if n.ctx in ("store", "param")}
+    free = frozenset(n.name for n in ast.find_all(nodes.Name) if n.name not in stored)
     out: dict[str, bool] = {}
     for node in ast.find_all(nodes.If):
         if any(_reads_reasoning(stmt) for stmt in node.body):
@@ -192,13 +195,14 @@ def _use(parent: nodes.Node, name: nodes.Name) -> str | None:
 # --- where the template text can end a reply ---------------------------------------------
 
 
+@functools.lru_cache(maxsize=256)
 def ending_literals(
-    source: str, find: Any, special_tokens: Mapping[str, str] = {}
+    source: str, scanner: SpecialScanner, special_tokens: tuple[tuple[str, str], ...] = ()
 ) -> frozenset[str]:
     """Control tokens the template writes first after model-written text.
 
-    ``find(text)`` lists the control tokens in a literal (a ``SpecialScanner.find``);
-    ``special_tokens`` resolves ``{{ eos_token }}``-style names. Walks the template in
+    ``scanner`` finds the control tokens in a literal; ``special_tokens`` (name, content)
+    resolves ``{{ eos_token }}``-style names. Walks the template in
     output order: what is written after a message's content or a call's arguments, before
     any other control token, ends a reply there. Text written only for a user, system or tool
     message, or as the generation prompt, does not count.
@@ -206,7 +210,7 @@ def ending_literals(
     ast = _ast(source)
     if ast is None:
         return frozenset()
-    walker = _EndWalker(find, special_tokens)
+    walker = _EndWalker(scanner.find, dict(special_tokens))
     walker.body(ast.body, False, None)
     return frozenset(walker.found)
 
@@ -223,6 +227,12 @@ class _EndWalker:
         self.model_names: set[str] = set(MODEL_TEXT)  # names bound to model-written text
         self.bound: dict[str, list[Piece]] = {}  # ``{% set x = ... %}``: what ``{{ x }}`` writes
         self.found: set[str] = set()
+        self._tokens: dict[str, list[str]] = {}  # literal -> its control tokens
+
+    def tokens(self, text: str) -> list[str]:
+        if text not in self._tokens:
+            self._tokens[text] = [tok for tok, _ in self.find(text)]
+        return self._tokens[text]
 
     def body(self, stmts: Iterable[nodes.Node], after: bool, role: str | None) -> bool:
         for node in stmts:
@@ -297,7 +307,7 @@ class _EndWalker:
     def write(self, pieces: list[Piece], after: bool, role: str | None) -> bool:
         for piece in pieces:
             if piece[0] == "text":
-                for token, _ in self.find(piece[1]):
+                for token in self.tokens(piece[1]):
                     if after and role != "prompt":
                         self.found.add(token)
                     after = False

@@ -205,12 +205,14 @@ def _unreached_literals(
     """Control-token literals no probe rendered that the template text writes right after
     what the model writes (where a reply can end), with their line."""
     seen = "".join(rendered)
-    ending = ending_literals(source, scanner.find, special_tokens)
     out: dict[str, int] = {}
     for text, lineno in _template_literals(source):
         for tok, _ in scanner.find(text):
-            if tok not in seen and tok not in out and tok in ending:
+            if tok not in seen and tok not in out:
                 out[tok] = lineno
+    if out:  # walk the template only when some literal went unreached
+        ending = ending_literals(source, scanner, tuple(sorted(special_tokens.items())))
+        out = {tok: line for tok, line in out.items() if tok in ending}
     return tuple(sorted(out.items(), key=lambda kv: kv[1]))
 
 
