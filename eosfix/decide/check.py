@@ -19,10 +19,10 @@ Codes (stable: documented in the README, used by tests and scripts):
 - EOS014 warning: eos_token_id is written twice in one JSON object (the last one counts).
 - EOS015 error, fixable: a runtime that reads generation_config.json misses a terminator
   transformers stops on, and the file written as a list would make it stop.
+  (EOS011-EOS014: ``eosfix.decide.earlystop``; EOS015: ``eosfix.decide.readers``.)
 - EOS016 error: what closes the last reply is also written by a reply that makes tool calls
   before more of its own text (before its call, between two calls), and nothing else closes
   it: no stop id can end the reply without cutting tool calls.
-  (EOS011-EOS014: ``eosfix.decide.earlystop``; EOS015: ``eosfix.decide.readers``.)
 - EOS100 error: a template refused or failed every probe: nothing could be analyzed.
 - EOS101 error: a template exceeded a render limit (time, size, output, loop iterations,
   calls, recursion depth, memory): it was stopped, its analysis is incomplete.
