@@ -27,7 +27,7 @@ import torch
 from transformers import AutoTokenizer, GenerationConfig
 
 from eosfix import api
-from eosfix.analysis.probes import SPECS
+from eosfix.analysis.shapes import SPECS
 from eosfix.containers.folder.container import check_repo
 from eosfix.containers.folder.read import load_repo
 from eosfix.ports.loop import split_probe, tokenize_probe

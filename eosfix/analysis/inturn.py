@@ -9,8 +9,9 @@ Pure.
 from __future__ import annotations
 
 from eosfix.analysis.positions import EVERY_REPLY, FINAL_REPLY, IN_TURN, LAST_REPLY
-from eosfix.analysis.probes import ASSISTANT1, THINK1, Probe
+from eosfix.analysis.shapes import ASSISTANT1, THINK1, Probe
 from eosfix.analysis.terminators import TemplateAnalysis, TerminatorSet
+from eosfix.analysis.toolcalls import between_arguments
 
 _EVIDENCE_CHARS = 40
 
@@ -21,8 +22,9 @@ def in_turn_sighting(
     """Where ``ta`` writes ``token`` inside an assistant turn, with the rendered evidence.
 
     Between reasoning and answer (a reasoning probe), or in a reply that makes a tool call:
-    after the generation prompt, up to the call's arguments (``whole_call``: up to the end
-    of the render, for a control token ``eosfix.analysis.positions`` placed inside the call). When the
+    after the generation prompt, up to the call's arguments, or between two calls of one
+    reply or two arguments of one call (``whole_call``: also up to the end of the render, for
+    a control token ``eosfix.analysis.positions`` placed inside the call). When the
     template has no generation prompt and writes the token before a plain reply's text too
     (Mistral's ``[/INST]``), the model's output cannot be told from the prompt: not counted.
     """
@@ -43,26 +45,32 @@ def in_turn_sighting(
         at = text.find(token, opener + len(gp), think) if opener >= 0 else -1
         if at >= 0:
             return "where the reply opens, before its reasoning", _evidence(text, at, token)
-    for probe in ta.rendered:
-        if probe.spec.kind == "tool_call":
-            found = _in_call(probe, token, ta.generation_prompt, whole_call)
-            if found is not None:
-                where = "in a reply that makes a tool call"
-                return where, _evidence(probe.text or "", found, token)
+    for whole in (False, True) if whole_call else (False,):
+        for probe in ta.rendered:
+            if probe.spec.kind == "tool_call":
+                found = _in_call(probe, token, ta.generation_prompt, whole)
+                if found is not None:
+                    where = "in a reply that makes a tool call"
+                    return where, _evidence(probe.text or "", found, token)
+        for probe in ta.rendered if not whole else ():
+            text = probe.text or ""
+            span = between_arguments(text) if probe.spec.kind == "tool_calls" else None
+            at = text.find(token, *span) if span is not None else -1
+            if at >= 0:
+                where = "between two tool calls of one reply, or two arguments of one call"
+                return where, _evidence(text, at, token)
     return None
 
 
 def _before_plain_reply(ta: TemplateAnalysis, token: str) -> bool:
     """The token is written before a plain reply's text, where no generation prompt tells
-    the prompt from what the model writes."""
+    the prompt from what the model writes (with one, what follows it is the model's)."""
     final = next((p.text for p in ta.rendered if p.spec.name == "final"), None)
     if final is None or ASSISTANT1 not in final:
         return False
     prefix = final[: final.rfind(ASSISTANT1)]
     gp = ta.generation_prompt
-    if gp and gp in prefix:
-        prefix = prefix[: prefix.rfind(gp) + len(gp)]
-    return token in prefix
+    return not (gp and gp in prefix) and token in prefix
 
 
 def _in_call(
@@ -87,12 +95,21 @@ def _evidence(text: str, at: int, token: str) -> str:
 
 
 def closers_inside_a_turn(ts: TerminatorSet) -> list[str]:
-    """In-turn tokens that close the last reply, when no other token does (EOS010)."""
+    """Tokens written inside a turn (between reasoning and answer, or by a reply that makes
+    tool calls before its last argument) that close the last reply, when no other token
+    does: no stop id ends such a reply without cutting another (EOS010, EOS016)."""
     closes = {EVERY_REPLY, LAST_REPLY, FINAL_REPLY}
     if any(closes & {p.where for p in t.placements} for t in ts.terminators):
         return []
+    inside = {*ts.in_turn, *ts.in_call}
     return [
         token
         for token, wheres in ts.positions().items()
-        if IN_TURN in wheres and closes & set(wheres)
+        if (IN_TURN in wheres or token in inside) and closes & set(wheres)
     ]
+
+
+def closers_inside_a_call(ts: TerminatorSet) -> list[str]:
+    """Of ``closers_inside_a_turn``, those written by a reply that makes tool calls before
+    more of its own text, and not between reasoning and answer (EOS016)."""
+    return [t for t in closers_inside_a_turn(ts) if t in ts.in_call and t not in ts.in_turn]

@@ -16,7 +16,10 @@ the same reply in history (another turn follows) places every token (``WHERE``):
 - ``tool_call``: written after an assistant tool call;
 - ``next_turn_opener``: replies have no closer; the next turn's opener follows them (GLM);
 - ``in_turn``: inside one assistant turn (between its reasoning and its answer);
-- ``in_tool_call``: inside an assistant turn, opening a tool call or closing one of several;
+- ``in_tool_call``: inside an assistant turn that makes tool calls, before its last argument:
+  opening a call, between two calls of the message or two arguments of a call, or after the
+  assistant's opener before the call (``eosfix.analysis.toolcalls.in_call_tokens``: never a
+  terminator), or closing one call of several;
 - ``turn_opener``: opens the assistant turn (the generation prompt).
 
 The stop set must hold the first token a model can emit after a complete reply. So the first
@@ -32,7 +35,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from eosfix.analysis.probes import (
+from eosfix.analysis.shapes import (
     ASSISTANT1,
     SYSTEM,
     THINK1,
@@ -81,11 +84,21 @@ _CONTROL_SHAPE = re.compile(r"<\|[^<>|\s]{1,40}\|>|<｜[^<>｜\s]{1,40}｜>")
 
 
 class SpecialScanner:
-    """Finds control-token strings in rendered text, longest match first."""
+    """Finds control-token strings in rendered text, longest match first. Two scanners of the
+    same tokens are equal (a cache key)."""
 
     def __init__(self, specials: Iterable[str], plain: Iterable[str] = ()) -> None:
         self._plain = frozenset(plain)  # added tokens the tokenizer treats as text
-        self._tokens = tuple(sorted({s for s in specials if s}, key=len, reverse=True))
+        self._tokens = tuple(sorted(sorted({s for s in specials if s}), key=len, reverse=True))
+        self._hash = hash((self._tokens, self._plain))
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, SpecialScanner):
+            return NotImplemented
+        return (self._tokens, self._plain) == (other._tokens, other._plain)
+
+    def __hash__(self) -> int:
+        return self._hash
 
     def find(self, text: str) -> list[Hit]:
         # Tokenizers list hundreds of reserved tokens; a text holds a handful. Compiling a

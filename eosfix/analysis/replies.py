@@ -27,7 +27,7 @@ from eosfix.analysis.positions import (
     tail_specials,
     turn_openers,
 )
-from eosfix.analysis.probes import USER1, Probe
+from eosfix.analysis.shapes import USER1, Probe
 from eosfix.analysis.toolcalls import read_tool_calls
 
 

@@ -14,6 +14,10 @@ Vocabulary:
   required, and never instead of the per-reply closer.
 - **in-turn token**: a control token written *inside* one assistant turn (between reasoning
   and answer). It is never a terminator (gpt-oss ``<|end|>``).
+- **in-call token**: a control token a reply that makes tool calls writes before its last
+  argument (between two calls of one message or two arguments of one call, or after the
+  assistant's opener before the call). It is never a terminator either (``</tool_call>``
+  between calls; a reply closer written before a call the model goes on to write).
 
 Everything here is pure: no printing, no writing, no network.
 """
@@ -29,6 +33,7 @@ from jinja2 import nodes
 
 from eosfix.analysis.positions import (
     CONVERSATION_END,
+    IN_TOOL_CALL,
     IN_TURN,
     NEXT_TURN,
     REQUIRED_KINDS,
@@ -40,9 +45,18 @@ from eosfix.analysis.positions import (
     SpecialScanner,
     in_turn_tokens,
 )
-from eosfix.analysis.probes import SPECS, Probe, run_generation_prompt, run_probe
+from eosfix.analysis.probes import run_generation_prompt, run_probe
+from eosfix.analysis.reads import ending_literals
 from eosfix.analysis.replies import read_template
+from eosfix.analysis.shapes import (
+    SPECS,
+    Probe,
+    flagged_reasoning_spec,
+    reasoning_part_specs,
+    several_calls_specs,
+)
 from eosfix.analysis.template import compile_template, parse_template
+from eosfix.analysis.toolcalls import in_call_tokens
 from eosfix.core.errors import TemplateError
 from eosfix.core.repo import ChatTemplate, ModelRepo
 
@@ -117,6 +131,11 @@ class TemplateAnalysis:
     def rendered(self) -> tuple[Probe, ...]:
         return tuple(p for p in self.probes if p.text is not None)
 
+    @property
+    def placeholders(self) -> dict[str, object]:
+        """Variables no probe passes that renders needed, with the placeholder given."""
+        return {n: p.spec.kwargs[n] for p in self.rendered for n in p.placeholders}
+
 
 @dataclass(frozen=True)
 class TerminatorSet:
@@ -125,6 +144,8 @@ class TerminatorSet:
     in_turn: tuple[str, ...] = ()  # never stop ids: written inside one turn
     templates: tuple[TemplateAnalysis, ...] = field(default_factory=tuple)
     additional: tuple[Terminator, ...] = ()  # reported stops never required (conversation end)
+    # never stop ids: written by a reply that makes tool calls before its last argument
+    in_call: tuple[str, ...] = ()
 
     def positions(self) -> dict[str, tuple[str, ...]]:
         """Where any template writes each control token (token -> where values)."""
@@ -170,15 +191,22 @@ def _template_literals(source: str) -> tuple[tuple[str, int], ...]:
 
 
 def _unreached_literals(
-    source: str, rendered: Iterable[str], scanner: SpecialScanner
+    source: str,
+    rendered: Iterable[str],
+    scanner: SpecialScanner,
+    special_tokens: dict[str, str],
 ) -> tuple[tuple[str, int], ...]:
-    """Control-token literals of the template that no probe rendered, with their line."""
+    """Control-token literals no probe rendered that the template text writes right after
+    what the model writes (where a reply can end), with their line."""
     seen = "".join(rendered)
     out: dict[str, int] = {}
     for text, lineno in _template_literals(source):
         for tok, _ in scanner.find(text):
             if tok not in seen and tok not in out:
                 out[tok] = lineno
+    if out:  # walk the template only when some literal went unreached
+        ending = ending_literals(source, scanner, tuple(sorted(special_tokens.items())))
+        out = {tok: line for tok, line in out.items() if tok in ending}
     return tuple(sorted(out.items(), key=lambda kv: kv[1]))
 
 
@@ -190,14 +218,24 @@ def analyze_template(
         compile_template(template.source)
     except TemplateError as exc:
         raise TemplateError(exc.message, path=repo.root / template.file) from None
-    probes = tuple(run_probe(template.source, template.name, s, repo.special_tokens) for s in SPECS)
+    source, name, tokens = template.source, template.name, repo.special_tokens
+    probes = [run_probe(source, name, s, tokens) for s in SPECS]
+    probes += [run_probe(source, name, s, tokens) for s in reasoning_part_specs(source)]
+    flagged = flagged_reasoning_spec(source, probes)
+    if flagged is not None:
+        probes.append(run_probe(source, name, flagged, tokens))
+    several = several_calls_specs(probes)
+    for spec in several:  # one call of two arguments only when several calls are refused
+        probes.append(run_probe(source, name, spec, tokens))
+        if probes[-1].text is not None:
+            break
     texts = [p.text for p in probes if p.text is not None]
     return TemplateAnalysis(
-        template.name,
+        name,
         template.file,
-        probes,
-        run_generation_prompt(template.source, repo.special_tokens),
-        _unreached_literals(template.source, texts, scanner),
+        tuple(probes),
+        run_generation_prompt(source, tokens),
+        _unreached_literals(source, texts, scanner, tokens),
     )
 
 
@@ -241,13 +279,18 @@ class _Collector:
 
 
 def _positions(
-    sightings: Iterable[Sighting], in_turn: Iterable[str], openers: Iterable[str]
+    sightings: Iterable[Sighting],
+    in_turn: Iterable[str],
+    openers: Iterable[str],
+    in_call: Iterable[str] = (),
 ) -> tuple[tuple[str, tuple[str, ...]], ...]:
     out: dict[str, dict[str, None]] = {}
     for s in sightings:
         out.setdefault(s.token, {})[s.where] = None
     for token in in_turn:
         out.setdefault(token, {})[IN_TURN] = None
+    for token in in_call:
+        out.setdefault(token, {})[IN_TOOL_CALL] = None
     for token in openers:
         out.setdefault(token, {})[TURN_OPENER] = None
     return tuple((token, tuple(wheres)) for token, wheres in out.items())
@@ -255,21 +298,49 @@ def _positions(
 
 def find_terminators(repo: ModelRepo) -> TerminatorSet:
     """Analyze every named template of the repo and collect its turn terminators."""
-    specials = set(repo.iter_special_strings())
-    plain = [c for c, info in repo.added_tokens.items() if not info.special and c not in specials]
-    scan = SpecialScanner(specials, plain)
+    scan = scanner_for(repo)
     analyses = [analyze_template(t, repo, scan) for t in repo.templates]
     col = _Collector(repo, scan)
     own_in_turn = [in_turn_tokens(ta.rendered, scan) for ta in analyses]
+    own_in_call = [in_call_tokens(ta.rendered, scan, ta.generation_prompt) for ta in analyses]
     in_turn: set[str] = set().union(*own_in_turn)
+    in_call: set[str] = set().union(*own_in_call)
+    inside = in_turn | in_call
     for i, ta in enumerate(analyses):
-        sightings, openers = read_template(ta.rendered, ta.generation_prompt, scan, in_turn)
+        sightings, openers = read_template(ta.rendered, ta.generation_prompt, scan, inside)
         for s in sightings:
             col.add(s)
-        positions = _positions(sightings, own_in_turn[i], openers)
+        positions = _positions(sightings, own_in_turn[i], openers, own_in_call[i])
         analyses[i] = dataclasses.replace(ta, positions=positions)
     additional = tuple(t for c, t in col.additional.items() if c not in col.found)
     acceptable = tuple(dict.fromkeys(a for a in col.acceptable if a not in col.found))
     return TerminatorSet(
-        tuple(col.found.values()), acceptable, tuple(sorted(in_turn)), tuple(analyses), additional
+        tuple(col.found.values()),
+        acceptable,
+        tuple(sorted(in_turn)),
+        tuple(analyses),
+        additional,
+        tuple(sorted(in_call)),
+    )
+
+
+def scanner_for(repo: ModelRepo) -> SpecialScanner:
+    """The control tokens of ``repo``: its special and named tokens, and its added tokens
+    shaped like a tag (``</tool_call>``, ``<think>``, ``[TOOL_CALLS]``) whether or not the
+    tokenizer marks them special: the model emits each as one token, so the flag (which only
+    says whether decoding hides it) must not decide where a reply ends. Added tokens that
+    are words or whitespace (``python``, runs of spaces) stay text."""
+    specials = set(repo.iter_special_strings())
+    tags = [c for c, info in repo.added_tokens.items() if not info.special and _is_tag(c)]
+    plain = [c for c, info in repo.added_tokens.items() if not info.special and not _is_tag(c)]
+    return SpecialScanner(specials | set(tags), [c for c in plain if c not in specials])
+
+
+def _is_tag(content: str) -> bool:
+    """``<...>`` or ``[...]`` with no whitespace inside: markup, not a word."""
+    pairs = (("<", ">"), ("[", "]"))
+    return (
+        len(content) > 2
+        and any(content.startswith(a) and content.endswith(b) for a, b in pairs)
+        and not any(ch.isspace() for ch in content)
     )

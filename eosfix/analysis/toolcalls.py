@@ -1,5 +1,7 @@
 """Rule 2: what closes an assistant tool call (gpt-oss ``<|call|>``, Llama 3.1 builtin tools
-``<|eom_id|>``), or, with nothing, the tool turn's opener that follows it (GLM). Pure.
+``<|eom_id|>``), or, with nothing, the tool turn's opener that follows it (GLM); and which
+control tokens a reply that makes tool calls writes before its last argument (never a
+terminator). Pure.
 """
 
 from __future__ import annotations
@@ -17,7 +19,65 @@ from eosfix.analysis.positions import (
     split_gap,
     tail_specials,
 )
-from eosfix.analysis.probes import Probe
+from eosfix.analysis.shapes import CALL_ARGS, TOOL_ARG, USER1, Probe, find_marker, rfind_marker
+
+
+def in_call_tokens(
+    probes: Sequence[Probe], scanner: SpecialScanner, generation_prompt: str | None
+) -> set[str]:
+    """Control tokens a reply that makes tool calls writes before its last argument: the model
+    writes more of that same message after them, so stopping there cuts it.
+
+    Between two calls of one message, or two arguments of one call (``</tool_call>``,
+    ``</arg_value>``: a probe with one call of one argument cannot tell them from what closes
+    the reply), and after the assistant's opener (the generation prompt) before the first
+    argument (``<tool_call>``, or a token that also closes plain replies, written between the
+    reply's text and a call the model goes on to write).
+    """
+    found: set[str] = set()
+    for probe in probes:
+        text = probe.text
+        if text is None or probe.spec.kind not in ("tool_call", "tool_calls"):
+            continue
+        spans = [between_arguments(text)] if probe.spec.kind == "tool_calls" else []
+        if generation_prompt:
+            spans.append(before_call(text, generation_prompt))
+        for span in spans:
+            if span is not None:
+                found.update(tok for tok, _ in scanner.find(text[span[0] : span[1]]))
+    return found
+
+
+def between_calls_tokens(probes: Sequence[Probe], scanner: SpecialScanner) -> set[str]:
+    """Control tokens written between two calls of one message or two arguments of one call."""
+    found: set[str] = set()
+    for probe in probes:
+        span = between_arguments(probe.text or "") if probe.spec.kind == "tool_calls" else None
+        if span is not None and probe.text is not None:
+            found.update(tok for tok, _ in scanner.find(probe.text[span[0] : span[1]]))
+    return found
+
+
+def between_arguments(text: str) -> tuple[int, int] | None:
+    """From the end of the first argument written to the start of the last one (a probe of
+    several calls and arguments), or None when fewer than two are written."""
+    firsts = [(at, arg) for arg in CALL_ARGS if (at := find_marker(text, arg)) >= 0]
+    lasts = [rfind_marker(text, arg) for arg in CALL_ARGS]
+    if len(firsts) < 2:
+        return None
+    at, arg = min(firsts)
+    return at + len(arg), max(lasts)
+
+
+def before_call(text: str, generation_prompt: str) -> tuple[int, int] | None:
+    """From the end of the assistant's opener (the first after the user's message: a template
+    may open the turn again for the call) to the call's first argument."""
+    user = find_marker(text, USER1)
+    args = [at for a in (TOOL_ARG, *CALL_ARGS) if (at := find_marker(text, a)) >= 0]
+    if user < 0 or not args:
+        return None
+    start = text.find(generation_prompt, user + len(USER1), min(args))
+    return None if start < 0 else (start + len(generation_prompt), min(args))
 
 
 def read_tool_calls(
@@ -33,15 +93,20 @@ def read_tool_calls(
 
     The last token of the call's tail closes it (earlier ones close one call of several:
     they are written inside the turn, like the tokens that open a call); tokens written only
-    because the conversation ends there are dropped first.
+    because the conversation ends there are dropped first, and so are tokens written inside
+    the turn (``in_turn``: between reasoning and answer, between two calls or arguments).
     """
     tails = []
     out: list[Sighting] = []
-    wrote_nothing = True  # no control token at all after a call in final position
+    # No control token after a call in final position but those written between two calls
+    # (the loop's own: GLM writes </tool_call> after each call, and nothing after the loop).
+    between = between_calls_tokens(probes, scanner)
+    wrote_nothing = True
     for probe in probes:
         if probe.spec.kind == "tool_call" and probe.text is not None:
             out += _call_syntax(probe, scanner, generation_prompt, openers)
-            wrote_nothing &= not tail_specials(probe, scanner, frozenset())
+            after = tail_specials(probe, scanner, frozenset())
+            wrote_nothing &= all(tok in between for tok, _ in after)
             tail = [h for h in tail_specials(probe, scanner, openers) if h[0] not in in_turn]
             while len(tail) > 1 and tail[-1][0] in conversation_end:
                 tail.pop()
@@ -105,13 +170,13 @@ def _read_tool_gap(
     R's tool_use appends a system turn) shows an opener, not what the model writes after the
     call: that opener is reported as an acceptable stop, not required.
     """
-    if not gap.closer:
+    closer = [(t, p) for t, p in gap.closer if t not in in_turn]
+    if not closer:  # nothing, or only tokens written inside the turn, follows the call
         found = read_opener(gap, in_turn)
         if wrote_nothing:
             return found
         return [dataclasses.replace(s, kind=None, acceptable=True) for s in found]
-    closer = [(t, p) for t, p in gap.closer if t not in in_turn]
-    if not closer or closer[-1][0] in closing or closing & {t for t, _ in closer}:
+    if closer[-1][0] in closing or closing & {t for t, _ in closer}:
         return [Sighting(t, TOOL_CALL, gap.probe, p) for t, p in closer]
     out = [Sighting(t, TOOL_CALL, gap.probe, p) for t, p in closer[:-1]]
     tok, pos = closer[-1]

@@ -90,6 +90,11 @@ CODES: dict[str, Code] = {
             "a runtime that reads generation_config.json misses a terminator the written "
             "list would give it",
         ),
+        Code(
+            "EOS016", _E, False,
+            "what closes the last reply is also written by a tool-calling reply before more of "
+            "its own text, and nothing else closes it",
+        ),
         Code("EOS100", _E, False, "a template refused every probe"),
         Code("EOS101", _E, False, "a template exceeded a render limit"),
         Code("EOS102", _E, False, "a template tried to reach an attribute the sandbox hides"),

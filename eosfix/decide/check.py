@@ -13,7 +13,7 @@ import enum
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from eosfix.analysis.inturn import closers_inside_a_turn
+from eosfix.analysis.inturn import closers_inside_a_call, closers_inside_a_turn
 from eosfix.analysis.terminators import STOP_STRING, Terminator, TerminatorSet, find_terminators
 from eosfix.core.codes import Finding, Severity, finding
 from eosfix.core.repo import ModelRepo, TokenInfo
@@ -114,7 +114,8 @@ def _terminator_findings(repo: ModelRepo, ts: TerminatorSet) -> list[Finding]:
                 "decoding with skip_special_tokens=True leaves it in the reply text"
             )
             out.append(finding("EOS008", t.id_source or "", msg))
-    cut = closers_inside_a_turn(ts)
+    in_call = closers_inside_a_call(ts)
+    cut = [t for t in closers_inside_a_turn(ts) if t not in in_call]
     if cut:
         msg = (
             f"{' '.join(cut)} closes the last reply but is also written inside a turn "
@@ -122,7 +123,19 @@ def _terminator_findings(repo: ModelRepo, ts: TerminatorSet) -> list[Finding]:
             "ends the reply"
         )
         out.append(finding("EOS010", ts.templates[0].file, msg))
-    elif repo.templates and not ts.terminators and any(ta.rendered for ta in ts.templates):
+    if in_call:
+        msg = (
+            f"{' '.join(in_call)} closes the last reply but a reply that makes tool calls also "
+            "writes it before more of its own text (before a call or between two): stopping "
+            "on it cuts every tool call, and no other token ends the reply"
+        )
+        out.append(finding("EOS016", ts.templates[0].file, msg))
+    elif (
+        not cut
+        and repo.templates
+        and not ts.terminators
+        and any(ta.rendered for ta in ts.templates)
+    ):
         msg = "no turn terminator found: the template writes nothing that ends a reply"
         out.append(finding("EOS009", ts.templates[0].file, msg))
     return out

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from eosfix.analysis.probes import Probe
+from eosfix.analysis.shapes import Probe
 from eosfix.core.repo import ModelRepo
 from eosfix.decide.check import RepoCheck
 from eosfix.ports.render import Conversation, ConversationRefused, render_with

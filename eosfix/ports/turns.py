@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from eosfix.analysis.probes import ASSISTANT0, ASSISTANT1, SYSTEM, USER1, USER2
+from eosfix.analysis.shapes import ASSISTANT0, ASSISTANT1, SYSTEM, USER1, USER2
 from eosfix.analysis.terminators import NEXT_TURN, SpecialScanner
 from eosfix.core.repo import ChatTemplate
 from eosfix.decide.check import RepoCheck

@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from eosfix.analysis.probes import Probe
+from eosfix.analysis.shapes import Probe
 from eosfix.analysis.terminators import STOP_STRING, SpecialScanner, TemplateAnalysis, Terminator
 from eosfix.decide.check import RepoCheck
 from eosfix.decide.verdicts import RuntimeRow, RuntimeTable

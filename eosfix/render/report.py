@@ -201,6 +201,7 @@ def result_to_dict(r: RepoResult) -> dict[str, Any]:
                 "refusals": [f"{p.spec.name}: {p.refusal}" for p in ta.refusals],
                 "possible": [{"content": tok, "line": line} for tok, line in ta.unreached_literals],
                 "positions": {tok: list(wheres) for tok, wheres in ta.positions},
+                "placeholders": ta.placeholders,
             }
             for ta in c.terminators.templates
         ],
@@ -209,6 +210,7 @@ def result_to_dict(r: RepoResult) -> dict[str, Any]:
         acceptable=list(c.terminators.acceptable),
         unwritten_eog_tokens=[{"content": t, "id": i} for t, i in c.unwritten_eog_tokens],
         in_turn=list(c.terminators.in_turn),
+        in_call=list(c.terminators.in_call),
         stop_strings=list(c.stop_strings),
         stop_instead={"texts": list(texts), **c.instead} if texts and c.instead else None,
         tokenizer_eos=None
