@@ -9,16 +9,17 @@ API and the CLI all call these.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from eosfix.containers.folder.container import open_folder
 from eosfix.containers.folder.plan import FilePatch
-from eosfix.containers.target import cache_snapshot, is_gguf, resolve
-from eosfix.core.errors import EosfixError, VerificationError, WriteError
-from eosfix.core.fileio import check_writable, locked_dir, write_atomic, write_if_changed
+from eosfix.containers.folder.write import AfterWrite, write_patches
+from eosfix.containers.target import is_gguf, resolve
+from eosfix.core.errors import EosfixError, VerificationError
+from eosfix.core.fileio import locked_dir
 from eosfix.core.repo import ModelRepo
 from eosfix.decide.check import RepoCheck, Status
 from eosfix.decide.check import check as check_repo
@@ -146,26 +147,6 @@ def _result(root: Path, a: _Analysis, label: str | None, **kwargs: Any) -> RepoR
     )
 
 
-def _write_all(root: Path, patches: tuple[FilePatch, ...], replace_symlinks: bool) -> list[str]:
-    """Write every patch, or none: an unforeseen failure (disk full, I/O error) on a later
-    file puts the earlier ones back as they were (a created file is removed)."""
-    written: list[FilePatch] = []
-    try:
-        for patch in patches:
-            target = root / patch.file
-            if write_if_changed(target, patch.new_text, allow_symlink_replace=replace_symlinks):
-                written.append(patch)
-    except EosfixError:
-        for done in reversed(written):
-            target = root / done.file
-            if done.old_text is None:
-                target.unlink(missing_ok=True)
-            else:  # a cache snapshot link comes back as a regular file with the same bytes
-                write_atomic(target, done.old_text.encode("utf-8"), allow_symlink_replace=True)
-        raise
-    return [p.file for p in written]
-
-
 def check(
     path: str | Path,
     *,
@@ -213,7 +194,7 @@ def fix(
     config_json: bool = False,
     label: str | None = None,
     replace_symlinks: bool = False,
-    after_write: Callable[[Path, FilePatch], None] | None = None,
+    after_write: AfterWrite | None = None,
     keep_ids: Iterable[int] = (),
     pins: Pins | None = None,
 ) -> RepoResult:
@@ -233,12 +214,12 @@ def fix(
         with locked_dir(root):
             planned = _analyze(open_folder(root), config_json, keep_ids, pins)
             patches = tuple(p for p in planned.patches if isinstance(p, FilePatch))
-            for patch in patches:  # all or nothing: refuse before writing the first file
-                _check_writable(root, patch, replace_symlinks)
-            written = _write_all(root, patches, replace_symlinks)
-            for patch in patches:
-                if after_write is not None and patch.file in written:
-                    after_write(root / patch.file, patch)
+            written = write_patches(
+                root,
+                patches,
+                replace_symlinks=replace_symlinks,
+                after_write=after_write,
+            )
             if not written:
                 return _result(root, planned, label)
             # the state after writing, read back
@@ -249,22 +230,6 @@ def fix(
         root, now.check, patches, tuple(written), label=label, before=planned.check,
         runtimes=now.runtimes,
     )  # fmt: skip
-
-
-def _check_writable(root: Path, patch: FilePatch, replace_symlinks: bool) -> None:
-    """Refuse a file that must not be written; in a cache snapshot, say what does it safely."""
-    try:
-        check_writable(root / patch.file, allow_symlink_replace=replace_symlinks)
-    except WriteError as exc:
-        snapshot = cache_snapshot(root)
-        if snapshot is None or not (root / patch.file).is_symlink():
-            raise
-        raise WriteError(
-            "a Hugging Face cache snapshot: its files are links into blobs/, shared with other "
-            f"revisions, and eosfix fix never writes through them; {snapshot.fix_command} "
-            "replaces the link safely",
-            path=exc.path,
-        ) from None
 
 
 def fix_gguf(

@@ -67,6 +67,7 @@ def test_two_processes_fixing_the_same_repos(tmp_path):
 _KILLED = textwrap.dedent(
     """
     import sys
+    import eosfix.cli.repo  # the command's imports happen before "ready", not in the first fix
     from eosfix.cli import main
     print("ready", flush=True)
     for root in sys.argv[1:]:

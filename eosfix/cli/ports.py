@@ -36,8 +36,8 @@ def open_repo(spec: str) -> Iterator[RepoCheck]:
         assert result.check is not None
         yield result.check
         return
+    from eosfix.batch.hubapi import HubSession
     from eosfix.cli.hub import _quiet_hub
-    from eosfix.sources.hub import HubSession
 
     with _quiet_hub():
         result = HubSession().check(spec)

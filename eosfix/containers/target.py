@@ -1,11 +1,12 @@
 """What a path a user gives stands for: a model folder, a GGUF file, or nothing eosfix checks.
 
 Every path is accounted for. A model folder holds a tokenizer's or a chat template's files
-(``TOKENIZER_FILES``); a config file or template (what pre-commit passes) stands for its
-folder; a GGUF file (a ``.gguf`` name, or the GGUF magic bytes: ollama's blobs have no
-suffix) for itself. Anything else raises ``NotChecked`` naming the reason and, where one
-exists, what to give instead: the model folders below a parent folder, ``eosfix cache`` for a
-Hugging Face cache, ``eosfix ollama`` for an ollama model store, the folder of a weights file.
+(``eosfix.core.repo.MODEL_FOLDER_FILES``); a file eosfix reads or a template (what pre-commit
+passes) stands for its folder; a GGUF file (a ``.gguf`` name, or the GGUF magic bytes: ollama's
+blobs have no suffix) for itself. Anything else raises ``NotChecked`` naming the reason and,
+where one exists, what to give instead: the model folders below a parent folder, ``eosfix
+cache`` for a Hugging Face cache, ``eosfix ollama`` for an ollama model store, the folder of a
+weights file.
 
 Only reads directory listings (bounded) and the first 4 bytes of a file without a suffix
 that says what it is.
@@ -22,30 +23,14 @@ from pathlib import Path
 
 from eosfix.core.errors import EosfixError
 from eosfix.core.repo import (
-    ADDED_TOKENS_JSON,
     CHAT_TEMPLATE_JINJA,
-    CHAT_TEMPLATE_JSON,
-    CONFIG,
-    GENERATION_CONFIG,
-    PROCESSOR_CONFIG,
-    SPECIAL_TOKENS_MAP,
+    MODEL_FOLDER_FILES,
+    READ_FILES,
     TEMPLATE_DIR,
     TOKENIZER_CONFIG,
     TOKENIZER_JSON,
 )
 
-# The files that make a folder a model folder eosfix can check: without one of them there is
-# no chat template and no token to read (config.json alone says nothing about turns).
-TOKENIZER_FILES = (
-    TOKENIZER_CONFIG,
-    TOKENIZER_JSON,
-    SPECIAL_TOKENS_MAP,
-    ADDED_TOKENS_JSON,
-    CHAT_TEMPLATE_JINJA,
-    CHAT_TEMPLATE_JSON,
-    PROCESSOR_CONFIG,
-)
-CONFIG_FILES = frozenset((*TOKENIZER_FILES, CONFIG, GENERATION_CONFIG))
 _SCAN_DEPTH = 2  # how deep model folders are looked for below a parent folder
 _SCAN_ENTRIES = 5000  # directory entries read at most while looking (a huge tree stays fast)
 _SHOWN = 4  # model folders named in a message
@@ -102,7 +87,7 @@ def ollama_hint(path: Path) -> str | None:
 
 def is_config_file(path: Path) -> bool:
     """One of a model folder's own config or template files (what pre-commit passes)."""
-    return path.name in CONFIG_FILES or path.suffix == ".jinja"
+    return path.name in READ_FILES or path.suffix == ".jinja"
 
 
 def folder_of(path: Path) -> Path:
@@ -113,7 +98,7 @@ def folder_of(path: Path) -> Path:
 
 def is_model_folder(path: Path) -> bool:
     """A folder holding a tokenizer's or a chat template's files."""
-    if any((path / name).exists() or (path / name).is_symlink() for name in TOKENIZER_FILES):
+    if any((path / name).exists() or (path / name).is_symlink() for name in MODEL_FOLDER_FILES):
         return True
     return (path / TEMPLATE_DIR).is_dir() and any((path / TEMPLATE_DIR).glob("*.jinja"))
 

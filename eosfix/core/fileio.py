@@ -1,4 +1,5 @@
-"""Reading and safely rewriting the text files of a model repository.
+"""Safely rewriting the text files of a model repository (reading is the container's:
+``eosfix.containers.folder.read``).
 
 A write is *atomic*: the new bytes go to a temp file in the same directory, are fsynced,
 and ``os.replace`` swaps it in, so readers (and a crash) see the old or the new file,
@@ -19,23 +20,11 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from eosfix.core.errors import RepoLoadError, WriteError, reading
+from eosfix.core.errors import WriteError
 
 _TMP_SUFFIX = ".eosfix-tmp"
 _STALE_SECONDS = 60.0  # a temp file this old is left over from a killed process
 _held = threading.local()  # per thread: {(st_dev, st_ino) of a locked dir: depth}
-
-
-def read_text_file(path: Path) -> tuple[str, bytes]:
-    """Return (text, raw bytes) of a UTF-8 file; a BOM stays in the text as "\\ufeff"."""
-    with reading(path):
-        data = path.read_bytes()
-    try:
-        return data.decode("utf-8"), data
-    except UnicodeDecodeError as exc:
-        bad = data[exc.start]
-        message = f"not valid UTF-8 (byte 0x{bad:02x} at offset {exc.start})"
-        raise RepoLoadError(message, path=path) from None
 
 
 @contextlib.contextmanager

@@ -1,5 +1,8 @@
 """Bounds on rendering an untrusted chat template, and the process memory ceiling.
 
+One module, over 400 lines: every budget is charged by the same guarded sandbox (its code
+generator, filters and calls), so the bounds and their enforcement are read together.
+
 A chat template is code written by a stranger. The Jinja sandbox blocks attribute escapes,
 but not work or memory: ``range(10**5)`` nested loops, ``'a' * 10**10``, a string doubled in
 a loop, an exponential macro. :class:`GuardedSandbox` adds budgets, checked *before* an

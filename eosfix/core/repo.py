@@ -26,7 +26,10 @@ CHAT_TEMPLATE_JINJA = "chat_template.jinja"
 CHAT_TEMPLATE_JSON = "chat_template.json"
 PROCESSOR_CONFIG = "processor_config.json"
 TEMPLATE_DIR = "additional_chat_templates"
-# The files that decide what eosfix reports (tokenizer.json only when needed).
+# The one table of the files eosfix reads; every other list derives from it (the Hub and
+# cache sources, what makes a folder a model folder, the pre-commit hook's ``files:``, which a
+# test checks against it). The files that decide what eosfix reports, read first, plus the
+# templates in TEMPLATE_DIR/*.jinja; tokenizer.json (10-35 MB) only when an id is only there.
 RELEVANT_FILES = (
     GENERATION_CONFIG,
     CONFIG,
@@ -37,6 +40,12 @@ RELEVANT_FILES = (
     CHAT_TEMPLATE_JSON,
     PROCESSOR_CONFIG,
 )
+READ_FILES = frozenset((*RELEVANT_FILES, TOKENIZER_JSON))  # every file a check may read
+# A tokenizer's or a chat template's files make a folder a model folder eosfix can check: the
+# stop configuration (generation_config.json, config.json) alone says nothing about turns.
+MODEL_FOLDER_FILES = tuple(
+    name for name in (*RELEVANT_FILES, TOKENIZER_JSON) if name not in (GENERATION_CONFIG, CONFIG)
+)
 
 
 def is_relevant_file(rel: str) -> bool:
@@ -45,6 +54,11 @@ def is_relevant_file(rel: str) -> bool:
         return True
     folder, _, name = rel.partition("/")
     return folder == TEMPLATE_DIR and name.endswith(".jinja") and "/" not in name
+
+
+def is_read_file(rel: str) -> bool:
+    """True for a repo-relative path a check may read: a relevant file or tokenizer.json."""
+    return rel == TOKENIZER_JSON or is_relevant_file(rel)
 
 
 @dataclass(frozen=True)

@@ -2,18 +2,25 @@
 
 Nothing is kept per result, so memory does not grow with the batch. The JSON is the same
 text as ``json.dumps(document, indent=2)`` of the whole document; the Markdown table is
-what an organisation owner pastes into an issue.
+what an organisation owner pastes into an issue. ``JSON_DETAIL`` and ``TEXT_DETAIL`` are the
+renderers the batch's workers run on each result (passed in by the CLI).
 """
 
 from __future__ import annotations
 
 import csv
+import functools
 import json
 from collections.abc import Callable
 from typing import Any, TextIO
 
 from eosfix.batch.run import Result, Run
-from eosfix.batch.verdict import ids_text
+from eosfix.batch.verdict import Detail, ids_text
+from eosfix.render.report import render_repo_text, result_to_dict
+
+# Each repo's JSON entry (as `eosfix check --format json` gives it), and its text block.
+JSON_DETAIL = Detail("json", result_to_dict)
+TEXT_DETAIL = Detail("text", functools.partial(render_repo_text, fixing=True))
 
 VERDICT_TEXT = {
     "fixed": "fixed",

@@ -1,9 +1,6 @@
-"""Render results as text or JSON, and own the exit code (``Report``).
+"""Render results as text or JSON, and count them (``Report``).
 
-The exit code is one rule for every command (README "Exit codes"): 2 when a path was not
-checked or could not be read (and when nothing was checked at all); 1 when files were changed,
-a fix is pending or a problem cannot be fixed, and, with ``strict``, when a repo has warnings;
-else 0. Warnings alone (a stop string needed, an id that cannot be checked) exit 0.
+The exit code is ``eosfix.core.outcome``'s one rule for every command (README "Exit codes").
 """
 
 from __future__ import annotations
@@ -17,7 +14,16 @@ from typing import Any
 from eosfix.analysis.terminators import Terminator
 from eosfix.containers.target import NotChecked
 from eosfix.core.errors import VerificationError, WriteError
-from eosfix.decide.check import Finding, Status
+from eosfix.core.outcome import (
+    EXIT_FINDINGS,
+    EXIT_INPUT,
+    EXIT_INTERNAL,
+    EXIT_OK,
+    VERDICTS,
+    exit_code,
+    verdict_of,
+)
+from eosfix.decide.check import Finding
 from eosfix.decide.verdicts import RuntimeTable
 from eosfix.pipeline import RepoResult
 from eosfix.render.runtimes import runtimes_line
@@ -34,29 +40,6 @@ __all__ = [
     "VERDICTS", "Report", "fix_command", "placement_text", "render_repo_text", "render_text",
     "result_to_dict", "runtimes_line", "stop_source_text", "summary_parts", "verdict_of",
 ]  # fmt: skip
-
-EXIT_OK = 0  # nothing to fix / nothing changed
-EXIT_FINDINGS = 1  # findings (check) or files changed (fix); warnings too with --strict
-EXIT_INPUT = 2  # usage error, a path not checked, or an input that cannot be read
-EXIT_INTERNAL = 3  # a bug: rerun with EOSFIX_DEBUG=1 for the traceback
-
-# What one repo (or cache snapshot) comes to, in the order summaries list them.
-VERDICTS = ("fixed", "fixable", "problems", "warned", "ok", "no_template", "error")
-
-
-def verdict_of(status: str, *, written: bool, has_findings: bool, has_patches: bool = False) -> str:
-    """One of VERDICTS: ``error`` (not checked), ``fixed`` (files written), ``fixable`` (a fix
-    is planned, e.g. config.json's with --config-json), ``warned`` (stops on every id but has
-    warnings), else the check status."""
-    if status == "error":
-        return "error"
-    if written:
-        return "fixed"
-    if has_patches and status == Status.OK.value:
-        return "fixable"
-    if status == Status.OK.value and has_findings:
-        return "warned"
-    return status
 
 
 def verdict(r: RepoResult) -> str:
@@ -114,10 +97,9 @@ class Report:
 
     @property
     def exit_code(self) -> int:
-        if not self.results or any(r.error is not None for r in self.results):
-            return EXIT_INPUT
-        fail = {"fixed", "fixable", "problems", *(("warned",) if self.strict else ())}
-        return EXIT_FINDINGS if any(verdict(r) in fail for r in self.results) else EXIT_OK
+        counts = Counter(verdict(r) for r in self.results)
+        failed = any(r.error is not None for r in self.results)
+        return exit_code(counts, strict=self.strict, failed=failed)
 
     def summary(self, *, fixing: bool, dry_run: bool, caveats: int = 0) -> str:
         """One line: how many repos (GGUF files) came to what, then the paths not checked;

@@ -1,5 +1,8 @@
 """Write ``tokenizer.ggml.*`` stop keys into a GGUF, touching nothing else.
 
+One module, over 400 lines: writing in place, rewriting, copying a split's shards and the
+refusals before any of them share one layout, one verification and one commit of temp files.
+
 A value is a ``*_token_id`` (UINT32) or ``tokenizer.ggml.eos_token_ids`` (an ARRAY of INT32,
 ollama's key). Two ways, chosen by ``write_token_ids``:
 

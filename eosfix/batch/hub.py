@@ -9,23 +9,34 @@ Stages, in order, each with at most WINDOW repos in flight:
 3. the engine's analysis (shared by repos with identical files).
 4. **after**: tokenizer.json for a repo whose ids are only there, and its analysis; pull
    requests, one at a time (``PrPlan``); errors named by their repo path; the state line.
+
+The Hub is read by ``eosfix.sources.hub`` and written by ``eosfix.sources.hubwrite``; a PR's
+description is rendered by the function the caller passes (the CLI: ``eosfix.render.pr``).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
+from huggingface_hub import HfApi
+
+from eosfix import pipeline
 from eosfix.batch.run import Done, Pending, Run, Unit, in_order
 from eosfix.batch.state import StateFile, verdict_of_record
 from eosfix.batch.verdict import Verdict
-from eosfix.core.repo import TOKENIZER_JSON
+from eosfix.containers.folder.plan import FilePatch
+from eosfix.core.repo import GENERATION_CONFIG, TOKENIZER_JSON
+from eosfix.pipeline import RepoResult
 from eosfix.sources.hub import HubEntry, HubError, HubReader
 from eosfix.sources.hubhttp import describe_error, hub_errors
-from eosfix.sources.hubwrite import PrPlan
+from eosfix.sources.hubwrite import PrError, PullRequest, find_open_pr, open_pr
+
+Describe = Callable[[RepoResult], str]  # a fix PR's description (eosfix.render.pr)
 
 
 class HubSource:
@@ -200,3 +211,99 @@ def _named(unit: Unit) -> Unit:
     error = f"{unit.item.repo_id}/{v.error}"
     detail = None if v.detail is None else {**v.detail, "error": error}
     return unit.but(verdict=dataclasses.replace(v, error=error, error_file=None, detail=detail))
+
+
+# --- pull requests ----------------------------------------------------------------------------
+
+
+def fix_bytes(result: RepoResult) -> bytes | None:
+    """The generation_config.json a fix PR carries, or None when there is nothing to fix."""
+    patch = next(
+        (p for p in result.patches if isinstance(p, FilePatch) and p.file == GENERATION_CONFIG),
+        None,
+    )
+    return None if result.check is None or patch is None else patch.new_text.encode("utf-8")
+
+
+def open_fix_pr(
+    hf_api: HfApi, reader: HubReader, result: RepoResult, describe: Describe
+) -> PullRequest | None:
+    """Open one PR with the generation_config.json fix, unless an eosfix PR has it already.
+
+    ``result.extra`` holds the repo's ``sha`` and ``revision``. Returns None when there is
+    nothing to fix; raises PrError when the Hub refuses.
+    """
+    new_bytes = fix_bytes(result)
+    if new_bytes is None:
+        return None
+    return open_pr(
+        hf_api,
+        reader,
+        result.name,
+        new_bytes,
+        revision=str(result.extra.get("revision", "main")),
+        parent_commit=str(result.extra.get("sha")),
+        description=describe(result),
+    )
+
+
+@dataclass
+class PrPlan:
+    """Pull requests across a batch: ``max_prs`` new ones at most (in the batch's order);
+    ``dry_run`` opens none and says which it *would* open. Writes go one at a time."""
+
+    hf_api: HfApi
+    reader: HubReader
+    describe: Describe
+    max_prs: int | None = None
+    dry_run: bool = False
+    new: int = 0  # opened (or, in a dry run, that would be)
+    failed: int = 0
+    keep_ids: tuple[int, ...] = ()  # stop ids the fix keeps (--keep-id)
+
+    def wants(self, unit: Unit) -> bool:
+        v = unit.verdict
+        return v is not None and v.has_patches and not unit.extra.get("pr_url")
+
+    def handle(self, unit: Unit) -> Unit:
+        """Open (or find) the PR of one fixable repo; its outcome goes into ``unit.extra``."""
+        assert unit.path is not None
+        item = unit.item
+        fields = item.fields()
+        result = dataclasses.replace(
+            pipeline.check(unit.path, label=item.repo_id, keep_ids=self.keep_ids),
+            extra={"sha": fields.get("sha"), "revision": fields.get("revision", "main")},
+        )
+        extra: dict[str, Any] = dict(unit.extra)
+        try:
+            extra.update(self._decide(result))
+        except PrError as exc:
+            self.failed += 1
+            extra.update(pr=f"error: {exc.message}", pr_error=exc.message)
+        return unit.but(extra=extra)
+
+    def _decide(self, result: RepoResult) -> dict[str, Any]:
+        new_bytes = fix_bytes(result)
+        if new_bytes is None:
+            return {}
+        over = self.max_prs is not None and self.new >= self.max_prs
+        if self.dry_run or over:
+            try:
+                found = find_open_pr(self.hf_api, self.reader, result.name, new_bytes)
+            except hub_errors() as exc:
+                raise PrError(f"cannot look for pull requests: {describe_error(exc)[0]}") from None
+            if found is not None:
+                return {"pr_url": found.url, "pr_created": False, "pr": "already open"}
+            if over:
+                return {"pr": f"not opened: --max-prs {self.max_prs} reached"}
+            self.new += 1
+            return {"pr": "would open (dry run)"}
+        pr = open_fix_pr(self.hf_api, self.reader, result, self.describe)
+        if pr is None:
+            return {}
+        self.new += pr.created
+        return {
+            "pr_url": pr.url,
+            "pr_created": pr.created,
+            "pr": "opened" if pr.created else "already open",
+        }

@@ -1,9 +1,10 @@
 """The HF cache as a batch source: what `eosfix cache` runs.
 
-Units come from ``CacheScan`` (in cache order, repo by repo); the engine analyzes them
-(snapshots with identical files share one analysis); with ``fix``, a stage after the analysis
-fixes, in order, each snapshot whose analysis planned patches, each under its own lock, with
-``fix_snapshot`` (the link is replaced, never the blob).
+Units come from ``eosfix.sources.cache.CacheScan`` (in cache order, repo by repo); the engine
+analyzes them (snapshots with identical files share one analysis); with ``fix``, a stage after
+the analysis fixes, in order, each snapshot whose analysis planned patches, each under its own
+lock, with ``fix_snapshot`` (the link is replaced, never the blob: the folder container's
+writer, ``eosfix.containers.folder.write``).
 """
 
 from __future__ import annotations
@@ -13,10 +14,20 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from eosfix import pipeline
 from eosfix.batch import pool
-from eosfix.batch.run import Done, Pending, Progress, Run, Unit, in_order
-from eosfix.batch.verdict import Detail
-from eosfix.sources.cache import CacheScan, Corrupted, fix_snapshot
+from eosfix.batch.run import Done, Pending, Run, Unit, in_order
+from eosfix.batch.verdict import Detail, Verdict, to_verdict
+from eosfix.containers.folder.write import drop_no_exist_marker
+from eosfix.sources.cache import CacheScan, Corrupted
+
+
+def fix_snapshot(path: Path, detail: Detail | None, keep_ids: tuple[int, ...] = ()) -> Verdict:
+    """Fix one snapshot (a worker job): replace the link, never the blob; drop the .no_exist
+    marker. ``keep_ids``: stop ids to keep (--keep-id)."""
+    callback = functools.partial(drop_no_exist_marker, path)
+    result = pipeline.fix(path, replace_symlinks=True, after_write=callback, keep_ids=keep_ids)
+    return to_verdict(result, detail)
 
 
 class CacheSource:
@@ -108,21 +119,12 @@ class CacheRun(Run):
         scan: CacheScan,
         *,
         fix: bool = False,
-        detail: Detail = None,
-        workers: int | None = None,
-        progress: Progress | None = None,
-        keep_rows: bool = False,
         keep_ids: tuple[int, ...] = (),
+        **options: Any,
     ) -> None:
+        """``options``: the Run's (detail, workers, progress, keep_rows)."""
         self.cache = CacheSource(scan, fix=fix, keep_ids=keep_ids)
-        super().__init__(
-            self.cache,
-            detail=detail,
-            workers=workers,
-            progress=progress,
-            keep_rows=keep_rows,
-            keep_ids=keep_ids,
-        )
+        super().__init__(self.cache, keep_ids=keep_ids, **options)
 
     @property
     def cache_dir(self) -> Path:
@@ -137,15 +139,9 @@ class CacheRun(Run):
         return self.cache.corrupted
 
 
-def run_cache(
-    scan: CacheScan,
-    *,
-    fix: bool = False,
-    detail: Detail = None,
-    workers: int | None = None,
-    progress: Progress | None = None,
-) -> CacheRun:
-    """The whole run at once, keeping one Row per snapshot in ``results``."""
-    run = CacheRun(scan, fix=fix, detail=detail, workers=workers, progress=progress, keep_rows=True)
+def run_cache(scan: CacheScan, *, fix: bool = False, **options: Any) -> CacheRun:
+    """The whole run at once, keeping one Row per snapshot in ``results``; ``options``: the
+    Run's (detail, workers, progress)."""
+    run = CacheRun(scan, fix=fix, keep_rows=True, **options)
     run.drain()
     return run
