@@ -96,8 +96,10 @@ def check(
 @click.option(
     "--output",
     type=click.Path(dir_okay=False),
-    help="For one GGUF: write the fixed file here and leave the original untouched.",
+    help="For one GGUF: write the fixed file here and leave the original untouched (a "
+    "split: every shard, named NAME-00001-of-0000N.gguf...; nothing to fix: a copy).",
 )
+@click.option("--force", is_flag=True, help="Let --output overwrite an existing file.")
 @format_option
 @config_fix_option
 @keep_id_option
@@ -110,6 +112,7 @@ def fix(
     show_diff: bool,
     exit_zero_even_if_changed: bool,
     output: str | None,
+    force: bool,
     fmt: str,
     config_json: bool,
     keep_ids: tuple[int, ...],
@@ -122,12 +125,14 @@ def fix(
     targets = repo_dirs(paths)
     if output is not None and (len(targets) != 1 or not is_gguf(targets[0])):
         raise click.UsageError("--output needs exactly one GGUF file")
+    if force and output is None:
+        raise click.UsageError("--force only lets --output overwrite a file: give --output")
     report = Report(strict=strict)
     for path in targets:
         if show_diff:
             result = api.check(path, config_json=config_json, keep_ids=keep_ids, pins=pins)
         elif is_gguf(path):
-            result = _fix_gguf(path, output, keep_ids, pins)
+            result = _fix_gguf(path, output, force, keep_ids, pins)
         else:
             result = api.fix(path, config_json=config_json, keep_ids=keep_ids, pins=pins)
             for name in result.written:
@@ -144,18 +149,26 @@ def fix(
 
 
 def _fix_gguf(
-    path: Path, output: str | None, keep_ids: tuple[int, ...], pins: dict[str, str]
+    path: Path, output: str | None, force: bool, keep_ids: tuple[int, ...], pins: dict[str, str]
 ) -> Any:
     """Fix one GGUF, with a progress bar (bytes, ETA) on a terminal while a rewrite copies."""
     from eosfix import api
     from eosfix.cli.progress import byte_progress
 
     with byte_progress(f"Rewriting {path.name}") as progress:
-        result = api.fix_gguf(path, output=output, progress=progress, keep_ids=keep_ids, pins=pins)
+        result = api.fix_gguf(
+            path, output=output, force=force, progress=progress, keep_ids=keep_ids, pins=pins
+        )
     write = result.extra.get("write")
     if isinstance(write, dict):
-        how = "in place" if write["mode"] == "in-place" else "rewritten"
-        click.echo(f"Fixing {write['path']} ({how})", err=True)
+        first, *others = write["paths"]
+        if write["mode"] == "copy":
+            click.echo(f"Copying {path} to {first} (nothing to fix)", err=True)
+        else:
+            how = "in place" if write["mode"] == "in-place" else "rewritten"
+            click.echo(f"Fixing {first} ({how})", err=True)
+        for n, other in enumerate(others, 2):
+            click.echo(f"Copying shard {n} to {other}", err=True)
     return result
 
 

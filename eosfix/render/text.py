@@ -252,6 +252,10 @@ def render_repo_text(
         lines += _written_lines(r, r.before, c)
     else:
         lines += _pending_lines(r, c, None if fixing else fix_command(r, fix_flags))
+    if r.output is not None and not r.written:  # fix --output with nothing to change
+        lines.append(
+            f"  copied        nothing to fix: copied unchanged to {shlex.quote(str(r.output))}"
+        )
     lines += instead_lines(c)
     lines += runtime_lines(r)
     if show_diff:
