@@ -78,10 +78,11 @@ def test_existing_keys_are_edited_in_place_only_those_bytes(tmp_path, capsys):
     path = glm(tmp_path / "glm.gguf", ids=ids, tensor=bytes(100))
     before = path.read_bytes()
     inode = os.stat(path).st_ino
-    code, out, _ = run(capsys, "fix", "--diff", path)
+    code, out, err = run(capsys, "fix", "--diff", path)
     assert code == 1
-    assert "in place: only those 4-byte values" in out
-    assert f"-tokenizer.ggml.eot_token_id: {ENDOFTEXT}\n+tokenizer.ggml.eot_token_id: {USER}" in out
+    assert out == ""  # issue 23: binary key edits are no text patch; they are told on stderr
+    assert "in place: only those 4-byte values" in err
+    assert f"-tokenizer.ggml.eot_token_id: {ENDOFTEXT}\n+tokenizer.ggml.eot_token_id: {USER}" in err
     assert path.read_bytes() == before  # --diff writes nothing
     code, _, err = run(capsys, "fix", path)
     assert code == 1
