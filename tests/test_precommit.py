@@ -67,7 +67,7 @@ def test_manifest_is_valid_for_pre_commit():
 
     (hook,) = load_manifest(str(MANIFEST))
     assert hook["id"] == "eosfix"
-    assert hook["entry"] == "eosfix fix"
+    assert hook["entry"] == "eosfix fix --quiet"  # issue 23: quiet on healthy repos
     assert hook["language"] == "python"
     assert hook["require_serial"] is True
     files = re.compile(hook["files"])
@@ -119,6 +119,7 @@ def test_manifest_files_are_the_relevant_files_table():
 
 
 @pytest.mark.slow
+@pytest.mark.package_index  # the hook's virtualenv pip-installs eosfix's dependencies
 def test_try_repo_fixes_then_passes(tmp_path):
     """Real pre-commit: a virtualenv with eosfix pip-installed (needs PyPI; ~1 minute)."""
     hook_repo = _snapshot_working_tree(tmp_path / "eosfix-src")

@@ -149,26 +149,27 @@ keep_id_option = click.option(
 )
 _CONFIG_READERS = "candle, ExLlamaV2 and mlx-lm before 0.30.2, which read only config.json"
 config_check_option = click.option(
-    "--config-json",
-    is_flag=True,
+    "--config-json/--no-config-json",
+    default=False,
     help=f"Plan the fix with config.json's eos_token_id too, as fix --config-json would write "
     f"it ({_CONFIG_READERS}); nothing is written.",
 )
 config_fix_option = click.option(
-    "--config-json",
-    is_flag=True,
+    "--config-json/--no-config-json",
+    default=False,
     help=f"Also write config.json's eos_token_id ({_CONFIG_READERS}).",
 )
 strict_option = click.option(
-    "--strict",
-    is_flag=True,
+    "--strict/--no-strict",
+    default=False,
     help="Warnings fail too (exit 1): a stop string needed (EOS005), an id that cannot be "
-    "checked (EOS007)... Without it, warnings alone exit 0.",
+    "checked (EOS007)... Without it, warnings alone exit 0. --no-strict undoes strict = true "
+    "of [tool.eosfix].",
 )
 quiet_option = click.option(
     "-q",
-    "--quiet",
-    is_flag=True,
+    "--quiet/--no-quiet",
+    default=False,
     help="Print only repos with something to fix, a problem or a warning, then the summary "
     "(for pre-commit and CI).",
 )
