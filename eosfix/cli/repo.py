@@ -45,7 +45,8 @@ EXIT_HELP = """Exit 0: nothing to fix (warnings alone too, unless --strict). 1: 
     help=f"""Report whether each model folder or GGUF file stops where its turns end (read-only).
 
     PATH is a model folder (one holding tokenizer or chat template files), one of its config
-    or template files (what pre-commit passes), a GGUF file, or a folder of GGUF files.
+    or template files (what pre-commit passes), a GGUF file, a folder of GGUF files, or a Hub
+    repo id (org/name when no such path exists, hf://org/name always: small files only).
 
     {EXIT_HELP.format(one="something to fix or a problem eosfix cannot fix; with --strict, warnings")}
 
@@ -137,7 +138,10 @@ def _note_shadowed(paths: Sequence[str]) -> None:
     changes nothing. Stop ids that cut a reply (written inside a turn, ordinary text) or
     are no token are removed, the rest keep their order; --keep-id keeps one. The report then shows what was found, what was written and the state
     after writing. A GGUF gets tokenizer.ggml.eot_token_id / eom_token_id (in place when the
-    key exists, else a verified rewrite). PATH is what check accepts.
+    key exists, else a verified rewrite). PATH is what check accepts; a Hub repo id is
+    refused (eosfix hub ID --pr opens the pull request that fixes it). --diff prints the
+    patch alone on stdout (paths relative to the current folder, for git apply), the report
+    on stderr.
 
     {EXIT_HELP.format(one="files changed (as pre-commit fixers do), or a problem eosfix cannot fix")}
 
@@ -149,7 +153,12 @@ def _note_shadowed(paths: Sequence[str]) -> None:
     """
 )
 @click.argument("paths", nargs=-1, required=True, type=click.Path())
-@click.option("--diff", "show_diff", is_flag=True, help="Show the unified diff; write nothing.")
+@click.option(
+    "--diff",
+    "show_diff",
+    is_flag=True,
+    help="Print the planned edits as a patch (git apply takes it); write nothing.",
+)
 @click.option("--exit-zero-even-if-changed", is_flag=True, help="Exit 0 after changing files.")
 @click.option(
     "--output",
@@ -276,7 +285,7 @@ def explain(path: str, fmt: str, keep_ids: tuple[int, ...], pins: dict[str, str]
     ids a hand-written generation loop must compare after each step, and which file they
     come from; for each runtime, the versions its rule holds for and whether eosfix executed
     that rule against the runtime or only modelled it from the runtime's source. PATH is a
-    model folder, one of its config files, or a GGUF file.
+    model folder, one of its config files, a GGUF file, or a Hub repo id.
 
     Exit codes as for check; a path that is not checked is one line on stderr, exit 2.
 
