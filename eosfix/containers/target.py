@@ -40,6 +40,65 @@ class NotChecked(EosfixError):
     """A path eosfix does not check (missing, not a model folder...), with the reason."""
 
 
+# --- a Hub repo id given where a path goes -------------------------------------------------
+
+HUB_PREFIX = "hf://"  # huggingface_hub's HfFileSystem spelling: always the Hub, never a path
+# ``org/name`` as huggingface_hub validates repo ids: word characters, ``-`` and ``.``, each
+# part starting and ending with a letter or digit, no ``--`` or ``..``, a name of <= 96.
+_HUB_ID = re.compile(
+    r"(?!.*(?:--|\.\.))[A-Za-z0-9](?:[\w.-]*[A-Za-z0-9])?/(?=.{1,96}$)"
+    r"[A-Za-z0-9](?:[\w.-]*[A-Za-z0-9])?"
+)
+
+
+@dataclass(frozen=True)
+class HubRepo:
+    """A Hub model repo named where a path goes (``org/name``, ``hf://org/name``)."""
+
+    repo_id: str
+
+    def __str__(self) -> str:
+        return self.repo_id
+
+    @property
+    def problem(self) -> NotChecked | None:
+        """Why it cannot be a Hub repo (``hf://`` followed by no repo id), or None."""
+        if is_hub_id(self.repo_id):
+            return None
+        return NotChecked("not a Hub repo id (hf://org/name)", path=HUB_PREFIX + self.repo_id)
+
+
+def is_hub_id(text: str) -> bool:
+    """``org/name`` shaped like a Hub repo id (whether or not a local path has that name)."""
+    return _HUB_ID.fullmatch(text) is not None
+
+
+def hub_repo(given: str) -> HubRepo | None:
+    """The Hub repo ``given`` names, or None when it names a local path: ``hf://org/name``
+    always; ``org/name`` when nothing of that name exists here (a local folder wins, and
+    ``shadows_hub_id`` says so). After ``hf://`` anything is taken: ``HubRepo.problem``
+    says when it is no repo id."""
+    if given.startswith(HUB_PREFIX):
+        return HubRepo(given.removeprefix(HUB_PREFIX))
+    path = Path(given)
+    if is_hub_id(given) and not (path.exists() or path.is_symlink()):
+        return HubRepo(given)
+    return None
+
+
+# What a folder brought from the Hub holds: ``hf download --local-dir`` metadata (today's and
+# huggingface_hub < 0.23's), or a git clone of the repo.
+_FROM_HUB = (".cache/huggingface", ".huggingface", ".git")
+
+
+def shadows_hub_id(given: str) -> bool:
+    """``given`` is a local folder with a Hub repo id's name that came from the Hub (``hf
+    download --local-dir``, ``git clone``): the one a user may have meant instead is the
+    Hub's. Other folders with such names (``models/llama``) shadow nothing worth a word."""
+    path = Path(given)
+    return is_hub_id(given) and path.is_dir() and any((path / m).exists() for m in _FROM_HUB)
+
+
 def _quote(path: Path | str) -> str:
     return shlex.quote(str(path))
 
