@@ -16,7 +16,16 @@ from eosfix.check import RepoCheck
 from eosfix.patch import FilePatch
 from eosfix.repo import CONFIG
 from eosfix.runtimes import RUNTIMES, Pins, rule_for
-from eosfix.stopsets import CONFIG_READERS, FIRST_ID_ONLY, RuntimeRow, RuntimeTable, stop_inputs
+from eosfix.stopsets import (
+    CONFIG_READERS,
+    FIRST_ID_ONLY,
+    TOKENIZER_EOS_ONLY,
+    RuntimeRow,
+    RuntimeTable,
+    stop_inputs,
+)
+
+EOS_ONLY = "it stops only on the tokenizer's eos_token"
 
 
 def not_applicable(
@@ -53,6 +62,9 @@ def _why_still(table: RuntimeTable, still: list[str]) -> list[str]:
             for n in still
             if n in FIRST_ID_ONLY
         ]
+    eos_only = [n for n in still if n in TOKENIZER_EOS_ONLY]
+    if eos_only:
+        why.append(f"{', '.join(eos_only)}: {EOS_ONLY}")
     if "llama.cpp" in still:  # its converter never reads generation_config.json
         why.append("llama.cpp: after converting, run eosfix fix on the .gguf")
     return why
@@ -138,6 +150,8 @@ def _caveat(row: RuntimeRow, table: RuntimeTable, missed: str) -> str:
         return (
             f"{row.label} reads config.json, which lacks {missed}: eosfix fix --config-json adds it"
         )
+    if row.runtime in TOKENIZER_EOS_ONLY:
+        return f"{row.label} would not stop on {missed}: {EOS_ONLY}"
     if row.runtime == "llama.cpp":
         return (
             f"llama.cpp would not stop on {missed}: after converting, run eosfix fix on the .gguf"

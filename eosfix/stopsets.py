@@ -28,6 +28,7 @@ from eosfix.stopids import StopId, classify
 # Runtimes that read config.json's eos_token_id (never generation_config.json).
 CONFIG_READERS = ("candle", "ExLlamaV2")
 FIRST_ID_ONLY = ("ExLlamaV2",)  # exllamav2/config.py: a list keeps only element [0]
+TOKENIZER_EOS_ONLY = ("TGI-transformers",)  # no config file can change what these stop on
 
 
 @dataclass(frozen=True)
