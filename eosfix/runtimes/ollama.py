@@ -5,6 +5,14 @@ generation_config.json's ``eos_token_id`` only when it is a JSON list, written a
 ``tokenizer.ggml.eos_token_ids``; the runner's llama.cpp then builds its end-of-generation set
 (``eosfix.runtimes.llamacpp``). A model in the store: that set for its GGUF blob, plus every
 ``stop`` string of its params layer (``PARAMETER stop``), matched on the generated text.
+
+Modelled, not executed (no ollama binary here), from ollama/ollama at fb307609 (2026-08-21):
+``convert/tokenizer.go`` ``parseTokenizer`` lines 179-205 (generation_config.json's
+``*_token_id`` only when it unmarshals as a list: "value is not a list so the existing ID is
+used"), ``convert/convert.go`` lines 149-157 (``tokenizer.ggml.eos_token_ids`` only when the
+list is not empty); the runner's ``llama/compat/llama-ollama-compat.cpp`` rewrites stop keys at
+load (lines 354-372: adds 106 to ``eos_token_ids`` for gemma3n; lines 1316-1355: a Llama-3
+GGUF's eos/eot 128001 becomes 128009), which eosfix does not model.
 """
 
 from __future__ import annotations
@@ -37,7 +45,8 @@ def stops_on(
 RUNTIME = Runtime(
     name="ollama",
     reads="tokenizer eos + generation_config.json list + token texts",
-    source="ollama convert/tokenizer.go parseTokenizer",
+    source="ollama/ollama@fb307609 convert/tokenizer.go parseTokenizer lines 179-205, "
+    "convert/convert.go lines 149-157",
     derive=_ollama,
     note="import from safetensors; then llama.cpp's EOG rules",
 )
