@@ -1,18 +1,28 @@
 """Time `eosfix check` against the by-hand check with transformers, each as a whole process.
 
     python benchmarks/bench_check.py [-n 5] [--corpus DIR]
+    python benchmarks/bench_check.py --baseline DIR [-n 15] [--corpus DIR]
 
 Per corpus repo that ships tokenizer.json: the median wall time of
 ``python -m eosfix check DIR --format json`` and of a process that does what people do by
 hand (``AutoTokenizer.from_pretrained`` + ``apply_chat_template`` +
 ``GenerationConfig.from_pretrained``), and their ratio. Then ``eosfix check`` on a small sample
 repo. Targets: eosfix >= 10x faster per repo; a small sample repo < 0.35 s.
+
+``--baseline DIR`` compares this checkout with another one (DIR holds its ``eosfix``
+package, e.g. ``git archive`` of the commit before a change) on the whole corpus, in pairs
+run back to back in alternating order so machine load hits both alike: ``eosfix check`` on
+every corpus folder as one process, and the analysis alone (``check_repo`` of every folder in
+a fresh process, imports excluded). Each is measured as CPU time (user + system: what the
+work costs, barely moved by other processes on a shared machine) and wall time; medians of
+the pairs, the median of the paired ratios, and the change.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -58,11 +68,80 @@ def eosfix_cmd(folder: Path) -> list[str]:
     return [sys.executable, "-m", "eosfix", "check", str(folder), "--format", "json"]
 
 
+ANALYSIS = """
+import sys, time
+from pathlib import Path
+from eosfix.containers.folder.read import load_repo
+from eosfix.containers.folder.container import check_repo
+wall, cpu = time.perf_counter(), time.process_time()
+for folder in sys.argv[1:]:
+    check_repo(load_repo(Path(folder)))
+print(time.process_time() - cpu, time.perf_counter() - wall)
+"""
+
+
+def _run(cmd: list[str], src: Path) -> tuple[float, float, str]:
+    """CPU and wall time of ``cmd`` with the ``eosfix`` package of ``src`` first on the path."""
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(src)}
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()  # run from src: the current folder comes first on sys.path
+    proc = subprocess.run(cmd, capture_output=True, env=env, cwd=src, check=False)
+    elapsed = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if proc.returncode not in (0, 1):
+        raise SystemExit(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stderr.decode()}")
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return cpu, elapsed, proc.stdout.decode()
+
+
+def compare(baseline: Path, corpus: Path, repeats: int) -> int:
+    """Paired medians of this checkout against ``baseline`` on every corpus folder."""
+    folders = [str(p) for p in sorted(corpus.iterdir()) if (p / "tokenizer_config.json").is_file()]
+    if not folders:
+        print(f"no corpus folder under {corpus}", file=sys.stderr)
+        return 1
+    check = [sys.executable, "-m", "eosfix", "check", *folders, "--format", "json"]
+    analysis = [sys.executable, "-c", ANALYSIS, *folders]
+    sides = {"baseline": baseline, "this": ROOT}
+    for src in sides.values():  # warm the OS file cache and the bytecode of both
+        _run(check, src)
+    rows: dict[str, dict[str, list[float]]] = {}
+    for i in range(repeats):
+        order = list(sides.items()) if i % 2 == 0 else list(sides.items())[::-1]
+        for name, src in order:
+            cpu, wall, _ = _run(check, src)
+            rows.setdefault("check cpu", {}).setdefault(name, []).append(cpu)
+            rows.setdefault("check wall", {}).setdefault(name, []).append(wall)
+            cpu, wall = map(float, _run(analysis, src)[2].split())
+            rows.setdefault("analysis cpu", {}).setdefault(name, []).append(cpu)
+            rows.setdefault("analysis wall", {}).setdefault(name, []).append(wall)
+    print(f"{len(folders)} corpus folders, {repeats} pairs ({sys.executable})")
+    print(f"baseline: {baseline}")
+    labels = {
+        "check cpu": "eosfix check, CPU",
+        "check wall": "eosfix check, wall",
+        "analysis cpu": "analysis only, CPU",
+        "analysis wall": "analysis only, wall",
+    }
+    for what, label in labels.items():
+        base, this = (statistics.median(rows[what][k]) for k in ("baseline", "this"))
+        ratios = [t / b for b, t in zip(rows[what]["baseline"], rows[what]["this"], strict=True)]
+        print(
+            f"{label:<20} median baseline {base:6.3f}s, this {this:6.3f}s "
+            f"({100 * (this / base - 1):+5.1f}%); median of paired ratios "
+            f"{100 * (statistics.median(ratios) - 1):+5.1f}%"
+        )
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("-n", "--repeats", type=int, default=5)
     parser.add_argument("--corpus", type=Path, default=CORPUS)
+    parser.add_argument("--baseline", type=Path, help="another checkout to compare with")
     args = parser.parse_args(argv)
+    if args.baseline is not None:
+        return compare(args.baseline, args.corpus, args.repeats)
 
     repos = sorted(p for p in args.corpus.glob("*/") if (p / "tokenizer.json").is_file())
     if not repos:

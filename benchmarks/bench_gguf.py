@@ -40,7 +40,7 @@ def smollm2() -> Path:
 
 def sparse_copy(src: Path, dst: Path, size: int) -> Path:
     """``dst``: ``src``'s header and tensor infos, then a hole up to ``size`` bytes."""
-    from eosfix.sources.gguf import data_start, read_header, tensor_info_end
+    from eosfix.containers.gguf.read import data_start, read_header, tensor_info_end
 
     header = read_header(src)
     head = data_start(header, tensor_info_end(header))

@@ -28,11 +28,11 @@ sys.path.insert(0, str(ROOT))
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from eosfix.check import check_repo
-from eosfix.errors import EosfixError
-from eosfix.jsonedit import set_json_value
-from eosfix.patch import plan_patches
-from eosfix.sources.folder import load_repo
+from eosfix.containers.folder.container import check_repo
+from eosfix.containers.folder.plan import plan_patches
+from eosfix.containers.folder.read import load_repo
+from eosfix.core.errors import EosfixError
+from eosfix.core.jsonedit import set_json_value
 
 FILES = (
     "generation_config.json",

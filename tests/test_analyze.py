@@ -6,10 +6,17 @@ import json
 
 import pytest
 
-from eosfix.analyze import NEXT_TURN, STOP_STRING, TOOL_CALL, TURN_END, Terminator, propose_eos
-from eosfix.check import check_repo
-from eosfix.repo import TokenInfo
-from eosfix.sources.folder import load_repo
+from eosfix.analysis.terminators import (
+    NEXT_TURN,
+    STOP_STRING,
+    TOOL_CALL,
+    TURN_END,
+    Terminator,
+)
+from eosfix.containers.folder.container import check_repo
+from eosfix.containers.folder.read import load_repo
+from eosfix.containers.folder.stopconfig import propose_eos
+from eosfix.core.repo import TokenInfo
 
 CHATML = (
     "{% for m in messages %}{{ '<|im_start|>' + m.role + '\\n' + m.content + '<|im_end|>\\n' }}"

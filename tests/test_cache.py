@@ -15,10 +15,10 @@ from huggingface_hub.file_download import _CACHED_NO_EXIST
 
 from eosfix.batch import pool, verdict
 from eosfix.batch import run as batchrun
-from eosfix.batch.output import write_json
+from eosfix.batch.cache import CacheRun, run_cache
 from eosfix.cli import cli
+from eosfix.render.batch import JSON_DETAIL, write_json
 from eosfix.sources import cache as cachelib
-from eosfix.sources.cachesource import CacheRun, run_cache
 from tests.cachebuilder import (
     CacheBuilder,
     base_model_files,
@@ -149,7 +149,7 @@ def test_shared_files_are_analyzed_once(hub_cache, monkeypatch):
     seen: list[Path] = []
     real = verdict.analyze_folder
 
-    def counting(path: Path, detail: verdict.Detail) -> cachelib.Verdict:
+    def counting(path: Path, detail: verdict.Detail) -> verdict.Verdict:
         seen.append(path)
         return real(path, detail)
 
@@ -191,9 +191,9 @@ def test_many_distinct_analyses_use_worker_processes(tmp_path, monkeypatch):
         b.add_revision(f"o/m{i}", chatml_files(100 * (i + 1), healthy=i % 2 == 0))
     scan = cachelib.scan_cache(tmp_path)
     serial, pooled = io.StringIO(), io.StringIO()
-    write_json(CacheRun(scan, workers=1, detail="json"), serial)
+    write_json(CacheRun(scan, workers=1, detail=JSON_DETAIL), serial)
     monkeypatch.setattr(pool, "POOL_MIN", 2)
-    run = CacheRun(scan, workers=2, detail="json")
+    run = CacheRun(scan, workers=2, detail=JSON_DETAIL)
     write_json(run, pooled)
     assert pooled.getvalue() == serial.getvalue()
     assert run.counts()["ok"] == 3
@@ -523,7 +523,7 @@ def _many(root: Path, n: int) -> CacheBuilder:
 
 def _json(scan: cachelib.CacheScan, **kwargs) -> dict:
     out = io.StringIO()
-    write_json(CacheRun(scan, detail="json", **kwargs), out)
+    write_json(CacheRun(scan, detail=JSON_DETAIL, **kwargs), out)
     return json.loads(out.getvalue())
 
 
@@ -557,12 +557,12 @@ def test_memory_does_not_grow_with_the_cache(tmp_path, monkeypatch):
     def most_alive(n: int) -> tuple[int, int]:
         scan = cachelib.scan_cache(_many(tmp_path / str(n), n).root)
         verdicts = snapshots = 0
-        for _ in CacheRun(scan, detail="json", workers=1):
+        for _ in CacheRun(scan, detail=JSON_DETAIL, workers=1):
             gc.collect()
             # type(), not isinstance: no attribute lookups on every object of the process;
             # and no list kept across steps (it would keep every object of the last one)
             kinds = Counter(type(o) for o in gc.get_objects())
-            verdicts = max(verdicts, kinds[cachelib.Verdict])
+            verdicts = max(verdicts, kinds[verdict.Verdict])
             snapshots = max(snapshots, kinds[cachelib.Snapshot])
             del kinds
         return verdicts, snapshots
@@ -583,7 +583,7 @@ def test_text_table_in_chunks_reads_as_one_table(tmp_path, monkeypatch):
     assert len(whole.splitlines()) == 2 + 10 + 1  # header, rule, rows, summary
 
 
-def _die(path: Path, detail: verdict.Detail) -> cachelib.Verdict:
+def _die(path: Path, detail: verdict.Detail) -> verdict.Verdict:
     os._exit(3)
 
 

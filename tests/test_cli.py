@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
 
 import pytest
 
-from eosfix import report
 from eosfix.cli import main
+from eosfix.render import report
+from tests.conftest import ROOT
 
 
 def test_exit_code_constants_are_pinned():
@@ -152,3 +157,81 @@ def test_internal_error_gives_exit_3_and_hint(monkeypatch, sample_repo, capsys):
     assert "kaboom" in err
     assert "EOSFIX_DEBUG=1" in err
     assert "Traceback" not in err
+
+
+# --- one exit-code rule; Ctrl-C and SIGTERM ---------------------------------------------------
+
+
+def test_one_exit_code_rule_for_commands_and_batches():
+    from eosfix.core import outcome
+    from eosfix.decide.check import Status
+
+    assert {s.value for s in Status} <= set(outcome.VERDICTS)  # verdict_of speaks Status
+    assert outcome.EXIT_INTERRUPTED == 130
+    rule = outcome.exit_code
+    assert rule({}) == 2  # nothing checked
+    assert rule({"ok": 3, "no_template": 1}) == 0
+    assert rule({"ok": 3, "warned": 1}) == 0
+    assert rule({"ok": 3, "warned": 1}, strict=True) == 1
+    for failing in ("fixed", "fixable", "problems"):
+        assert rule({"ok": 1, failing: 1}) == 1
+    assert rule({"fixable": 1, "error": 1}) == 2  # unreadable input wins over findings
+    assert rule({"ok": 1}, failed=True) == 2  # a listing, a corrupted cache entry, a PR...
+
+
+@pytest.mark.parametrize("command", ["check", "fix", "explain", "cache"])
+def test_ctrl_c_exits_130_with_one_line(command, monkeypatch, sample_repo, tmp_path, capsys):
+    import eosfix.pipeline
+
+    def interrupted(*a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(eosfix.pipeline, "check_repo", interrupted)
+    repo = sample_repo("chatml-missing-im-end")
+    if command == "cache":
+        from tests.cachebuilder import CacheBuilder, chatml_files
+
+        cache = CacheBuilder(tmp_path / "hub")
+        cache.add_revision("org/chat", chatml_files())
+        args = ["cache", "--cache-dir", str(cache.root)]
+    else:
+        args = [command, str(repo)]
+    assert main(args) == 130
+    assert (
+        capsys.readouterr().err == "interrupted\n"
+    )  # not click's "Aborted!" and exit 1 (which means findings)
+
+
+_WAITS = """
+import sys, time
+import eosfix.pipeline
+from eosfix.cli import main
+
+def wait(*args, **kwargs):
+    print("ready", flush=True)
+    time.sleep(60)
+
+eosfix.pipeline.check_repo = wait
+raise SystemExit(main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_stops_a_command_with_130(signum, sample_repo):
+    repo = sample_repo("chatml-missing-im-end")
+    before = (repo / "generation_config.json").read_bytes()
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    with subprocess.Popen(
+        [sys.executable, "-c", _WAITS, "fix", str(repo)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    ) as proc:
+        assert proc.stdout is not None
+        assert proc.stdout.readline() == "ready\n"
+        proc.send_signal(signum)
+        _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, err
+    assert err == "interrupted\n"
+    assert (repo / "generation_config.json").read_bytes() == before

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 from eosfix import api
-from eosfix.fileio import remove_stale_temps
+from eosfix.core.fileio import remove_stale_temps
 from tests.conftest import ROOT, SAMPLES, copy_repo
 
 SAMPLE = SAMPLES / "chatml-missing-im-end"
@@ -67,6 +67,7 @@ def test_two_processes_fixing_the_same_repos(tmp_path):
 _KILLED = textwrap.dedent(
     """
     import sys
+    import eosfix.cli.repo  # the command's imports happen before "ready", not in the first fix
     from eosfix.cli import main
     print("ready", flush=True)
     for root in sys.argv[1:]:
@@ -130,7 +131,7 @@ def test_stale_temp_files_are_removed_on_next_write(tmp_path):
 
 def test_old_unlockable_temp_is_removed(tmp_path, monkeypatch):
     """Where flock is unavailable, only temp files older than a minute are removed."""
-    from eosfix import fileio
+    from eosfix.core import fileio
 
     monkeypatch.setattr(fileio, "_try_flock", lambda fd: None)
     fresh = tmp_path / ".a.json.1.eosfix-tmp"

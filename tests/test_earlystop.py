@@ -8,9 +8,10 @@ import json
 import pytest
 
 from eosfix import api
-from eosfix.check import Severity, check_repo
-from eosfix.sources.folder import load_repo
-from eosfix.tokentext import cut_clause, decode_piece
+from eosfix.containers.folder.container import check_repo
+from eosfix.containers.folder.read import load_repo
+from eosfix.core.tokentext import cut_clause, decode_piece
+from eosfix.decide.check import Severity
 from tests.conftest import CORPUS, SAMPLES, copy_repo, corpus_cases
 
 GEN = "generation_config.json"
@@ -150,19 +151,23 @@ def test_the_tokenizer_eos_is_never_removed_and_says_why(tmp_path, run_eosfix):
 
 
 def test_qwen3_plain_added_tokens_inside_the_turn(tmp_path):
-    """<think>, </think> and <tool_call> are added tokens the tokenizer treats as text
-    (special: false): still written inside the turn, so they cut a reply."""
+    """<think>, </think>, <tool_call> and </tool_call> are added tokens the tokenizer treats
+    as text (special: false): still written inside the turn, so they cut a reply.
+
+    Issue 22: </tool_call> closes one call, but Qwen3 writes every call of a message in one
+    turn (``</tool_call>\n<tool_call>`` between two), so stopping there cuts the second."""
     repo = copy_repo(CORPUS / "Qwen--Qwen3-4B", tmp_path / "q")
     _write_gen(repo, [151645, 151668, 151657, 151667, 151658, 151643])
     result = api.check(repo)
     cut = {f.message.split(" (")[0].removeprefix("eos_token_id holds "): f.message
            for f in result.check.findings if f.code == "EOS011"}  # fmt: skip
-    assert set(cut) == {"</think>", "<tool_call>", "<think>"}
+    assert set(cut) == {"</think>", "<tool_call>", "<think>", "</tool_call>"}
     assert "between the reasoning and the answer" in cut["</think>"]
     assert "in a reply that makes a tool call" in cut["<tool_call>"]
     assert "where the reply opens, before its reasoning" in cut["<think>"]
-    # </tool_call> closes a complete call: not counted (no false alarm)
-    assert result.check.proposed == (151645, 151658, 151643)
+    assert "between two tool calls of one reply" in cut["</tool_call>"]
+    assert "</tool_call>\\n<tool_call>" in cut["</tool_call>"]
+    assert result.check.proposed == (151645, 151643)
 
 
 def test_a_token_written_before_the_reply_without_generation_prompt_is_not_counted(tmp_path):

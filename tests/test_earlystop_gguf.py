@@ -8,7 +8,7 @@ import pytest
 
 from eosfix import api
 from eosfix.cli import main
-from eosfix.sources.gguf import load_gguf
+from eosfix.containers.gguf.read import load_gguf
 from tests.ggufs import BASE, CHATML, harmony, reasoning
 
 N = len(BASE)
@@ -38,15 +38,21 @@ def test_eot_on_the_reasoning_closer_is_eos011_and_fix_points_it_at_the_turn_end
         "assistant turn (between the reasoning and the answer:"
     )
     assert f.message.endswith(f"{EOT} points at it; fix: {EOT} = {TURN_END} (<|turn_end|>)")
-    assert set(result.check.eog.ids) == {ENDOFTEXT, THINK_END}
+    assert set(result.check.stop.ids) == {ENDOFTEXT, THINK_END}
     assert set(result.check.proposed) == {ENDOFTEXT, TURN_END}
     code, out, _ = run(capsys, "check", path)
     assert code == 1
-    assert "stops inside a turn at <|think_end|>; after fix: stops on all" in out
+    # ollama's row (its latest release runs llama-server, which reads these keys) since #27
+    assert (
+        "runtimes      would not stop: llama.cpp, ollama; stop inside a turn at <|think_end|>: "
+        "llama.cpp, ollama; after fix: all stop\n"
+    ) in out
     payload = json.loads(run(capsys, "check", path, "--format", "json")[1])
-    llama = payload["repos"][0]["llama_cpp"]
-    assert llama["stops_early_before"] == {"<|think_end|>": THINK_END}
-    assert llama["stops_early_after"] == {}
+    rows = {r["runtime"]: r for r in payload["repos"][0]["runtimes"]}
+    assert sorted(rows) == ["llama.cpp", "ollama"]
+    for row in rows.values():
+        assert row["stops_early_before"] == {"<|think_end|>": THINK_END}
+        assert row["stops_early_after"] == {}
     code, _, err = run(capsys, "fix", path)
     assert code == 1
     assert "(in place)" in err
@@ -74,11 +80,15 @@ def test_eos_on_the_reasoning_closer_is_explained_not_changed(tmp_path, capsys):
     f = _finding(result, "EOS011")
     assert (f.file, f.fixable) == ("tokenizer.ggml.eos_token_id", False)
     assert "eosfix never changes eos (templates render it as eos_token" in f.message
-    assert result.check.plan is None
+    assert not result.patches
     assert result.check.status.value == "problems"
     code, out, _ = run(capsys, "check", path)
     assert code == 1
-    assert "stops inside a turn at <|think_end|>; after fix: still stops inside a turn" in out
+    (line,) = [x for x in out.splitlines() if x.startswith("  runtimes ")]
+    assert line.startswith(
+        "  runtimes      stop inside a turn at <|think_end|>: llama.cpp, ollama ("
+    )
+    assert "after fix" not in line  # no fix changes it
     before = path.read_bytes()
     assert run(capsys, "fix", path)[0] == 1  # a problem eosfix cannot fix: nothing written
     assert path.read_bytes() == before
@@ -90,7 +100,7 @@ def test_keep_id_leaves_eot_and_puts_the_turn_end_in_eom(tmp_path):
     f = _finding(result, "EOS011")
     assert f.severity.value == "warning"
     assert f.message.endswith(f"kept: --keep-id {THINK_END}")
-    assert [(e.role, e.new) for e in result.check.plan.edits] == [("eom", TURN_END)]
+    assert [(e.role, e.new) for e in result.patches] == [("eom", TURN_END)]
 
 
 def test_an_ordinary_token_llama_cpp_stops_on_by_its_text_is_a_warning(tmp_path):
@@ -115,7 +125,7 @@ def test_an_ordinary_token_llama_cpp_stops_on_by_its_text_is_a_warning(tmp_path)
         "stops on every token with this text (its end-of-generation list); no key changes that"
     )
     assert result.check.status.value == "ok"  # warnings only
-    assert result.check.plan is None
+    assert not result.patches
 
 
 def test_gpt_oss_eot_on_end_is_no_false_alarm(tmp_path):
@@ -124,7 +134,7 @@ def test_gpt_oss_eot_on_end_is_no_false_alarm(tmp_path):
     path = harmony(tmp_path / "h.gguf", {"eos": "<|return|>", "eot": "<|end|>"})
     result = api.check(path)
     end = N + 5
-    assert end not in result.check.eog.ids
+    assert end not in result.check.stop.ids
     assert not {"EOS011", "EOS012"} & {f.code for f in result.check.findings}
 
 
@@ -155,13 +165,13 @@ def test_real_llama_cpp_stops_inside_the_turn_until_fixed(tmp_path):
     assert THINK_END in before[cases["eos"]]["eog"]
     assert N + 5 not in before[cases["harmony"]]["eog"]  # <|end|>: llama.cpp's own exception
     for path in cases.values():
-        assert set(before[path]["eog"]) == set(api.check(path).check.eog.ids), path.name
+        assert set(before[path]["eog"]) == set(api.check(path).check.stop.ids), path.name
         api.fix(path)
     after = real_eog(list(cases.values()))
     for name in ("eot", "ordinary"):
         eog = set(after[cases[name]]["eog"])
         assert eog == {ENDOFTEXT, TURN_END}, name
-        assert api.check(cases[name]).check.plan is None
+        assert not api.check(cases[name]).patches
     assert THINK_END in after[cases["eos"]]["eog"]  # not eosfix's to change
 
 

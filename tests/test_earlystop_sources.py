@@ -99,8 +99,8 @@ def test_pr_marks_an_added_terminator(fake_hub, run_eosfix):
 def test_keep_id_reaches_worker_processes(tmp_path, monkeypatch):
     """--keep-id is bound into the job function the worker processes run (pickled)."""
     from eosfix.batch import pool
+    from eosfix.batch.cache import CacheRun
     from eosfix.sources import cache as cachelib
-    from eosfix.sources.cachesource import CacheRun
 
     files = {
         p.name: p.read_bytes()

@@ -12,9 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from eosfix import fileio
-from eosfix.errors import RepoLoadError, WriteError
-from eosfix.fileio import locked_dir, read_text_file, write_atomic, write_if_changed
+from eosfix.containers.folder.read import decode_text, read_bytes
+from eosfix.core import fileio
+from eosfix.core.errors import RepoLoadError, WriteError
+from eosfix.core.fileio import locked_dir, write_atomic, write_if_changed
 
 ORIGINAL = b'{\r\n  "eos_token_id": 2\r\n}\r\n'
 NEW = b'{\r\n  "eos_token_id": [\r\n    2,\r\n    7\r\n  ]\r\n}\r\n'
@@ -43,23 +44,24 @@ def hf_snapshot(tmp_path: Path) -> tuple[Path, Path, Path]:
     return links[0], blob, links[1]
 
 
-# --- read_text_file ------------------------------------------------------------------
+# --- reading: the one reader, eosfix.containers.folder.read ---------------------------------
 
 
-def test_read_text_file_keeps_bom_and_crlf(tmp_path):
+def test_read_keeps_bom_and_crlf(tmp_path):
     path = tmp_path / "config.json"
     path.write_bytes(b'\xef\xbb\xbf{"a": "\xc3\xa9"}\r\n')
-    text, raw = read_text_file(path)
+    raw = read_bytes(path)
+    text = decode_text(raw, path)
     assert text == '\ufeff{"a": "é"}\r\n'
     assert raw == path.read_bytes()
 
 
-def test_read_text_file_non_utf8_names_the_file(tmp_path):
+def test_read_non_utf8_names_the_file(tmp_path):
     path = tmp_path / "config.json"
     path.write_bytes(b'{"a": "\xe9"}')
     with pytest.raises(RepoLoadError) as excinfo:
-        read_text_file(path)
-    assert str(excinfo.value) == f"{path}: not valid UTF-8 (byte 0xe9 at offset 7)"
+        decode_text(read_bytes(path), path)
+    assert str(excinfo.value) == f"{path}: not valid UTF-8 (byte 7)"  # the one reader's words
     assert excinfo.value.path == str(path)
 
 
@@ -70,11 +72,11 @@ def test_read_text_file_non_utf8_names_the_file(tmp_path):
         pytest.param(lambda p: p.mkdir(), "is a directory", id="directory"),
     ],
 )
-def test_read_text_file_unreadable(tmp_path, make, message):
+def test_read_unreadable(tmp_path, make, message):
     path = tmp_path / "config.json"
     make(path)
     with pytest.raises(RepoLoadError, match=message) as excinfo:
-        read_text_file(path)
+        read_bytes(path)
     assert "\n" not in str(excinfo.value)
     assert str(path) in str(excinfo.value)
 
@@ -317,7 +319,7 @@ _WRITER = textwrap.dedent(
     """
     import sys
     from pathlib import Path
-    from eosfix.fileio import write_atomic
+    from eosfix.core.fileio import write_atomic
 
     path = Path(sys.argv[1])
     contents = [(b'{"v": "' + c * 3_000_000 + b'"}\\n') for c in (b"a", b"b")]

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from eosfix import api
-from eosfix.jsonedit import find_value_span, set_json_value
+from eosfix.core.jsonedit import find_value_span, set_json_value
 
 _TURNS = "{% for m in messages %}{{ m.content }}<|im_end|>{% endfor %}"
 

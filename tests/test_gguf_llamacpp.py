@@ -21,9 +21,9 @@ from pathlib import Path
 import pytest
 
 from eosfix import api
+from eosfix.containers.gguf.read import CONTROL, load_gguf
 from eosfix.runtimes import describe
 from eosfix.runtimes.llamacpp import LLAMA_CPP_COMMIT, LLAMA_CPP_PYTHON, end_of_generation
-from eosfix.sources.gguf import CONTROL, load_gguf
 from tests.ggufs import chatml, command_r, copy_with_templates, glm
 from tests.llamacpp_eog import real_eog
 
@@ -169,8 +169,8 @@ def test_check_and_fix_every_vocab_copy_and_real_llama_cpp_agrees(vocab_copies, 
         assert result.error is None, result.error
         terms = [t.id for t in result.check.id_terminators]
         stops = all(i in before[path]["eog"] for i in terms)
-        assert (result.check.plan is None) == stops, path.name  # a fix exactly when needed
-        if result.check.plan is not None:
+        assert (not result.patches) == stops, path.name  # a fix exactly when needed
+        if result.patches:
             out = tmp_path / path.name
             assert api.fix_gguf(path, output=out).error is None
             fixed.append((out, terms))
@@ -179,7 +179,7 @@ def test_check_and_fix_every_vocab_copy_and_real_llama_cpp_agrees(vocab_copies, 
     for out, terms in fixed:
         _agrees(out, after[out])
         assert set(terms) <= set(after[out]["eog"]), out.name  # real llama.cpp now stops
-        assert api.check(out).check.plan is None
+        assert not api.check(out).patches
 
 
 def test_written_ggufs_before_and_after_fix(tmp_path):

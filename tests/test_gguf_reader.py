@@ -12,14 +12,14 @@ from hypothesis import strategies as st
 
 from eosfix import api
 from eosfix.cli import main
-from eosfix.errors import RepoLoadError
-from eosfix.sources.gguf import (
+from eosfix.containers.gguf.read import (
     MAX_HEADER_BYTES,
     first_shard,
     iter_gguf_files,
     load_gguf,
     read_header,
 )
+from eosfix.core.errors import RepoLoadError
 from tests.ggufs import (
     BASE,
     CHATML,

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from eosfix import api
+from eosfix.analysis.template import render
 from eosfix.cli import main
-from eosfix.limits import RenderLimitExceeded, RenderLimits, SandboxEscape, weight
-from eosfix.template import render
+from eosfix.core.limits import RenderLimitExceeded, RenderLimits, SandboxEscape, weight
 from tests.conftest import ROOT, SAMPLES, copy_repo
 
 # (id, template, finding code). Each would hang, eat gigabytes or escape without the guards.
@@ -178,7 +178,7 @@ def test_deadline_stops_a_slow_render():
 
 
 def test_memory_error_becomes_a_limit(monkeypatch):
-    from eosfix import template
+    from eosfix.analysis import template
 
     def boom(**_):
         raise MemoryError
@@ -213,7 +213,7 @@ _MEASURE = textwrap.dedent(
     """
     import json, resource, sys, time
     from pathlib import Path
-    from eosfix.limits import set_memory_ceiling
+    from eosfix.core.limits import set_memory_ceiling
     set_memory_ceiling(1 << 30)
     from eosfix import api
     out = {}
@@ -251,7 +251,7 @@ def test_hostile_batch_under_a_memory_ceiling(tmp_path):
 def test_set_memory_ceiling_turns_exhaustion_into_memory_error():
     script = textwrap.dedent(
         """
-        from eosfix.limits import set_memory_ceiling
+        from eosfix.core.limits import set_memory_ceiling
         set_memory_ceiling(512 << 20)
         try:
             bytearray(1 << 30)

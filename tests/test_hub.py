@@ -7,7 +7,10 @@ import logging
 
 import pytest
 
-from eosfix.sources.hub import PR_TITLE_PREFIX, HubSession, is_relevant
+from eosfix.batch.hubapi import HubSession
+from eosfix.render.pr import pr_description
+from eosfix.sources.hub import is_relevant
+from eosfix.sources.hubwrite import PR_TITLE_PREFIX
 from tests.conftest import SAMPLES
 
 BROKEN = "org/chatml-broken"
@@ -361,7 +364,7 @@ def test_private_repo_without_token_is_one_line(fake_hub, run_eosfix):
 
 
 def test_session_api_checks_many_in_order(hub_repos, tmp_path):
-    session = HubSession()
+    session = HubSession(describe=pr_description)
     results = session.check_many([HEALTHY, BROKEN, "org/none"], workers=3)
     assert [r.name for r in results] == [HEALTHY, BROKEN, "org/none"]
     assert results[0].status.value == "ok"

@@ -6,9 +6,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from eosfix import jsonedit
-from eosfix.errors import VerificationError
-from eosfix.jsonedit import find_value_span, format_value_like, set_json_value
+from eosfix.core import jsonedit
+from eosfix.core.errors import VerificationError
+from eosfix.core.jsonedit import find_value_span, format_value_like, set_json_value
 
 EOS = ("eos_token_id",)
 TEXT_EOS = ("text_config", "eos_token_id")

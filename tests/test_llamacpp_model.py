@@ -7,6 +7,7 @@ import logging
 
 import pytest
 
+from eosfix.containers.folder.read import load_repo
 from eosfix.runtimes.llamacpp import (
     ConverterInputs,
     GgufVocab,
@@ -14,8 +15,7 @@ from eosfix.runtimes.llamacpp import (
     end_of_generation,
     key_name,
 )
-from eosfix.sources.convert import converter_inputs
-from eosfix.sources.folder import load_repo
+from eosfix.runtimes.llamacpp_convert import converter_inputs
 from tests.conftest import CORPUS, SAMPLES, copy_repo
 
 
@@ -166,7 +166,7 @@ def test_converter_eos_matches_special_vocab(tmp_path, name):
 
 def test_converter_prediction_reaches_the_runtime_table(tmp_path):
     from eosfix import api
-    from eosfix.stopsets import runtime_table
+    from eosfix.containers.folder.runtimes import runtime_table
 
     folder = copy_repo(SAMPLES / "glm-next-turn-opener", tmp_path / "glm")
     result = api.check(folder)

@@ -173,7 +173,7 @@ def test_internal_error_exits_3_with_hint(tmp_path, capsys, monkeypatch):
     def boom(*_a, **_k):
         raise RuntimeError("boom")
 
-    monkeypatch.setattr("eosfix.api.check_repo", boom)
+    monkeypatch.setattr("eosfix.pipeline.check_repo", boom)
     assert main(["check", str(root)]) == 3
     out, err = capsys.readouterr()
     assert "Traceback" not in out + err
@@ -192,7 +192,8 @@ def test_failure_on_the_second_file_rolls_back_the_first(tmp_path, monkeypatch):
     import shutil
 
     import eosfix.api
-    from eosfix.errors import WriteError
+    import eosfix.containers.folder.write
+    from eosfix.core.errors import WriteError
     from tests.conftest import SAMPLES
 
     repo = tmp_path / "repo"
@@ -202,14 +203,14 @@ def test_failure_on_the_second_file_rolls_back_the_first(tmp_path, monkeypatch):
         ignore=shutil.ignore_patterns("fixed", "expected.txt"),
     )
     before = {p.name: p.read_bytes() for p in repo.iterdir()}
-    real = eosfix.api.write_if_changed
+    real = eosfix.containers.folder.write.write_if_changed
 
     def fail_on_config(path, text, **kwargs):
         if path.name == "config.json":
             raise WriteError("No space left on device", path=path)
         return real(path, text, **kwargs)
 
-    monkeypatch.setattr(eosfix.api, "write_if_changed", fail_on_config)
+    monkeypatch.setattr(eosfix.containers.folder.write, "write_if_changed", fail_on_config)
     result = eosfix.api.fix(repo, config_json=True)
     assert isinstance(result.error, WriteError)
     assert {p.name: p.read_bytes() for p in repo.iterdir()} == before

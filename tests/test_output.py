@@ -12,9 +12,9 @@ import pytest
 from click.testing import CliRunner
 
 from eosfix import api
-from eosfix.analyze import _evidence
+from eosfix.analysis.positions import SpecialScanner
+from eosfix.analysis.terminators import _evidence
 from eosfix.cli import cli, main
-from eosfix.positions import SpecialScanner
 from tests.cachebuilder import CacheBuilder, chatml_files
 from tests.conftest import CORPUS, ROOT, SAMPLES, corpus_cases, sample_names
 

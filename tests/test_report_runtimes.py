@@ -7,11 +7,11 @@ import json
 import pytest
 
 from eosfix import api
-from eosfix.patch import plan_config
+from eosfix.containers.folder.plan import plan_config
+from eosfix.containers.folder.runtimes import runtime_table, stop_inputs
 from eosfix.ports.loop import split_probe, tokenize_probe
-from eosfix.report import runtimes_line
-from eosfix.runtimes import RUNTIMES, apply_config_eos, apply_generation_config_eos
-from eosfix.stopsets import runtime_table, stop_inputs
+from eosfix.render.report import runtimes_line
+from eosfix.runtimes import RUNTIMES, apply_generation_config_eos
 from tests.conftest import CORPUS, SAMPLES, corpus_cases, sample_names
 from tests.tiny_lm import save_tokenizer, word_level_tokenizer
 
@@ -70,7 +70,7 @@ def test_after_inputs_are_the_planned_files():
     assert cfg_patch is not None
     cfg_ids = json.loads(cfg_patch.new_text)["eos_token_id"]
     with_cfg = stop_inputs(r.check, [*r.patches, cfg_patch])
-    assert with_cfg.config_eos == apply_config_eos(after, cfg_ids).config_eos == tuple(cfg_ids)
+    assert with_cfg.config_eos == tuple(cfg_ids)
     assert with_cfg.config_eos[0] == 248044  # the original first id stays first
     assert with_cfg.generation_config_eos == tuple(r.check.proposed)
 

@@ -12,9 +12,7 @@ from eosfix.runtimes import (
     EOG_TEXTS,
     RUNTIMES,
     StopInputs,
-    apply_config_eos,
     apply_generation_config_eos,
-    compare,
     describe,
     parse_pins,
     stop_sets,
@@ -94,8 +92,9 @@ def test_scenario2_glm_user_not_caught_by_llama_cpp():
     before = make(tokenizer_eos_id=eot, generation_config_eos=(eot,), config_eos=(eot,),
                   vocab=vocab)  # fmt: skip
     after = apply_generation_config_eos(before, [eot, user])
+    # ollama: llama-server reads no eos_token_ids (tests/test_ollama_rules.py)
     assert stopping_on(after, user) == {"transformers", "vLLM", "SGLang", "TGI", "mlx-lm",
-                                        "mlx-vlm", "ollama"}  # fmt: skip
+                                        "mlx-vlm"}  # fmt: skip
     assert stopping_on(before, user) == set()
 
 
@@ -137,12 +136,12 @@ def test_tgi_only_honours_a_list(is_list, expected):
     assert stop_sets(inputs)["TGI"] == expected
 
 
-def test_ollama_only_takes_a_list_from_generation_config():
+def test_ollama_stops_on_the_tokenizer_eos_whatever_generation_config_says():
     vocab = {"<|x|>": 5, "<|y|>": 6}
     as_int = make(tokenizer_eos_id=5, generation_config_eos=(6,), vocab=vocab)
     as_list = dataclasses.replace(as_int, generation_config_eos_is_list=True)
-    assert stop_sets(as_int)["ollama"] == {5}
-    assert stop_sets(as_list)["ollama"] == {5, 6}
+    # ollama create writes the list as eos_token_ids; llama-server (>= 0.30.0) never reads it
+    assert stop_sets(as_int)["ollama"] == stop_sets(as_list)["ollama"] == {5}
     assert stop_sets(as_list)["llama.cpp"] == {5}  # never reads generation_config.json
 
 
@@ -278,30 +277,27 @@ def test_apply_generation_config_creates_file():
     assert after.config_eos is None
 
 
-def test_apply_config_eos_covers_candle_and_exllamav2():
-    before = make(text_config_eos=(A,))
-    after = apply_config_eos(before, [B, A])
-    assert after.config_eos == after.text_config_eos == after.generation_config_eos == (B, A)
-    assert stopping_on(after, B) == ALL - {"TGI-transformers"}  # the tokenizer eos is A
-    assert apply_config_eos(make(), [A, B]).text_config_eos is None
+def test_the_list_in_both_files_covers_candle_and_exllamav2():
+    """generation_config.json and config.json (top level and text_config) written as one list,
+    as ``fix --config-json`` does: every runtime stops on every id of it, but TGI's
+    transformers path, which reads the tokenizer's eos (A) alone."""
+    after = dataclasses.replace(
+        apply_generation_config_eos(make(text_config_eos=(A,)), [B, A]),
+        config_eos=(B, A), config_eos_is_list=True, text_config_eos=(B, A),
+    )  # fmt: skip
+    assert stopping_on(after, B) == ALL - {"TGI-transformers"}
 
 
-def test_compare_verdicts():
+def test_stop_sets_before_and_after_the_list():
     before = make()
     after = apply_generation_config_eos(before, [A, B])
-    verdicts = {v.runtime: v for v in compare(before, after, [A, B])}
-    assert list(verdicts) == [rt.name for rt in RUNTIMES]
-    tf = verdicts["transformers"]
-    assert tf.stops_before == {A: True, B: False}
-    assert tf.stops_after == {A: True, B: True}
-    assert not tf.ok_before
-    assert tf.ok_after
-    assert tf.before == {A}
-    assert tf.after == {A, B}
-    assert verdicts["llama.cpp"].ok_before  # <|im_end|> by text
-    assert not verdicts["candle"].ok_after
-    assert not verdicts["ExLlamaV2"].ok_after
-    assert verdicts["candle"].reads == describe("candle").reads
+    now, then = stop_sets(before), stop_sets(after)
+    assert list(now) == [rt.name for rt in RUNTIMES]
+    assert now["transformers"] == {A}
+    assert then["transformers"] == {A, B}
+    assert B in now["llama.cpp"]  # <|im_end|> by text
+    assert B not in then["candle"]  # config.json only
+    assert B not in then["ExLlamaV2"]
 
 
 def test_transformers_text_config_fallback_from_4_28():

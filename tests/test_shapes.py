@@ -16,8 +16,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from eosfix.check import Status, check_repo
-from eosfix.positions import (
+from eosfix.analysis.positions import (
     CONVERSATION_END,
     EARLIER_REPLIES,
     EVERY_REPLY,
@@ -29,8 +28,10 @@ from eosfix.positions import (
     TOOL_CALL,
     WHERE,
 )
-from eosfix.report import placement_text
-from eosfix.sources.folder import load_repo
+from eosfix.containers.folder.container import check_repo
+from eosfix.containers.folder.read import load_repo
+from eosfix.decide.check import Status
+from eosfix.render.report import placement_text
 
 FIRST_ID = 100
 

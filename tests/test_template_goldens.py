@@ -7,7 +7,7 @@ from datetime import datetime
 
 import pytest
 
-from eosfix.template import make_environment
+from eosfix.analysis.template import make_environment
 from tests.conftest import CORPUS
 
 GOLDENS = CORPUS / "render_goldens"

@@ -1,11 +1,11 @@
-"""`eosfix upload` and `eosfix.sources.hub.upload_checked`: a pre-upload gate (against FakeHub)."""
+"""`eosfix upload` and `eosfix.batch.hubapi.upload_checked`: a pre-upload gate (against FakeHub)."""
 
 from __future__ import annotations
 
 import pytest
 
-from eosfix.errors import EosfixError
-from eosfix.sources.hub import UploadRefusedError, upload_checked
+from eosfix.batch.hubapi import UploadRefusedError, upload_checked
+from eosfix.core.errors import EosfixError
 from tests.test_hub import fixed_gen
 
 REPO = "me/model-mlx"

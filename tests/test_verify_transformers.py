@@ -27,10 +27,10 @@ import torch
 from transformers import AutoTokenizer, GenerationConfig
 
 from eosfix import api
-from eosfix.check import check_repo
+from eosfix.analysis.shapes import SPECS
+from eosfix.containers.folder.container import check_repo
+from eosfix.containers.folder.read import load_repo
 from eosfix.ports.loop import split_probe, tokenize_probe
-from eosfix.probes import SPECS
-from eosfix.sources.folder import load_repo
 from tests.conftest import CORPUS
 from tests.realmodel import greedy_from_folder
 from tests.tiny_lm import save_tokenizer, scripted_lm, word_level_tokenizer

@@ -3,9 +3,14 @@
 - ``eosfix.batch.run``: units, stages, the shared-analysis LRU and the ``Run``;
 - ``eosfix.batch.verdict``: the compact result of one analysis;
 - ``eosfix.batch.pool``: worker processes;
-- ``eosfix.batch.output``: JSON, CSV and Markdown, streamed.
+- ``eosfix.batch.state``: the state file of a resumable audit;
+- ``eosfix.batch.cache``, ``eosfix.batch.hub``: the HF cache and a Hub organisation as
+  batches (fix a snapshot, open pull requests); ``eosfix.batch.hubapi``: a few Hub repos
+  from Python, and the checked upload.
 
-Where repos come from lives in ``eosfix.sources``; how a batch runs lives here.
+Where repos come from and how they are written lives in ``eosfix.sources`` and the
+containers; how they go through the pipeline in numbers lives here. The renderers
+(``eosfix.render.batch``) are passed in, never imported.
 """
 
 from __future__ import annotations

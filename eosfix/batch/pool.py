@@ -3,12 +3,15 @@
 The first POOL_MIN jobs run in this process (a pool costs ~50 ms to start, more with
 forkserver); after that, jobs go to ``workers`` processes BATCH at a time. If a worker dies
 (out of memory), its jobs and every later one become error verdicts instead of a crash.
+Workers ignore Ctrl-C (a terminal sends it to the whole process group): the main process stops
+the run, and a worker finishes the jobs it holds, so no snapshot is left half fixed.
 """
 
 from __future__ import annotations
 
 import multiprocessing
 import os
+import signal
 import sys
 import threading
 from collections.abc import Callable, Sequence
@@ -23,7 +26,7 @@ POOL_MIN = 24  # the first jobs run in-process; worker processes start at this m
 WORKERS = 2
 BATCH = 8  # jobs sent to a worker at once
 
-Job = Callable[[Path, Detail], Verdict]
+Job = Callable[[Path, Detail | None], Verdict]
 DIED = Verdict("error", error="the analysis process died (out of memory?)")
 
 
@@ -39,7 +42,13 @@ def _mp_context() -> Any:
     return ctx
 
 
-def _run_batch(fn: Job, paths: Sequence[Path], detail: Detail) -> list[Verdict]:
+def _worker_signals() -> None:
+    """In a worker: Ctrl-C is the main process's to handle; SIGTERM (``terminate``) kills."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def _run_batch(fn: Job, paths: Sequence[Path], detail: Detail | None) -> list[Verdict]:
     return [fn(path, detail) for path in paths]
 
 
@@ -87,7 +96,7 @@ class Jobs:
     """Runs jobs in batches: in this process while there are fewer than POOL_MIN, then in
     ``workers`` processes started on demand. Used from one thread only."""
 
-    def __init__(self, detail: Detail, workers: int | None = None) -> None:
+    def __init__(self, detail: Detail | None, workers: int | None = None) -> None:
         self.detail = detail
         self.workers = min(WORKERS if workers is None else workers, os.cpu_count() or 1)
         self.count = 0
@@ -117,7 +126,9 @@ class Jobs:
             batch.verdicts = [DIED] * len(batch.paths)
         elif self.goes_to_pool():
             if self.pool is None:
-                self.pool = ProcessPoolExecutor(self.workers, mp_context=_mp_context())
+                self.pool = ProcessPoolExecutor(
+                    self.workers, mp_context=_mp_context(), initializer=_worker_signals
+                )
             try:
                 batch.future = self.pool.submit(_run_batch, batch.fn, batch.paths, self.detail)
             except BrokenProcessPool:

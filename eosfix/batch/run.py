@@ -1,7 +1,7 @@
 """The batch engine: many repos through the same stages, concurrently, streamed in order.
 
-A **source** says where repos come from (``eosfix.sources.cache``: cache snapshots;
-``eosfix.sources.hub``: a Hub listing; later, folders of GGUF files). It yields **units**
+A **source** says where repos come from (``eosfix.batch.cache``: cache snapshots;
+``eosfix.batch.hub``: a Hub listing; later, folders of GGUF files). It yields **units**
 in output order and may add stages before the analysis (bring files in) and after it (fix a
 snapshot, open a pull request). The engine runs the analysis in between: each distinct
 **key** (the stop-relevant files' (path, content hash) pairs) is analyzed once while it is
@@ -25,13 +25,12 @@ from typing import Any, Protocol
 
 from eosfix.batch import pool, verdict
 from eosfix.batch.verdict import Detail, Verdict
-from eosfix.report import EXIT_FINDINGS, EXIT_INPUT, EXIT_OK, VERDICTS
+from eosfix.core.outcome import VERDICTS, exit_code
+from eosfix.sources import Key
 
 WINDOW = 128  # units in flight in a stage: bounds memory, keeps the workers fed
 LRU_SIZE = 1024  # distinct analyses kept for sharing (compact verdicts: ~1 KB each)
 LRU_DETAIL = 64  # ... with the JSON detail or text block of each (~15 KB)
-
-Key = tuple[tuple[str, str], ...]  # (path in the repo, content hash) of each relevant file
 
 
 class Item(Protocol):
@@ -212,14 +211,14 @@ class Run:
         self,
         source: Source,
         *,
-        detail: Detail = None,
+        detail: Detail | None = None,
         workers: int | None = None,
         progress: Progress | None = None,
         keep_rows: bool = False,
         keep_ids: tuple[int, ...] = (),
     ) -> None:
         self.source = source
-        self.detail: Detail = detail
+        self.detail = detail
         # One job function per run (the pool batches jobs by function): --keep-id bound in.
         self.analyze: pool.Job = (
             functools.partial(verdict.analyze_folder, keep_ids=keep_ids)
@@ -259,14 +258,9 @@ class Run:
 
     @property
     def exit_code(self) -> int:
-        """report.Report's rule: 2 when something could not be read or nothing was checked;
-        1 for files changed, fixes pending, problems (and warnings when ``strict``); else 0."""
-        c = self._counts
-        if self.source.failed() or c["error"] or not self.count:
-            return EXIT_INPUT
-        if c["fixed"] or c["fixable"] or c["problems"] or (self.strict and c["warned"]):
-            return EXIT_FINDINGS
-        return EXIT_OK
+        """``eosfix.core.outcome.exit_code`` of the verdicts so far; the source's own failures
+        (a listing, a corrupted cache entry, a pull request) count as unreadable input."""
+        return exit_code(self._counts, strict=self.strict, failed=self.source.failed())
 
     def counts(self) -> dict[str, int]:
         return dict(self._counts)

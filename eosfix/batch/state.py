@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from eosfix.batch.verdict import Verdict
-from eosfix.errors import EosfixError
+from eosfix.core.errors import EosfixError
 
 
 class StateError(EosfixError):

@@ -1,7 +1,8 @@
 """Verdicts: what one analysis of a repo folder found, compact enough to share and to keep.
 
 A ``Verdict`` is made in a worker process from a full ``RepoResult`` and sent back pickled:
-a few ids and codes, no texts (unless ``detail`` asks for the JSON entry or the text block).
+a few ids and codes, no texts (unless a ``Detail`` asks for the JSON entry or the text block:
+the caller injects that renderer, so the batch engine imports none).
 Repos whose stop-relevant files are identical share one Verdict, so nothing in it may name
 the repo: an error's file is relative to the folder, and the text block is rendered with
 ``LABEL`` where the repo's name goes.
@@ -11,18 +12,32 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from eosfix import api
-from eosfix.analyze import STOP_STRING
-from eosfix.errors import EosfixError
-from eosfix.repo import TOKENIZER_JSON
-from eosfix.report import render_repo_text, result_to_dict, verdict_of
+from eosfix import pipeline
+from eosfix.analysis.terminators import STOP_STRING
+from eosfix.core.errors import EosfixError
+from eosfix.core.outcome import verdict_of
+from eosfix.core.repo import TOKENIZER_JSON
 
-Detail = Literal["json", "text"] | None
 LABEL = "\ue000"  # stands for the repo's name in Verdict.text (a private-use character)
+
+
+@dataclass(frozen=True)
+class Detail:
+    """What a worker renders of each result besides its verdict, for the output format.
+
+    ``kind`` "json": ``render(result)`` is the repo's JSON entry (``Verdict.detail``, without
+    its path and name); "text": it is the repo's text block, rendered with LABEL for the
+    repo's name (``Verdict.text``). The CLI passes the renderer; it goes to the worker
+    processes pickled by reference, so it is a top-level function (or a partial of one).
+    """
+
+    kind: Literal["json", "text"]
+    render: Callable[[pipeline.RepoResult], Any]
 
 
 @dataclass(frozen=True)
@@ -98,7 +113,7 @@ def _relative(exc: EosfixError, root: Path) -> str | None:
     return None
 
 
-def needs_tokenizer_json(result: api.RepoResult) -> bool:
+def needs_tokenizer_json(result: pipeline.RepoResult) -> bool:
     """Whether some id can only come from tokenizer.json (transformers 5 layout, or unlisted)."""
     check = result.check
     if check is None:
@@ -113,16 +128,16 @@ def needs_tokenizer_json(result: api.RepoResult) -> bool:
     return check.tokenizer_eos is not None and check.tokenizer_eos.id is None
 
 
-def to_verdict(result: api.RepoResult, detail: Detail) -> Verdict:
+def to_verdict(result: pipeline.RepoResult, detail: Detail | None) -> Verdict:
     """The compact verdict of a RepoResult (whose check, probes and texts are then dropped)."""
     extra = None
-    if detail == "json":
-        extra = result_to_dict(result)
+    if detail is not None and detail.kind == "json":
+        extra = detail.render(result)
         extra.pop("path", None)
         extra.pop("name", None)
     text = None
-    if detail == "text":
-        text = render_repo_text(dataclasses.replace(result, label=LABEL), fixing=True)
+    if detail is not None and detail.kind == "text":
+        text = detail.render(dataclasses.replace(result, label=LABEL))
     needs = needs_tokenizer_json(result)
     if result.error is not None:
         rel = _relative(result.error, result.path)
@@ -155,6 +170,6 @@ def to_verdict(result: api.RepoResult, detail: Detail) -> Verdict:
     )
 
 
-def analyze_folder(path: Path, detail: Detail, keep_ids: tuple[int, ...] = ()) -> Verdict:
+def analyze_folder(path: Path, detail: Detail | None, keep_ids: tuple[int, ...] = ()) -> Verdict:
     """Check one folder (read only). Runs in a worker process. ``keep_ids``: --keep-id."""
-    return to_verdict(api.check_folder(path, keep_ids=keep_ids), detail)
+    return to_verdict(pipeline.check_folder(path, keep_ids=keep_ids), detail)

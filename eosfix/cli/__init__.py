@@ -1,23 +1,27 @@
 """The command line: parse, call the API, render, exit. Only ``eosfix.cli`` prints or exits.
 
 Each command lives in a module of this package and is imported only when it runs
-(``LazyGroup``), so ``eosfix check`` never imports huggingface_hub or rich.
+(``LazyGroup``), so ``eosfix check`` never imports huggingface_hub or rich. Ctrl-C and SIGTERM
+stop any command the same way: one line on stderr, exit 130 (``main``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
+import signal
 import sys
 import traceback
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from types import FrameType
 
 import click
 
 from eosfix import __version__
 from eosfix.cli.term import color_option, survive_closed_pipe
-from eosfix.errors import EosfixError
-from eosfix.report import EXIT_INPUT, EXIT_INTERNAL
+from eosfix.core.errors import EosfixError
+from eosfix.core.outcome import EXIT_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED, Interrupted
 
 
 class LazyGroup(click.Group):
@@ -34,6 +38,14 @@ class LazyGroup(click.Group):
             cmd: click.Command = getattr(importlib.import_module(module), attr)
             return cmd
         return super().get_command(ctx, cmd_name)
+
+    def invoke(self, ctx: click.Context) -> object:
+        """Ctrl-C in a command is ``Interrupted``, which ``main`` reports (click would print
+        a blank line and raise Abort)."""
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:
+            raise Interrupted() from None
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -64,15 +76,25 @@ LazyGroup.lazy = {
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point: known errors print one line; a bug prints a hint (EOSFIX_DEBUG=1). Output
-    piped into a reader that stops early (``| head``) does not change the exit code."""
+    piped into a reader that stops early (``| head``) does not change the exit code. Ctrl-C
+    and SIGTERM print one line and exit 130."""
     survive_closed_pipe()
     try:
-        cli.main(
-            args=list(argv) if argv is not None else None, prog_name="eosfix", standalone_mode=False
-        )
+        with _sigterm_interrupts():
+            cli.main(
+                args=list(argv) if argv is not None else None,
+                prog_name="eosfix",
+                standalone_mode=False,
+            )
     except click.exceptions.Exit as exc:
         return exc.exit_code
-    except click.Abort:
+    except Interrupted as exc:
+        return _interrupted(exc)
+    except KeyboardInterrupt:  # between click's own steps
+        return _interrupted(Interrupted())
+    except click.Abort as exc:
+        if isinstance(exc.__cause__, KeyboardInterrupt):  # while click parsed the command line
+            return _interrupted(Interrupted())
         click.echo("Aborted!", err=True)
         return 1
     except click.ClickException as exc:
@@ -94,3 +116,37 @@ def main(argv: Sequence[str] | None = None) -> int:
             click.echo("this is a bug in eosfix; set EOSFIX_DEBUG=1 for the traceback", err=True)
         return EXIT_INTERNAL
     return 0
+
+
+def _interrupted(exc: Interrupted) -> int:
+    """One line on stderr (after the terminal's ``^C``, on a line of its own); exit 130."""
+    with contextlib.suppress(OSError, ValueError):
+        sys.stdout.flush()
+    newline = "\n" if sys.stderr.isatty() else ""
+    click.echo(f"{newline}{exc}", err=True)
+    return EXIT_INTERRUPTED
+
+
+@contextlib.contextmanager
+def _sigterm_interrupts() -> Iterator[None]:
+    """SIGTERM (``kill``, a CI timeout, a container stopping) stops a command like Ctrl-C:
+    it raises KeyboardInterrupt in the main thread, so whatever cleans up after Ctrl-C runs.
+    Only in this process: a worker process forked from it dies of SIGTERM as usual."""
+    pid = os.getpid()
+
+    def interrupt(signum: int, frame: FrameType | None) -> None:
+        if os.getpid() != pid:  # a forked child that kept this handler
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+            return
+        raise KeyboardInterrupt
+
+    try:
+        previous = signal.signal(signal.SIGTERM, interrupt)
+    except ValueError:  # not the main thread (main() called from a thread): leave it
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)

@@ -9,9 +9,9 @@ from typing import Any
 
 import click
 
-from eosfix.batch.output import VERDICT_TEXT, write_csv, write_json, write_markdown
 from eosfix.batch.run import Progress, Row, Run
 from eosfix.cli.term import colors_on, progress_allowed
+from eosfix.render.batch import VERDICT_TEXT, write_csv, write_json, write_markdown
 
 STYLE = {
     "fixed": "bold green",

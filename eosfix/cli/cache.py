@@ -6,14 +6,15 @@ import sys
 
 import click
 
+from eosfix.batch.cache import CacheRun
 from eosfix.batch.run import Progress
-from eosfix.batch.verdict import Detail
 from eosfix.cli import batch as batchcli
 from eosfix.cli.common import keep_id_option, quiet_option, strict_option
 from eosfix.cli.term import color_option
-from eosfix.report import EXIT_INPUT, summary_parts
+from eosfix.core.outcome import EXIT_INPUT, Interrupted
+from eosfix.render.batch import JSON_DETAIL
+from eosfix.render.report import summary_parts
 from eosfix.sources import cache as cachelib
-from eosfix.sources.cachesource import CacheRun
 
 
 def summary_line(run: CacheRun) -> str:
@@ -129,15 +130,19 @@ def cache(
     text = fmt == "text"
 
     def go(progress: Progress | None) -> CacheRun:
-        detail: Detail = "json" if fmt == "json" else None
+        detail = JSON_DETAIL if fmt == "json" else None
         run = CacheRun(
             scan, fix=do_fix, detail=detail, progress=progress, keep_rows=text, keep_ids=keep_ids
         )
         run.strict = strict
-        if text:
-            run.drain()
-        else:
-            batchcli.stream(run, fmt, lambda: summary_line(run))
+        try:
+            if text:
+                run.drain()
+            else:
+                batchcli.stream(run, fmt, lambda: summary_line(run))
+        except KeyboardInterrupt:
+            run.close()  # the worker processes stop; a file being written is left whole
+            raise Interrupted() from None
         return run
 
     try:

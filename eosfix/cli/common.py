@@ -8,21 +8,29 @@ from typing import Any
 
 import click
 
-from eosfix.errors import EosfixError
-from eosfix.report import RENDERER_BY_NAME, Report
-from eosfix.sources.target import NotChecked, folder_of, is_config_file, is_gguf, is_model_folder
+from eosfix.containers.target import (
+    NotChecked,
+    folder_of,
+    is_config_file,
+    is_gguf,
+    is_model_folder,
+    model_folders_below,
+)
+from eosfix.core.errors import EosfixError
+from eosfix.render.report import RENDERER_BY_NAME, Report
 
 
 def repo_dirs(paths: Sequence[str]) -> list[Path]:
     """What to analyze, one entry per model folder or GGUF file, every path accounted for.
 
     A folder as given, plus every ``*.gguf`` under it (a llama.cpp or LM Studio models
-    folder); a folder holding only GGUFs stands for its GGUFs. A ``.gguf`` file as given (a
+    folder); a folder holding GGUFs stands for its GGUFs and every model folder under it
+    (none is skipped, so a broken one fails the run). A ``.gguf`` file as given (a
     later shard of a split means its first shard). A config or template file (what pre-commit
     passes) means its folder. Any other path stays as given, unless its folder is analyzed
     anyway: ``api.check`` then says why it is not checked (missing, not a model folder...).
     """
-    from eosfix.sources.gguf import first_shard, iter_gguf_files
+    from eosfix.containers.gguf.read import first_shard, iter_gguf_files
 
     out: dict[Path, None] = {}
     others: list[Path] = []
@@ -32,7 +40,8 @@ def repo_dirs(paths: Sequence[str]) -> list[Path]:
             ggufs = list(iter_gguf_files(path))
             if not ggufs or is_model_folder(path):
                 out[path] = None
-            out.update(dict.fromkeys(ggufs))
+            below = model_folders_below(path) if ggufs else []
+            out.update(dict.fromkeys(sorted([*below, *ggufs])))
         elif is_gguf(path):
             try:
                 out[first_shard(path)] = None

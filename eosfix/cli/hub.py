@@ -16,21 +16,13 @@ import click
 from eosfix.cli import batch as batchcli
 from eosfix.cli.common import keep_id_option, quiet_option, strict_option
 from eosfix.cli.term import color_option
-from eosfix.report import (
-    EXIT_FINDINGS,
-    EXIT_INPUT,
-    EXIT_OK,
-    RENDERER_BY_NAME,
-    Report,
-    summary_parts,
-)
+from eosfix.core.outcome import EXIT_FINDINGS, EXIT_INPUT, EXIT_OK, Interrupted
+from eosfix.render.report import RENDERER_BY_NAME, Report, summary_parts
 
 if TYPE_CHECKING:
+    from eosfix.batch.hub import HubSource
     from eosfix.batch.run import Run
     from eosfix.batch.state import StateFile
-    from eosfix.sources.hubsource import HubSource
-
-EXIT_INTERRUPTED = 130  # as a shell reports SIGINT
 
 _token_option = click.option(
     "--token",
@@ -101,8 +93,8 @@ def _pr_line(repo_id: str, extra: Any) -> str | None:
 def _emit_text(run: Run, *, blocks: bool, hint: bool, quiet: bool = False) -> None:
     """Text: each repo's block (repo ids) or the table (--author), PR lines, the summary
     (``quiet``: only repos with something to say)."""
-    from eosfix.batch.output import VERDICT_TEXT
     from eosfix.batch.verdict import LABEL
+    from eosfix.render.batch import VERDICT_TEXT
 
     pr_lines: list[str] = []
     fixable = first = False
@@ -132,29 +124,33 @@ def _emit_text(run: Run, *, blocks: bool, hint: bool, quiet: bool = False) -> No
     click.echo(("\n" if first and not pr_lines and run.rows is None else "") + summary_line(run))
 
 
-def _open_state(path: Path | None) -> StateFile | None:
+@contextlib.contextmanager
+def _open_state(path: Path | None) -> Iterator[StateFile | None]:
+    """The --state file while the audit runs (closed after it, interrupted or not)."""
     if path is None:
-        return None
+        yield None
+        return
     from eosfix.batch.state import StateError, StateFile
 
     try:
-        return StateFile(path)
+        state = StateFile(path)
     except StateError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(EXIT_INPUT)
+    try:
+        yield state
+    finally:
+        state.close()
 
 
-def _interrupted(state: StateFile | None) -> None:
-    sys.stdout.flush()
+def _interrupted(state: StateFile | None) -> Interrupted:
+    """What Ctrl-C leaves: with --state, the repos recorded, to go on from."""
     if state is None:
-        click.echo("interrupted", err=True)
-    else:
-        click.echo(
-            f"interrupted: {state.written} repo(s) recorded in {state.path}; run the same "
-            "command again to go on from there",
-            err=True,
-        )
-    sys.exit(EXIT_INTERRUPTED)
+        return Interrupted()
+    return Interrupted(
+        f"{state.written} repo(s) recorded in {state.path}; run the same command again to go "
+        "on from there"
+    )
 
 
 @click.command()
@@ -254,90 +250,47 @@ def hub(
         raise click.UsageError("give REPO_ID... or --author ORG")
     if (max_prs is not None or dry_run) and not open_prs:
         raise click.UsageError("--max-prs and --dry-run go with --pr")
-    state = _open_state(state_path)
-    try:
-        with _quiet_hub():
-            code = _run_hub(
-                repo_ids,
-                author,
-                revision,
-                open_prs,
-                max_prs,
-                dry_run,
-                state,
-                workers,
-                timeout,
-                token,
-                fmt,
-                strict,
-                quiet,
-                keep_ids,
-            )
-    finally:
-        if state is not None:
-            state.close()
-    sys.exit(code)
-
-
-def _run_hub(
-    repo_ids: tuple[str, ...],
-    author: str | None,
-    revision: str | None,
-    open_prs: bool,
-    max_prs: int | None,
-    dry_run: bool,
-    state: StateFile | None,
-    workers: int,
-    timeout: float,
-    token: str | None,
-    fmt: str,
-    strict: bool = False,
-    quiet: bool = False,
-    keep_ids: tuple[int, ...] = (),
-) -> int:
     from huggingface_hub import HfApi
 
+    from eosfix.batch.hub import HubSource, PrPlan
     from eosfix.batch.run import Run
-    from eosfix.batch.verdict import Detail
+    from eosfix.render.batch import JSON_DETAIL, TEXT_DETAIL
+    from eosfix.render.pr import pr_description
     from eosfix.sources.hub import HubReader
-    from eosfix.sources.hubsource import HubSource
-    from eosfix.sources.hubwrite import PrPlan
 
-    reader = HubReader(token=token, timeout=timeout, workers=workers)
-    plan = (
-        PrPlan(HfApi(token=token), reader, max_prs, dry_run, keep_ids=keep_ids)
-        if open_prs
-        else None
-    )
-    source = HubSource(
-        reader, repo_ids=repo_ids, author=author, revision=revision, state=state, prs=plan
-    )
     blocks = fmt == "text" and not author
-    detail: Detail = "json" if fmt == "json" else "text" if blocks else None
     many = bool(author) or len(set(repo_ids)) > 1
-    show = many and batchcli.wants_progress(fmt)
-    with batchcli.progress_bar(show) as progress:
-        run = Run(
-            source,
-            detail=detail,
-            progress=progress,
-            keep_rows=fmt == "text" and many,
-            keep_ids=keep_ids,
+    with _open_state(state_path) as state, _quiet_hub():
+        reader = HubReader(token=token, timeout=timeout, workers=workers)
+        plan = None
+        if open_prs:
+            api = HfApi(token=token)
+            plan = PrPlan(api, reader, pr_description, max_prs, dry_run, keep_ids=keep_ids)
+        source = HubSource(
+            reader, repo_ids=repo_ids, author=author, revision=revision, state=state, prs=plan
         )
-        run.strict = strict
-        try:
-            if fmt == "text":
-                _emit_text(run, blocks=blocks, hint=not open_prs, quiet=quiet)
-            else:
-                _stream(run, fmt)
-        except KeyboardInterrupt:
-            run.close()
-            _interrupted(state)
+        with batchcli.progress_bar(many and batchcli.wants_progress(fmt)) as progress:
+            run = Run(
+                source,
+                detail=JSON_DETAIL if fmt == "json" else TEXT_DETAIL if blocks else None,
+                progress=progress,
+                keep_rows=fmt == "text" and many,
+                keep_ids=keep_ids,
+            )
+            run.strict = strict
+            try:
+                if fmt == "text":
+                    _emit_text(run, blocks=blocks, hint=not open_prs, quiet=quiet)
+                else:
+                    _stream(run, fmt)
+            except KeyboardInterrupt:
+                run.close()
+                raise _interrupted(state) from None
     for name, message in source.errors:
         click.echo(f"{name}: error: {message}", err=True)
     if author and not run.count and not source.errors:
         click.echo(f"{author}: no model repos on the Hub under this author", err=True)
-    return run.exit_code
+    sys.exit(run.exit_code)
 
 
 def _stream(run: Run, fmt: str) -> None:
@@ -377,12 +330,11 @@ def upload(
     Example:
         eosfix upload ./out me/model-mlx-4bit --fix
     """
-    from huggingface_hub import HfApi
-
+    from eosfix.batch.hubapi import check_before_upload, refusal_reason
     from eosfix.sources.hubhttp import describe_error, hub_errors
-    from eosfix.sources.hubwrite import check_folder, refusal_reason
+    from eosfix.sources.hubwrite import upload as upload_folder
 
-    result = check_folder(folder, fix=do_fix)
+    result = check_before_upload(folder, fix=do_fix)
     for name in result.written:
         click.echo(f"Fixing {folder / name}", err=True)
     reason = refusal_reason(result)
@@ -391,14 +343,14 @@ def upload(
             click.echo(RENDERER_BY_NAME["text"]([result], Report([result])))
         click.echo(f"refusing to upload {folder} to {repo_id}: {reason}", err=True)
         sys.exit(EXIT_FINDINGS)
-    api = HfApi(token=token)
     try:
         with _quiet_hub():
-            if not api.repo_exists(repo_id):
-                api.create_repo(repo_id, private=private)
-            commit = api.upload_folder(
-                repo_id=repo_id,
-                folder_path=folder,
+            commit = upload_folder(
+                folder,
+                repo_id,
+                token=token,
+                create=True,
+                private=private,
                 revision=revision,
                 create_pr=create_pr,
                 commit_message=commit_message,

@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from eosfix.check import RepoCheck
 from eosfix.cli.term import color_option
-from eosfix.errors import EosfixError
-from eosfix.report import EXIT_FINDINGS, EXIT_OK
+from eosfix.core.errors import EosfixError
+from eosfix.decide.check import RepoCheck
+from eosfix.render.report import EXIT_FINDINGS, EXIT_OK
 
 if TYPE_CHECKING:  # imported when a command runs, so `eosfix check` never loads them
     from eosfix.ports import Conversation, Diagnosis, LoopStops, RenderedPrompt
@@ -36,8 +36,8 @@ def open_repo(spec: str) -> Iterator[RepoCheck]:
         assert result.check is not None
         yield result.check
         return
+    from eosfix.batch.hubapi import HubSession
     from eosfix.cli.hub import _quiet_hub
-    from eosfix.sources.hub import HubSession
 
     with _quiet_hub():
         result = HubSession().check(spec)
@@ -264,7 +264,7 @@ def goldens(path: str, output: str) -> None:
     Example:
         eosfix goldens ./my-model -o goldens.jsonl
     """
-    from eosfix.fileio import write_atomic
+    from eosfix.core.fileio import write_atomic
     from eosfix.ports import iter_goldens
 
     with open_repo(path) as check, _named(path):
@@ -365,7 +365,7 @@ def diagnose(
         eosfix diagnose ./my-model --from-file out.txt
     """
     from eosfix.ports import diagnose as run
-    from eosfix.ports.render import parse_ids
+    from eosfix.ports.render import PortInputError, parse_ids
 
     given = [x for x in (ids, text, from_file) if x is not None]
     if len(given) != 1:
@@ -377,6 +377,9 @@ def diagnose(
     out_ids = None if ids is None else parse_ids(ids, "--ids")
     if from_file is not None:
         text = _read_text(from_file)
+    if text == "":
+        where = "--text" if from_file is None else _label(from_file)
+        raise PortInputError("empty: no generated text to diagnose", path=where)
     prompt = None if prompt_ids is None else parse_ids(prompt_ids, "--prompt-ids")
     conv = None if messages is None else _conversation(messages, tools, True, template)
     with open_repo(path) as check, _named(path):

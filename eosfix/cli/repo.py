@@ -22,7 +22,8 @@ from eosfix.cli.common import (
     strict_option,
 )
 from eosfix.cli.term import color_option
-from eosfix.report import Report
+from eosfix.containers.target import is_gguf
+from eosfix.render.report import Report
 
 EXIT_HELP = """Exit 0: nothing to fix (warnings alone too, unless --strict). 1: {one}.
     2: a path was not checked (missing, not a model folder or GGUF file, unreadable or invalid
@@ -65,9 +66,9 @@ def check(
 
     report = Report(strict=strict)
     for path in repo_dirs(paths):
-        report.record(api.check(path, config_json=config_json, keep_ids=keep_ids))
+        report.record(api.check(path, config_json=config_json, keep_ids=keep_ids, pins=pins))
     flags = fix_flags(config_json, pins, keep_ids)
-    emit(report.results, report, fmt, pins=pins, fix_flags=flags, quiet=quiet)
+    emit(report.results, report, fmt, fix_flags=flags, quiet=quiet)
     sys.exit(report.exit_code)
 
 
@@ -95,8 +96,10 @@ def check(
 @click.option(
     "--output",
     type=click.Path(dir_okay=False),
-    help="For one GGUF: write the fixed file here and leave the original untouched.",
+    help="For one GGUF: write the fixed file here and leave the original untouched (a "
+    "split: every shard, named NAME-00001-of-0000N.gguf...; nothing to fix: a copy).",
 )
+@click.option("--force", is_flag=True, help="Let --output overwrite an existing file.")
 @format_option
 @config_fix_option
 @keep_id_option
@@ -109,6 +112,7 @@ def fix(
     show_diff: bool,
     exit_zero_even_if_changed: bool,
     output: str | None,
+    force: bool,
     fmt: str,
     config_json: bool,
     keep_ids: tuple[int, ...],
@@ -119,22 +123,24 @@ def fix(
     from eosfix import api
 
     targets = repo_dirs(paths)
-    if output is not None and (len(targets) != 1 or not api.is_gguf(targets[0])):
+    if output is not None and (len(targets) != 1 or not is_gguf(targets[0])):
         raise click.UsageError("--output needs exactly one GGUF file")
+    if force and output is None:
+        raise click.UsageError("--force only lets --output overwrite a file: give --output")
     report = Report(strict=strict)
     for path in targets:
         if show_diff:
-            result = api.check(path, config_json=config_json, keep_ids=keep_ids)
-        elif api.is_gguf(path):
-            result = _fix_gguf(path, output, keep_ids)
+            result = api.check(path, config_json=config_json, keep_ids=keep_ids, pins=pins)
+        elif is_gguf(path):
+            result = _fix_gguf(path, output, force, keep_ids, pins)
         else:
-            result = api.fix(path, config_json=config_json, keep_ids=keep_ids)
+            result = api.fix(path, config_json=config_json, keep_ids=keep_ids, pins=pins)
             for name in result.written:
                 click.echo(f"Fixing {path / name}", err=True)
         report.record(result)
     emit(
         report.results, report, fmt, fixing=True, show_diff=show_diff, dry_run=show_diff,
-        pins=pins, fix_flags=fix_flags(config_json, pins, keep_ids), quiet=quiet,
+        fix_flags=fix_flags(config_json, pins, keep_ids), quiet=quiet,
     )  # fmt: skip
     code = report.exit_code
     if exit_zero_even_if_changed and code == 1 and not show_diff:
@@ -142,17 +148,27 @@ def fix(
     sys.exit(code)
 
 
-def _fix_gguf(path: Path, output: str | None, keep_ids: tuple[int, ...] = ()) -> Any:
+def _fix_gguf(
+    path: Path, output: str | None, force: bool, keep_ids: tuple[int, ...], pins: dict[str, str]
+) -> Any:
     """Fix one GGUF, with a progress bar (bytes, ETA) on a terminal while a rewrite copies."""
     from eosfix import api
     from eosfix.cli.progress import byte_progress
 
     with byte_progress(f"Rewriting {path.name}") as progress:
-        result = api.fix_gguf(path, output=output, progress=progress, keep_ids=keep_ids)
+        result = api.fix_gguf(
+            path, output=output, force=force, progress=progress, keep_ids=keep_ids, pins=pins
+        )
     write = result.extra.get("write")
     if isinstance(write, dict):
-        how = "in place" if write["mode"] == "in-place" else "rewritten"
-        click.echo(f"Fixing {write['path']} ({how})", err=True)
+        first, *others = write["paths"]
+        if write["mode"] == "copy":
+            click.echo(f"Copying {path} to {first} (nothing to fix)", err=True)
+        else:
+            how = "in place" if write["mode"] == "in-place" else "rewritten"
+            click.echo(f"Fixing {first} ({how})", err=True)
+        for n, other in enumerate(others, 2):
+            click.echo(f"Copying shard {n} to {other}", err=True)
     return result
 
 
@@ -180,16 +196,16 @@ def explain(path: str, fmt: str, keep_ids: tuple[int, ...], pins: dict[str, str]
         eosfix explain ./my-model
     """
     from eosfix import api
-    from eosfix.explain import render_explain, result_explain_dict
+    from eosfix.render.explain import render_explain, result_explain_dict
 
-    result = api.check(path, keep_ids=keep_ids)
+    result = api.check(path, keep_ids=keep_ids, pins=pins)
     report = Report([result])
     if fmt == "json":
         import json
 
-        click.echo(json.dumps(result_explain_dict(result, pins), indent=2, ensure_ascii=False))
+        click.echo(json.dumps(result_explain_dict(result), indent=2, ensure_ascii=False))
     elif result.error is not None:
         click.echo(error_line(result.error), err=True)
     else:
-        click.echo(render_explain(result, pins))
+        click.echo(render_explain(result))
     sys.exit(report.exit_code)

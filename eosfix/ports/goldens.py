@@ -27,7 +27,8 @@ from dataclasses import dataclass
 from datetime import date
 from typing import Any
 
-from eosfix.check import RepoCheck
+from eosfix.core.repo import ChatTemplate
+from eosfix.decide.check import RepoCheck
 from eosfix.ports.loop import split_reply
 from eosfix.ports.render import (
     Conversation,
@@ -41,7 +42,6 @@ from eosfix.ports.render import (
     select_template,
     stop_tokens,
 )
-from eosfix.repo import ChatTemplate
 
 QUESTION = "What is the capital of France?"
 ANSWER = "The capital of France is Paris."

@@ -14,10 +14,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from eosfix.check import RepoCheck
+from eosfix.analysis.shapes import Probe
+from eosfix.core.repo import ModelRepo
+from eosfix.decide.check import RepoCheck
 from eosfix.ports.render import Conversation, ConversationRefused, render_with
-from eosfix.probes import Probe
-from eosfix.repo import ModelRepo
 
 
 @dataclass(frozen=True)

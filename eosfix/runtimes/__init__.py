@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 
 from eosfix.runtimes import (
     candle,
@@ -30,9 +29,8 @@ from eosfix.runtimes.base import Rule, Runtime, StopInputs
 from eosfix.runtimes.llamacpp import EOG_TEXTS
 
 __all__ = [
-    "EOG_TEXTS", "RUNTIMES", "Pins", "Rule", "Runtime", "RuntimeVerdict", "StopInputs",
-    "apply_config_eos", "apply_generation_config_eos", "compare", "describe", "parse_pins",
-    "rule_for", "stop_sets",
+    "EOG_TEXTS", "RUNTIMES", "Pins", "Rule", "Runtime", "StopInputs",
+    "apply_generation_config_eos", "describe", "parse_pins", "rule_for", "stop_sets",
 ]  # fmt: skip
 
 Pins = Mapping[str, str]  # runtime name (as in RUNTIMES) -> version
@@ -88,38 +86,6 @@ def stop_sets(inputs: StopInputs, pins: Pins | None = None) -> dict[str, frozens
     return {rt.name: rule_for(rt, pins).derive(inputs) for rt in RUNTIMES}
 
 
-@dataclass(frozen=True)
-class RuntimeVerdict:
-    runtime: str
-    reads: str
-    before: frozenset[int]
-    after: frozenset[int]
-    stops_before: dict[int, bool]
-    stops_after: dict[int, bool]
-
-    @property
-    def ok_before(self) -> bool:
-        return all(self.stops_before.values())
-
-    @property
-    def ok_after(self) -> bool:
-        return all(self.stops_after.values())
-
-
-def compare(
-    before: StopInputs, after: StopInputs, terminator_ids: Sequence[int], pins: Pins | None = None
-) -> tuple[RuntimeVerdict, ...]:
-    verdicts = []
-    for rt in RUNTIMES:
-        rule = rule_for(rt, pins)
-        b, a = rule.derive(before), rule.derive(after)
-        verdicts.append(RuntimeVerdict(
-            rt.name, rule.reads, b, a,
-            {t: t in b for t in terminator_ids}, {t: t in a for t in terminator_ids},
-        ))  # fmt: skip
-    return tuple(verdicts)
-
-
 def apply_generation_config_eos(inputs: StopInputs, new_eos: Sequence[int]) -> StopInputs:
     """Inputs after generation_config.json's eos_token_id is written as a list (file created)."""
     return dataclasses.replace(
@@ -128,18 +94,4 @@ def apply_generation_config_eos(inputs: StopInputs, new_eos: Sequence[int]) -> S
         generation_config_eos=tuple(new_eos),
         generation_config_has_eos_key=True,
         generation_config_eos_is_list=True,
-    )
-
-
-def apply_config_eos(inputs: StopInputs, new_eos: Sequence[int]) -> StopInputs:
-    """Inputs after writing the list to generation_config.json AND config.json.
-
-    config.json's ``text_config.eos_token_id`` is rewritten only when it was set.
-    """
-    ids = tuple(new_eos)
-    return dataclasses.replace(
-        apply_generation_config_eos(inputs, ids),
-        config_eos=ids,
-        config_eos_is_list=True,
-        text_config_eos=ids if inputs.text_config_eos is not None else None,
     )

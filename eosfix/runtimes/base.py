@@ -108,6 +108,10 @@ class Runtime:
     executed: str | None = None  # the version tests/conformance/ runs the current rule against
     older: tuple[Rule, ...] = ()  # the rules of earlier versions, newest first
     floor: str = ""  # why versions below the oldest rule are not modelled
+    # Facts the verdict text needs, so no caller branches on a runtime's name:
+    config_only: bool = False  # reads config.json's eos and nothing else (--config-json helps)
+    first_id_only: bool = False  # keeps only the first id of a list
+    remedy: str = ""  # what makes it stop when no file of the folder can (llama.cpp: the GGUF)
 
     @property
     def current(self) -> Rule:
@@ -146,6 +150,21 @@ def ids_of(*parts: Iterable[int] | None) -> frozenset[int]:
 
 def one(token_id: int | None) -> frozenset[int]:
     return frozenset() if token_id is None else frozenset({token_id})
+
+
+def truthy_generation_eos(x: StopInputs) -> tuple[int, ...] | None:
+    """generation_config.json's eos when Python finds the value truthy, as loaders that read
+    ``if eos_token_id := generation_config.get("eos_token_id")`` do: ``0``, ``[]`` and
+    ``null`` are not; ``[0]`` is."""
+    gen = x.generation_config_eos if x.generation_config_exists else None
+    truthy = bool(gen) and (x.generation_config_eos_is_list or gen != (0,))
+    return gen if truthy else None
+
+
+def else_tokenizer_eos(eos: tuple[int, ...] | None, x: StopInputs) -> frozenset[int]:
+    """The configured ids, replacing the tokenizer's eos; the tokenizer's eos when none are
+    configured (``None``)."""
+    return ids_of(eos) if eos is not None else one(x.tokenizer_eos_id)
 
 
 def model_config_eos(x: StopInputs) -> tuple[int, ...] | None:

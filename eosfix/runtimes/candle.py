@@ -27,4 +27,5 @@ RUNTIME = Runtime(
     "211-215, 273-278; candle-transformers/src/models/llama.rs LlamaEosToks (lines 31-36)",
     derive=_candle,
     note="llama example",
+    config_only=True,
 )

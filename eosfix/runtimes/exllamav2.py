@@ -39,4 +39,6 @@ RUNTIME = Runtime(
     derive=_exllamav2,
     note="keeps only the first id of config.json; generation_config.json is not used",
     executed="0.3.2 (loader code, CUDA extension stubbed)",
+    config_only=True,
+    first_id_only=True,
 )

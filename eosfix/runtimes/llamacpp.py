@@ -21,10 +21,13 @@ tokens, else config.json's *integer* ``eos_token_id``; generation_config.json is
 
 from __future__ import annotations
 
+import json
+import shlex
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from eosfix.runtimes.base import Runtime, StopInputs
+from eosfix.runtimes.ollama_modelfile import stop_line
 
 LLAMA_CPP_COMMIT = "0c1e57098"
 LLAMA_CPP_PYTHON = "0.3.36"  # the llama-cpp-python release that vendors that commit
@@ -49,6 +52,29 @@ AUTODETECT: dict[str, tuple[str, ...]] = {
     "fim_sep": ("<|file_sep|>",),
 }  # fmt: skip
 EOG_TEXTS: tuple[str, ...] = tuple(dict.fromkeys(EOG_LIST + AUTODETECT["eot"]))
+
+
+@dataclass(frozen=True)
+class EogRules:
+    """The token texts and workarounds of one llama.cpp build's EOG logic (they grow from build
+    to build; ``eosfix.runtimes.ollama_gguf`` holds the older builds ollama vendored)."""
+
+    eog_list: tuple[str, ...]
+    autodetect: Mapping[str, tuple[str, ...]]
+    # "<|end|>" leaves EOG when both texts of one pair are EOG (gpt-oss, solar-open)
+    end_removal: tuple[tuple[str, str], ...]
+    # "</s>" leaves EOG when one of these texts is EOG (gemma4, plamo)
+    s_removal: tuple[str, ...]
+
+
+# src/llama-vocab.cpp: (has_return && has_call && has_end) || (has_call && has_flush && has_end),
+# has_call being "<|call|>" or "<|calls|>"; then "</s>" beside "<|tool_response>"/"<|plamo:eos|>"
+CURRENT_RULES = EogRules(
+    EOG_LIST,
+    AUTODETECT,
+    tuple((a, b) for a in ("<|return|>", "<|flush|>") for b in ("<|call|>", "<|calls|>")),
+    ("<|tool_response>", "<|plamo:eos|>"),
+)
 
 # src/llama-arch.cpp LLM_KV_TOKENIZER_*_ID, in the order llama-vocab.cpp reads them (the
 # deprecated prefix/suffix/middle keys last, so they win over fim_pre/suf/mid).
@@ -143,14 +169,14 @@ def _key_ids(vocab: GgufVocab, n_tokens: int) -> dict[str, int | None]:
     return ids
 
 
-def special_ids(vocab: GgufVocab) -> SpecialIds:
+def special_ids(vocab: GgufVocab, rules: EogRules = CURRENT_RULES) -> SpecialIds:
     """The special ids llama.cpp holds after load, text auto-detection included."""
     if vocab.model in _NO_VOCAB:
         return SpecialIds({}, {})
     text_ids = vocab.text_ids
     ids = _key_ids(vocab, vocab.n_tokens)
     detected: dict[str, tuple[int, ...]] = {}
-    for role, texts in AUTODETECT.items():
+    for role, texts in rules.autodetect.items():
         if ids[role] is None:
             found = tuple(text_ids[t] for t in texts if t in text_ids)
             if found:
@@ -159,38 +185,44 @@ def special_ids(vocab: GgufVocab) -> SpecialIds:
     return SpecialIds(ids, detected)
 
 
-def end_of_generation(vocab: GgufVocab, extra: Iterable[int] = ()) -> EogSet:
+def end_of_generation(
+    vocab: GgufVocab, extra: Iterable[int] = (), rules: EogRules = CURRENT_RULES
+) -> EogSet:
     """The EOG set llama.cpp builds for this vocabulary (``llama_vocab_is_eog``).
 
-    ``extra`` ids are forced in like eos/eot/eom (ollama's ``tokenizer.ggml.eos_token_ids``).
+    ``extra`` ids are forced in like eos/eot/eom. No llama.cpp build reads
+    ``tokenizer.ggml.eos_token_ids`` (ollama's key): see ``eosfix.runtimes.ollama_gguf``.
+    ``rules``: the texts of another llama.cpp build (default: the one this module models).
     """
     text_ids = vocab.text_ids
-    specials = special_ids(vocab)
+    specials = special_ids(vocab, rules)
     if vocab.model in _NO_VOCAB:
         return EogSet(frozenset(), frozenset(), specials)
     fim = ("fim_pad", "fim_rep", "fim_sep")
     eog = {i for r in fim if (i := specials.get(r)) is not None}
-    uncertain = {i for r in fim if specials.get(r) is None for i in specials.detected.get(r, ())}
-    eog |= {text_ids[t] for t in EOG_LIST if t in text_ids}
-    # eot/eom found by text are on EOG_LIST already, whichever of several llama.cpp picked
+    # several texts found for one role: which one llama.cpp picked is hash-map order
+    unsure = (*fim, "eot", "eom")
+    uncertain = {i for r in unsure if specials.get(r) is None for i in specials.detected.get(r, ())}
+    eog |= {text_ids[t] for t in rules.eog_list if t in text_ids}
     eog |= {i for r in ("eos", "eot", "eom") if (i := specials.get(r)) is not None}
     eog |= {i for i in extra if 0 <= i < vocab.n_tokens}
-    ids = _apply_exceptions(eog, text_ids)
-    return EogSet(frozenset(ids), frozenset(uncertain - ids), specials)
+    ids = _apply_exceptions(set(eog), text_ids, rules)
+    # a candidate is EOG when picked unless a removal drops it (gpt-oss's "<|end|>")
+    maybe = {i for i in uncertain - ids if i in _apply_exceptions(eog | {i}, text_ids, rules)}
+    return EogSet(frozenset(ids), frozenset(maybe), specials)
 
 
-def _apply_exceptions(eog: set[int], text_ids: Mapping[str, int]) -> set[int]:
-    """The two removals llama.cpp makes after building the set."""
+def _apply_exceptions(eog: set[int], text_ids: Mapping[str, int], rules: EogRules) -> set[int]:
+    """The removals llama.cpp makes after building the set."""
 
     def has(text: str) -> bool:
         return text_ids.get(text, NULL) in eog
 
     # o200k_harmony (gpt-oss) / solar-open: "<|end|>" separates messages inside one turn
-    has_call = has("<|call|>") or has("<|calls|>")
-    if has("<|end|>") and has_call and (has("<|return|>") or has("<|flush|>")):
+    if has("<|end|>") and any(has(a) and has(b) for a, b in rules.end_removal):
         eog.discard(text_ids["<|end|>"])
     # gemma4 / plamo: "</s>" is an ordinary token there (it is EOG for paddleocr)
-    if has("</s>") and (has("<|tool_response>") or has("<|plamo:eos|>")):
+    if has("</s>") and any(has(t) for t in rules.s_removal):
         eog.discard(text_ids["</s>"])
     return eog
 
@@ -293,4 +325,20 @@ RUNTIME = Runtime(
     note="never reads generation_config.json; EOG guessed from token text",
     # tests/test_gguf_llamacpp.py asks that build's llama_vocab_is_eog for every id
     executed=f"{LLAMA_CPP_COMMIT} (llama-cpp-python {LLAMA_CPP_PYTHON})",
+    remedy="after converting, run eosfix fix on the .gguf",  # its converter never reads it
 )
+
+
+def stop_instructions(texts: Sequence[str]) -> dict[str, str]:
+    """How to stop on ``texts`` without changing the file, per program that runs llama.cpp
+    (0c1e57098: llama-completion matches a one-token reverse prompt by id; llama-server and
+    llama-cli match ``stop``/``--reverse-prompt`` on the text they send, where a control token
+    is empty unless ``--special`` is given; ollama's Modelfile ``PARAMETER stop``, quoted as its
+    parser reads it: ``eosfix.runtimes.ollama_modelfile``)."""
+    quoted = " ".join(f"--reverse-prompt {shlex.quote(t)}" for t in texts)
+    stops = json.dumps(list(texts), ensure_ascii=False)
+    return {
+        "llama-completion": quoted,
+        "llama-server": f'--special {quoted}   (with --special, a request\'s "stop": {stops})',
+        "ollama": "\n".join(stop_line(t) for t in texts),
+    }

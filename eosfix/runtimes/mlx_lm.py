@@ -21,19 +21,21 @@ config file sets ``eos_token_id`` (0.32.2: only ``muse_spark``); eosfix does not
 
 from __future__ import annotations
 
-from eosfix.runtimes.base import Rule, Runtime, StopInputs, ids_of, one
-
-
-def _gen_truthy(x: StopInputs) -> bool:
-    gen = x.generation_config_eos if x.generation_config_exists else None
-    return bool(gen) and (x.generation_config_eos_is_list or gen != (0,))
+from eosfix.runtimes.base import (
+    Rule,
+    Runtime,
+    StopInputs,
+    else_tokenizer_eos,
+    ids_of,
+    one,
+    truthy_generation_eos,
+)
 
 
 def _configured(x: StopInputs, *, read_generation_config: bool) -> tuple[int, ...] | None:
     # mlx_lm/utils.py load_config: `if eos_token_id := generation_config.get(...)` overrides
-    if read_generation_config and _gen_truthy(x):
-        return x.generation_config_eos
-    return x.config_eos
+    gen = truthy_generation_eos(x) if read_generation_config else None
+    return gen if gen is not None else x.config_eos
 
 
 def _union(x: StopInputs) -> frozenset[int]:
@@ -43,8 +45,7 @@ def _union(x: StopInputs) -> frozenset[int]:
 
 def _replace(x: StopInputs, *, read_generation_config: bool) -> frozenset[int]:
     # TokenizerWrapper (< 0.32.0): set(eos_token_ids) if not None else {tokenizer.eos_token_id}
-    eos = _configured(x, read_generation_config=read_generation_config)
-    return ids_of(eos) if eos is not None else one(x.tokenizer_eos_id)
+    return else_tokenizer_eos(_configured(x, read_generation_config=read_generation_config), x)
 
 
 def _replace_merged(x: StopInputs) -> frozenset[int]:

@@ -22,7 +22,15 @@ stop set only through the model type's config class, which may drop it.
 
 from __future__ import annotations
 
-from eosfix.runtimes.base import Rule, Runtime, StopInputs, ids_of, one
+from eosfix.runtimes.base import (
+    Rule,
+    Runtime,
+    StopInputs,
+    else_tokenizer_eos,
+    ids_of,
+    one,
+    truthy_generation_eos,
+)
 
 
 def _merged(x: StopInputs) -> tuple[int, ...] | None:
@@ -34,9 +42,8 @@ def _merged(x: StopInputs) -> tuple[int, ...] | None:
 
 def _truthy_merged(x: StopInputs) -> tuple[int, ...] | None:
     # mlx_vlm/utils.py load_config (PR #650): `if eos_token_id := generation_config.get(...)`
-    gen = x.generation_config_eos if x.generation_config_exists else None
-    truthy = bool(gen) and (x.generation_config_eos_is_list or gen != (0,))
-    return gen if truthy else x.config_eos
+    gen = truthy_generation_eos(x)
+    return gen if gen is not None else x.config_eos
 
 
 def _union(x: StopInputs) -> frozenset[int]:
@@ -44,21 +51,17 @@ def _union(x: StopInputs) -> frozenset[int]:
     return ids_of(_merged(x)) | one(x.tokenizer_eos_id)
 
 
-def _replace(eos: tuple[int, ...] | None, x: StopInputs) -> frozenset[int]:
-    # StoppingCriteria.reset: `eos_token_ids if not None else tokenizer.eos_token_ids`
-    return ids_of(eos) if eos is not None else one(x.tokenizer_eos_id)
-
-
+# StoppingCriteria.reset: `eos_token_ids if not None else tokenizer.eos_token_ids`
 def _replace_merged(x: StopInputs) -> frozenset[int]:
-    return _replace(_merged(x), x)
+    return else_tokenizer_eos(_merged(x), x)
 
 
 def _replace_truthy(x: StopInputs) -> frozenset[int]:
-    return _replace(_truthy_merged(x), x)
+    return else_tokenizer_eos(_truthy_merged(x), x)
 
 
 def _replace_config_only(x: StopInputs) -> frozenset[int]:
-    return _replace(x.config_eos, x)
+    return else_tokenizer_eos(x.config_eos, x)
 
 
 _READS = "config.json (generation_config.json over it)"

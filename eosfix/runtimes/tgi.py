@@ -52,4 +52,5 @@ RUNTIME_TRANSFORMERS = Runtime(
     derive=_tokenizer_only,
     note="CPU and transformers-backed models (CausalLM): generation_config.json is not read",
     executed=EXECUTED,
+    remedy="it stops only on the tokenizer's eos_token",
 )

@@ -1,5 +1,11 @@
-"""Where repos come from: each module turns one container into ``eosfix.repo.ModelRepo``.
+"""Sources enumerate and fetch: the Hugging Face cache, a Hub organisation and its files.
 
-``folder`` (a model folder on disk), ``cache`` (the Hugging Face cache), ``hub`` (a Hub repo
-by id, small files only). Nothing past a source knows which container a repo came from.
+They run no check and print nothing: ``eosfix.batch`` runs what they give through the
+pipeline. Writers of their own places (Hub pull requests and uploads) sit beside them.
 """
+
+from __future__ import annotations
+
+# What decides a repo revision's analysis: (path in the repo, content hash) of each file a
+# check reads. Revisions and repos with the same key share one analysis.
+Key = tuple[tuple[str, str], ...]

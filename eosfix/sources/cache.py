@@ -1,4 +1,4 @@
-"""The Hugging Face hub cache: check every model snapshot, fix them without harming the cache.
+"""The Hugging Face hub cache as a source: its model snapshots, their refs, corrupted entries.
 
 Layout (huggingface_hub 2.x)::
 
@@ -11,10 +11,9 @@ Snapshots are found with the scanner of ``huggingface_hub.scan_cache_dir``, run 
 (its ``CorruptedCacheException`` warnings name the corrupted repos, reported and skipped), so
 memory does not grow with the cache. The key of a snapshot is its (repo path, blob hash)
 pairs, and a blob's name *is* its content hash, so revisions and repos that share files share
-one analysis (``eosfix.sources.cachesource`` runs them on the batch engine, ``eosfix.batch``). Fixing re-analyzes each snapshot
-under its lock and writes through ``api.fix(replace_symlinks=True)``: the link is replaced by
-a regular file, a blob is never written. A ``.no_exist`` marker for a written file is deleted,
-or transformers would not see the new file offline.
+one analysis (``eosfix.batch.cache`` runs them on the batch engine). Fixing a snapshot
+replaces its link by a regular file and never writes a blob: ``eosfix.containers.folder.write``.
+Nothing here checks, writes or prints.
 """
 
 from __future__ import annotations
@@ -32,14 +31,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from eosfix import api
-from eosfix.batch.run import Key
-from eosfix.batch.verdict import Detail, Verdict, to_verdict
-from eosfix.errors import EosfixError, WriteError
-from eosfix.patch import FilePatch
-from eosfix.repo import RELEVANT_FILES, TOKENIZER_JSON, is_relevant_file
+from eosfix.core.errors import EosfixError
+from eosfix.core.repo import READ_FILES, is_read_file
+from eosfix.sources import Key
 
-KEY_FILES = frozenset((*RELEVANT_FILES, TOKENIZER_JSON))
 _HASH_NAME = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")
 _HASH_LIMIT = 4 * 1024 * 1024  # regular files up to this size are keyed by content hash
 
@@ -99,10 +94,6 @@ class Corrupted:
     name: str  # top-level folder name in the cache, "" when unknown
     repo_id: str | None
     message: str
-
-
-def _is_key_file(rel: str) -> bool:
-    return rel == TOKENIZER_JSON or is_relevant_file(rel)
 
 
 def git_sha1_file(path: Path) -> str:
@@ -185,9 +176,9 @@ def _snapshots_of(repo: Any) -> Iterator[Snapshot]:
     for rev in repo.revisions:
         pairs = []
         for f in rev.files:
-            if f.file_name in KEY_FILES or f.file_name.endswith(".jinja"):
+            if f.file_name in READ_FILES or f.file_name.endswith(".jinja"):
                 rel = f.file_path.relative_to(rev.snapshot_path).as_posix()
-                if _is_key_file(rel):
+                if is_read_file(rel):
                     pairs.append((sys.intern(rel), file_identity(f.file_path, f.blob_path)))
         yield Snapshot(
             repo.repo_id,
@@ -384,26 +375,3 @@ def select(scan: CacheScan, repos: Sequence[str] = (), revisions: Sequence[str] 
     if revisions:
         scan = dataclasses.replace(scan, revisions=tuple(revisions))
     return scan
-
-
-# --- fixing a snapshot ------------------------------------------------------------------------
-
-
-def drop_no_exist_marker(snapshot: Path, target: Path, patch: FilePatch) -> None:
-    """After writing ``patch.file``: delete ``.no_exist/<commit>/<file>``, which would make
-    ``try_to_load_from_cache`` (and transformers offline) ignore the new file."""
-    marker = snapshot.parent.parent / ".no_exist" / snapshot.name / patch.file
-    try:
-        marker.unlink(missing_ok=True)
-    except OSError as exc:
-        raise WriteError(
-            f"written, but its .no_exist marker stays: {exc.strerror or exc}", path=marker
-        ) from None
-
-
-def fix_snapshot(path: Path, detail: Detail, keep_ids: tuple[int, ...] = ()) -> Verdict:
-    """Fix one snapshot: replace the link, never the blob; drop the .no_exist marker.
-    ``keep_ids``: stop ids to keep (--keep-id)."""
-    callback = functools.partial(drop_no_exist_marker, path)
-    result = api.fix(path, replace_symlinks=True, after_write=callback, keep_ids=keep_ids)
-    return to_verdict(result, detail)

@@ -10,49 +10,32 @@ Vocabulary:
 - **store**: ``eosfix.sources.hubstore``: small files by commit. A commit already there
   costs no request, so a second audit of an unchanged organisation only reads the listing.
 
-Weights are never downloaded: only ``eosfix.repo.RELEVANT_FILES`` and
+Weights are never downloaded: only ``eosfix.core.repo.RELEVANT_FILES`` and
 ``additional_chat_templates/*.jinja``, plus tokenizer.json when an id cannot be resolved
 without it. The token is whatever huggingface_hub finds unless one is given; it is never
-printed or logged. Nothing here prints: the CLI renders. Requests go through
-``eosfix.sources.hubhttp`` (retries, rate limits); pull requests and uploads through
-``eosfix.sources.hubwrite``.
+printed or logged. Nothing here checks or prints: ``eosfix.batch.hub`` runs an audit,
+``eosfix.batch.hubapi`` checks a few repos. Requests go through ``eosfix.sources.hubhttp``
+(retries, rate limits); pull requests and uploads through ``eosfix.sources.hubwrite``.
 """
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import hashlib
 import re
-from collections.abc import Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from huggingface_hub import HfApi, constants
+from huggingface_hub import constants
 from huggingface_hub.errors import RemoteEntryNotFoundError
 
-from eosfix import api
-from eosfix.api import RepoResult
-from eosfix.batch.verdict import needs_tokenizer_json
-from eosfix.errors import EosfixError
-from eosfix.repo import TOKENIZER_JSON, is_relevant_file
+from eosfix.core.errors import EosfixError
+from eosfix.core.repo import TOKENIZER_JSON, is_relevant_file
 from eosfix.sources.hubhttp import HubHttp, describe_error, hub_errors
 from eosfix.sources.hubstore import Manifest, Store, git_sha1
-from eosfix.sources.hubwrite import (  # noqa: F401  (the Hub's public names, in one place)
-    PR_TITLE,
-    PR_TITLE_PREFIX,
-    PrError,
-    PullRequest,
-    UploadRefusedError,
-    check_folder,
-    open_pr,
-    pr_description,
-    refusal_reason,
-    upload_checked,
-)
 
 _SHA_RE = re.compile(r"^[0-9a-f]{40}$")
 _EXPAND = (("expand", "sha"), ("expand", "siblings"))
@@ -246,79 +229,3 @@ def fetch_repo_files(
         tuple(sorted(manifest.files)),
         entry.tokenizer_json,
     )
-
-
-class HubSession:
-    """Check a few Hub repos with full results, and open fix PRs (the Python API).
-
-    For many repos (an organisation), use the batch: ``eosfix.sources.hubsource``.
-    """
-
-    def __init__(
-        self,
-        *,
-        token: str | None = None,
-        timeout: float | None = 30.0,
-        hf_api: HfApi | None = None,
-        store: Store | None = None,
-    ) -> None:
-        self.reader = HubReader(token=token, timeout=timeout, store=store)
-        self.api = hf_api or HfApi(token=token)
-
-    def list_author(self, author: str) -> list[str]:
-        """Model repo ids of a user or organisation."""
-        try:
-            return [e.repo_id for e in self.reader.list_author(author)]
-        except hub_errors() as exc:
-            message, status = describe_error(exc)
-            raise HubError(message, repo_id=author, status=status) from None
-
-    def check(self, repo_id: str, revision: str | None = None) -> RepoResult:
-        """Bring the stop-relevant files of ``repo_id`` in and analyze them (read-only)."""
-        try:
-            fetched = fetch_repo_files(repo_id, revision, reader=self.reader)
-            result = api.check_folder(fetched.path, label=repo_id)
-            if fetched.has_tokenizer_json and needs_tokenizer_json(result):
-                fetched = fetch_repo_files(
-                    repo_id, fetched.sha, reader=self.reader, tokenizer_json=True
-                )
-                result = api.check_folder(fetched.path, label=repo_id)
-        except HubError as exc:
-            return RepoResult(Path(repo_id), error=exc, label=repo_id)
-        extra: dict[str, object] = {
-            "repo_id": repo_id,
-            "revision": revision or "main",
-            "sha": fetched.sha,
-        }
-        error = _relabel(result.error, fetched.path, repo_id)
-        return dataclasses.replace(result, path=Path(repo_id), error=error, extra=extra)
-
-    def check_many(
-        self, repo_ids: Iterable[str], revision: str | None = None, *, workers: int = 4
-    ) -> list[RepoResult]:
-        """``check`` each repo concurrently; results come back in the order given."""
-        with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-            return list(pool.map(lambda r: self.check(r, revision), list(repo_ids)))
-
-    def open_pr(self, result: RepoResult) -> PullRequest | None:
-        """Open one PR with the generation_config.json fix, unless an eosfix PR has it already.
-
-        Returns None when there is nothing to fix; raises HubError when the Hub refuses.
-        """
-        try:
-            return open_pr(self.api, self.reader, result)
-        except PrError as exc:
-            raise HubError(exc.message, repo_id=result.name) from None
-
-
-def _relabel(error: EosfixError | None, folder: Path, repo_id: str) -> EosfixError | None:
-    """Name a file by its place in the repo (``org/name/file``), not the work folder."""
-    if error is None or error.path is None:
-        return error
-    try:
-        rel = Path(error.path).relative_to(folder)
-    except ValueError:
-        return error
-    relabelled = copy.copy(error)
-    relabelled.path = f"{repo_id}/{rel.as_posix()}" if rel.parts else repo_id
-    return relabelled

@@ -187,31 +187,35 @@ class HubHttp:
             last = attempt == MAX_ATTEMPTS
             started = self.gate.acquire()
             self.stats[kind] += 1
-            response: httpx2.Response | None = None
             try:
                 response = get_session().get(
                     url, params=params, headers=self.headers, timeout=self.timeout
                 )
             except RETRY_ERRORS:
+                self.gate.release()
                 if last:
                     raise
-            finally:
-                self.gate.release()
-            if response is None:  # timed out, dropped: try again after a backoff
-                self.stats["retries"] += 1
+                self.stats["retries"] += 1  # timed out, dropped: try again after a backoff
                 _sleep(backoff(attempt), self.gate.stopping)
                 continue
+            except BaseException:
+                self.gate.release()
+                raise
             status = response.status_code
+            retry = status in RETRY_STATUS and not last
+            wait = retry_after(response.headers) if retry and status in (429, 503) else None
+            # The outcome is recorded before the slot is freed: a request waiting for the slot
+            # must see the pause a 429 asks for, not start in between.
+            if retry and status in (429, 503):
+                self.gate.throttled(started, wait)
+            elif not retry and status < 400:
+                self.gate.succeeded(response.headers)
+            self.gate.release()
             if status == 429:
                 self.stats["rate_limited"] += 1
-            if status not in RETRY_STATUS or last:
-                if status < 400:
-                    self.gate.succeeded(response.headers)
+            if not retry:
                 return response
             self.stats["retries"] += 1
-            wait = retry_after(response.headers) if status in (429, 503) else None
-            if status in (429, 503):
-                self.gate.throttled(started, wait)
             if wait is None:
                 _sleep(backoff(attempt), self.gate.stopping)
         raise AssertionError("unreachable")  # pragma: no cover

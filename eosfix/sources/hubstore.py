@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from eosfix.batch.run import Key
+from eosfix.sources import Key
 
 
 def default_store_dir(env: Mapping[str, str] | None = None) -> Path:

@@ -28,8 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from eosfix import api
+from eosfix.containers.folder.runtimes import runtime_table, stop_inputs
 from eosfix.runtimes import RUNTIMES, describe
-from eosfix.stopsets import runtime_table, stop_inputs
 
 STATES = ("before", "fix", "fix --config-json")
 

@@ -1,0 +1,209 @@
+"""Compile and render chat templates exactly as transformers' ``apply_chat_template`` does.
+
+The environment mirrors ``transformers.utils.chat_template_utils._cached_compile_jinja_template``:
+an ``ImmutableSandboxedEnvironment`` with ``trim_blocks``/``lstrip_blocks``, ``loopcontrols``,
+a ``{% generation %}`` tag that renders its body, ``raise_exception``, ``strftime_now`` and a
+``tojson`` that is plain ``json.dumps(ensure_ascii=False)``. Every other Jinja default stays
+(one trailing newline of the template dropped, undefined names render as "").
+
+The sandbox is :class:`eosfix.core.limits.GuardedSandbox`: the same text for every real template,
+but each render is bounded in time, size and work (``RenderLimitExceeded``), and an attempt
+to reach a hidden attribute raises ``SandboxEscape``. A template that hit a bound once is
+refused at once on its next renders in this process, so a hostile template costs one
+render's budget, not one per probe.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator, Mapping
+from datetime import datetime
+from functools import lru_cache
+from typing import Any
+
+import jinja2
+from jinja2 import nodes
+from jinja2.ext import Extension
+from jinja2.parser import Parser
+
+from eosfix.core.errors import TemplateError
+from eosfix.core.limits import (
+    DEFAULT_LIMITS,
+    GuardedSandbox,
+    RenderLimitExceeded,
+    RenderLimits,
+    budgeted_json,
+    guarded_finalize,
+    render_budget,
+)
+
+_MIN_JINJA = (3, 1, 6)
+# Real chat templates are a few kB (the largest known are ~100 kB); compiling megabytes of
+# Jinja takes seconds and memory, so a bigger template is refused before it is compiled.
+MAX_TEMPLATE_CHARS = 1_000_000
+_STRUCK_MAX = 256
+_struck: dict[str, RenderLimitExceeded] = {}  # source -> the limit it hit (FIFO-bounded)
+
+
+class TemplateRefusal(Exception):
+    """The template called ``raise_exception``: it refuses this input shape."""
+
+
+class _GenerationTag(Extension):
+    """``{% generation %}...{% endgeneration %}`` marks assistant tokens; it renders its body."""
+
+    tags = {"generation"}  # noqa: RUF012 (jinja2 declares it a plain set)
+
+    def parse(self, parser: Parser) -> nodes.Node:
+        lineno = next(parser.stream).lineno
+        body = parser.parse_statements(("name:endgeneration",), drop_needle=True)
+        call = self.call_method("_render_body")
+        return nodes.CallBlock(call, [], [], body).set_lineno(lineno)
+
+    def _render_body(self, caller: Callable[[], str]) -> str:
+        return caller()
+
+
+def _tojson(
+    x: Any,
+    ensure_ascii: bool = False,
+    indent: int | str | None = None,
+    separators: tuple[str, str] | None = None,
+    sort_keys: bool = False,
+) -> str:
+    return budgeted_json(
+        x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys
+    )
+
+
+def _raise_exception(message: str) -> None:
+    raise TemplateRefusal(message)
+
+
+def _jinja_version() -> tuple[int, ...]:
+    parts = []
+    for piece in jinja2.__version__.split(".")[:3]:
+        digits = "".join(ch for ch in piece if ch.isdigit())
+        parts.append(int(digits or 0))
+    return tuple(parts)
+
+
+def make_environment(now: Callable[[], datetime] = datetime.now) -> GuardedSandbox:
+    """Build the sandboxed environment transformers uses (``now`` feeds ``strftime_now``)."""
+    if _jinja_version() < _MIN_JINJA:  # older releases have known sandbox escapes
+        raise TemplateError(f"jinja2 {jinja2.__version__} is too old: eosfix needs >= 3.1.6")
+    env = GuardedSandbox(
+        trim_blocks=True,
+        lstrip_blocks=True,
+        extensions=[_GenerationTag, "jinja2.ext.loopcontrols"],
+        finalize=guarded_finalize,
+    )
+    env.add_filter("tojson", _tojson)
+    env.globals["raise_exception"] = _raise_exception
+    env.globals["strftime_now"] = lambda fmt: now().strftime(fmt)
+    return env
+
+
+_ENV = make_environment()
+
+
+@contextlib.contextmanager
+def _compile_errors() -> Iterator[None]:
+    """Turn Jinja's and Python's compile failures into one-line ``TemplateError``s."""
+    try:
+        yield
+    except jinja2.TemplateSyntaxError as exc:
+        raise TemplateError(
+            f"not a valid Jinja template: line {exc.lineno}: {exc.message}"
+        ) from exc
+    except (RecursionError, MemoryError, SyntaxError, ValueError, OverflowError) as exc:
+        # Deeply nested expressions overflow the parser or Python's own compiler.
+        raise TemplateError(f"chat template cannot be compiled: {type(exc).__name__}") from None
+
+
+@lru_cache(maxsize=256)
+def parse_template(source: str) -> nodes.Template:
+    """Parse a chat template once (analysis reads its literals, rendering compiles it)."""
+    if len(source) > MAX_TEMPLATE_CHARS:
+        raise TemplateError(
+            f"chat template too large ({len(source)} characters, limit {MAX_TEMPLATE_CHARS})"
+        )
+    with _compile_errors():
+        return _ENV.parse(source)
+
+
+@lru_cache(maxsize=256)
+def compile_template(source: str) -> jinja2.Template:
+    """Compile a chat template; raise ``TemplateError`` when it is not valid Jinja."""
+    ast = parse_template(source)
+    with _compile_errors():
+        code = _ENV.compile(ast)
+    return _ENV.template_class.from_code(_ENV, code, _ENV.make_globals(None), None)
+
+
+def normalize_messages(messages: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Drop ``None``-valued keys and alias reasoning fields, as transformers 5.24 does."""
+    out = []
+    for message in messages:
+        msg = {k: v for k, v in message.items() if v is not None}
+        for field in ("reasoning_content", "thinking", "reasoning"):
+            if field in msg:
+                reasoning = msg[field]
+                msg = {"thinking": reasoning, **msg, "reasoning_content": reasoning}
+                break
+        out.append(msg)
+    return out
+
+
+def render(source: str, context: Mapping[str, Any], limits: RenderLimits = DEFAULT_LIMITS) -> str:
+    """Render ``source`` with exactly ``context`` as its variables.
+
+    Raises ``TemplateRefusal`` when the template calls ``raise_exception``,
+    ``RenderLimitExceeded`` when it goes over ``limits`` (recursion and memory included),
+    ``SandboxEscape`` when it reaches for a hidden attribute, and ``jinja2.TemplateError``
+    (or a Python error from inside the sandbox) when it fails.
+    """
+    struck = _struck.get(source)
+    if struck is not None:
+        raise RenderLimitExceeded(struck.limit, "exceeded in an earlier render")
+    template = compile_template(source)
+    try:
+        with render_budget(limits):
+            return template.render(**context)
+    except RenderLimitExceeded as exc:
+        _strike(source, exc)
+        raise
+    except RecursionError:
+        refused = RenderLimitExceeded("recursion depth", "too deep")
+    except MemoryError:
+        refused = RenderLimitExceeded("memory", "the process ran out of memory")
+    _strike(source, refused)
+    raise refused
+
+
+def _strike(source: str, exc: RenderLimitExceeded) -> None:
+    if len(_struck) >= _STRUCK_MAX:
+        _struck.pop(next(iter(_struck)))
+    _struck[source] = exc
+
+
+def render_chat(
+    source: str,
+    messages: list[Mapping[str, Any]],
+    *,
+    special_tokens: Mapping[str, str],
+    add_generation_prompt: bool = False,
+    tools: list[dict[str, Any]] | None = None,
+    documents: list[dict[str, Any]] | None = None,
+    **kwargs: Any,
+) -> str:
+    """Render a conversation the way ``tokenizer.apply_chat_template(tokenize=False)`` does."""
+    context: dict[str, Any] = {
+        "messages": normalize_messages(messages),
+        "tools": tools,
+        "documents": documents,
+        "add_generation_prompt": add_generation_prompt,
+        **special_tokens,
+        **kwargs,
+    }
+    return render(source, context)

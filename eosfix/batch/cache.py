@@ -1,0 +1,147 @@
+"""The HF cache as a batch source: what `eosfix cache` runs.
+
+Units come from ``eosfix.sources.cache.CacheScan`` (in cache order, repo by repo); the engine
+analyzes them (snapshots with identical files share one analysis); with ``fix``, a stage after
+the analysis fixes, in order, each snapshot whose analysis planned patches, each under its own
+lock, with ``fix_snapshot`` (the link is replaced, never the blob: the folder container's
+writer, ``eosfix.containers.folder.write``).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+from eosfix import pipeline
+from eosfix.batch import pool
+from eosfix.batch.run import Done, Pending, Run, Unit, in_order
+from eosfix.batch.verdict import Detail, Verdict, to_verdict
+from eosfix.containers.folder.write import drop_no_exist_marker
+from eosfix.sources.cache import CacheScan, Corrupted
+
+
+def fix_snapshot(path: Path, detail: Detail | None, keep_ids: tuple[int, ...] = ()) -> Verdict:
+    """Fix one snapshot (a worker job): replace the link, never the blob; drop the .no_exist
+    marker. ``keep_ids``: stop ids to keep (--keep-id)."""
+    callback = functools.partial(drop_no_exist_marker, path)
+    result = pipeline.fix(path, replace_symlinks=True, after_write=callback, keep_ids=keep_ids)
+    return to_verdict(result, detail)
+
+
+class CacheSource:
+    """The snapshots of a CacheScan as batch units; with ``fix``, a stage that fixes, in
+    order, each snapshot whose analysis planned patches (each under its own lock)."""
+
+    noun = "snapshot"
+
+    def __init__(
+        self, scan: CacheScan, *, fix: bool = False, keep_ids: tuple[int, ...] = ()
+    ) -> None:
+        self.scan = scan
+        self.fix = fix
+        self.fixer: pool.Job = (
+            functools.partial(fix_snapshot, keep_ids=keep_ids) if keep_ids else fix_snapshot
+        )
+        self.stage = "fixing" if fix else "checking"
+        self.corrupted: list[Corrupted] = []
+
+    def units(self) -> Iterator[Unit]:
+        for item in self.scan:
+            if isinstance(item, Corrupted):
+                self.corrupted.append(item)
+            else:
+                yield Unit(item, item.path, item.key)
+        self.corrupted.sort(key=lambda c: c.name)
+
+    def before(self, units: Iterable[Unit], run: Run) -> Iterator[Unit]:
+        return iter(units)
+
+    def after(self, units: Iterable[Unit], run: Run) -> Iterator[Unit]:
+        if not self.fix:
+            return iter(units)
+
+        def start(unit: Unit) -> Pending:
+            assert unit.verdict is not None
+            assert unit.path is not None
+            if not unit.verdict.has_patches:
+                return Done(unit)
+            return _Fixed(unit, run.jobs.submit(self.fixer, unit.path))
+
+        return in_order(units, start, run.jobs.flush)
+
+    def estimate(self) -> int | None:
+        return self.scan.estimate()
+
+    def failed(self) -> bool:
+        return bool(self.corrupted)
+
+    def head(self) -> dict[str, Any]:
+        return {"cache_dir": str(self.scan.cache_dir)}
+
+    def footer(self) -> dict[str, Any]:
+        return {
+            "corrupted": [
+                {"name": c.name, "repo_id": c.repo_id, "error": c.message} for c in self.corrupted
+            ]
+        }
+
+    def summary(self) -> dict[str, Any]:
+        return {"corrupted": len(self.corrupted)}
+
+    def close(self) -> None:
+        pass
+
+
+class _Fixed:
+    __slots__ = ("ticket", "unit")
+
+    def __init__(self, unit: Unit, ticket: pool.Ticket) -> None:
+        self.unit, self.ticket = unit, ticket
+
+    def result(self) -> Unit:
+        return self.unit.but(verdict=self.ticket.result())
+
+    def done(self) -> bool:
+        return self.ticket.done()
+
+
+class CacheRun(Run):
+    """One `eosfix cache` run, streamed: iterate it (once) for the Results in cache order.
+
+    Snapshots with the same key share one analysis while it is among the last LRU_SIZE
+    distinct ones (revisions of a repo come together); ``analyses`` counts those run.
+    """
+
+    def __init__(
+        self,
+        scan: CacheScan,
+        *,
+        fix: bool = False,
+        keep_ids: tuple[int, ...] = (),
+        **options: Any,
+    ) -> None:
+        """``options``: the Run's (detail, workers, progress, keep_rows)."""
+        self.cache = CacheSource(scan, fix=fix, keep_ids=keep_ids)
+        super().__init__(self.cache, keep_ids=keep_ids, **options)
+
+    @property
+    def cache_dir(self) -> Path:
+        return self.cache.scan.cache_dir
+
+    @property
+    def fixing(self) -> bool:
+        return self.cache.fix
+
+    @property
+    def corrupted(self) -> list[Corrupted]:
+        return self.cache.corrupted
+
+
+def run_cache(scan: CacheScan, *, fix: bool = False, **options: Any) -> CacheRun:
+    """The whole run at once, keeping one Row per snapshot in ``results``; ``options``: the
+    Run's (detail, workers, progress)."""
+    run = CacheRun(scan, fix=fix, keep_rows=True, **options)
+    run.drain()
+    return run

@@ -1,0 +1,309 @@
+"""A Hub organisation (or repo ids) as a batch source: what `eosfix hub` runs.
+
+Stages, in order, each with at most WINDOW repos in flight:
+
+1. **units**: the ids given, then the organisation's listing page by page. A repo the state
+   file recorded at the same commit is done already (unless a PR is still to be opened).
+2. **before**, in ``workers`` threads: repo info when the listing did not give it (ids, or
+   ``--revision``), then the files into the store (nothing for a commit already there).
+3. the engine's analysis (shared by repos with identical files).
+4. **after**: tokenizer.json for a repo whose ids are only there, and its analysis; pull
+   requests, one at a time (``PrPlan``); errors named by their repo path; the state line.
+
+The Hub is read by ``eosfix.sources.hub`` and written by ``eosfix.sources.hubwrite``; a PR's
+description is rendered by the function the caller passes (the CLI: ``eosfix.render.pr``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from huggingface_hub import HfApi
+
+from eosfix import pipeline
+from eosfix.batch.run import Done, Pending, Run, Unit, in_order
+from eosfix.batch.state import StateFile, verdict_of_record
+from eosfix.batch.verdict import Verdict
+from eosfix.containers.folder.plan import FilePatch
+from eosfix.core.repo import GENERATION_CONFIG, TOKENIZER_JSON
+from eosfix.pipeline import RepoResult
+from eosfix.sources.hub import HubEntry, HubError, HubReader
+from eosfix.sources.hubhttp import describe_error, hub_errors
+from eosfix.sources.hubwrite import PrError, PullRequest, find_open_pr, open_pr
+
+Describe = Callable[[RepoResult], str]  # a fix PR's description (eosfix.render.pr)
+
+
+class HubSource:
+    noun = "repo"
+    stage = "checking"
+
+    def __init__(
+        self,
+        reader: HubReader,
+        *,
+        repo_ids: Sequence[str] = (),
+        author: str | None = None,
+        revision: str | None = None,
+        state: StateFile | None = None,
+        prs: PrPlan | None = None,
+    ) -> None:
+        self.reader = reader
+        self.repo_ids = list(dict.fromkeys(repo_ids))
+        self.author = author
+        self.revision = revision
+        self.state = state
+        self.prs = prs
+        self.errors: list[tuple[str, str]] = []  # (author, why its listing failed)
+        self.resumed = 0
+        self._lock = threading.Lock()
+        workers = reader.http.gate.max
+        self._io = ThreadPoolExecutor(workers, thread_name_prefix="eosfix-hub")
+        self._writes = ThreadPoolExecutor(1, thread_name_prefix="eosfix-hub-pr")
+
+    # --- 1. units -----------------------------------------------------------------------------
+    def units(self) -> Iterator[Unit]:
+        for repo_id in self.repo_ids:
+            yield Unit(HubEntry(repo_id, self.revision or "main"))
+        if not self.author:
+            return
+        given = set(self.repo_ids)
+        try:
+            for entry in self.reader.list_author(self.author):
+                if entry.repo_id in given:
+                    continue
+                if self.revision is not None:  # the listing describes main only
+                    entry = HubEntry(entry.repo_id, self.revision)
+                yield self._resumed(entry) or Unit(entry)
+        except hub_errors() as exc:
+            self.errors.append((self.author, describe_error(exc)[0]))
+
+    def _resumed(self, entry: HubEntry) -> Unit | None:
+        if self.state is None or entry.sha is None:
+            return None
+        with self._lock:
+            record = self.state.recorded(entry.repo_id, entry.sha)
+        if record is None:
+            return None
+        found, extra = verdict_of_record(record)
+        unit = Unit(entry, verdict=found, extra={**extra, "resumed": True})
+        if self.prs is not None and self.prs.wants(unit):
+            return None  # its pull request is still to be opened: check it again
+        with self._lock:
+            self.resumed += 1
+        return unit
+
+    # --- 2. files in ----------------------------------------------------------------------------
+    def before(self, units: Iterable[Unit], run: Run) -> Iterator[Unit]:
+        def start(unit: Unit) -> Pending:
+            if unit.verdict is not None:
+                return Done(unit)
+            assert isinstance(unit.item, HubEntry)
+            return self._io.submit(self._prepare, unit.item)
+
+        return in_order(units, start)
+
+    def _prepare(self, entry: HubEntry) -> Unit:
+        try:
+            entry = self.reader.resolve(entry)
+            resumed = self._resumed(entry)
+            if resumed is not None:
+                return resumed
+            manifest = self.reader.download(entry)
+        except Exception as exc:  # noqa: BLE001 - one repo's failure is its error line
+            return Unit(entry, verdict=self._error(exc))
+        assert entry.sha is not None
+        return Unit(entry, self.reader.store.snapshot(entry.sha), manifest.key)
+
+    def _error(self, exc: Exception) -> Verdict:
+        if isinstance(exc, HubError):
+            return Verdict("error", error=exc.message)
+        if isinstance(exc, hub_errors()):
+            return Verdict("error", error=describe_error(exc)[0])
+        if isinstance(exc, OSError):
+            where = self.reader.store.root
+            return Verdict(
+                "error", error=f"cannot keep its files in {where}: {exc.strerror or exc}"
+            )
+        raise exc
+
+    # --- 4. after the analysis ------------------------------------------------------------------
+    def after(self, units: Iterable[Unit], run: Run) -> Iterator[Unit]:
+        units = run.analyzed(in_order(units, self._start_tokenizer_json))
+        if self.prs is not None:
+            units = in_order(units, self._start_pr)
+        return self._finished(units)
+
+    def _start_tokenizer_json(self, unit: Unit) -> Pending:
+        v, entry = unit.verdict, unit.item
+        assert isinstance(entry, HubEntry)
+        has_it = unit.key is not None and any(p == TOKENIZER_JSON for p, _ in unit.key)
+        if v is None or not v.needs_tokenizer_json or not entry.tokenizer_json or has_it:
+            return Done(unit)
+        return self._io.submit(self._add_tokenizer_json, unit)
+
+    def _add_tokenizer_json(self, unit: Unit) -> Unit:
+        assert isinstance(unit.item, HubEntry)
+        try:
+            manifest = self.reader.add_tokenizer_json(unit.item)
+        except Exception as exc:  # noqa: BLE001 - one repo's failure is its error line
+            return unit.but(verdict=self._error(exc))
+        return unit.but(key=manifest.key, verdict=None)
+
+    def _start_pr(self, unit: Unit) -> Pending:
+        assert self.prs is not None
+        if unit.path is None or not self.prs.wants(unit):
+            return Done(unit)
+        return self._writes.submit(self.prs.handle, unit)
+
+    def _finished(self, units: Iterable[Unit]) -> Iterator[Unit]:
+        for unit in units:
+            unit = _named(unit)
+            if self.state is not None and not unit.extra.get("resumed"):
+                assert unit.verdict is not None
+                item = unit.item
+                assert isinstance(item, HubEntry)
+                self.state.record(item.repo_id, item.sha, unit.verdict, dict(unit.extra))
+            yield unit
+
+    # --- what the run asks ----------------------------------------------------------------------
+    def estimate(self) -> int | None:
+        return None if self.author else len(self.repo_ids)
+
+    def failed(self) -> bool:
+        return bool(self.errors) or (self.prs is not None and self.prs.failed > 0)
+
+    def head(self) -> dict[str, Any]:
+        return {"author": self.author} if self.author else {}
+
+    def footer(self) -> dict[str, Any]:
+        return {"errors": [{"author": a, "error": m} for a, m in self.errors]}
+
+    def summary(self) -> dict[str, Any]:
+        stats = self.reader.http.stats
+        out = {
+            "resumed": self.resumed,
+            "requests": stats["requests"],
+            "retries": stats["retries"],
+            "rate_limited": stats["rate_limited"],
+        }
+        if self.prs is not None:
+            key = "prs_would_open" if self.prs.dry_run else "prs_opened"
+            out[key] = self.prs.new
+        return out
+
+    def close(self) -> None:
+        self.reader.http.gate.stop()
+        self._io.shutdown(wait=False, cancel_futures=True)
+        self._writes.shutdown(wait=False, cancel_futures=True)
+
+
+def _named(unit: Unit) -> Unit:
+    """An error about a file names it by its place in the repo: ``org/name/file: ...``."""
+    v = unit.verdict
+    if v is None or v.error_file is None:
+        return unit
+    error = f"{unit.item.repo_id}/{v.error}"
+    detail = None if v.detail is None else {**v.detail, "error": error}
+    return unit.but(verdict=dataclasses.replace(v, error=error, error_file=None, detail=detail))
+
+
+# --- pull requests ----------------------------------------------------------------------------
+
+
+def fix_bytes(result: RepoResult) -> bytes | None:
+    """The generation_config.json a fix PR carries, or None when there is nothing to fix."""
+    patch = next(
+        (p for p in result.patches if isinstance(p, FilePatch) and p.file == GENERATION_CONFIG),
+        None,
+    )
+    return None if result.check is None or patch is None else patch.new_text.encode("utf-8")
+
+
+def open_fix_pr(
+    hf_api: HfApi, reader: HubReader, result: RepoResult, describe: Describe
+) -> PullRequest | None:
+    """Open one PR with the generation_config.json fix, unless an eosfix PR has it already.
+
+    ``result.extra`` holds the repo's ``sha`` and ``revision``. Returns None when there is
+    nothing to fix; raises PrError when the Hub refuses.
+    """
+    new_bytes = fix_bytes(result)
+    if new_bytes is None:
+        return None
+    return open_pr(
+        hf_api,
+        reader,
+        result.name,
+        new_bytes,
+        revision=str(result.extra.get("revision", "main")),
+        parent_commit=str(result.extra.get("sha")),
+        description=describe(result),
+    )
+
+
+@dataclass
+class PrPlan:
+    """Pull requests across a batch: ``max_prs`` new ones at most (in the batch's order);
+    ``dry_run`` opens none and says which it *would* open. Writes go one at a time."""
+
+    hf_api: HfApi
+    reader: HubReader
+    describe: Describe
+    max_prs: int | None = None
+    dry_run: bool = False
+    new: int = 0  # opened (or, in a dry run, that would be)
+    failed: int = 0
+    keep_ids: tuple[int, ...] = ()  # stop ids the fix keeps (--keep-id)
+
+    def wants(self, unit: Unit) -> bool:
+        v = unit.verdict
+        return v is not None and v.has_patches and not unit.extra.get("pr_url")
+
+    def handle(self, unit: Unit) -> Unit:
+        """Open (or find) the PR of one fixable repo; its outcome goes into ``unit.extra``."""
+        assert unit.path is not None
+        item = unit.item
+        fields = item.fields()
+        result = dataclasses.replace(
+            pipeline.check(unit.path, label=item.repo_id, keep_ids=self.keep_ids),
+            extra={"sha": fields.get("sha"), "revision": fields.get("revision", "main")},
+        )
+        extra: dict[str, Any] = dict(unit.extra)
+        try:
+            extra.update(self._decide(result))
+        except PrError as exc:
+            self.failed += 1
+            extra.update(pr=f"error: {exc.message}", pr_error=exc.message)
+        return unit.but(extra=extra)
+
+    def _decide(self, result: RepoResult) -> dict[str, Any]:
+        new_bytes = fix_bytes(result)
+        if new_bytes is None:
+            return {}
+        over = self.max_prs is not None and self.new >= self.max_prs
+        if self.dry_run or over:
+            try:
+                found = find_open_pr(self.hf_api, self.reader, result.name, new_bytes)
+            except hub_errors() as exc:
+                raise PrError(f"cannot look for pull requests: {describe_error(exc)[0]}") from None
+            if found is not None:
+                return {"pr_url": found.url, "pr_created": False, "pr": "already open"}
+            if over:
+                return {"pr": f"not opened: --max-prs {self.max_prs} reached"}
+            self.new += 1
+            return {"pr": "would open (dry run)"}
+        pr = open_fix_pr(self.hf_api, self.reader, result, self.describe)
+        if pr is None:
+            return {}
+        self.new += pr.created
+        return {
+            "pr_url": pr.url,
+            "pr_created": pr.created,
+            "pr": "opened" if pr.created else "already open",
+        }

@@ -1,0 +1,171 @@
+"""The Python API for a few Hub repos: check them by id, open a fix PR, gate an upload.
+
+``HubSession`` brings each repo's small files in (``eosfix.sources.hub``) and checks them with
+the pipeline, with full results; for an organisation use the batch (``eosfix.batch.hub``).
+``upload_checked`` uploads a folder only if it stops at the end of every turn. Writes to the
+Hub go through ``eosfix.sources.hubwrite``.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from huggingface_hub import CommitInfo, HfApi
+
+from eosfix import pipeline
+from eosfix.batch.hub import Describe, open_fix_pr
+from eosfix.batch.verdict import needs_tokenizer_json
+from eosfix.core.errors import EosfixError
+from eosfix.decide.check import Status
+from eosfix.pipeline import RepoResult
+from eosfix.sources.hub import HubError, HubReader, fetch_repo_files
+from eosfix.sources.hubhttp import describe_error, hub_errors
+from eosfix.sources.hubstore import Store
+from eosfix.sources.hubwrite import PrError, PullRequest, upload
+
+
+class HubSession:
+    """Check a few Hub repos with full results, and open fix PRs.
+
+    ``describe`` writes a PR's description (``eosfix.render.pr.pr_description``); it is
+    needed only to open PRs.
+    """
+
+    def __init__(
+        self,
+        *,
+        token: str | None = None,
+        timeout: float | None = 30.0,
+        hf_api: HfApi | None = None,
+        store: Store | None = None,
+        describe: Describe | None = None,
+    ) -> None:
+        self.reader = HubReader(token=token, timeout=timeout, store=store)
+        self.api = hf_api or HfApi(token=token)
+        self.describe = describe
+
+    def list_author(self, author: str) -> list[str]:
+        """Model repo ids of a user or organisation."""
+        try:
+            return [e.repo_id for e in self.reader.list_author(author)]
+        except hub_errors() as exc:
+            message, status = describe_error(exc)
+            raise HubError(message, repo_id=author, status=status) from None
+
+    def check(self, repo_id: str, revision: str | None = None) -> RepoResult:
+        """Bring the stop-relevant files of ``repo_id`` in and analyze them (read-only)."""
+        try:
+            fetched = fetch_repo_files(repo_id, revision, reader=self.reader)
+            result = pipeline.check_folder(fetched.path, label=repo_id)
+            if fetched.has_tokenizer_json and needs_tokenizer_json(result):
+                fetched = fetch_repo_files(
+                    repo_id, fetched.sha, reader=self.reader, tokenizer_json=True
+                )
+                result = pipeline.check_folder(fetched.path, label=repo_id)
+        except HubError as exc:
+            return RepoResult(Path(repo_id), error=exc, label=repo_id)
+        extra: dict[str, object] = {
+            "repo_id": repo_id,
+            "revision": revision or "main",
+            "sha": fetched.sha,
+        }
+        error = _relabel(result.error, fetched.path, repo_id)
+        return dataclasses.replace(result, path=Path(repo_id), error=error, extra=extra)
+
+    def check_many(
+        self, repo_ids: Iterable[str], revision: str | None = None, *, workers: int = 4
+    ) -> list[RepoResult]:
+        """``check`` each repo concurrently; results come back in the order given."""
+        with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+            return list(pool.map(lambda r: self.check(r, revision), list(repo_ids)))
+
+    def open_pr(self, result: RepoResult) -> PullRequest | None:
+        """Open one PR with the generation_config.json fix, unless an eosfix PR has it already.
+
+        Returns None when there is nothing to fix; raises HubError when the Hub refuses.
+        """
+        if self.describe is None:
+            raise TypeError("HubSession(describe=...) writes a PR's description; none given")
+        try:
+            return open_fix_pr(self.api, self.reader, result, self.describe)
+        except PrError as exc:
+            raise HubError(exc.message, repo_id=result.name) from None
+
+
+def _relabel(error: EosfixError | None, folder: Path, repo_id: str) -> EosfixError | None:
+    """Name a file by its place in the repo (``org/name/file``), not the work folder."""
+    if error is None or error.path is None:
+        return error
+    try:
+        rel = Path(error.path).relative_to(folder)
+    except ValueError:
+        return error
+    relabelled = copy.copy(error)
+    relabelled.path = f"{repo_id}/{rel.as_posix()}" if rel.parts else repo_id
+    return relabelled
+
+
+# --- uploads ---------------------------------------------------------------------------------
+
+
+class UploadRefusedError(EosfixError):
+    """``upload_checked`` refused: the folder would not stop at the end of a turn."""
+
+    def __init__(self, message: str, *, path: str | Path, result: RepoResult) -> None:
+        super().__init__(message, path=path)
+        self.result = result
+
+
+def refusal_reason(result: RepoResult) -> str | None:
+    """Why an upload must not go ahead, or None when the folder stops correctly."""
+    if result.error is not None:
+        return str(result.error)
+    if result.status in (Status.FIXABLE, Status.PROBLEMS):
+        assert result.check is not None
+        errors = [
+            f"{f.code} {f.message}" for f in result.check.findings if f.severity.value == "error"
+        ]
+        hint = " (eosfix can fix this: --fix / fix=True)" if result.status is Status.FIXABLE else ""
+        return "would not stop at the end of a turn: " + "; ".join(errors) + hint
+    return None
+
+
+def check_before_upload(folder: str | Path, *, fix: bool = False) -> RepoResult:
+    """Check (and with ``fix``, fix) a local folder before it is uploaded.
+
+    After a fix the folder is checked again, so the result describes what would be uploaded.
+    """
+    if not fix:
+        return pipeline.check(folder)
+    fixed = pipeline.fix(folder)
+    if fixed.error is not None or not fixed.written:
+        return fixed
+    return dataclasses.replace(pipeline.check(folder), written=fixed.written)
+
+
+def upload_checked(
+    folder: str | Path, repo_id: str, *, fix: bool = False, **upload_folder_kwargs: Any
+) -> CommitInfo:
+    """Upload ``folder`` with ``HfApi.upload_folder`` only if it stops at every turn end.
+
+    With ``fix=True`` the folder is fixed first (minimal atomic edit). Raises
+    ``UploadRefusedError`` (an ``EosfixError``) and uploads nothing when the folder would
+    not stop; other keyword arguments go to ``upload_folder`` (``revision``, ``create_pr``,
+    ``commit_message``, ``token``...).
+
+    Example::
+
+        from eosfix.batch.hubapi import upload_checked
+        upload_checked("./out", "me/model-mlx-4bit", fix=True, commit_message="Add weights")
+    """
+    result = check_before_upload(folder, fix=fix)
+    reason = refusal_reason(result)
+    if reason is not None:
+        raise UploadRefusedError(f"refusing to upload: {reason}", path=folder, result=result)
+    token = upload_folder_kwargs.pop("token", None)
+    return upload(folder, repo_id, token=token, **upload_folder_kwargs)

@@ -1,0 +1,46 @@
+"""A model folder as a container: its repo, its stop keys, its plan, its runtime verdicts."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from eosfix.containers.folder.plan import FilePatch, plan_patches
+from eosfix.containers.folder.read import load_repo
+from eosfix.containers.folder.runtimes import runtime_table
+from eosfix.containers.folder.stops import FolderStops
+from eosfix.core.repo import ModelRepo
+from eosfix.decide.check import RepoCheck, check
+from eosfix.decide.verdicts import RuntimeTable
+from eosfix.runtimes import Pins
+
+
+@dataclass(frozen=True)
+class Folder:
+    """A folder read into a ``ModelRepo``; ``keys`` decide its stop ids."""
+
+    repo: ModelRepo
+    keys: FolderStops = field(default_factory=FolderStops)
+    kind = "folder"
+
+    def plan(self, check: RepoCheck, *, config_json: bool = False) -> tuple[FilePatch, ...]:
+        """The byte-minimal JSON edits ``fix`` writes."""
+        return plan_patches(check, config_json=config_json)
+
+    def runtime_table(
+        self, check: RepoCheck, patches: Sequence[FilePatch], pins: Pins | None
+    ) -> RuntimeTable:
+        return runtime_table(check, patches, pins)
+
+
+def open_folder(path: Path) -> Folder:
+    """Read every stop-relevant file of the folder (``RepoLoadError`` when one is invalid)."""
+    return Folder(load_repo(path))
+
+
+def check_repo(
+    repo: ModelRepo, *, keep_ids: Iterable[int] = (), config_json: bool = False
+) -> RepoCheck:
+    """The one check of a folder already read (tests, fuzzing, scripts holding a ModelRepo)."""
+    return check(repo, FolderStops(), keep_ids=keep_ids, config_json=config_json)

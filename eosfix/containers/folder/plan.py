@@ -1,0 +1,213 @@
+"""Plan the file edits that make the stop configuration include every turn terminator.
+
+``plan_patches(check) -> tuple[FilePatch, ...]`` is pure: it returns the new text of each file
+that would change. Edits are byte-level (only the ``eos_token_id`` value changes), verified by
+re-parsing, and idempotent. A missing generation_config.json is created with what transformers
+would have derived from config.json (``GenerationConfig.from_model_config``), so nothing else
+about generation changes.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from eosfix.core.errors import VerificationError
+from eosfix.core.jsonedit import set_json_value
+from eosfix.core.repo import CONFIG, GENERATION_CONFIG, ModelRepo
+from eosfix.decide.check import RepoCheck
+
+# GenerationConfig attributes that from_model_config copies from config.json (transformers
+# generation/configuration_utils.py); other config.json keys are not generation settings.
+_GENERATION_KEYS = frozenset(
+    {
+        "max_length",
+        "max_new_tokens",
+        "min_length",
+        "min_new_tokens",
+        "early_stopping",
+        "max_time",
+        "stop_strings",
+        "do_sample",
+        "num_beams",
+        "num_beam_groups",
+        "penalty_alpha",
+        "use_cache",
+        "temperature",
+        "top_k",
+        "top_p",
+        "min_p",
+        "typical_p",
+        "epsilon_cutoff",
+        "eta_cutoff",
+        "diversity_penalty",
+        "repetition_penalty",
+        "encoder_repetition_penalty",
+        "length_penalty",
+        "no_repeat_ngram_size",
+        "bad_words_ids",
+        "force_words_ids",
+        "renormalize_logits",
+        "forced_bos_token_id",
+        "forced_eos_token_id",
+        "remove_invalid_values",
+        "exponential_decay_length_penalty",
+        "suppress_tokens",
+        "begin_suppress_tokens",
+        "num_return_sequences",
+        "output_attentions",
+        "output_hidden_states",
+        "output_scores",
+        "output_logits",
+        "return_dict_in_generate",
+        "pad_token_id",
+        "bos_token_id",
+        "eos_token_id",
+        "encoder_no_repeat_ngram_size",
+        "decoder_start_token_id",
+    }
+)
+_SUBCONFIGS = ("decoder", "generator", "text_config")
+
+
+@dataclass(frozen=True)
+class FilePatch:
+    file: str  # repo-relative
+    old_text: str | None  # None: the file is created
+    new_text: str
+
+    @property
+    def created(self) -> bool:
+        return self.old_text is None
+
+    how = ""  # a file is always written whole (atomically)
+
+    @property
+    def summary(self) -> str:
+        """``eos_token_id -> [..]`` as the patch writes it (``text_config.`` when nested there;
+        the file named unless it is generation_config.json)."""
+        data = json.loads(self.new_text.removeprefix("\ufeff"))
+        if "eos_token_id" in data or not isinstance(data.get("text_config"), dict):
+            text = f"eos_token_id -> {_ids_text(data.get('eos_token_id'))}"
+        else:
+            nested = data["text_config"].get("eos_token_id")
+            text = f"text_config.eos_token_id -> {_ids_text(nested)}"
+        return text if self.file == GENERATION_CONFIG else f"{self.file}: {text}"
+
+    def as_json(self) -> dict[str, Any]:
+        return {"file": self.file, "created": self.created, "diff": self.diff()}
+
+    def diff(self, name: str = "") -> str:
+        """A unified diff, as ``git diff`` would show it (``name``: unused, the repo's files
+        are named relative to it)."""
+        old = (self.old_text or "").splitlines(keepends=True)
+        new = self.new_text.splitlines(keepends=True)
+        src = "/dev/null" if self.created else f"a/{self.file}"
+        lines = difflib.unified_diff(old, new, src, f"b/{self.file}")
+        return "".join(
+            line if line.endswith("\n") else line + "\n\\ No newline at end of file\n"
+            for line in lines
+        )
+
+
+def _ids_text(ids: Any) -> str:
+    if ids is None:
+        return "(not set)"
+    if isinstance(ids, int):
+        return str(ids)
+    return "[" + ", ".join(str(i) for i in ids) + "]"
+
+
+def derived_generation_config(config: dict[str, Any] | None) -> dict[str, Any]:
+    """What ``GenerationConfig.from_model_config(config.json)`` holds, as saved JSON keys."""
+    config = config or {}
+    out = {k: v for k, v in config.items() if k in _GENERATION_KEYS and v is not None}
+    for name in _SUBCONFIGS:  # composite models: fill what is still unset from the sub-config
+        sub = config.get(name)
+        if isinstance(sub, dict):
+            for k, v in sub.items():
+                if k in _GENERATION_KEYS and v is not None:
+                    out.setdefault(k, v)
+            break
+    if "transformers_version" in config:
+        out["transformers_version"] = config["transformers_version"]
+    return out
+
+
+def _new_generation_config(repo: ModelRepo, eos: list[int]) -> str:
+    cfg = repo.files.get(CONFIG)
+    data = derived_generation_config(cfg.data if cfg else None)
+    data["eos_token_id"] = eos
+    # The layout save_pretrained writes: 2-space indent, sorted keys, trailing newline.
+    return json.dumps(data, indent=2, sort_keys=True) + "\n"
+
+
+def _verify(text: str, key_path: tuple[str, ...], value: list[int], file: str) -> None:
+    data = json.loads(text.removeprefix("\ufeff"))
+    for key in key_path:
+        data = data[key]
+    if data != value or set_json_value(text, key_path, value) != text:
+        raise VerificationError("planned edit is not stable; nothing written", path=file)
+
+
+def plan_generation_config(check: RepoCheck) -> FilePatch | None:
+    """The generation_config.json edit (or creation) that adds the missing terminators."""
+    if check.proposed is None:
+        return None
+    eos = list(check.proposed)
+    gen = check.repo.files.get(GENERATION_CONFIG)
+    if gen is None:
+        new = _new_generation_config(check.repo, eos)
+        _verify(new, ("eos_token_id",), eos, GENERATION_CONFIG)
+        return FilePatch(GENERATION_CONFIG, None, new)
+    new = set_json_value(gen.text, ("eos_token_id",), eos)
+    _verify(new, ("eos_token_id",), eos, GENERATION_CONFIG)
+    return None if new == gen.text else FilePatch(GENERATION_CONFIG, gen.text, new)
+
+
+def plan_config(check: RepoCheck) -> FilePatch | None:
+    """config.json's eos_token_id (and text_config's), for runtimes that read only config.json.
+
+    The original first id stays first (ExLlamaV2 keeps only the first id, transformers pads
+    with it) unless it cuts a reply or is no token: those ids are removed as from
+    generation_config.json (``RepoCheck.review.config_remove``).
+    """
+    cfg = check.repo.files.get(CONFIG)
+    wanted = [t.id for t in check.id_terminators if t.id is not None]
+    remove = check.review.config_remove
+    if cfg is None or not (wanted or remove):
+        return None
+    text = cfg.text
+    sub = cfg.data.get("text_config")
+    # Edit the eos_token_id values that exist (top level and/or text_config); add a top-level
+    # one only when neither exists.
+    paths: list[tuple[str, ...]] = [("eos_token_id",)] if "eos_token_id" in cfg.data else []
+    if isinstance(sub, dict) and "eos_token_id" in sub:
+        paths.append(("text_config", "eos_token_id"))
+    eos = check.tokenizer_eos.id if check.tokenizer_eos else None
+    if check.review.cuts(eos):
+        eos = None  # never add an eos that cuts a reply
+    for path in paths or [("eos_token_id",)]:
+        node: Any = cfg.data
+        for key in path:
+            node = node.get(key) if isinstance(node, dict) else None
+        before = [node] if isinstance(node, int) else list(node or [])
+        have = [i for i in before if i not in remove]
+        missing = [i for i in wanted if i not in have]
+        if not missing and have == before:
+            continue
+        extra = [eos] if eos is not None and missing else []
+        new_list = list(dict.fromkeys([*have, *extra, *missing]))
+        text = set_json_value(text, path, new_list)
+        _verify(text, path, new_list, CONFIG)
+    return None if text == cfg.text else FilePatch(CONFIG, cfg.text, text)
+
+
+def plan_patches(check: RepoCheck, *, config_json: bool = False) -> tuple[FilePatch, ...]:
+    """Every file edit ``fix`` would make, in writing order."""
+    patches = [plan_generation_config(check)]
+    if config_json:
+        patches.append(plan_config(check))
+    return tuple(p for p in patches if p is not None)

@@ -1,0 +1,296 @@
+"""Load a model repository folder: every source transformers reads, with file provenance.
+
+``load_repo(path) -> ModelRepo`` only reads. Of tokenizer.json (often 10-35 MB) only the head
+is decoded here, its ``added_tokens`` and post-processor (``read_tokenizer_head``); the
+vocabulary is loaded with the ``tokenizers`` library only if an id must come from it.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from eosfix.core.errors import RepoLoadError, reading
+from eosfix.core.models import (
+    AddedTokenModel,
+    ChatTemplateJsonModel,
+    GenerationConfigModel,
+    ModelConfigModel,
+    SpecialTokensMapModel,
+    TokenizerConfigModel,
+    token_content,
+)
+from eosfix.core.repo import (
+    ADDED_TOKENS_JSON,
+    CHAT_TEMPLATE_JINJA,
+    CHAT_TEMPLATE_JSON,
+    CONFIG,
+    GENERATION_CONFIG,
+    PROCESSOR_CONFIG,
+    SPECIAL_TOKENS_MAP,
+    TEMPLATE_DIR,
+    TOKENIZER_CONFIG,
+    TOKENIZER_JSON,
+    ChatTemplate,
+    JsonFile,
+    ModelRepo,
+    TokenInfo,
+    TokenizerHead,
+)
+
+# Real config files and templates are kB to a few MB (a huge added_tokens_decoder); bigger
+# ones are refused before reading, so a hostile repo cannot make eosfix hold hundreds of MB.
+# tokenizer.json (10-35 MB, read lazily) has its own, larger bound.
+_MAX_FILE_BYTES = 16 * 1024 * 1024
+_MAX_TOKENIZER_JSON_BYTES = 256 * 1024 * 1024
+M = TypeVar("M", bound=BaseModel)
+
+
+def read_bytes(path: Path) -> bytes:
+    """Read a repo file, turning every OS problem into a one-line ``RepoLoadError``."""
+    if path.is_symlink() and not path.exists():
+        raise RepoLoadError("dangling symlink (its target is missing)", path=path)
+    with reading(path):
+        if path.is_dir():
+            raise IsADirectoryError
+        size = path.stat().st_size
+        limit = _MAX_TOKENIZER_JSON_BYTES if path.name == TOKENIZER_JSON else _MAX_FILE_BYTES
+        if size > limit:
+            raise RepoLoadError(f"too large ({size} bytes, limit {limit})", path=path)
+        return path.read_bytes()
+
+
+def decode_text(raw: bytes, path: Path) -> str:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise RepoLoadError(f"not valid UTF-8 (byte {exc.start})", path=path) from None
+
+
+def parse_json_text(text: str, path: Path) -> Any:
+    if not text.strip():
+        raise RepoLoadError("empty file, expected JSON", path=path)
+    try:
+        return json.loads(text.removeprefix("\ufeff"))
+    except json.JSONDecodeError as exc:
+        raise RepoLoadError(
+            f"invalid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}", path=path
+        ) from None
+    except RecursionError:
+        raise RepoLoadError("invalid JSON: nested too deeply", path=path) from None
+
+
+def _data_path(data: Any, loc: tuple[Any, ...]) -> str:
+    """The JSON path of a pydantic error location, without pydantic's union-branch tags."""
+    parts, node = [], data
+    for part in loc:
+        in_list = isinstance(node, list) and isinstance(part, int) and part < len(node)
+        if not (in_list or (isinstance(node, dict) and part in node)):
+            continue  # "constrained-int", "str", "list[...]": which union branch failed
+        node = node[part]
+        parts.append(str(part))
+    return ".".join(parts)
+
+
+def validate(model: type[M], data: Any, path: Path) -> M:
+    """Check the shape of a parsed file; the first problem becomes a one-line error."""
+    if not isinstance(data, dict):
+        raise RepoLoadError(f"expected a JSON object, got {type(data).__name__}", path=path)
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = _data_path(data, tuple(err["loc"]))
+        value = json.dumps(err.get("input"), default=str)
+        value = value if len(value) <= 60 else value[:57] + "..."
+        if where.split(".")[-1] == "eos_token_id" or ".eos_token_id." in f".{where}.":
+            msg = f"{where}: expected a token id (an integer >= 0) or a list of at most 4096 ids"
+            raise RepoLoadError(f"{msg} (got {value})", path=path) from None
+        raise RepoLoadError(f"{where}: {err['msg'].lower()} (got {value})", path=path) from None
+
+
+def _load_json(root: Path, name: str, model: type[M]) -> tuple[JsonFile, M] | None:
+    path = root / name
+    if not path.exists() and not path.is_symlink():
+        return None
+    text = decode_text(read_bytes(path), path)
+    data = parse_json_text(text, path)
+    parsed = validate(model, data, path)
+    return JsonFile(name, path, text, data), parsed
+
+
+def _read_template(root: Path, rel: str) -> ChatTemplate:
+    path = root / rel
+    name = "default" if rel == CHAT_TEMPLATE_JINJA else Path(rel).stem
+    return ChatTemplate(name, decode_text(read_bytes(path), path), rel)
+
+
+def _load_templates(root: Path, tok: TokenizerConfigModel | None) -> tuple[ChatTemplate, ...]:
+    """Templates with transformers' precedence: .jinja files replace tokenizer_config's entry."""
+    rels = []
+    if (root / CHAT_TEMPLATE_JINJA).exists() or (root / CHAT_TEMPLATE_JINJA).is_symlink():
+        rels.append(CHAT_TEMPLATE_JINJA)
+    extra_dir = root / TEMPLATE_DIR
+    if extra_dir.is_dir():
+        rels += sorted(f"{TEMPLATE_DIR}/{p.name}" for p in extra_dir.glob("*.jinja"))
+    if rels:
+        return tuple(_read_template(root, rel) for rel in rels)
+    if tok is not None and tok.chat_template is not None:
+        if isinstance(tok.chat_template, str):
+            return (ChatTemplate("default", tok.chat_template, TOKENIZER_CONFIG),)
+        return tuple(ChatTemplate(t.name, t.template, TOKENIZER_CONFIG) for t in tok.chat_template)
+    return _load_processor_templates(root)
+
+
+def _load_processor_templates(root: Path) -> tuple[ChatTemplate, ...]:
+    """Vision/audio repos: processor_config.json's ``chat_template`` beats chat_template.json."""
+    for name in (PROCESSOR_CONFIG, CHAT_TEMPLATE_JSON):
+        loaded = _load_json(root, name, ChatTemplateJsonModel)
+        if loaded is not None and loaded[1].chat_template is not None:
+            return (ChatTemplate("default", loaded[1].chat_template, name),)
+    return ()
+
+
+def _special_tokens(
+    tok: TokenizerConfigModel | None, stm: SpecialTokensMapModel | None
+) -> dict[str, str]:
+    """The special-token variables a template sees (``eos_token``, ``bos_token``, ...)."""
+    out: dict[str, str] = {}
+    if tok is not None:
+        raw = tok.model_dump(exclude_none=True)
+        for key, value in raw.items():
+            # bos/eos/unk/sep/pad/cls/mask and any model-specific ``*_token`` (image_token...)
+            content = token_content(value) if isinstance(value, (str, dict)) else None
+            if content is not None and key.endswith("_token"):
+                out[key] = content
+        if isinstance(tok.extra_special_tokens, dict):
+            for key, value in tok.extra_special_tokens.items():
+                content = token_content(value) if isinstance(value, (str, dict)) else None
+                if content is not None:
+                    out[key] = content
+    # special_tokens_map.json overrides only in the legacy layout (no added_tokens_decoder).
+    if stm is not None and (tok is None or tok.added_tokens_decoder is None):
+        for key, value in stm.model_dump(exclude_none=True).items():
+            content = token_content(value) if isinstance(value, (str, dict)) else None
+            if content is not None and key.endswith("_token"):
+                out[key] = content
+    return out
+
+
+def _tokens_from_decoder(tok: TokenizerConfigModel, root: Path) -> dict[str, TokenInfo]:
+    out: dict[str, TokenInfo] = {}
+    for key, tinfo in (tok.added_tokens_decoder or {}).items():
+        if not key.isdigit():
+            raise RepoLoadError(
+                f"added_tokens_decoder: key {key!r} is not a token id", path=root / TOKENIZER_CONFIG
+            )
+        out[tinfo.content] = TokenInfo(
+            tinfo.content, int(key), tinfo.special, tinfo.normalized, TOKENIZER_CONFIG
+        )
+    return out
+
+
+_WINDOW = 4 * 1024 * 1024  # decode this much after a key before falling back to the file
+
+
+def _decode_at(raw: bytes, key: bytes, path: Path) -> tuple[bool, Any]:
+    """(found, the JSON value) of the first ``"key":`` in ``raw``, decoding only a window
+    after it (the whole rest of the file when the value is longer)."""
+    at = raw.find(key)
+    if at < 0:
+        return False, None
+    colon = raw.find(b":", at + len(key))
+    for end in (colon + 1 + _WINDOW, len(raw)):
+        text = raw[colon + 1 : end].decode("utf-8", "ignore").lstrip()
+        try:
+            return True, json.JSONDecoder().raw_decode(text)[0]
+        except json.JSONDecodeError:
+            continue
+        except RecursionError:
+            raise RepoLoadError("invalid JSON: nested too deeply", path=path) from None
+    return True, None
+
+
+def _trailing_special(post: Any) -> str | None:
+    """gguf/vocab.py: the last ``SpecialToken`` of a ``TemplateProcessing`` single template."""
+    if not isinstance(post, dict):
+        return None
+    last = None
+    for proc in post.get("processors", [post]):
+        single = proc.get("single", []) if isinstance(proc, dict) else []
+        if (
+            proc.get("type") == "TemplateProcessing"
+            and isinstance(single, list)
+            and len(single) > 1
+        ):
+            tail = single[-1] if isinstance(single[-1], dict) else {}
+            special = tail.get("SpecialToken", {})
+            last = special.get("id") if isinstance(special, dict) else None
+    return last if isinstance(last, str) else None
+
+
+def read_tokenizer_head(path: Path) -> TokenizerHead:
+    """tokenizer.json's ``added_tokens`` and post-processor, without parsing the vocabulary
+    (both sit near the top of the file; an unusual layout is parsed whole)."""
+    raw = read_bytes(path)
+    found, items = _decode_at(raw, b'"added_tokens"', path)
+    _, post = _decode_at(raw, b'"post_processor"', path)
+    if not isinstance(items, list):
+        data = parse_json_text(decode_text(raw, path), path)
+        items = data.get("added_tokens", []) if isinstance(data, dict) else []
+        if not found and isinstance(data, dict):
+            post = data.get("post_processor")
+    added = []
+    for item in items if isinstance(items, list) else ():
+        if not isinstance(item, dict) or not isinstance(item.get("id"), int):
+            raise RepoLoadError("added_tokens: each entry needs an integer id", path=path)
+        tinfo = validate(AddedTokenModel, item, path)
+        added.append(
+            TokenInfo(tinfo.content, item["id"], tinfo.special, tinfo.normalized, TOKENIZER_JSON)
+        )
+    return TokenizerHead(tuple(added), _trailing_special(post))
+
+
+def _added_tokens(
+    root: Path, tok: TokenizerConfigModel | None, head: TokenizerHead | None
+) -> dict[str, TokenInfo]:
+    """content -> id, from the first source transformers would use."""
+    if tok is not None and tok.added_tokens_decoder is not None:
+        return _tokens_from_decoder(tok, root)
+    out: dict[str, TokenInfo] = {t.content: t for t in head.added} if head is not None else {}
+    path = root / ADDED_TOKENS_JSON
+    if path.is_file():
+        data = parse_json_text(decode_text(read_bytes(path), path), path)
+        if not isinstance(data, dict) or not all(isinstance(v, int) for v in data.values()):
+            raise RepoLoadError("expected an object of token -> id", path=path)
+        for content, token_id in data.items():
+            out.setdefault(content, TokenInfo(content, token_id, False, True, ADDED_TOKENS_JSON))
+    return out
+
+
+def load_repo(path: str | Path) -> ModelRepo:
+    """Read every stop-relevant file of the folder at ``path`` (nothing is written)."""
+    root = Path(path)
+    if not root.is_dir():
+        raise RepoLoadError("not a directory", path=root)
+    repo = ModelRepo(root=root)
+    tok = _load_json(root, TOKENIZER_CONFIG, TokenizerConfigModel)
+    stm = _load_json(root, SPECIAL_TOKENS_MAP, SpecialTokensMapModel)
+    gen = _load_json(root, GENERATION_CONFIG, GenerationConfigModel)
+    cfg = _load_json(root, CONFIG, ModelConfigModel)
+    for loaded in (tok, stm, gen, cfg):
+        if loaded is not None:
+            repo.files[loaded[0].name] = loaded[0]
+    repo.tokenizer_config = tok[1] if tok else None
+    repo.generation_config = gen[1] if gen else None
+    repo.config = cfg[1] if cfg else None
+    repo.templates = _load_templates(root, repo.tokenizer_config)
+    repo.special_tokens = _special_tokens(repo.tokenizer_config, stm[1] if stm else None)
+    tokenizer_json = root / TOKENIZER_JSON
+    if tokenizer_json.is_file() or tokenizer_json.is_symlink():
+        repo.tokenizer_head = read_tokenizer_head(tokenizer_json)
+    repo.added_tokens = _added_tokens(root, repo.tokenizer_config, repo.tokenizer_head)
+    return repo

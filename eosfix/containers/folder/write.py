@@ -1,0 +1,96 @@
+"""Write a model folder's planned edits: every file or none, and safely in a cache snapshot.
+
+Each file is checked writable before the first is written (a symlink, a read-only file, a
+folder that is not writable refuse the whole fix), and an unforeseen failure on a later file
+(disk full, I/O error) puts the earlier ones back as they were.
+
+A Hugging Face cache snapshot (``models--org--name/snapshots/<commit>``) holds links into
+``blobs/``, each blob shared by every revision with the same content. There the link itself is
+replaced by a regular file (``replace_symlinks``) and a blob is never written through; then
+the ``.no_exist/<commit>/<file>`` marker of a written file is deleted (``drop_no_exist_marker``),
+or transformers offline would not see the new file.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from eosfix.containers.folder.plan import FilePatch
+from eosfix.containers.target import cache_snapshot
+from eosfix.core.errors import EosfixError, WriteError
+from eosfix.core.fileio import check_writable, write_atomic, write_if_changed
+
+AfterWrite = Callable[[Path, FilePatch], None]  # (the written file, its patch)
+
+
+def write_patches(
+    root: Path,
+    patches: Sequence[FilePatch],
+    *,
+    replace_symlinks: bool = False,
+    after_write: AfterWrite | None = None,
+) -> list[str]:
+    """Write every patch into the folder ``root``, or none; return the files written.
+
+    ``replace_symlinks``: a cache snapshot, where a link is replaced by a regular file.
+    ``after_write`` runs for each file written, once all are. Run it with the folder locked
+    (``locked_dir``).
+    """
+    for patch in patches:  # all or nothing: refuse before writing the first file
+        _check_writable(root, patch, replace_symlinks)
+    written = _write_all(root, patches, replace_symlinks)
+    if after_write is not None:
+        for patch in patches:
+            if patch.file in written:
+                after_write(root / patch.file, patch)
+    return written
+
+
+def _write_all(root: Path, patches: Sequence[FilePatch], replace_symlinks: bool) -> list[str]:
+    """Write every patch, or none: an unforeseen failure (disk full, I/O error) on a later
+    file puts the earlier ones back as they were (a created file is removed)."""
+    written: list[FilePatch] = []
+    try:
+        for patch in patches:
+            target = root / patch.file
+            if write_if_changed(target, patch.new_text, allow_symlink_replace=replace_symlinks):
+                written.append(patch)
+    except EosfixError:
+        for done in reversed(written):
+            target = root / done.file
+            if done.old_text is None:
+                target.unlink(missing_ok=True)
+            else:  # a cache snapshot link comes back as a regular file with the same bytes
+                write_atomic(target, done.old_text.encode("utf-8"), allow_symlink_replace=True)
+        raise
+    return [p.file for p in written]
+
+
+def _check_writable(root: Path, patch: FilePatch, replace_symlinks: bool) -> None:
+    """Refuse a file that must not be written; in a cache snapshot, say what does it safely."""
+    try:
+        check_writable(root / patch.file, allow_symlink_replace=replace_symlinks)
+    except WriteError as exc:
+        snapshot = cache_snapshot(root)
+        if snapshot is None or not (root / patch.file).is_symlink():
+            raise
+        raise WriteError(
+            "a Hugging Face cache snapshot: its files are links into blobs/, shared with other "
+            f"revisions, and eosfix fix never writes through them; {snapshot.fix_command} "
+            "replaces the link safely",
+            path=exc.path,
+        ) from None
+
+
+def drop_no_exist_marker(snapshot: Path, target: Path, patch: FilePatch) -> None:
+    """After writing ``patch.file`` into a cache snapshot: delete ``.no_exist/<commit>/<file>``,
+    which would make ``try_to_load_from_cache`` (and transformers offline) ignore the new file.
+    An ``after_write`` once ``snapshot`` is bound (``functools.partial``)."""
+    marker = snapshot.parent.parent / ".no_exist" / snapshot.name / patch.file
+    try:
+        marker.unlink(missing_ok=True)
+    except OSError as exc:
+        raise WriteError(
+            f"written, but its .no_exist marker stays: {exc.strerror or exc}", path=marker
+        ) from None

@@ -1,0 +1,630 @@
+"""Read a GGUF file's header: the metadata llama.cpp, ollama and LM Studio load, never the weights.
+
+One module, over 400 lines: the binary format, the checks llama.cpp makes when it loads it,
+and the ModelRepo built from it are read together, against one memory map.
+
+``read_header(path)`` parses the key/value section through a read-only memory map (the
+tensor infos only on request, the tensor data never), so checking a 50 GB file costs what a
+50 MB one does. Every count and length a hostile header claims is checked against the bytes
+that remain and against fixed limits before anything is allocated; each problem is one
+``RepoLoadError`` naming the file. ``load_gguf(path)`` turns the header into the same
+``ModelRepo`` a folder gives (templates, special tokens, token table), plus what llama.cpp
+reads to decide where generation ends (``GgufVocab``).
+"""
+
+from __future__ import annotations
+
+import enum
+import mmap
+import os
+import re
+import struct
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from eosfix.core.errors import RepoLoadError, reading
+from eosfix.core.repo import ChatTemplate, ModelRepo, TokenInfo, TokenTable
+from eosfix.runtimes.llamacpp import ID_KEYS, KEY_PREFIX, GgufVocab, SpecialIds, special_ids
+from eosfix.runtimes.ollama_gguf import SHAPE_ARCHITECTURES
+
+MAGIC = b"GGUF"
+TEMPLATE_KEY = "tokenizer.chat_template"
+TOKENS_KEY = "tokenizer.ggml.tokens"
+TOKEN_TYPE_KEY = "tokenizer.ggml.token_type"
+MODEL_KEY = "tokenizer.ggml.model"
+PRE_KEY = "tokenizer.ggml.pre"
+ALIGNMENT_KEY = "general.alignment"
+SPLIT_COUNT_KEY = "split.count"
+ARCH_KEY = "general.architecture"
+EOS_IDS_KEY = "tokenizer.ggml.eos_token_ids"
+DEFAULT_ALIGNMENT = 32
+# Limits far above real files (the largest vocabularies have ~262k tokens and headers of a
+# few MB), low enough that a hostile header cannot make eosfix hold or walk gigabytes.
+MAX_HEADER_BYTES = 128 * 1024 * 1024
+MAX_KEY_BYTES = 65536
+MAX_TOKENS = 1 << 22
+MAX_TEMPLATE_BYTES = 16 * 1024 * 1024
+MAX_TENSORS = 1 << 20
+SPLIT_NAME = re.compile(r"^(?P<stem>.*)-(?P<no>\d{5})-of-(?P<count>\d{5})\.gguf$")
+# llama.cpp token types (tokenizer.ggml.token_type): 3 control, 4 user-defined
+CONTROL, USER_DEFINED = 3, 4
+
+
+class ValueType(enum.IntEnum):
+    UINT8 = 0
+    INT8 = 1
+    UINT16 = 2
+    INT16 = 3
+    UINT32 = 4
+    INT32 = 5
+    FLOAT32 = 6
+    BOOL = 7
+    STRING = 8
+    ARRAY = 9
+    UINT64 = 10
+    INT64 = 11
+    FLOAT64 = 12
+
+
+_SCALAR = {
+    ValueType.UINT8: "<B", ValueType.INT8: "<b", ValueType.UINT16: "<H", ValueType.INT16: "<h",
+    ValueType.UINT32: "<I", ValueType.INT32: "<i", ValueType.FLOAT32: "<f", ValueType.BOOL: "<?",
+    ValueType.UINT64: "<Q", ValueType.INT64: "<q", ValueType.FLOAT64: "<d",
+}  # fmt: skip
+# Arrays whose items eosfix needs; every other array is skipped without building objects.
+_DECODED_ARRAYS = frozenset({TOKENS_KEY, TOKEN_TYPE_KEY, EOS_IDS_KEY})
+
+
+@dataclass(frozen=True)
+class Field:
+    """One key/value pair: its type, its decoded value and where its bytes are."""
+
+    key: str
+    type: ValueType
+    item_type: ValueType | None  # for arrays
+    start: int  # offset of the key's length prefix
+    value_start: int  # offset of the value (after the type, and the array header)
+    end: int  # offset after the value
+    value: Any  # scalar, str, list (decoded arrays) or None (skipped arrays)
+
+    @property
+    def type_name(self) -> str:
+        if self.item_type is not None:
+            return f"ARRAY of {self.item_type.name}"
+        return self.type.name
+
+
+@dataclass(frozen=True)
+class Header:
+    """The parsed header of one GGUF file (key/value section; tensor infos on request)."""
+
+    path: Path
+    version: int
+    n_tensors: int
+    n_kv_offset: int  # where the 8-byte key count is
+    kv_start: int
+    kv_end: int
+    file_size: int
+    mtime_ns: int
+    fields: dict[str, Field] = field(default_factory=dict)
+
+    def value(self, key: str, default: Any = None) -> Any:
+        f = self.fields.get(key)
+        return default if f is None else f.value
+
+    @property
+    def alignment(self) -> int:
+        return int(self.value(ALIGNMENT_KEY, DEFAULT_ALIGNMENT))
+
+
+class _Reader:
+    """Bounded little-endian reads over a buffer; running past the end is a truncated file."""
+
+    def __init__(self, buf: Any, path: Path, limit: int) -> None:
+        self.buf, self.path, self.pos, self.limit = buf, path, 0, limit
+
+    def fail(self, message: str) -> RepoLoadError:
+        return RepoLoadError(message, path=self.path)
+
+    def need(self, n: int, what: str) -> None:
+        if n > self.limit - self.pos:
+            if self.limit < len(self.buf):
+                raise self.fail(f"GGUF header larger than {MAX_HEADER_BYTES} bytes ({what})")
+            raise self.fail(
+                f"truncated GGUF header: {what} needs {n} bytes at offset {self.pos}, "
+                f"the file has {len(self.buf) - self.pos} left"
+            )
+
+    def scalar(self, fmt: str, what: str) -> Any:
+        size = struct.calcsize(fmt)
+        self.need(size, what)
+        (value,) = struct.unpack_from(fmt, self.buf, self.pos)
+        self.pos += size
+        return value
+
+    def u32(self, what: str) -> int:
+        return int(self.scalar("<I", what))
+
+    def u64(self, what: str) -> int:
+        return int(self.scalar("<Q", what))
+
+    def raw_string(self, what: str, limit: int | None = None) -> bytes:
+        n = self.u64(what)
+        if limit is not None and n > limit:
+            raise self.fail(f"{what} is {n} bytes long (limit {limit})")
+        self.need(n, what)
+        data = bytes(self.buf[self.pos : self.pos + n])
+        self.pos += n
+        return data
+
+    def skip_string(self, what: str) -> None:
+        n = self.u64(what)
+        self.need(n, what)
+        self.pos += n
+
+
+def _open_map(path: Path) -> tuple[Any, os.stat_result]:
+    with reading(path, expected="a GGUF file"), open(path, "rb") as fh:
+        st = os.fstat(fh.fileno())
+        if st.st_size == 0:
+            raise RepoLoadError("empty file, expected a GGUF file", path=path)
+        return mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ), st
+
+
+def _value_type(r: _Reader, key: str, raw: int) -> ValueType:
+    try:
+        return ValueType(raw)
+    except ValueError:
+        raise r.fail(f"{key}: unknown GGUF value type {raw}") from None
+
+
+def _read_array(r: _Reader, key: str) -> tuple[ValueType, int, Any]:
+    item = _value_type(r, key, r.u32(f"{key} item type"))
+    if item is ValueType.ARRAY:
+        raise r.fail(f"{key}: nested arrays are not valid GGUF (llama.cpp refuses them)")
+    count = r.u64(f"{key} length")
+    min_size = 8 if item is ValueType.STRING else struct.calcsize(_SCALAR[item])
+    if count > (r.limit - r.pos) // min_size:
+        left = r.limit - r.pos
+        raise r.fail(f"{key}: array claims {count} items, more than the {left} bytes left hold")
+    value_start = r.pos
+    if item is not ValueType.STRING:
+        r.pos += count * min_size
+        value = _numeric_array(r.buf, value_start, item, count) if key in _DECODED_ARRAYS else None
+        return item, value_start, value
+    if key == TOKENS_KEY and count > MAX_TOKENS:
+        raise r.fail(f"{key}: {count} tokens (limit {MAX_TOKENS})")
+    items = _string_items(r, key, count, decode=key in _DECODED_ARRAYS)
+    return item, value_start, items
+
+
+_U64 = struct.Struct("<Q").unpack_from
+
+
+def _string_items(r: _Reader, key: str, count: int, *, decode: bool) -> list[str] | None:
+    """Walk ``count`` length-prefixed strings (a tight loop: merges hold ~10^5 of them)."""
+    buf, pos, limit = r.buf, r.pos, r.limit
+    out: list[str] | None = [] if decode else None
+    for _ in range(count):
+        if pos + 8 > limit:
+            r.pos = pos
+            r.need(8, f"{key} item")
+        (n,) = _U64(buf, pos)
+        if n > limit - pos - 8:
+            r.pos = pos + 8
+            r.need(n, f"{key} item")
+        if out is not None:
+            out.append(bytes(buf[pos + 8 : pos + 8 + n]).decode("utf-8", "surrogateescape"))
+        pos += 8 + n
+    r.pos = pos
+    return out
+
+
+def _numeric_array(buf: Any, start: int, item: ValueType, count: int) -> list[Any]:
+    fmt = _SCALAR[item]
+    return list(struct.unpack_from(f"<{count}{fmt[1]}", buf, start)) if count else []
+
+
+def _read_value(r: _Reader, key: str, vtype: ValueType) -> Any:
+    if vtype is ValueType.STRING:
+        limit = MAX_TEMPLATE_BYTES if key.startswith(TEMPLATE_KEY) else None
+        data = r.raw_string(key, limit)
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise r.fail(f"{key}: not valid UTF-8 (byte {exc.start})") from None
+    return r.scalar(_SCALAR[vtype], key)
+
+
+def _read_field(r: _Reader, index: int) -> Field:
+    start = r.pos
+    raw_key = r.raw_string(f"key {index}", MAX_KEY_BYTES)
+    try:
+        key = raw_key.decode("utf-8")
+    except UnicodeDecodeError:
+        raise r.fail(f"key {index} is not valid UTF-8") from None
+    if not key:
+        raise r.fail(f"key {index} is empty (llama.cpp refuses it)")
+    vtype = _value_type(r, key, r.u32(f"{key} type"))
+    if vtype is ValueType.ARRAY:
+        item, value_start, value = _read_array(r, key)
+        return Field(key, vtype, item, start, value_start, r.pos, value)
+    value_start = r.pos
+    value = _read_value(r, key, vtype)
+    return Field(key, vtype, None, start, value_start, r.pos, value)
+
+
+def _read_preamble(r: _Reader, size: int) -> tuple[int, int, int]:
+    if size < 4 or bytes(r.buf[:4]) != MAGIC:
+        raise r.fail("not a GGUF file (the first 4 bytes are not 'GGUF')")
+    r.pos = 4
+    version = r.u32("version")
+    if version & 0xFFFF == 0 and version:
+        raise r.fail(f"GGUF version {version:#x}: a big-endian file, which eosfix cannot read")
+    if version == 1:
+        raise r.fail("GGUF v1 is not supported (llama.cpp stopped reading v1 files in 2023)")
+    if version not in (2, 3):
+        raise r.fail(f"unsupported GGUF version {version} (eosfix reads v2 and v3)")
+    n_tensors = r.u64("tensor count")
+    if n_tensors > MAX_TENSORS:
+        raise r.fail(f"header claims {n_tensors} tensors (limit {MAX_TENSORS})")
+    n_kv = r.u64("key/value count")
+    # Each pair takes at least 8 (key length) + 1 (key) + 4 (type) + 1 (value) bytes.
+    if n_kv > (size - r.pos) // 14:
+        raise r.fail(f"header claims {n_kv} key/value pairs, more than the {size}-byte file holds")
+    return version, n_tensors, n_kv
+
+
+def _parse(path: Path, buf: Any, st: os.stat_result) -> Header:
+    size = st.st_size
+    r = _Reader(buf, path, min(size, MAX_HEADER_BYTES))
+    version, n_tensors, n_kv = _read_preamble(r, size)
+    kv_start = r.pos
+    fields: dict[str, Field] = {}
+    for index in range(n_kv):
+        f = _read_field(r, index)
+        if f.key in fields:
+            raise r.fail(f"duplicate key {f.key!r} (llama.cpp refuses the file)")
+        fields[f.key] = f
+    return Header(
+        path, version, n_tensors, kv_start - 8, kv_start, r.pos, size, st.st_mtime_ns, fields
+    )
+
+
+def read_header(path: str | Path) -> Header:
+    """Parse the key/value section of the GGUF at ``path`` (nothing past it is read)."""
+    path = Path(path)
+    buf, st = _open_map(path)
+    try:
+        return _parse(path, buf, st)
+    finally:
+        buf.close()
+
+
+# ggml type -> (elements per block, bytes per block): ggml/src/ggml.c type_traits (the same
+# table gguf-py has as GGML_QUANT_SIZES). A type not listed is one eosfix does not know: its
+# tensor's size is not checked, only where its data starts.
+GGML_BLOCKS: dict[int, tuple[int, int]] = {
+    0: (1, 4), 1: (1, 2), 2: (32, 18), 3: (32, 20), 6: (32, 22), 7: (32, 24), 8: (32, 34),
+    9: (32, 40), 10: (256, 84), 11: (256, 110), 12: (256, 144), 13: (256, 176),
+    14: (256, 210), 15: (256, 292), 16: (256, 66), 17: (256, 74), 18: (256, 98),
+    19: (256, 50), 20: (32, 18), 21: (256, 110), 22: (256, 82), 23: (256, 136), 24: (1, 1),
+    25: (1, 2), 26: (1, 4), 27: (1, 8), 28: (1, 8), 29: (256, 56), 30: (1, 2),
+    34: (256, 54), 35: (256, 66), 39: (32, 17), 40: (64, 36), 41: (128, 18),
+}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Tensors:
+    """What the tensor infos say: where they end, and each tensor's shape (when asked for)."""
+
+    info_end: int
+    shapes: dict[str, tuple[int, ...]] | None  # name -> ne (dims), None: not collected
+
+
+def _nbytes(dims: tuple[int, ...], ggml_type: int) -> int | None:
+    block = GGML_BLOCKS.get(ggml_type)
+    if block is None:
+        return None
+    elements, size = block
+    rows = 1
+    for d in dims[1:]:
+        rows *= d
+    return (dims[0] if dims else 1) // elements * size * rows
+
+
+def read_tensors(header: Header, *, shapes: bool = False) -> Tensors:
+    """Walk the tensor infos (name, dims, type, offset of each tensor) and check that every
+    tensor's data lies inside the file, as llama.cpp does before it loads a model (a truncated
+    download fails there: "tensor data is not within the file bounds"). ``shapes``: also
+    collect name -> dims."""
+    buf, st = _open_map(header.path)
+    try:
+        r = _Reader(buf, header.path, st.st_size)
+        r.pos = header.kv_end
+        found: dict[str, tuple[int, ...]] | None = {} if shapes else None
+        last, last_name = 0, b""  # the furthest any tensor's data reaches (from data start)
+        for i in range(header.n_tensors):
+            name = r.raw_string(f"tensor {i} name", MAX_KEY_BYTES)
+            n_dims = r.u32(f"tensor {i} dimension count")
+            if n_dims > 8:
+                raise r.fail(f"tensor {i} claims {n_dims} dimensions")
+            r.need(n_dims * 8 + 4 + 8, f"tensor {i} info")
+            dims = struct.unpack_from(f"<{n_dims}Q", buf, r.pos)
+            ggml_type, offset = struct.unpack_from("<IQ", buf, r.pos + n_dims * 8)
+            r.pos += n_dims * 8 + 4 + 8
+            end = offset + (_nbytes(dims, ggml_type) or 0)
+            if end > last:
+                last, last_name = end, name
+            if found is not None:
+                found[name.decode("utf-8", "surrogateescape")] = tuple(dims)
+        needed = data_start(header, r.pos) + last
+        if header.n_tensors and needed > st.st_size:
+            text = last_name.decode("utf-8", "replace")
+            raise RepoLoadError(
+                f"truncated: tensor {text!r} needs bytes up to {needed}, the file has "
+                f"{st.st_size} (llama.cpp refuses it: tensor data is not within the file "
+                "bounds; download it again)",
+                path=header.path,
+            )
+        return Tensors(r.pos, found)
+    finally:
+        buf.close()
+
+
+def tensor_info_end(header: Header) -> int:
+    """Offset after the tensor infos (name, dims, type, offset of each tensor)."""
+    return read_tensors(header).info_end
+
+
+def data_start(header: Header, info_end: int) -> int:
+    """Where tensor data begins: the tensor infos' end, padded to ``general.alignment``."""
+    align = header.alignment
+    return info_end + (-info_end % align)
+
+
+# --- split files --------------------------------------------------------------------------
+
+
+def shard_name(stem: str, no: int, count: int) -> str:
+    """llama.cpp's name for shard ``no`` of ``count`` (``llama_split_path``)."""
+    return f"{stem}-{no:05d}-of-{count:05d}.gguf"
+
+
+def first_shard(path: Path) -> Path:
+    """The shard holding the metadata (``-00001-of-0000N.gguf``) for any shard of a split."""
+    m = SPLIT_NAME.match(path.name)
+    if m is None or int(m["no"]) == 1:
+        return path
+    count = int(m["count"])
+    first = path.with_name(shard_name(m["stem"], 1, count))
+    if not first.exists():
+        absent = [n for n in range(1, count + 1)
+                  if not path.with_name(shard_name(m["stem"], n, count)).exists()]  # fmt: skip
+        raise RepoLoadError(
+            f"shard {int(m['no'])} of {count}; its metadata is in {first.name}, which is "
+            f"missing (missing shards: {_numbers(absent)})",
+            path=path,
+        )
+    return first
+
+
+def _numbers(items: Sequence[int]) -> str:
+    return ", ".join(str(i) for i in items)
+
+
+def split_count(header: Header) -> int:
+    """How many files the model is split into (``split.count``, which llama.cpp reads)."""
+    value = header.value(SPLIT_COUNT_KEY, 1)
+    return value if isinstance(value, int) and not isinstance(value, bool) else 1
+
+
+def shard_paths(header: Header) -> tuple[Path, ...]:
+    """Every file of the model, the first (this one) first: a split's shards as llama.cpp names
+    them from the first shard's name and ``split.count``. RepoLoadError when llama.cpp cannot
+    load the set: a name it cannot derive the others from, or a shard missing."""
+    count, path = split_count(header), header.path
+    if count <= 1:
+        return (path,)
+    m = SPLIT_NAME.match(path.name)
+    if m is None or int(m["no"]) != 1 or int(m["count"]) != count:
+        raise RepoLoadError(
+            f"split into {count} files ({SPLIT_COUNT_KEY}), but its name does not end in "
+            f"-00001-of-{count:05d}.gguf, so llama.cpp cannot find the other shards (it refuses "
+            '"invalid split file name")',
+            path=path,
+        )
+    paths = tuple(path.with_name(shard_name(m["stem"], n, count)) for n in range(1, count + 1))
+    absent = [n for n, p in enumerate(paths, 1) if not p.is_file()]
+    if absent:
+        names = ", ".join(paths[n - 1].name for n in absent)
+        raise RepoLoadError(
+            f"shard 1 of {count}; missing shards: {_numbers(absent)} ({names}): llama.cpp "
+            "loads every shard of a split",
+            path=path,
+        )
+    return paths
+
+
+def is_later_shard(path: Path) -> bool:
+    m = SPLIT_NAME.match(path.name)
+    return m is not None and int(m["no"]) > 1
+
+
+def iter_gguf_files(folder: Path) -> Iterator[Path]:
+    """Every ``*.gguf`` under ``folder`` (sorted), later shards of a split left out unless
+    their first shard is missing (loading one then says which shards are)."""
+    for p in sorted(folder.rglob("*.gguf")):
+        if not p.is_file():
+            continue
+        m = SPLIT_NAME.match(p.name) if is_later_shard(p) else None
+        if m is None:
+            yield p
+        elif not p.with_name(shard_name(m["stem"], 1, int(m["count"]))).exists():
+            lowest = min(
+                int(q["no"]) for q in map(SPLIT_NAME.match, (c.name for c in p.parent.iterdir()))
+                if q is not None and q["stem"] == m["stem"] and q["count"] == m["count"]
+            )  # fmt: skip
+            if int(m["no"]) == lowest:  # one orphan shard stands for the set
+                yield p
+
+
+# --- the repo model -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class GgufModel:
+    """A GGUF as eosfix sees it: the header, llama.cpp's view of its vocabulary, the repo.
+
+    ``shards``: every file of the model (a split's shards, the first one first);
+    ``tensor_shapes``: name -> dims of each tensor, read only for the architectures whose
+    stop keys ollama rewrites by tensor shape (None otherwise).
+    """
+
+    path: Path
+    header: Header
+    vocab: GgufVocab
+    specials: SpecialIds
+    repo: ModelRepo
+    token_types: tuple[int, ...] | None
+    shards: tuple[Path, ...] = ()
+    tensor_shapes: dict[str, tuple[int, ...]] | None = None
+
+    def token_text(self, token_id: int | None) -> str | None:
+        tokens = self.header.value(TOKENS_KEY) or []
+        return tokens[token_id] if token_id is not None and 0 <= token_id < len(tokens) else None
+
+    @property
+    def architecture(self) -> str:
+        value = self.header.value(ARCH_KEY, "")
+        return value if isinstance(value, str) else ""
+
+    @property
+    def eos_token_ids(self) -> tuple[tuple[int, ...] | None, str]:
+        """``tokenizer.ggml.eos_token_ids`` (ollama's key; llama.cpp never reads it): its
+        integer items (None: absent) and its item type name (``INT32``...; a value that is not
+        an array is named ``scalar <TYPE>``). Never a reason to refuse the file."""
+        f = self.header.fields.get(EOS_IDS_KEY)
+        if f is None:
+            return None, ""
+        if f.item_type is None:
+            return (), f"scalar {f.type.name}"
+        ints = f.item_type not in (ValueType.STRING, ValueType.BOOL, ValueType.FLOAT32,
+                                   ValueType.FLOAT64)  # fmt: skip
+        return (tuple(int(v) for v in f.value) if ints else ()), f.item_type.name
+
+    @property
+    def n_split(self) -> int:
+        return len(self.shards) or 1
+
+
+def _expect(header: Header, key: str, vtype: ValueType, item: ValueType | None = None) -> None:
+    f = header.fields.get(key)
+    if f is not None and (f.type is not vtype or f.item_type is not item):
+        want = f"ARRAY of {item.name}" if item is not None else vtype.name
+        raise RepoLoadError(
+            f"{key} has type {f.type_name}, llama.cpp needs {want} (it refuses to load the file)",
+            path=header.path,
+        )
+
+
+def _validate(header: Header) -> None:
+    """The types llama.cpp checks for the keys eosfix reads: a mismatch fails its load."""
+    for key in (MODEL_KEY, PRE_KEY):
+        _expect(header, key, ValueType.STRING)
+    for key, f in header.fields.items():
+        if key == TEMPLATE_KEY or key.startswith(TEMPLATE_KEY + "."):
+            _expect(header, key, ValueType.STRING)
+        elif key.startswith(KEY_PREFIX) and key.endswith("_token_id"):
+            _expect(header, key, ValueType.UINT32)
+        elif key == TOKENS_KEY:
+            _expect(header, key, ValueType.ARRAY, ValueType.STRING)
+        elif key == TOKEN_TYPE_KEY:
+            _expect(header, key, ValueType.ARRAY, ValueType.INT32)
+            n_tokens = len(header.value(TOKENS_KEY) or [])
+            if len(f.value) < n_tokens:
+                raise RepoLoadError(
+                    f"{key} has {len(f.value)} entries for {n_tokens} tokens "
+                    "(llama.cpp refuses the file)",
+                    path=header.path,
+                )
+    if MODEL_KEY not in header.fields:
+        raise RepoLoadError(f"no {MODEL_KEY}: not a model llama.cpp can load", path=header.path)
+
+
+def _vocab(header: Header) -> GgufVocab:
+    model = header.value(MODEL_KEY)
+    tokens: list[str] = header.value(TOKENS_KEY) or []
+    if not tokens and model not in ("no_vocab", "none"):
+        raise RepoLoadError(f"no {TOKENS_KEY}: the file has no vocabulary", path=header.path)
+    keys = {KEY_PREFIX + k: header.fields[KEY_PREFIX + k].value for _, k in ID_KEYS
+            if KEY_PREFIX + k in header.fields}  # fmt: skip
+    vocab = GgufVocab.from_tokens(model, header.value(PRE_KEY, ""), tokens, keys)
+    if len(vocab.text_ids) != len(tokens):
+        seen: dict[str, int] = {}
+        for i, t in enumerate(tokens):
+            text = t or f"[EMPTY_{i}]"
+            if text in seen:
+                raise RepoLoadError(
+                    f"{TOKENS_KEY}: {text!r} is both token {seen[text]} and {i} "
+                    "(llama.cpp aborts on duplicate token texts)",
+                    path=header.path,
+                )
+            seen[text] = i
+    return vocab
+
+
+def _templates(header: Header) -> tuple[ChatTemplate, ...]:
+    """``tokenizer.chat_template`` is the default; ``tokenizer.chat_template.<name>`` named."""
+    out: list[ChatTemplate] = []
+    for key, f in header.fields.items():
+        if key == TEMPLATE_KEY:
+            out.insert(0, ChatTemplate("default", f.value, key))
+        elif key.startswith(TEMPLATE_KEY + "."):
+            out.append(ChatTemplate(key[len(TEMPLATE_KEY) + 1 :], f.value, key))
+    return tuple(out)
+
+
+def _added_tokens(tokens: list[str], types: list[int] | None) -> dict[str, TokenInfo]:
+    """Control tokens (special) and user-defined ones (added, not special), as a folder's
+    ``added_tokens_decoder`` would list them."""
+    out: dict[str, TokenInfo] = {}
+    for i, t in enumerate(types or ()):
+        if t in (CONTROL, USER_DEFINED) and i < len(tokens):
+            out[tokens[i]] = TokenInfo(tokens[i], i, t == CONTROL, False, TOKEN_TYPE_KEY)
+    return out
+
+
+def load_gguf(path: str | Path) -> GgufModel:
+    """Read the GGUF at ``path`` (a later shard of a split is read from the first).
+
+    Refused as llama.cpp refuses it: a key of the wrong type, a tensor whose data lies
+    outside its file (a truncated download), a split with a shard missing.
+    """
+    path = first_shard(Path(path))
+    header = read_header(path)
+    _validate(header)
+    arch = header.value(ARCH_KEY, "")
+    tensors = read_tensors(header, shapes=arch in SHAPE_ARCHITECTURES)
+    shards = shard_paths(header)
+    for shard in shards[1:]:
+        read_tensors(read_header(shard))
+    vocab = _vocab(header)
+    specials = special_ids(vocab)
+    tokens: list[str] = header.value(TOKENS_KEY) or []
+    types: list[int] | None = header.value(TOKEN_TYPE_KEY)
+    # llama.cpp renders the template with the text of its bos/eos ids (common/chat.cpp)
+    named = {f"{r}_token": tokens[i] for r in ("bos", "eos") if (i := specials.get(r)) is not None}
+    repo = ModelRepo(
+        root=path,
+        templates=_templates(header),
+        special_tokens=named,
+        added_tokens=_added_tokens(tokens, types),
+        vocabulary=TokenTable(vocab.text_ids, TOKENS_KEY),
+    )
+    return GgufModel(
+        path, header, vocab, specials, repo, tuple(types) if types else None, shards,
+        tensors.shapes,
+    )  # fmt: skip

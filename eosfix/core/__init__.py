@@ -1,0 +1,1 @@
+"""The ground floor: the repo model, errors, finding codes, render limits, safe file IO."""

@@ -1,0 +1,214 @@
+"""Safely rewriting the text files of a model repository (reading is the container's:
+``eosfix.containers.folder.read``).
+
+A write is *atomic*: the new bytes go to a temp file in the same directory, are fsynced,
+and ``os.replace`` swaps it in, so readers (and a crash) see the old or the new file,
+never a mix. Symlinks are never written through: in the Hugging Face cache a snapshot
+file links into ``blobs/``, shared by every revision with the same content.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import os
+import stat
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from eosfix.core.errors import WriteError
+
+_TMP_SUFFIX = ".eosfix-tmp"
+_STALE_SECONDS = 60.0  # a temp file this old is left over from a killed process
+_held = threading.local()  # per thread: {(st_dev, st_ino) of a locked dir: depth}
+
+
+@contextlib.contextmanager
+def locked_dir(path: Path) -> Iterator[None]:
+    """Hold an exclusive advisory lock on a directory (``path``'s parent if not a dir).
+
+    flock on the directory fd itself leaves no lock file behind. The lock is re-entrant
+    within a thread, so write_if_changed can run inside a caller's locked_dir.
+    """
+    directory = path if path.is_dir() else path.parent
+    try:
+        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError as exc:
+        raise WriteError(f"cannot lock directory: {exc.strerror or exc}", path=directory) from None
+    try:
+        info = os.fstat(fd)
+        key = (info.st_dev, info.st_ino)
+        held: dict[tuple[int, int], int] = _held.__dict__.setdefault("dirs", {})
+        if not held.get(key):
+            _flock_best_effort(fd)
+        held[key] = held.get(key, 0) + 1
+        try:
+            yield
+        finally:
+            held[key] -= 1
+    finally:
+        os.close(fd)  # closing the last fd of the open file releases the flock
+
+
+def _flock_best_effort(fd: int) -> None:
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+    except OSError as exc:
+        # Some network file systems have no flock; the write itself is still atomic.
+        if exc.errno not in (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EINVAL):
+            raise
+
+
+def _current_umask() -> int:
+    """The process umask, read without changing it where Linux allows."""
+    with contextlib.suppress(OSError, ValueError):
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _target_mode(path: Path, allow_symlink_replace: bool) -> int:
+    """Permission bits for the new file, after refusing what must not be written."""
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return 0o644 & ~_current_umask()
+    if stat.S_ISLNK(info.st_mode):
+        if not allow_symlink_replace:
+            raise WriteError(
+                "is a symlink; refusing to write through it (its target may be shared)",
+                path=path,
+            )
+        with contextlib.suppress(OSError):  # a dangling link gets the default mode
+            return stat.S_IMODE(os.stat(path).st_mode)
+        return 0o644 & ~_current_umask()
+    if not stat.S_ISREG(info.st_mode):
+        raise WriteError("is not a regular file; refusing to replace it", path=path)
+    # Mode bits, not os.access: root may write anything, but a 0o444 file says "don't".
+    if not info.st_mode & stat.S_IWUSR:
+        raise WriteError("is read-only; make it writable to let eosfix fix it", path=path)
+    return stat.S_IMODE(info.st_mode)
+
+
+def check_writable(path: Path, *, allow_symlink_replace: bool = False) -> None:
+    """Raise ``WriteError`` if ``write_atomic(path, ...)`` would be refused; write nothing.
+
+    Call it for every file of a multi-file fix before writing any, so that a file that
+    cannot be written (symlink, read-only, not a regular file, folder not writable) leaves
+    the others untouched too.
+    """
+    _target_mode(path, allow_symlink_replace)
+    if not os.access(path.parent, os.W_OK | os.X_OK):
+        raise WriteError("its folder is not writable", path=path)
+
+
+def _try_flock(fd: int) -> bool | None:
+    """Take an exclusive lock without waiting: True taken, False held elsewhere, None no flock."""
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    except OSError:
+        return None
+    return True
+
+
+def remove_stale_temps(directory: Path) -> list[Path]:
+    """Delete ``.*.eosfix-tmp`` files a killed eosfix left in ``directory``; return them.
+
+    A writer holds an flock on its temp file until it is renamed, so a temp file nobody
+    locks is garbage; where flock is unavailable, only files older than a minute go.
+    Call it with the directory locked (``write_atomic`` does).
+    """
+    removed = []
+    for tmp in directory.glob(f".*{_TMP_SUFFIX}"):
+        try:
+            fd = os.open(tmp, os.O_RDONLY | os.O_NOFOLLOW)
+        except OSError:
+            continue
+        try:
+            taken = _try_flock(fd)
+            old = time.time() - os.fstat(fd).st_mtime > _STALE_SECONDS
+            if taken or (taken is None and old):
+                os.unlink(tmp)
+                removed.append(tmp)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+    return removed
+
+
+def fsync_dir(directory: Path) -> None:
+    """Persist the rename itself; best effort (not every file system allows it)."""
+    with contextlib.suppress(OSError):
+        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def write_atomic(path: Path, data: bytes, *, allow_symlink_replace: bool = False) -> None:
+    """Replace ``path`` with ``data`` atomically; on any failure the old file is intact.
+
+    A symlink at ``path`` is refused, or with ``allow_symlink_replace`` the link itself
+    is replaced by a regular file, leaving its target untouched.
+    """
+    with locked_dir(path):
+        mode = _target_mode(path, allow_symlink_replace)
+        remove_stale_temps(path.parent)
+        try:
+            tmp = tempfile.NamedTemporaryFile(  # noqa: SIM115 (closed below or on error)
+                dir=path.parent, delete=False, prefix=f".{path.name}.", suffix=_TMP_SUFFIX
+            )
+        except OSError as exc:
+            raise WriteError(
+                f"cannot create a temp file: {exc.strerror or exc}", path=path
+            ) from None
+        try:
+            with tmp:
+                _try_flock(tmp.fileno())  # marks it in use for remove_stale_temps
+                tmp.write(data)
+                tmp.flush()
+                os.fsync(tmp.fileno())
+                os.fchmod(tmp.fileno(), mode)
+            os.replace(tmp.name, path)
+        except BaseException as exc:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp.name)
+            if isinstance(exc, Exception):
+                reason = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
+                raise WriteError(f"write failed, file left unchanged: {reason}", path=path) from exc
+            raise
+    fsync_dir(path.parent)
+
+
+def write_if_changed(path: Path, new_text: str, *, allow_symlink_replace: bool = False) -> bool:
+    """Write ``new_text`` (bytes exactly as the str, UTF-8) unless the file already holds it.
+
+    Returns True when the file was written. An unchanged file is not touched at all.
+    """
+    try:
+        data = new_text.encode("utf-8")
+    except UnicodeEncodeError as exc:  # a lone surrogate: no UTF-8 form exists
+        raise WriteError(f"text cannot be encoded as UTF-8: {exc.reason}", path=path) from None
+    with locked_dir(path):
+        try:
+            if path.read_bytes() == data:
+                return False
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            raise WriteError(
+                f"cannot read before writing: {exc.strerror or exc}", path=path
+            ) from None
+        write_atomic(path, data, allow_symlink_replace=allow_symlink_replace)
+    return True

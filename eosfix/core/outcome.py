@@ -1,0 +1,63 @@
+"""What a command comes to: the verdict of each repo, and the one exit-code rule.
+
+Every command and every batch exits through ``exit_code`` (README "Exit codes"): 2 when a
+path was not checked or could not be read, something outside the repos failed, or nothing
+was checked at all; 1 when files were changed, a fix is pending or a problem cannot be fixed
+(and, with ``strict``, when a repo has warnings only); else 0. Warnings alone (a stop string
+needed, an id that cannot be checked) exit 0. 130 when the user interrupted (Ctrl-C, SIGTERM).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+EXIT_OK = 0  # nothing to fix / nothing changed
+EXIT_FINDINGS = 1  # findings (check) or files changed (fix); warnings too with --strict
+EXIT_INPUT = 2  # usage error, a path not checked, or an input that cannot be read
+EXIT_INTERNAL = 3  # a bug: rerun with EOSFIX_DEBUG=1 for the traceback
+EXIT_INTERRUPTED = 130  # Ctrl-C or SIGTERM, as a shell reports SIGINT
+
+# What one repo (or cache snapshot, or GGUF file) comes to, in the order summaries list them.
+VERDICTS = ("fixed", "fixable", "problems", "warned", "ok", "no_template", "error")
+_FAILING = frozenset(("fixed", "fixable", "problems"))
+
+
+def verdict_of(status: str, *, written: bool, has_findings: bool, has_patches: bool = False) -> str:
+    """One of VERDICTS from a check's status ("ok", "fixable", "problems", "no_template",
+    "error"): ``error`` (not checked), ``fixed`` (files written), ``fixable`` (a fix is planned,
+    e.g. config.json's with --config-json), ``warned`` (stops on every id but has warnings),
+    else the status itself."""
+    if status == "error":
+        return "error"
+    if written:
+        return "fixed"
+    if has_patches and status == "ok":
+        return "fixable"
+    if status == "ok" and has_findings:
+        return "warned"
+    return status
+
+
+def exit_code(counts: Mapping[str, int], *, strict: bool = False, failed: bool = False) -> int:
+    """The exit code of a command from how many repos came to each verdict.
+
+    ``failed``: something that is not a repo's verdict could not be done (a path not checked,
+    a listing, a corrupted cache entry, a pull request): exit 2 like an unreadable repo.
+    ``strict``: warnings fail too.
+    """
+    if failed or counts.get("error") or not any(counts.values()):
+        return EXIT_INPUT
+    failing = _FAILING | {"warned"} if strict else _FAILING
+    return EXIT_FINDINGS if any(counts.get(v) for v in failing) else EXIT_OK
+
+
+class Interrupted(Exception):
+    """Ctrl-C or SIGTERM stopped a command: it exits 130 with one line on stderr,
+    ``interrupted`` and, when given, what was kept (``interrupted: 5 repos recorded...``)."""
+
+    def __init__(self, kept: str | None = None) -> None:
+        super().__init__(kept)
+        self.kept = kept
+
+    def __str__(self) -> str:
+        return "interrupted" + (f": {self.kept}" if self.kept else "")

@@ -1,0 +1,1 @@
+"""Decide: terminators against the written stop ids -> findings, the proposal, runtime verdicts."""

@@ -1,0 +1,185 @@
+"""The one check: terminators against a container's stop keys -> findings and a proposal.
+
+Every container (a model folder, a GGUF file, an ollama model's blob) goes through
+``check``: the templates are analysed (``eosfix.analysis``), the template and terminator
+findings are raised here, once, with one wording; the container's ``StopKeys``
+(``eosfix.decide.stops``) decide what its keys say and what ``fix`` would write. Codes,
+severities and titles come from the one registry, ``eosfix.core.codes``. Pure.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from eosfix.analysis.inturn import closers_inside_a_call, closers_inside_a_turn
+from eosfix.analysis.terminators import STOP_STRING, Terminator, TerminatorSet, find_terminators
+from eosfix.core.codes import Finding, Severity, finding
+from eosfix.core.repo import ModelRepo, TokenInfo
+from eosfix.decide.stops import StopConfig, StopIdReview, StopKeys
+from eosfix.runtimes.llamacpp import EOG_TEXTS
+
+__all__ = ["Finding", "RepoCheck", "Severity", "Status", "check"]
+
+
+class Status(enum.Enum):
+    OK = "ok"  # every terminator is a stop id, and nothing for fix to change
+    FIXABLE = "fixable"  # eosfix fix would repair it
+    PROBLEMS = "problems"  # errors eosfix cannot fix by writing ids
+    NO_TEMPLATE = "no_template"  # a base model: nothing to check
+    ERROR = "error"  # not checked: RepoResult.error says why (never a RepoCheck's status)
+
+
+@dataclass(frozen=True)
+class RepoCheck:
+    """Everything eosfix knows about one repo (folder or GGUF); one meaning for every container.
+
+    ``stop``: what the container's reference reader stops on now; ``proposed``: what it stops
+    on once ``fix`` has written the plan (None: nothing to write); ``review``: every stop id
+    of its keys, classified; ``unplaced``: terminators no key can hold (stop strings instead,
+    ``instead`` says how per program).
+    """
+
+    repo: ModelRepo
+    terminators: TerminatorSet
+    stop: StopConfig
+    tokenizer_eos: TokenInfo | None
+    proposed: tuple[int, ...] | None
+    findings: tuple[Finding, ...]
+    review: StopIdReview
+    keep_ids: tuple[int, ...] = ()  # ids the user keeps (--keep-id), never removed
+    unplaced: tuple[Terminator, ...] = ()
+    instead: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def status(self) -> Status:
+        if not self.repo.templates:
+            return Status.NO_TEMPLATE
+        errors = [f for f in self.findings if f.severity is Severity.ERROR]
+        if any(not f.fixable for f in errors):
+            return Status.PROBLEMS
+        # A fixable warning too (EOS013: an id that is no token): fix would change a file.
+        return Status.FIXABLE if any(f.fixable for f in self.findings) else Status.OK
+
+    @property
+    def id_terminators(self) -> tuple[Terminator, ...]:
+        return tuple(t for t in self.terminators.terminators if t.kind != STOP_STRING)
+
+    @property
+    def unwritten_eog_tokens(self) -> tuple[tuple[str, int], ...]:
+        """Special tokens runtimes treat as end-of-generation by their text (llama.cpp's list)
+        that no template writes: a model may still have learned them from data the template
+        does not show (Llama 3.2's ``<|eom_id|>``). Evidence for a person, never written."""
+        rendered = "".join(p.text or "" for ta in self.terminators.templates for p in ta.rendered)
+        return tuple(
+            (text, info.id)
+            for text in EOG_TEXTS
+            if (info := self.repo.added_tokens.get(text)) is not None
+            and info.special
+            and info.id is not None
+            and text not in rendered
+        )
+
+    @property
+    def stop_strings(self) -> tuple[str, ...]:
+        """Turn ends that are plain text: no id can express them."""
+        return tuple(t.content for t in self.terminators.terminators if t.kind == STOP_STRING)
+
+    @property
+    def stop_strings_needed(self) -> tuple[str, ...]:
+        """Texts a runtime must stop on as strings: plain-text ends, and terminators the
+        container's keys cannot hold as ids."""
+        return tuple(dict.fromkeys([*self.stop_strings, *(t.content for t in self.unplaced)]))
+
+
+def _terminator_findings(repo: ModelRepo, ts: TerminatorSet) -> list[Finding]:
+    vocab = repo.vocabulary
+    vocabulary = vocab.source if vocab is not None else "tokenizer.json"
+    out = []
+    for t in ts.terminators:
+        files = ", ".join(sorted({ta.file for ta in ts.templates if ta.name in t.templates}))
+        if t.kind == STOP_STRING:
+            msg = f"turns end with plain text {t.content!r}: runtimes need it as a stop string"
+            out.append(finding("EOS005", files, msg))
+        elif t.id is None and vocab is not None and vocab.available:
+            msg = f"{t.content} ends a turn but is not a single token of {vocabulary}"
+            out.append(finding("EOS006", files, msg))
+        elif t.id is None:
+            msg = f"{t.content} ends a turn; its id cannot be checked without {vocabulary}"
+            out.append(finding("EOS007", files, msg))
+        elif t.special is False and t.content != repo.eos_token:
+            msg = (
+                f"{t.content} ({t.id}) ends a turn but is not marked special: "
+                "decoding with skip_special_tokens=True leaves it in the reply text"
+            )
+            out.append(finding("EOS008", t.id_source or "", msg))
+    in_call = closers_inside_a_call(ts)
+    cut = [t for t in closers_inside_a_turn(ts) if t not in in_call]
+    if cut:
+        msg = (
+            f"{' '.join(cut)} closes the last reply but is also written inside a turn "
+            "(between reasoning and answer): stopping on it cuts the turn, and no other token "
+            "ends the reply"
+        )
+        out.append(finding("EOS010", ts.templates[0].file, msg))
+    if in_call:
+        msg = (
+            f"{' '.join(in_call)} closes the last reply but a reply that makes tool calls also "
+            "writes it before more of its own text (before a call or between two): stopping "
+            "on it cuts every tool call, and no other token ends the reply"
+        )
+        out.append(finding("EOS016", ts.templates[0].file, msg))
+    elif (
+        not cut
+        and repo.templates
+        and not ts.terminators
+        and any(ta.rendered for ta in ts.templates)
+    ):
+        msg = "no turn terminator found: the template writes nothing that ends a reply"
+        out.append(finding("EOS009", ts.templates[0].file, msg))
+    return out
+
+
+def _template_findings(ts: TerminatorSet) -> list[Finding]:
+    out = []
+    for ta in ts.templates:
+        limited = next((p for p in ta.probes if p.limit is not None), None)
+        if limited is not None:  # named first: it explains why the probes failed
+            escape = limited.limit == "sandbox"
+            what = "was stopped by the sandbox" if escape else "exceeded a render limit"
+            msg = f"template {ta.name!r} {what}: {limited.refusal}"
+            out.append(finding("EOS102" if escape else "EOS101", ta.file, msg))
+        elif not ta.rendered:
+            first = ta.refusals[0].refusal if ta.refusals else "no output"
+            msg = f"template {ta.name!r} refused every probe ({first})"
+            out.append(finding("EOS100", ta.file, msg))
+    return out
+
+
+def check(
+    repo: ModelRepo,
+    keys: StopKeys,
+    *,
+    keep_ids: Iterable[int] = (),
+    config_json: bool = False,
+) -> RepoCheck:
+    """Analyze a loaded repo against its container's stop keys: terminators, what the
+    reader stops on, findings, what ``fix`` would make it stop on.
+
+    ``keep_ids``: stop ids never removed (``--keep-id``); ``config_json``: config.json's ids
+    are edited too (a folder), so its early stops are fixable.
+    """
+    keep = tuple(dict.fromkeys(keep_ids))
+    ts = find_terminators(repo)
+    decision = keys.decide(repo, ts, keep=keep, config_json=config_json)
+    findings = [
+        *_template_findings(ts),
+        *decision.missing,
+        *_terminator_findings(repo, ts),
+        *decision.findings,
+    ]
+    return RepoCheck(
+        repo, ts, decision.stop, decision.tokenizer_eos, decision.proposed, tuple(findings),
+        decision.review, keep, decision.unplaced, dict(decision.instead),
+    )  # fmt: skip

@@ -1,0 +1,294 @@
+"""One unit through the pipeline: read -> analyse -> decide -> plan -> apply -> ``RepoResult``.
+
+The same steps for every container (a model folder, a GGUF file): the container reads itself
+into the one ``ModelRepo`` the analysis takes and gives its stop keys as data; the one
+``eosfix.decide.check.check`` decides; the container plans its own edits and writes them; the
+per-runtime verdicts are computed here, once, and carried in the result. Batches, the Python
+API and the CLI all call these.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from eosfix.containers.folder.container import open_folder
+from eosfix.containers.folder.plan import FilePatch
+from eosfix.containers.folder.write import AfterWrite, write_patches
+from eosfix.containers.target import is_gguf, resolve
+from eosfix.core.errors import EosfixError, VerificationError
+from eosfix.core.fileio import locked_dir
+from eosfix.core.repo import ModelRepo
+from eosfix.decide.check import RepoCheck, Status
+from eosfix.decide.check import check as check_repo
+from eosfix.decide.stops import StopKeys
+from eosfix.decide.verdicts import RuntimeTable
+from eosfix.runtimes import Pins
+
+if TYPE_CHECKING:
+    from eosfix.containers.gguf.write import Progress
+
+
+class Change(Protocol):
+    """One planned edit of a container (a file's new text, a GGUF key's new value)."""
+
+    @property
+    def file(self) -> str: ...  # the file (or GGUF key) it changes
+
+    @property
+    def summary(self) -> str: ...  # ``eos_token_id -> [2, 7]``
+
+    @property
+    def how(self) -> str: ...  # how it is written, when that is worth saying
+
+    def diff(self, name: str = "") -> str: ...
+
+    def as_json(self) -> dict[str, Any]: ...
+
+
+NOUNS = {"folder": "repo", "gguf": "GGUF file"}
+
+
+class Container(Protocol):
+    """What every container gives the pipeline (``eosfix.containers.*.container``)."""
+
+    kind: str  # "folder" | "gguf"
+
+    @property
+    def repo(self) -> ModelRepo: ...
+
+    @property
+    def keys(self) -> StopKeys: ...
+
+    def plan(self, check: RepoCheck, *, config_json: bool = False) -> Sequence[Change]: ...
+
+    def runtime_table(
+        self, check: RepoCheck, patches: Sequence[Any], pins: Pins | None
+    ) -> RuntimeTable: ...
+
+
+@dataclass(frozen=True)
+class RepoResult:
+    """One repo (or GGUF file) checked or fixed.
+
+    ``check`` is the repo as it is now: after ``fix`` wrote files, it is read again from disk,
+    and ``before`` is the check that planned the writes (None when nothing was written).
+    ``patches`` are the edits planned (``check``, ``fix --diff``) or written (``fix``): file
+    patches for a folder, key edits for a GGUF. ``runtimes``: every runtime's verdict, now and
+    after the planned fix (None: no template, nothing to compare).
+    """
+
+    path: Path
+    check: RepoCheck | None = None
+    patches: tuple[Change, ...] = ()
+    written: tuple[str, ...] = ()
+    error: EosfixError | None = None
+    label: str | None = None  # how to name the repo in output (repo id, cache revision...)
+    extra: dict[str, object] = field(default_factory=dict)
+    before: RepoCheck | None = None
+    runtimes: RuntimeTable | None = None
+    container: str = "folder"  # "folder" | "gguf"
+    output: Path | None = None  # where fix wrote, when not over ``path`` (``--output``)
+
+    @property
+    def status(self) -> Status:
+        return Status.ERROR if self.check is None else self.check.status
+
+    @property
+    def name(self) -> str:
+        return self.label or str(self.path)
+
+    @property
+    def noun(self) -> str:
+        """What the unit is called in summaries."""
+        return NOUNS[self.container]
+
+
+@dataclass(frozen=True)
+class _Analysis:
+    check: RepoCheck
+    patches: tuple[Change, ...]
+    runtimes: RuntimeTable | None
+    container: str
+
+
+def _open(path: Path) -> Container:
+    if is_gguf(path):
+        from eosfix.containers.gguf.container import open_gguf  # only a GGUF needs its reader
+
+        return open_gguf(path)
+    return open_folder(path)
+
+
+def _analyze(
+    container: Container,
+    config_json: bool,
+    keep_ids: Iterable[int] = (),
+    pins: Pins | None = None,
+) -> _Analysis:
+    """Decide, plan, and the runtime verdicts of the plan."""
+    check = check_repo(container.repo, container.keys, keep_ids=keep_ids, config_json=config_json)
+    patches = tuple(container.plan(check, config_json=config_json))
+    table = container.runtime_table(check, patches, pins) if check.repo.templates else None
+    return _Analysis(check, patches, table, container.kind)
+
+
+def _result(root: Path, a: _Analysis, label: str | None, **kwargs: Any) -> RepoResult:
+    return RepoResult(
+        root,
+        a.check,
+        a.patches,
+        label=label,
+        runtimes=a.runtimes,
+        container=a.container,
+        **kwargs,
+    )
+
+
+def check(
+    path: str | Path,
+    *,
+    config_json: bool = False,
+    label: str | None = None,
+    keep_ids: Iterable[int] = (),
+    pins: Pins | None = None,
+) -> RepoResult:
+    """Analyze a model folder (or one of its config files, or a GGUF file) and plan the fix
+    without writing anything.
+
+    ``keep_ids``: stop ids the fix must keep even where they cut a reply (``--keep-id``);
+    ``pins``: the runtime versions the verdicts are for (``--runtime``).
+    """
+    try:
+        root = resolve(path)
+    except EosfixError as exc:
+        return RepoResult(Path(path), error=exc, label=label)
+    return check_folder(root, config_json=config_json, label=label, keep_ids=keep_ids, pins=pins)
+
+
+def check_folder(
+    path: str | Path,
+    *,
+    config_json: bool = False,
+    label: str | None = None,
+    keep_ids: Iterable[int] = (),
+    pins: Pins | None = None,
+) -> RepoResult:
+    """Analyze a folder (or GGUF file) as it is, whatever it holds (cache snapshots, the Hub
+    store): a folder without tokenizer files is a repo without a chat template here, not an
+    error."""
+    root = Path(path)
+    kind = "gguf" if is_gguf(root) else "folder"
+    try:
+        analysis = _analyze(_open(root), config_json, keep_ids, pins)
+    except EosfixError as exc:
+        return RepoResult(root, error=exc, label=label, container=kind)
+    return _result(root, analysis, label)
+
+
+def fix(
+    path: str | Path,
+    *,
+    config_json: bool = False,
+    label: str | None = None,
+    replace_symlinks: bool = False,
+    after_write: AfterWrite | None = None,
+    keep_ids: Iterable[int] = (),
+    pins: Pins | None = None,
+) -> RepoResult:
+    """Analyze and write the planned edits atomically; returns which files changed.
+
+    The folder is locked for the whole read-plan-write, so two eosfix processes fixing the
+    same repo never interleave. ``replace_symlinks`` is for the Hugging Face cache: the
+    snapshot symlink is replaced by a regular file, the shared blob is never written.
+    """
+    try:
+        root = resolve(path)
+    except EosfixError as exc:
+        return RepoResult(Path(path), error=exc, label=label)
+    if is_gguf(root):
+        return fix_gguf(root, label=label, keep_ids=keep_ids, pins=pins)
+    try:
+        with locked_dir(root):
+            planned = _analyze(open_folder(root), config_json, keep_ids, pins)
+            patches = tuple(p for p in planned.patches if isinstance(p, FilePatch))
+            written = write_patches(
+                root,
+                patches,
+                replace_symlinks=replace_symlinks,
+                after_write=after_write,
+            )
+            if not written:
+                return _result(root, planned, label)
+            # the state after writing, read back
+            now = _analyze(open_folder(root), config_json, keep_ids, pins)
+    except EosfixError as exc:
+        return RepoResult(root, error=exc, label=label)
+    return RepoResult(
+        root, now.check, patches, tuple(written), label=label, before=planned.check,
+        runtimes=now.runtimes,
+    )  # fmt: skip
+
+
+def fix_gguf(
+    path: str | Path,
+    *,
+    output: str | Path | None = None,
+    force: bool = False,
+    label: str | None = None,
+    progress: Progress | None = None,
+    keep_ids: Iterable[int] = (),
+    pins: Pins | None = None,
+) -> RepoResult:
+    """Write the planned ``tokenizer.ggml.*`` keys into a GGUF (or ``output``).
+
+    In place when every key exists with the same encoding, else a verified rewrite renamed
+    over the original (or written to ``output``: for a split, every shard). Nothing is
+    written when the terminators cannot be expressed; the written file is checked again and
+    must need no further fix. ``output`` with nothing to fix gets a verified copy
+    (``extra["write"]["mode"] == "copy"``; nothing counts as written). An existing ``output``
+    is refused unless ``force``.
+    """
+    from eosfix.containers.gguf.container import open_gguf
+    from eosfix.containers.gguf.write import copy_gguf, is_in_place, write_token_ids
+
+    root = Path(path)
+    out = None if output is None else Path(output)
+    try:
+        container = open_gguf(root)
+        header, shards = container.model.header, container.model.shards
+        planned = _analyze(container, False, keep_ids, pins)
+        if not planned.patches:
+            if out is None or is_in_place(header, out):
+                return _result(root, planned, label)
+            copied = copy_gguf(header, out, shards=shards, force=force, progress=progress)
+            extra = {"write": _write_json(copied)}
+            return _result(root, planned, label, extra=extra, output=copied.path)
+        values = container.values(planned.patches)
+        written = write_token_ids(
+            header, values, output=out, shards=shards, force=force, progress=progress
+        )
+        again = _analyze(open_gguf(written.path), False, keep_ids, pins)
+        proposed = set(planned.check.proposed or ())
+        if again.patches or set(again.check.stop.ids or ()) != proposed:
+            raise VerificationError("the written file does not stop as planned", path=written.path)
+    except EosfixError as exc:
+        return RepoResult(root, error=exc, label=label, container="gguf")
+    # ``check`` is the file as written (``output`` when given), ``before`` the one planned on
+    return RepoResult(
+        root, again.check, planned.patches, tuple(str(p) for p in written.paths), label=label,
+        extra={"write": _write_json(written)}, before=planned.check, runtimes=again.runtimes,
+        container="gguf", output=written.path if out is not None else None,
+    )  # fmt: skip
+
+
+def _write_json(written: Any) -> dict[str, object]:
+    return {
+        "path": str(written.path),
+        "paths": [str(p) for p in written.paths],
+        "mode": written.mode,
+        "bytes": written.bytes_written,
+        "data_sha256": written.data_sha256,
+    }

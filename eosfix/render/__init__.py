@@ -1,0 +1,1 @@
+"""Renderers: text, JSON, CSV, markdown and explain views of results; they format, never compute."""

@@ -1,0 +1,272 @@
+"""Render results as text or JSON, and count them (``Report``).
+
+The exit code is ``eosfix.core.outcome``'s one rule for every command (README "Exit codes").
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from eosfix.analysis.terminators import Terminator
+from eosfix.containers.target import NotChecked
+from eosfix.core.errors import VerificationError, WriteError
+from eosfix.core.outcome import (
+    EXIT_FINDINGS,
+    EXIT_INPUT,
+    EXIT_INTERNAL,
+    EXIT_OK,
+    VERDICTS,
+    exit_code,
+    verdict_of,
+)
+from eosfix.decide.check import Finding
+from eosfix.decide.verdicts import RuntimeTable
+from eosfix.pipeline import RepoResult
+from eosfix.render.runtimes import runtimes_line
+from eosfix.render.text import (
+    KIND_TEXT,
+    fix_command,
+    placement_text,
+    render_repo_text,
+    stop_source_text,
+)
+
+__all__ = [
+    "EXIT_FINDINGS", "EXIT_INPUT", "EXIT_INTERNAL", "EXIT_OK", "KIND_TEXT", "RENDERER_BY_NAME",
+    "VERDICTS", "Report", "fix_command", "placement_text", "render_repo_text", "render_text",
+    "result_to_dict", "runtimes_line", "stop_source_text", "summary_parts", "verdict_of",
+]  # fmt: skip
+
+
+def verdict(r: RepoResult) -> str:
+    c = r.check
+    return verdict_of(
+        r.status.value,
+        written=bool(r.written),
+        has_findings=c is not None and bool(c.findings),
+        has_patches=bool(r.patches),
+    )
+
+
+_PHRASES: dict[str, tuple[str, str]] = {  # verdict -> (singular, plural)
+    "fixed": ("fixed", "fixed"),
+    "problems": ("with problems eosfix cannot fix", "with problems eosfix cannot fix"),
+    "warned": ("with warnings only", "with warnings only"),
+    "no_template": ("without a chat template", "without a chat template"),
+    "error": ("could not be checked", "could not be checked"),
+}
+
+
+def summary_parts(
+    counts: dict[str, int],
+    *,
+    fixable: str,
+    ok: tuple[str, str] = ("stops correctly", "stop correctly"),
+    error: str = "could not be checked",
+) -> list[tuple[int, str]]:
+    """(count, what) for each verdict that occurred, in VERDICTS order; ``what`` agrees with
+    the count ("1 stops correctly", "2 stop correctly")."""
+    phrases = {**_PHRASES, "fixable": (fixable, fixable), "ok": ok, "error": (error, error)}
+    return [(counts[v], phrases[v][counts[v] != 1]) for v in VERDICTS if counts.get(v)]
+
+
+def _noun(r: RepoResult) -> str:
+    return r.noun
+
+
+def _counted(n: int, noun: str) -> str:
+    return f"{n} {noun}{'s' * (n != 1)}"
+
+
+@dataclass
+class Report:
+    """Counts what happened to each repo; decides the exit code, like black's Report.
+
+    ``strict``: warnings fail (exit 1) too.
+    """
+
+    results: list[RepoResult] = field(default_factory=list)
+    strict: bool = False
+
+    def record(self, result: RepoResult) -> None:
+        self.results.append(result)
+
+    @property
+    def exit_code(self) -> int:
+        counts = Counter(verdict(r) for r in self.results)
+        failed = any(r.error is not None for r in self.results)
+        return exit_code(counts, strict=self.strict, failed=failed)
+
+    def summary(self, *, fixing: bool, dry_run: bool, caveats: int = 0) -> str:
+        """One line: how many repos (GGUF files) came to what, then the paths not checked;
+        ``caveats``: how many healthy repos printed runtime caveats."""
+        checked = [r for r in self.results if not isinstance(r.error, NotChecked)]
+        counts = Counter((_summary_verdict(r), _noun(r)) for r in checked)
+        phrases = _summary_phrases(already=fixing and not dry_run)
+        parts = [
+            f"{_counted(n, noun)} {phrases[v][n != 1]}"
+            + (" (runtime caveats above)" if v == "ok" and caveats else "")
+            for (v, noun), n in sorted(counts.items(), key=lambda kv: _ORDER.index(kv[0][0]))
+        ]
+        not_checked = len(self.results) - len(checked)
+        if not_checked:
+            parts.append(f"{_counted(not_checked, 'path')} not checked")
+        text = ", ".join(parts)
+        if checked:
+            return text
+        return f"nothing checked: {text}" if text else "nothing checked"
+
+
+_ORDER = (*VERDICTS[:-1], "unfixed", "error")  # "unfixed": an error while writing
+
+
+def _summary_verdict(r: RepoResult) -> str:
+    """The verdict, with a write error told apart: the repo was read, not fixed."""
+    v = verdict(r)
+    return "unfixed" if v == "error" and isinstance(r.error, (WriteError, VerificationError)) else v
+
+
+def _summary_phrases(*, already: bool) -> dict[str, tuple[str, str]]:
+    ok = ("stops correctly", "stop correctly")
+    return {
+        **_PHRASES,
+        "fixable": ("would be fixed",) * 2,
+        "ok": ("already stops correctly", "already stop correctly") if already else ok,
+        "unfixed": ("could not be fixed",) * 2,
+    }
+
+
+def terminator_to_dict(t: Terminator) -> dict[str, Any]:
+    """The JSON shape of one terminator (or additional stop)."""
+    return {
+        "content": t.content,
+        "id": t.id,
+        "kind": t.kind,
+        "required": t.required,
+        "where": [{"where": p.where, "related": list(p.related)} for p in t.placements],
+        "templates": list(t.templates),
+        "probe": t.probe,
+        "evidence": t.evidence,
+        "id_source": t.id_source,
+    }
+
+
+def _findings(findings: Sequence[Finding]) -> list[dict[str, Any]]:
+    return [
+        {"code": f.code, "severity": f.severity.value, "file": f.file, "message": f.message,
+         "fixable": f.fixable}
+        for f in findings
+    ]  # fmt: skip
+
+
+def runtime_rows_json(table: RuntimeTable | None) -> list[dict[str, Any]]:
+    """The ``"runtimes"`` key of ``--format json``: before and after the planned fix (after
+    writing: as it is now), each with ``applicable`` (False: the runtime cannot load a folder
+    without config.json)."""
+    if table is None:
+        return []
+    return [
+        {"runtime": r.runtime, "version": r.pinned, "versions": r.versions,
+         "executed": r.executed, "basis": r.basis, "source": r.source, "reads": r.reads,
+         "stops_before": r.stops_before, "stops_after": r.stops_after,
+         "stops_early_before": r.early_before, "stops_early_after": r.early_after,
+         "ok_before": r.ok_before, "ok_after": r.ok_after, "note": r.note,
+         "applicable": r.runtime not in table.not_applicable}
+        for r in table.rows
+    ]  # fmt: skip
+
+
+def result_to_dict(r: RepoResult) -> dict[str, Any]:
+    """The JSON shape of one repo or GGUF file (stable keys, documented in the README). After
+    ``fix`` wrote files, the keys describe the repo as written and ``before`` what it was."""
+    out: dict[str, Any] = {"path": str(r.path), "name": r.name, "container": r.container}
+    if r.error is not None:
+        out.update(status="error", error=str(r.error), written=list(r.written))
+        return out
+    c = r.check
+    assert c is not None
+    texts = c.stop_strings_needed
+    out.update(
+        status=c.status.value,
+        templates=[
+            {
+                "name": ta.name,
+                "file": ta.file,
+                "probes": len(ta.probes),
+                "probes_rendered": len(ta.rendered),
+                "refusals": [f"{p.spec.name}: {p.refusal}" for p in ta.refusals],
+                "possible": [{"content": tok, "line": line} for tok, line in ta.unreached_literals],
+                "positions": {tok: list(wheres) for tok, wheres in ta.positions},
+                "placeholders": ta.placeholders,
+            }
+            for ta in c.terminators.templates
+        ],
+        terminators=[terminator_to_dict(t) for t in c.terminators.terminators],
+        additional_stops=[terminator_to_dict(t) for t in c.terminators.additional],
+        acceptable=list(c.terminators.acceptable),
+        unwritten_eog_tokens=[{"content": t, "id": i} for t, i in c.unwritten_eog_tokens],
+        in_turn=list(c.terminators.in_turn),
+        in_call=list(c.terminators.in_call),
+        stop_strings=list(c.stop_strings),
+        stop_instead={"texts": list(texts), **c.instead} if texts and c.instead else None,
+        tokenizer_eos=None
+        if c.tokenizer_eos is None
+        else {"content": c.tokenizer_eos.content, "id": c.tokenizer_eos.id},
+        eos_token_id=c.stop.raw,
+        eos_token_id_source=c.stop.source,
+        stop_keys=c.stop.detail or None,
+        stop_ids=[
+            {"id": s.id, "kind": s.kind, "token": s.token, "text": s.text, "reason": s.reason}
+            for s in c.review.stop_ids
+        ],
+        proposed_eos_token_id=None if c.proposed is None else list(c.proposed),
+        findings=_findings(c.findings),
+        changes=[p.as_json() for p in r.patches],
+        written=list(r.written),
+        runtimes=runtime_rows_json(r.runtimes),
+    )
+    if r.before is not None:
+        b = r.before
+        out["before"] = {
+            "status": b.status.value,
+            "eos_token_id": b.stop.raw,
+            "eos_token_id_source": b.stop.source,
+            "findings": _findings(b.findings),
+        }
+    out.update(r.extra)
+    return out
+
+
+def render_json(results: list[RepoResult], report: Report, **_: Any) -> str:
+    repos = [result_to_dict(r) for r in results]
+    payload = {"repos": repos, "exit_code": report.exit_code}
+    return json.dumps(payload, indent=2, ensure_ascii=False)
+
+
+def render_text(
+    results: list[RepoResult],
+    report: Report,
+    *,
+    fixing: bool = False,
+    show_diff: bool = False,
+    dry_run: bool = False,
+    fix_flags: Sequence[str] = (),
+    quiet: bool = False,
+) -> str:
+    """Each repo's block (``quiet``: only those with something to say), then the summary.
+    Results with an error are left out: the CLI prints them on stderr."""
+    blocks, caveats = [], 0
+    for r in results:
+        if r.error is not None or (quiet and verdict(r) in ("ok", "no_template")):
+            continue
+        block = render_repo_text(r, fixing=fixing, show_diff=show_diff, fix_flags=fix_flags)
+        caveats += verdict(r) == "ok" and "\n  caveat " in block
+        blocks.append(block)
+    return "\n\n".join([*blocks, report.summary(fixing=fixing, dry_run=dry_run, caveats=caveats)])
+
+
+RENDERER_BY_NAME: dict[str, Callable[..., str]] = {"text": render_text, "json": render_json}

@@ -1,0 +1,159 @@
+"""The per-runtime verdicts as text for ``check``/``fix``: one line while a fix is pending,
+caveats once none is (so a healthy repo never reads as failing), and the runtimes that cannot
+be judged at all (``RuntimeTable.not_applicable``: a folder without the ``config.json`` they
+read). The table is computed with the check; what a runtime needs said about itself comes
+from its facts (``eosfix.runtimes.base.Runtime``), never from its name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from eosfix.decide.verdicts import RuntimeRow, RuntimeTable
+
+
+def _why_still(table: RuntimeTable, still: list[str]) -> list[str]:
+    """Why runtimes still fail after the fix, when the reason is config.json."""
+    why = []
+    cfg_fixes = [n for n in table.fixed_by_config_json() if n in still]
+    if cfg_fixes:
+        why.append(f"{', '.join(cfg_fixes)}: use --config-json")
+    rows = [r for r in table.rows if r.label in still]
+    if not table.has_config_json:
+        absent = [r.label for r in rows if r.config_only]
+        if absent:
+            why.append(f"{', '.join(absent)}: no config.json here")
+    elif table.first_config_id is not None:
+        why += [
+            f"{r.label} stops only on config.json's first id, {table.first_config_id}"
+            for r in rows
+            if r.first_id_only
+        ]
+    why += [f"{r.label}: {r.remedy}" for r in rows if r.remedy]
+    return why
+
+
+def _na_note(table: RuntimeTable) -> str:
+    names = [r.runtime for r in table.rows if r.runtime in table.not_applicable]
+    return f"not applicable without config.json: {', '.join(names)}" if names else ""
+
+
+def _all_stop(rows: Sequence[RuntimeRow]) -> str:
+    if len(rows) == 1:
+        return f"{rows[0].label} stops at every terminator"
+    return f"all {len(rows)} stop at every terminator"
+
+
+def runtimes_line(table: RuntimeTable) -> str:
+    """One glanceable line: runtimes that would not stop now, and after the planned fix, and
+    runtimes that stop inside a reply (at an id that cuts it), now and after the fix (runtimes
+    that cannot load the folder are left out of the lists and named last)."""
+    if all(i is None for i in table.terminators.values()):
+        return "nothing to compare: no terminator has a known token id"
+    rows = list(table.applicable)
+    before = [r.label for r in rows if r.misses_before]
+    early_before = early_stop_groups(rows, table, after=False)
+    note = _na_note(table)
+    if not before and not early_before:
+        text = _all_stop(rows)
+        return f"{text} ({note})" if note else text
+    after = [r.label for r in rows if r.misses_after]
+    early_after = early_stop_groups(rows, table, after=True)
+    parts = [f"would not stop: {', '.join(before)}"] if before else []
+    parts += [f"{what}: {', '.join(names)}" for what, names in early_before]
+    text = "; ".join(parts)
+    if (after, early_after) != (before, early_before):
+        everyone = f"{rows[0].label} stops" if len(rows) == 1 else "all stop"
+        text += f"; after fix: {', '.join(after) if after else everyone}"
+        text += "".join(f"; still {what}: {', '.join(names)}" for what, names in early_after)
+    why = [*_why_still(table, after), *_why_early(table), *([note] if note else [])]
+    return text + (f" ({'; '.join(why)})" if why else "")
+
+
+def early_stop_groups(
+    rows: Sequence[RuntimeRow], table: RuntimeTable, *, after: bool
+) -> list[tuple[str, list[str]]]:
+    """("stop inside a turn at <|end|>", [runtimes]) for each set of ids that cut a reply."""
+    groups: dict[str, list[str]] = {}
+    for row in rows:
+        early = row.early_after if after else row.early_before
+        if early:
+            groups.setdefault(early_stop_text(table, early.values()), []).append(row.label)
+    return list(groups.items())
+
+
+def early_stop_text(table: RuntimeTable, ids: Iterable[int], verb: str = "stop") -> str:
+    """``stop inside a turn at <|end|>`` / ``stop mid-reply at '#'``: where runtimes cut
+    (``verb``: ``stops`` for one runtime)."""
+    stops = [s for i in ids if (s := table.stop_id(i)) is not None]
+    names = ", ".join(s.token or str(s.id) if s.kind == "in_turn" else s.label for s in stops)
+    inside = all(s.kind == "in_turn" for s in stops)
+    return f"{verb} {'inside a turn' if inside else 'mid-reply'} at {names}"
+
+
+def _eos_cut_reason(table: RuntimeTable) -> str:
+    eos = table.tokenizer_eos_id
+    s = None if eos is None else table.stop_id(eos)
+    name = s.token if s is not None and s.token else str(eos)
+    return (
+        f"{name} is the tokenizer's eos_token, which they add whatever the stop list says: "
+        "change eos_token in tokenizer_config.json"
+    )
+
+
+def _why_early(table: RuntimeTable) -> list[str]:
+    """Why runtimes still stop inside a reply after the fix, when the repo cannot change it."""
+    stuck = table.early_from_tokenizer_eos()
+    if not stuck or table.tokenizer_eos_id is None:
+        return []
+    return [f"{', '.join(stuck)}: {_eos_cut_reason(table)}"]
+
+
+def _caveat(row: RuntimeRow, table: RuntimeTable, missed: str) -> str:
+    """Why a runtime misses a terminator of a repo that needs no fix, and what would help."""
+    if row.first_id_only and table.first_config_id is not None:
+        return (
+            f"{row.label} keeps only config.json's first id, {table.first_config_id}, so it "
+            f"misses {missed} (eosfix keeps that id first: transformers pads with it)"
+        )
+    if row.label in table.fixed_by_config_json():
+        return (
+            f"{row.label} reads config.json, which lacks {missed}: eosfix fix --config-json adds it"
+        )
+    if row.remedy:
+        return f"{row.label} would not stop on {missed}: {row.remedy}"
+    return f"{row.label} would not stop on {missed} ({row.reads})"
+
+
+def settled_lines(table: RuntimeTable) -> list[str]:
+    """When no fix is pending: which runtimes stop, then one caveat per runtime that does not.
+    Caveats are labelled as such, so they never read as a verdict on the repo's files."""
+    if all(i is None for i in table.terminators.values()):
+        return ["runtimes      nothing to compare: no terminator has a known token id"]
+    rows = list(table.applicable)
+    failing = [r for r in rows if not r.ok_after]
+    n = len(rows)
+    head = (
+        _all_stop(rows)
+        if not failing
+        else f"{n - len(failing)} of {n} stop at every terminator and never inside a reply; "
+        "caveats below"
+    )
+    note = _na_note(table)
+    lines = [f"runtimes      {head}" + (f" ({note})" if note else "")]
+    stuck, by_config_json = table.early_from_tokenizer_eos(), table.fixed_by_config_json()
+    for row in failing:
+        missed = ", ".join(
+            f"{c} ({table.terminators[c]})" for c, ok in row.stops_after.items() if ok is False
+        )
+        if missed:
+            lines.append(f"caveat        {_caveat(row, table, missed)}")
+        if row.early_after:
+            where = early_stop_text(table, row.early_after.values(), "stops")
+            why = ""
+            if row.label in stuck:
+                why = f": {_eos_cut_reason(table)}"
+            elif row.label in by_config_json:
+                why = " (it reads config.json: eosfix fix --config-json removes the id)"
+            lines.append(f"caveat        {row.label} {where}{why}")
+    return lines
