@@ -11,6 +11,7 @@ the same; this prints it for people (docs/runtimes.md holds a dated copy).
 from __future__ import annotations
 
 import datetime
+import re
 import sys
 import tempfile
 from pathlib import Path
@@ -18,6 +19,13 @@ from pathlib import Path
 from tests.conformance import external
 from tests.conformance.harness import PROBES, STATES, Prediction, build_matrix
 from tests.conformance.shapes import IM_END, SHAPES, SPECIAL, write_models
+
+_TOKEN = re.compile(r"<\|[^<>\s]*\|>")
+
+
+def _md(text: str) -> str:
+    """``<|im_end|>`` as ``<\\|im_end\\|>``: a bare ``|`` would end a table cell."""
+    return _TOKEN.sub(lambda m: m.group(0).replace("|", "\\|"), text)
 
 
 def _cell(actual: frozenset[int] | str, predicted: Prediction) -> str:
@@ -63,7 +71,8 @@ def main() -> int:
                     else:
                         actual = answers[runtime][folder]
                     cells.append(_cell(actual, predicted))
-                print(f"| {runtime} | {shape.name}: {shape.what} | " + " | ".join(cells) + " |")
+                what = _md(f"{shape.name}: {shape.what}")
+                print(f"| {runtime} | {what} | " + " | ".join(map(_md, cells)) + " |")
     return 0
 
 
