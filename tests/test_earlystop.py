@@ -315,15 +315,13 @@ def _chatml_repo(tmp_path, config: dict, gen: dict | None = None, eos="<|endofte
 
 def test_vlm_eos_only_under_text_config_is_fixable_not_healthy(tmp_path, run_eosfix):
     """transformers falls back to text_config and stops; mlx-lm >= 0.32 and mlx-vlm >= 0.7
-    read only the top level (tests/conformance executes both), TGI only the tokenizer's eos."""
+    read only the top level, TGI only the tokenizer's eos (tests/conformance executes all
+    three; SGLang takes text_config's eos where the parent config has none, so it stops)."""
     repo = _chatml_repo(tmp_path, {"text_config": {"eos_token_id": 151645}})
     result = api.check(repo)
     f = _finding(result, "EOS015")
     assert f.fixable
-    assert f.message.startswith(
-        "SGLang (reads config.json + generation_config.json + tokenizer eos), TGI (reads "
-        "tokenizer eos, or generation_config.json if a list)"
-    )
+    assert f.message.startswith("TGI (reads tokenizer eos, or generation_config.json if a list)")
     assert "mlx-lm (reads config.json (generation_config.json if truthy) + tokenizer eos)" in (
         f.message
     )
