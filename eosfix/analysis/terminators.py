@@ -42,7 +42,7 @@ from eosfix.analysis.positions import (
 )
 from eosfix.analysis.probes import SPECS, Probe, run_generation_prompt, run_probe
 from eosfix.analysis.replies import read_template
-from eosfix.analysis.template import compile_template, parse_template
+from eosfix.analysis.template import compile_template, parse_template, strike_scope
 from eosfix.core.errors import TemplateError
 from eosfix.core.models import eos_tuple
 from eosfix.core.repo import CONFIG, GENERATION_CONFIG, ChatTemplate, ModelRepo, TokenInfo
@@ -258,6 +258,7 @@ def _positions(
     return tuple((token, tuple(wheres)) for token, wheres in out.items())
 
 
+@strike_scope()  # a hostile template costs one render's budget per repo, and only per repo
 def find_terminators(repo: ModelRepo) -> TerminatorSet:
     """Analyze every named template of the repo and collect its turn terminators."""
     specials = set(repo.iter_special_strings())

@@ -25,6 +25,7 @@ BATCH = 8  # jobs sent to a worker at once
 
 Job = Callable[[Path, Detail], Verdict]
 DIED = Verdict("error", error="the analysis process died (out of memory?)")
+RETRY_CODE = "EOS103"  # a template could not finish in the backstop's seconds: retry
 
 
 def _mp_context() -> Any:
@@ -40,7 +41,20 @@ def _mp_context() -> Any:
 
 
 def _run_batch(fn: Job, paths: Sequence[Path], detail: Detail) -> list[Verdict]:
-    return [fn(path, detail) for path in paths]
+    return [run_job(fn, path, detail) for path in paths]
+
+
+def run_job(fn: Job, path: Path, detail: Detail) -> Verdict:
+    """``fn(path, detail)``, run once more when it could not finish on this machine (EOS103:
+    a render ran into the wall-clock backstop, which says nothing about the repo); the
+    second outcome is reported, whatever it is."""
+    found = fn(path, detail)
+    return fn(path, detail) if retryable(found) else found
+
+
+def retryable(found: Verdict) -> bool:
+    """Not a verdict on the repo: the machine was too busy to finish its analysis."""
+    return RETRY_CODE in found.codes
 
 
 class _Batch:

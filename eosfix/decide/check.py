@@ -21,16 +21,18 @@ Codes (stable: documented in the README, used by tests and scripts):
   transformers stops on, and the file written as a list would make it stop.
   (EOS011-EOS014: ``eosfix.decide.earlystop``; EOS015: ``eosfix.decide.readers``.)
 - EOS100 error: a template refused or failed every probe: nothing could be analyzed.
-- EOS101 error: a template exceeded a render limit (time, size, output, loop iterations,
-  calls, recursion depth, memory): it was stopped, its analysis is incomplete.
+- EOS101 error: a template exceeded a render limit (size, output, loop iterations, calls,
+  recursion depth, memory): it was stopped, its analysis is incomplete.
 - EOS102 error: a template tried to reach an attribute the sandbox hides (``__class__``...).
+- EOS103 error: a template could not finish rendering before the wall-clock backstop on this
+  machine: not a verdict on the repo; retry (batches retry it once).
 """
 
 from __future__ import annotations
 
 import enum
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from eosfix.analysis.inturn import closers_inside_a_turn
 from eosfix.analysis.terminators import (
@@ -183,7 +185,10 @@ def _template_findings(ts: TerminatorSet) -> list[Finding]:
     out = []
     for ta in ts.templates:
         limited = next((p for p in ta.probes if p.limit is not None), None)
-        if limited is not None:  # named first: it explains why the probes failed
+        if limited is not None and limited.limit == "time":  # this machine, not the repo
+            msg = f"template {ta.name!r} {limited.refusal}"
+            out.append(Finding("EOS103", ta.file, msg))
+        elif limited is not None:  # named first: it explains why the probes failed
             escape = limited.limit == "sandbox"
             what = "was stopped by the sandbox" if escape else "exceeded a render limit"
             msg = f"template {ta.name!r} {what}: {limited.refusal}"
@@ -212,15 +217,22 @@ def check_repo(
         if repo.templates  # a base model: nothing ends a turn, so nothing stops early
         else StopIdReview((), frozenset(), frozenset(), ())
     )
+    template_findings = _template_findings(ts)
+    # EOS103: an analysis this machine could not finish proposes nothing: fix writes nothing.
+    unfinished = any(f.code == "EOS103" for f in template_findings)
+    if unfinished:
+        review = replace(review, remove=frozenset(), config_remove=frozenset())
     # never add a tokenizer eos that cuts a reply
     listed_eos = None if eos is not None and review.cuts(eos.id) else eos
-    proposed = propose_eos(stop.ids, listed_eos, ts.terminators, review.remove)
+    proposed = (
+        None if unfinished else propose_eos(stop.ids, listed_eos, ts.terminators, review.remove)
+    )
     have = set(stop.ids or ())
     missing = [t for t in ts.terminators if t.id is not None and t.id not in have]
-    findings = [*_template_findings(ts), *_stop_findings(repo, stop, missing)]
+    findings = [*template_findings, *_stop_findings(repo, stop, missing)]
     findings += _terminator_findings(repo, ts)
     findings += review.findings
-    if proposed is None and repo.templates:
+    if proposed is None and repo.templates and not unfinished:
         target, misses = readers_fixed_by_list(repo, ts, listed_eos, stop)
         if misses:
             findings.append(reader_finding(target, misses))
