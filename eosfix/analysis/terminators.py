@@ -251,9 +251,9 @@ def _positions(
     out: dict[str, dict[str, None]] = {}
     for s in sightings:
         out.setdefault(s.token, {})[s.where] = None
-    for token in in_turn:
+    for token in sorted(in_turn):  # sets: sorted, or the order would change per process
         out.setdefault(token, {})[IN_TURN] = None
-    for token in openers:
+    for token in sorted(openers):
         out.setdefault(token, {})[TURN_OPENER] = None
     return tuple((token, tuple(wheres)) for token, wheres in out.items())
 
