@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import random
@@ -123,6 +122,8 @@ def test_stale_temp_files_are_removed_on_next_write(tmp_path):
     in_use.write_bytes(b"being written")
     fd = os.open(in_use, os.O_RDONLY)
     try:
+        import fcntl  # POSIX: the non-fcntl path is tests/test_fileio_windows.py
+
         fcntl.flock(fd, fcntl.LOCK_EX)  # another writer still holds it
         assert api.fix(root).written == ("generation_config.json",)
         assert not stale.exists()

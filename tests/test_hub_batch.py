@@ -162,19 +162,38 @@ def real_waits(monkeypatch):
     monkeypatch.setattr(hubhttp, "_sleep", lambda seconds, stopping: stopping.wait(seconds))
 
 
-def test_429_retry_after_pauses_every_request(fake_hub, run_eosfix, real_waits):
+def test_429_retry_after_pauses_every_request(fake_hub, run_eosfix, real_waits, monkeypatch):
     org(fake_hub, 6)
     fake_hub.fail("*", 429, times=1, match="/resolve/", headers={"Retry-After": "1"})
+    # What the client did, in its own order of events: when each request started (a slot
+    # taken) and each pause (set at, until). Other threads may start requests between the
+    # 429 reaching the server and the client reading it, however long that takes on a busy
+    # machine; once the pause is set, none may start before it ends.
+    starts: list[float] = []
+    pauses: list[tuple[float, float]] = []
+    real_acquire, real_pause = hubhttp.RateGate.acquire, hubhttp.RateGate._pause
+
+    def acquire(self):
+        started = real_acquire(self)
+        starts.append(started)
+        return started
+
+    def pause(self, seconds):
+        pauses.append((hubhttp._clock(), hubhttp._clock() + seconds))  # under the gate's lock
+        real_pause(self, seconds)
+
+    monkeypatch.setattr(hubhttp.RateGate, "acquire", acquire)
+    monkeypatch.setattr(hubhttp.RateGate, "_pause", pause)
     code, payload, _ = audit(run_eosfix, "--workers", "4")
     assert code == 1
     assert payload["summary"]["error"] == 0
     assert payload["summary"]["rate_limited"] == 1
+    assert pauses
+    for set_at, until in pauses:
+        assert [t for t in starts if set_at < t < until] == []  # none starts during the pause
     log = fake_hub.request_log
     limited = next(i for i, r in enumerate(log) if r.status == 429)
     later = [r.time for r in log[limited + 1 :]]
-    # requests already in flight may land just after; none starts during the pause
-    started_during_pause = [t for t in later if t - log[limited].time < 0.9]
-    assert len(started_during_pause) <= 3  # at most the other in-flight slots
     assert max(later) - log[limited].time >= 1.0
 
 

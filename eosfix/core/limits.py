@@ -538,10 +538,13 @@ def set_memory_ceiling(max_bytes: int) -> None:
     a template that exhausts memory then raises ``MemoryError`` inside its render, kept
     as a refusal, instead of the kernel killing a process. The limit counts virtual
     memory, so leave room for the interpreter and libraries (1 GiB is plenty for eosfix).
-    Only lowers the limit; never raises it above the current hard limit.
+    Only lowers the limit; never raises it above the current hard limit. POSIX only: on
+    Windows it does nothing.
     """
-    import resource
-
+    try:
+        import resource
+    except ImportError:  # Windows: no RLIMIT_AS; the per-render counts still bound each render
+        return
     soft, hard = resource.getrlimit(resource.RLIMIT_AS)
     if hard != resource.RLIM_INFINITY:
         max_bytes = min(max_bytes, hard)
