@@ -40,12 +40,17 @@ from eosfix.core.repo import (
     TokenInfo,
     TokenizerHead,
 )
+from eosfix.core.saferead import (
+    MAX_JSON_DEPTH,
+    MAX_TOKENIZER_JSON_BYTES,
+    json_depth_over,
+    read_regular,
+)
 
 # Real config files and templates are kB to a few MB (a huge added_tokens_decoder); bigger
 # ones are refused before reading, so a hostile repo cannot make eosfix hold hundreds of MB.
 # tokenizer.json (10-35 MB, read lazily) has its own, larger bound.
 _MAX_FILE_BYTES = 16 * 1024 * 1024
-_MAX_TOKENIZER_JSON_BYTES = 256 * 1024 * 1024
 M = TypeVar("M", bound=BaseModel)
 
 
@@ -53,14 +58,9 @@ def read_bytes(path: Path) -> bytes:
     """Read a repo file, turning every OS problem into a one-line ``RepoLoadError``."""
     if path.is_symlink() and not path.exists():
         raise RepoLoadError("dangling symlink (its target is missing)", path=path)
-    with reading(path):
-        if path.is_dir():
-            raise IsADirectoryError
-        size = path.stat().st_size
-        limit = _MAX_TOKENIZER_JSON_BYTES if path.name == TOKENIZER_JSON else _MAX_FILE_BYTES
-        if size > limit:
-            raise RepoLoadError(f"too large ({size} bytes, limit {limit})", path=path)
-        return path.read_bytes()
+    limit = MAX_TOKENIZER_JSON_BYTES if path.name == TOKENIZER_JSON else _MAX_FILE_BYTES
+    with reading(path):  # only a regular file, and at most limit bytes (not st_size's word)
+        return read_regular(path, limit)
 
 
 def decode_text(raw: bytes, path: Path) -> str:
@@ -74,13 +74,23 @@ def parse_json_text(text: str, path: Path) -> Any:
     if not text.strip():
         raise RepoLoadError("empty file, expected JSON", path=path)
     try:
-        return json.loads(text.removeprefix("\ufeff"))
+        data = json.loads(text.removeprefix("\ufeff"))
     except json.JSONDecodeError as exc:
         raise RepoLoadError(
             f"invalid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}", path=path
         ) from None
     except RecursionError:
         raise RepoLoadError("invalid JSON: nested too deeply", path=path) from None
+    return _shallow(data, path)
+
+
+def _shallow(data: Any, path: Path) -> Any:
+    """``data``, unless it nests deeper than any real file (later walks would recurse)."""
+    if json_depth_over(data):
+        raise RepoLoadError(
+            f"invalid JSON: nested too deeply (more than {MAX_JSON_DEPTH} levels)", path=path
+        )
+    return data
 
 
 def _data_path(data: Any, loc: tuple[Any, ...]) -> str:
@@ -206,7 +216,7 @@ def _decode_at(raw: bytes, key: bytes, path: Path) -> tuple[bool, Any]:
     for end in (colon + 1 + _WINDOW, len(raw)):
         text = raw[colon + 1 : end].decode("utf-8", "ignore").lstrip()
         try:
-            return True, json.JSONDecoder().raw_decode(text)[0]
+            return True, _shallow(json.JSONDecoder().raw_decode(text)[0], path)
         except json.JSONDecodeError:
             continue
         except RecursionError:

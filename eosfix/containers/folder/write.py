@@ -8,7 +8,10 @@ A Hugging Face cache snapshot (``models--org--name/snapshots/<commit>``) holds l
 ``blobs/``, each blob shared by every revision with the same content. There the link itself is
 replaced by a regular file (``replace_symlinks``) and a blob is never written through; then
 the ``.no_exist/<commit>/<file>`` marker of a written file is deleted (``drop_no_exist_marker``),
-or transformers offline would not see the new file.
+or transformers offline would not see the new file. The file is written first and the marker
+deleted after: a kill between the two leaves a *stale* marker (the file is there, the marker
+says it is not), which ``stale_no_exist_markers`` finds and ``drop_stale_no_exist`` removes on
+the next ``cache --fix``, whatever the analysis then says of the files.
 """
 
 from __future__ import annotations
@@ -94,3 +97,34 @@ def drop_no_exist_marker(snapshot: Path, target: Path, patch: FilePatch) -> None
         raise WriteError(
             f"written, but its .no_exist marker stays: {exc.strerror or exc}", path=marker
         ) from None
+
+
+def _no_exist_dir(snapshot: Path) -> Path:
+    return snapshot.parent.parent / ".no_exist" / snapshot.name
+
+
+def stale_no_exist_markers(snapshot: Path) -> list[Path]:
+    """The ``.no_exist/<commit>/<file>`` markers of a cache snapshot whose file exists in the
+    snapshot (left by a run killed between writing the file and deleting its marker)."""
+    markers = _no_exist_dir(snapshot)
+    if not markers.is_dir():
+        return []
+    stale = []
+    for marker in sorted(markers.rglob("*")):
+        rel = marker.relative_to(markers)
+        if not marker.is_dir() and (snapshot / rel).is_file():
+            stale.append(marker)
+    return stale
+
+
+def drop_stale_no_exist(snapshot: Path) -> list[Path]:
+    """Delete the stale markers of ``snapshot``; return them. Run it with the folder locked."""
+    stale = stale_no_exist_markers(snapshot)
+    for marker in stale:
+        try:
+            marker.unlink(missing_ok=True)
+        except OSError as exc:
+            raise WriteError(
+                f"a stale .no_exist marker cannot be removed: {exc.strerror or exc}", path=marker
+            ) from None
+    return stale

@@ -26,6 +26,7 @@ from typing import Any
 
 from eosfix.core.errors import RepoLoadError, reading
 from eosfix.core.repo import ChatTemplate, ModelRepo, TokenInfo, TokenTable
+from eosfix.core.saferead import open_regular
 from eosfix.runtimes.llamacpp import ID_KEYS, KEY_PREFIX, GgufVocab, SpecialIds, special_ids
 from eosfix.runtimes.ollama_gguf import SHAPE_ARCHITECTURES
 
@@ -166,11 +167,14 @@ class _Reader:
 
 
 def _open_map(path: Path) -> tuple[Any, os.stat_result]:
-    with reading(path, expected="a GGUF file"), open(path, "rb") as fh:
-        st = os.fstat(fh.fileno())
-        if st.st_size == 0:
-            raise RepoLoadError("empty file, expected a GGUF file", path=path)
-        return mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ), st
+    with reading(path, expected="a GGUF file"):
+        fd, st = open_regular(path)  # a FIFO or device is refused, not waited on or mapped
+        try:
+            if st.st_size == 0:
+                raise RepoLoadError("empty file, expected a GGUF file", path=path)
+            return mmap.mmap(fd, 0, access=mmap.ACCESS_READ), st
+        finally:
+            os.close(fd)
 
 
 def _value_type(r: _Reader, key: str, raw: int) -> ValueType:

@@ -1,0 +1,204 @@
+"""Faults: nothing lost, nothing hung, nothing left running (issue 28).
+
+Each test reproduces one fault of the fault-injection pass and asserts what eosfix now does:
+files are their old or their new bytes, bad input is one line and exit 2, a stale marker is
+repaired, workers die with their parent. Kill points are deterministic (an environment hook
+or an event waited for), never a wall-clock window.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import resource
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from huggingface_hub import try_to_load_from_cache
+from huggingface_hub.file_download import _CACHED_NO_EXIST
+
+from eosfix.cli import cli
+from eosfix.core import repo as repolib
+from eosfix.core.errors import RepoLoadError
+from eosfix.core.repo import TokenizerJson
+from tests.cachebuilder import CacheBuilder, chatml_files
+from tests.conftest import SAMPLES, copy_repo
+
+GEN = "generation_config.json"
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _cli(*args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(cli, [str(a) for a in args])
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    return result.exit_code, result.stdout, result.stderr
+
+
+def _snapshot_files(folder: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir()) if p.is_file()}
+
+
+# --- 1. a stale .no_exist marker ---------------------------------------------------------------
+
+
+def test_stale_no_exist_marker_is_removed_on_the_next_fix(tmp_path):
+    """A run killed after writing generation_config.json but before deleting its marker: the
+    file is right, so the analysis says ok, but huggingface_hub still answers "no such file"."""
+    b = CacheBuilder(tmp_path / "hub")
+    sha = b.add_revision(
+        "org/nogen", chatml_files(2000, generation_config=False, template_file=False)
+    )
+    snap = b.snapshot("org/nogen", sha)
+    _cli("cache", "--cache-dir", str(b.root), "--repo", "org/nogen", "--fix")
+    assert (snap / GEN).is_file()
+    marker = b.repo_dir("org/nogen") / ".no_exist" / sha / GEN
+    marker.parent.mkdir(parents=True)
+    marker.touch()  # the state a kill between the write and the unlink leaves
+    kwargs = {"cache_dir": b.root, "revision": sha}
+    assert try_to_load_from_cache("org/nogen", GEN, **kwargs) is _CACHED_NO_EXIST
+    _cli("cache", "--cache-dir", str(b.root), "--repo", "org/nogen", "--fix")
+    assert not marker.exists()
+    assert try_to_load_from_cache("org/nogen", GEN, **kwargs) == str(snap / GEN)
+
+
+# --- 3. devices and FIFOs ----------------------------------------------------------------------
+
+
+def _rss_limited(args: list[str], cwd: Path, limit: int = 1 << 30) -> subprocess.CompletedProcess:
+    """Run the CLI in a child whose address space is capped, so a regression fails the test
+    (MemoryError, exit 3) instead of eating the machine."""
+
+    def cap() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (limit * 3, limit * 3))
+
+    return subprocess.run(
+        [sys.executable, "-c", "import sys; from eosfix.cli import main; sys.exit(main())", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        preexec_fn=cap,
+        timeout=120,  # a hang is the failure; a healthy run takes about a second
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+
+
+@pytest.mark.parametrize("name", ["chat_template.jinja", GEN, "tokenizer.json"])
+def test_dev_zero_link_is_refused_in_one_line(tmp_path, name):
+    repo = copy_repo(SAMPLES / "chatml-missing-im-end", tmp_path / "r")
+    (repo / name).unlink(missing_ok=True)
+    os.symlink("/dev/zero", repo / name)
+    before = _snapshot_files(repo)
+    proc = _rss_limited(["fix", str(repo)], tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip().splitlines() == [
+        f"error: {repo / name}: is not a regular file (a device, FIFO or socket); "
+        "refusing to read it"
+    ]
+    assert _snapshot_files(repo) == before
+
+
+@pytest.mark.parametrize("name", [GEN, "tokenizer_config.json"])
+def test_fifo_is_refused_not_waited_on(tmp_path, name):
+    repo = copy_repo(SAMPLES / "chatml-missing-im-end", tmp_path / "r")
+    (repo / name).unlink(missing_ok=True)
+    os.mkfifo(repo / name)
+    proc = _rss_limited(["check", str(repo)], tmp_path)
+    assert proc.returncode == 2
+    assert "is not a regular file" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_gguf_fifo_is_refused(tmp_path):
+    os.mkfifo(tmp_path / "m.gguf")
+    proc = _rss_limited(["check", str(tmp_path / "m.gguf")], tmp_path)
+    assert proc.returncode == 2
+    assert "is not a regular file" in proc.stderr
+
+
+def test_dev_zero_link_in_a_cache_is_one_repo_error(tmp_path):
+    """One bad snapshot is an error for that repo; the others are still checked."""
+    b = CacheBuilder(tmp_path / "hub")
+    b.add_revision("org/good", chatml_files(3000, healthy=True))
+    sha = b.add_revision("org/zero", chatml_files(1000))
+    snap = b.snapshot("org/zero", sha)
+    (snap / GEN).unlink()
+    os.symlink("/dev/zero", snap / GEN)
+    proc = _rss_limited(["cache", "--cache-dir", str(b.root), "--format", "json"], tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    repos = {r["repo_id"]: r for r in json.loads(proc.stdout)["repos"]}
+    assert repos["org/good"]["verdict"] == "ok"
+    assert "is not a regular file" in repos["org/zero"]["error"]
+
+
+def test_tokenizer_json_cap_holds_for_the_vocabulary_load(tmp_path, monkeypatch):
+    """The lazy vocabulary load (used when tokenizer_config.json has added_tokens_decoder)
+    obeys the same cap as the head read."""
+    path = tmp_path / "tokenizer.json"
+    path.write_text(json.dumps({"model": {"type": "BPE", "vocab": {"a": 0}}, "pad": "x" * 5000}))
+    monkeypatch.setattr(repolib, "MAX_TOKENIZER_JSON_BYTES", 4096)
+    with pytest.raises(RepoLoadError, match="too large"):
+        TokenizerJson(path).tokenizer()
+
+
+# --- 4. deep JSON ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("depth", [150, 400, 700, 990])
+@pytest.mark.parametrize("where", [GEN, "tokenizer.json"])
+def test_deep_json_is_one_line_exit_2(tmp_path, run_eosfix, depth, where):
+    repo = copy_repo(SAMPLES / "chatml-missing-im-end", tmp_path / "r")
+    nest = "[" * depth + "]" * depth
+    if where == GEN:
+        (repo / GEN).write_text('{"eos_token_id": 2, "x": %s}' % nest)
+    else:
+        (repo / where).write_text(
+            '{"added_tokens": [{"id": 1, "content": "a", "x": %s}], "model": {}}' % nest
+        )
+    before = _snapshot_files(repo)
+    result = run_eosfix("fix", repo)
+    assert result.exit_code == 2, result.stderr
+    assert "invalid JSON: nested too deeply" in result.stderr
+    assert _snapshot_files(repo) == before
+
+
+# --- 5. templates that build huge strings ------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "{{ range(8000)|join('x' * 999999) }}",
+        "{{ range(8000)|map('string')|join('x' * 999999) }}",
+        "{{ ('x' * 999999).join(range(8000)|map('string')) }}",
+        "{{ ('x' * 999999)|replace('x', 'y' * 999999) }}",
+    ],
+)
+def test_string_bombs_are_refused_before_allocating(source):
+    from eosfix.analysis.template import render
+    from eosfix.core.limits import RenderLimitExceeded
+
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    with pytest.raises(RenderLimitExceeded, match="size"):
+        render(source, {})
+    grown_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+    assert grown_kb < 200_000  # the bomb would be 8 GB; a refused one allocates nothing big
+
+
+def test_join_of_a_generator_renders_what_jinja_renders():
+    """Counting a generator's items before a join must not consume what the join reads."""
+    import jinja2.sandbox
+
+    from eosfix.analysis.template import render
+
+    source = "{{ ', '.join(messages|map(attribute='content')) }}|{{ range(3)|join('-') }}"
+    context = {"messages": [{"content": "a"}, {"content": "b"}]}
+    plain = jinja2.sandbox.ImmutableSandboxedEnvironment().from_string(source).render(context)
+    assert render(source, context) == plain == "a, b|0-1-2"
+
+
+
