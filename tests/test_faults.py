@@ -8,7 +8,6 @@ or an event waited for), never a wall-clock window.
 
 from __future__ import annotations
 
-import errno
 import json
 import os
 import resource
@@ -78,6 +77,7 @@ def _rss_limited(args: list[str], cwd: Path, limit: int = 1 << 30) -> subprocess
 
     return subprocess.run(
         [sys.executable, "-c", "import sys; from eosfix.cli import main; sys.exit(main())", *args],
+        check=False,
         cwd=cwd,
         capture_output=True,
         text=True,
@@ -95,10 +95,8 @@ def test_dev_zero_link_is_refused_in_one_line(tmp_path, name):
     before = _snapshot_files(repo)
     proc = _rss_limited(["fix", str(repo)], tmp_path)
     assert proc.returncode == 2, proc.stderr
-    assert proc.stderr.strip().splitlines() == [
-        f"error: {repo / name}: is not a regular file (a device, FIFO or socket); "
-        "refusing to read it"
-    ]
+    line = f"error: {repo / name}: is not a regular file (a device, FIFO or socket); "
+    assert proc.stderr.strip().splitlines() == [line + "refusing to read it"]
     assert _snapshot_files(repo) == before
 
 
@@ -154,10 +152,10 @@ def test_deep_json_is_one_line_exit_2(tmp_path, run_eosfix, depth, where):
     repo = copy_repo(SAMPLES / "chatml-missing-im-end", tmp_path / "r")
     nest = "[" * depth + "]" * depth
     if where == GEN:
-        (repo / GEN).write_text('{"eos_token_id": 2, "x": %s}' % nest)
+        (repo / GEN).write_text('{"eos_token_id": 2, "x": ' + nest + "}")
     else:
         (repo / where).write_text(
-            '{"added_tokens": [{"id": 1, "content": "a", "x": %s}], "model": {}}' % nest
+            '{"added_tokens": [{"id": 1, "content": "a", "x": ' + nest + '}], "model": {}}'
         )
     before = _snapshot_files(repo)
     result = run_eosfix("fix", repo)
@@ -199,6 +197,3 @@ def test_join_of_a_generator_renders_what_jinja_renders():
     context = {"messages": [{"content": "a"}, {"content": "b"}]}
     plain = jinja2.sandbox.ImmutableSandboxedEnvironment().from_string(source).render(context)
     assert render(source, context) == plain == "a, b|0-1-2"
-
-
-
