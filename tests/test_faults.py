@@ -29,6 +29,7 @@ from tests.conftest import SAMPLES, copy_repo
 
 GEN = "generation_config.json"
 ROOT = Path(__file__).resolve().parent.parent
+_CLI = [sys.executable, "-c", "import sys; from eosfix.cli import main; sys.exit(main())"]
 
 
 def _cli(*args: str) -> tuple[int, str, str]:
@@ -76,7 +77,7 @@ def _rss_limited(args: list[str], cwd: Path, limit: int = 1 << 30) -> subprocess
         resource.setrlimit(resource.RLIMIT_AS, (limit * 3, limit * 3))
 
     return subprocess.run(
-        [sys.executable, "-c", "import sys; from eosfix.cli import main; sys.exit(main())", *args],
+        [*_CLI, *args],
         check=False,
         cwd=cwd,
         capture_output=True,
@@ -197,3 +198,76 @@ def test_join_of_a_generator_renders_what_jinja_renders():
     context = {"messages": [{"content": "a"}, {"content": "b"}]}
     plain = jinja2.sandbox.ImmutableSandboxedEnvironment().from_string(source).render(context)
     assert render(source, context) == plain == "a, b|0-1-2"
+
+
+# --- 2. workers die with the main process; SIGTERM and SIGHUP are Ctrl-C ------------------------
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
+    except OSError:
+        return []
+    return [int(x) for x in text.split()]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rpartition(")")[2].split()[0] != "Z"  # a zombie has exited
+
+
+def _wait_for(condition, what: str, bound: float = 120.0) -> None:
+    """Wait for an event; ``bound`` only turns a hang into a failure, it decides nothing."""
+    import time
+
+    deadline = time.monotonic() + bound
+    while not condition():
+        if time.monotonic() > deadline:
+            pytest.fail(f"gave up waiting: {what}")
+        time.sleep(0.02)
+
+
+def _big_cache(root: Path, n: int = 60) -> CacheBuilder:
+    b = CacheBuilder(root)
+    for i in range(n):
+        b.add_revision(f"org/m{i:03d}", chatml_files(1000 + 10 * i))
+    return b
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs Linux /proc")
+@pytest.mark.parametrize("how", ["SIGKILL", "SIGTERM", "SIGHUP"])
+def test_workers_die_with_the_main_process(tmp_path, how):
+    import signal
+
+    b = _big_cache(tmp_path / "hub")
+    proc = subprocess.Popen(
+        [*_CLI, "cache", "--cache-dir", str(b.root), "--fix"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    try:
+        _wait_for(lambda: len(_children(proc.pid)) >= 1 or proc.poll() is not None, "a worker")
+        workers = _children(proc.pid)
+        if not workers:
+            pytest.fail("the run finished before it started a worker; make the cache bigger")
+        proc.send_signal(getattr(signal, how))
+        code = proc.wait(timeout=120)
+        for pid in workers:
+            _wait_for(lambda pid=pid: not _alive(pid), f"worker {pid} to exit")
+        out = proc.stdout.read()  # EOF: no orphan holds the pipe open
+        err = proc.stderr.read().decode()
+    finally:
+        proc.kill()
+        proc.wait()
+        proc.stdout.close()
+        proc.stderr.close()
+    if how == "SIGKILL":
+        assert code == -signal.SIGKILL
+    else:
+        assert code == 130, err
+        assert "Traceback" not in err
+    assert isinstance(out, bytes)

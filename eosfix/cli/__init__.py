@@ -148,12 +148,15 @@ def _sigterm_interrupts() -> Iterator[None]:
             return
         raise KeyboardInterrupt
 
+    # SIGHUP (the terminal closed, an ssh session dropped) too
+    signums = [signal.SIGTERM, *([signal.SIGHUP] if hasattr(signal, "SIGHUP") else [])]
     try:
-        previous = signal.signal(signal.SIGTERM, interrupt)
+        previous = {signum: signal.signal(signum, interrupt) for signum in signums}
     except ValueError:  # not the main thread (main() called from a thread): leave it
         yield
         return
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
