@@ -8,6 +8,7 @@ or an event waited for), never a wall-clock window.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import resource
@@ -271,3 +272,57 @@ def test_workers_die_with_the_main_process(tmp_path, how):
         assert code == 130, err
         assert "Traceback" not in err
     assert isinstance(out, bytes)
+
+
+# --- 8 and the write path: an error injected at every write syscall in turn ---------------------
+
+
+_WRITE_CALLS = ("replace", "fsync", "fchmod", "open")
+
+
+def _fix_outcome(repo: Path) -> tuple[dict[str, bytes], dict[str, bytes]]:
+    """(the files before, the files after) a clean ``fix --config-json`` of a copy."""
+    before = _snapshot_files(repo)
+    clean = copy_repo(repo, repo.parent / "clean")
+    CliRunner().invoke(cli, ["fix", str(clean), "--config-json"])
+    return before, _snapshot_files(clean)
+
+
+@pytest.mark.parametrize("func", ["replace", "fsync", "fchmod", "open", "scandir", "lstat"])
+@pytest.mark.parametrize("err", [errno.ENOSPC, errno.EIO, errno.EMFILE])
+def test_injected_errors_leave_all_files_old_or_all_new(tmp_path, monkeypatch, func, err):
+    """Raise ``err`` from the k-th call of ``os.<func>`` during a two-file fix, for every k
+    that call sees: each time the folder holds every file old or every file new (never one of
+    each, never a torn file, no temp file), and a failure is one line, exit 2."""
+    base = copy_repo(SAMPLES / "chatml-missing-im-end", tmp_path / "base")
+    old, new = _fix_outcome(base)
+    assert old["config.json"] != new["config.json"]
+    assert old[GEN] != new[GEN]
+    real = getattr(os, func)
+    k = 0
+    while True:
+        k += 1
+        repo = copy_repo(base, tmp_path / f"r{func}{k}")
+        calls = 0
+
+        def failing(*args, _k=k, **kwargs):
+            nonlocal calls
+            calls += 1
+            if calls == _k:
+                raise OSError(err, os.strerror(err))
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(os, func, failing)
+        try:
+            result = CliRunner().invoke(cli, ["fix", str(repo), "--config-json"])
+        finally:
+            monkeypatch.setattr(os, func, real)
+        files = _snapshot_files(repo)
+        assert not [p for p in repo.iterdir() if p.name.endswith(".eosfix-tmp")]
+        assert files in (old, new), f"{func} call {k}: a mix of old and new files"
+        if files == old and func in _WRITE_CALLS:  # (read-path OSErrors: not yet one line)
+            assert result.exit_code == 2, (k, result.output, result.exception)
+            assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+        if calls < k:  # the fix made fewer calls than k: every call point was tried
+            break
+    assert k > 1

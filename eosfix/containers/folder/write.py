@@ -16,6 +16,7 @@ the next ``cache --fix``, whatever the analysis then says of the files.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -59,13 +60,18 @@ def _write_all(root: Path, patches: Sequence[FilePatch], replace_symlinks: bool)
             target = root / patch.file
             if write_if_changed(target, patch.new_text, allow_symlink_replace=replace_symlinks):
                 written.append(patch)
-    except EosfixError:
+    except BaseException as exc:  # any error (a raw OSError, Ctrl-C too): all or nothing
         for done in reversed(written):
             target = root / done.file
-            if done.old_text is None:
-                target.unlink(missing_ok=True)
-            else:  # a cache snapshot link comes back as a regular file with the same bytes
-                write_atomic(target, done.old_text.encode("utf-8"), allow_symlink_replace=True)
+            with contextlib.suppress(Exception):  # best effort: report the first failure
+                if done.old_text is None:
+                    target.unlink(missing_ok=True)
+                else:  # a cache snapshot link comes back as a regular file with the same bytes
+                    data = done.old_text.encode("utf-8")
+                    write_atomic(target, data, allow_symlink_replace=True)
+        if isinstance(exc, Exception) and not isinstance(exc, EosfixError):
+            reason = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
+            raise WriteError(f"write failed, nothing changed: {reason}", path=root) from exc
         raise
     return [p.file for p in written]
 
