@@ -326,3 +326,43 @@ def test_injected_errors_leave_all_files_old_or_all_new(tmp_path, monkeypatch, f
         if calls < k:  # the fix made fewer calls than k: every call point was tried
             break
     assert k > 1
+
+
+# --- 9. a leftover GGUF temp file on a tight disk -----------------------------------------------
+
+
+def _tight_disk(monkeypatch, folder: Path, room: int) -> None:
+    """A file system with ``room`` bytes free besides the temp files in ``folder`` (a stale
+    temp file takes space until it is removed)."""
+    from types import SimpleNamespace
+
+    from eosfix.containers.gguf import write as gguf_write
+
+    def usage(_path):
+        temps = sum(p.stat().st_size for p in folder.glob(".*.eosfix-tmp"))
+        return SimpleNamespace(free=room - temps)
+
+    monkeypatch.setattr(gguf_write.shutil, "disk_usage", usage)
+
+
+@pytest.mark.parametrize("output", [False, True])
+def test_stale_gguf_temp_is_removed_before_the_free_space_check(tmp_path, monkeypatch, output):
+    """A killed rewrite left a temp file as big as the model; on a disk with room for one
+    copy, the re-run must remove it first instead of refusing for want of space forever."""
+    from tests.ggufs import chatml, glm
+
+    if output:  # --output with nothing to fix: copy_gguf
+        path = chatml(tmp_path / "ok.gguf", tensor=bytes(range(256)) * 256)
+        args = ["fix", path, "--output", tmp_path / "out.gguf"]
+    else:  # a key to add: _rewrite
+        path = glm(tmp_path / "glm.gguf", tensor=bytes(range(256)) * 256)
+        args = ["fix", path]
+    stale = tmp_path / f".{path.name}.killed.eosfix-tmp"
+    stale.write_bytes(path.read_bytes())  # nobody holds its lock: left by a killed run
+    size = path.stat().st_size  # room for the new file and the 16 MB margin, not for two
+    _tight_disk(monkeypatch, tmp_path, room=16 * 1024 * 1024 + 2 * size - 1000)
+    code, _out, err = _cli(*args)
+    assert "not enough free space" not in err
+    assert code in (0, 1), err
+    assert not stale.exists()
+    assert not list(tmp_path.glob(".*.eosfix-tmp"))

@@ -378,8 +378,6 @@ def _rewrite(
     progress: Progress | None,
 ) -> WriteResult:
     """Shard 1 rewritten into ``targets[0]``; the other shards (``--output``) copied."""
-    needed = _layout(header, values).size + sum(os.stat(s).st_size for s in shards[1:])
-    _free_space_check(targets[0], needed)
 
     def make(index: int, target: Path) -> tuple[Path, int, str | None]:
         if index == 0:
@@ -387,7 +385,12 @@ def _rewrite(
             return tmp, lay.size, sha
         return _copied_temp(shards[index], target, progress)
 
-    return _commit(header, targets, make, "rewrite")
+    with locked_dir(targets[0]):
+        # A killed run's temp file would count against the free space: removed first.
+        remove_stale_temps(targets[0].parent)
+        needed = _layout(header, values).size + sum(os.stat(s).st_size for s in shards[1:])
+        _free_space_check(targets[0], needed)
+        return _commit(header, targets, make, "rewrite")
 
 
 def copy_gguf(
@@ -402,12 +405,14 @@ def copy_gguf(
     split), so ``fix --output NEW && upload NEW`` holds whatever the check found."""
     shards = tuple(shards) or (header.path,)
     targets = output_targets(header, output, shards, force=force)
-    _free_space_check(targets[0], sum(os.stat(s).st_size for s in shards))
 
     def make(index: int, target: Path) -> tuple[Path, int, str | None]:
         return _copied_temp(shards[index], target, progress)
 
-    return _commit(header, targets, make, "copy")
+    with locked_dir(targets[0]):
+        remove_stale_temps(targets[0].parent)  # before the free-space check, as in _rewrite
+        _free_space_check(targets[0], sum(os.stat(s).st_size for s in shards))
+        return _commit(header, targets, make, "copy")
 
 
 # --- where the result goes ----------------------------------------------------------------
