@@ -366,3 +366,76 @@ def test_stale_gguf_temp_is_removed_before_the_free_space_check(tmp_path, monkey
     assert code in (0, 1), err
     assert not stale.exists()
     assert not list(tmp_path.glob(".*.eosfix-tmp"))
+
+
+# --- 10. lost updates: another program's edit between eosfix's read and its rename ---------------
+
+
+def _users_edit(path: Path, how: str) -> bytes:
+    """What another program does to ``path``: rewrite it in place (same inode), or rename a
+    new file of the same size over it (a new inode, mtime maybe equal)."""
+    text = path.read_text()
+    new = text.replace("{", '{"x": 1, ', 1) if how == "in place" else text.replace("2", "3")
+    assert new != text
+    if how == "in place":
+        path.write_text(new)
+    else:
+        other = path.with_name("edited-by-user")
+        other.write_text(new)
+        os.replace(other, path)
+    return path.read_bytes()
+
+
+@pytest.mark.parametrize("how", ["in place", "renamed"])
+def test_an_edit_after_eosfix_read_the_repo_is_not_overwritten(tmp_path, monkeypatch, how):
+    """The edit lands after the analysis read the files, before the write starts."""
+    from eosfix.containers.folder import write as folder_write
+
+    repo = copy_repo(SAMPLES / "chatml-missing-im-end", tmp_path / "r")
+    real = folder_write._check_writable
+    edited: dict[str, bytes] = {}
+
+    def edit_then_check(root, patch, replace_symlinks):
+        if not edited:
+            edited["config.json"] = _users_edit(root / "config.json", how)
+        return real(root, patch, replace_symlinks)
+
+    monkeypatch.setattr(folder_write, "_check_writable", edit_then_check)
+    before = _snapshot_files(repo)
+    code, _out, err = _cli("fix", repo, "--config-json")
+    assert code == 2, err
+    assert err.strip().splitlines() == [
+        (
+            f"error: {repo / 'config.json'}: changed since eosfix read it (another program wrote "
+            "it); nothing written, run eosfix again"
+        )
+    ]
+    assert _snapshot_files(repo) == {**before, **edited}
+    assert not list(repo.glob(".*.eosfix-tmp"))
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="needs Linux /proc")
+@pytest.mark.parametrize("how", ["in place", "renamed"])
+@pytest.mark.parametrize("name", [GEN, "config.json"])
+def test_an_edit_while_eosfix_writes_is_not_overwritten(tmp_path, monkeypatch, name, how):
+    """The edit lands while eosfix writes its temp file (after its last read of the target,
+    before the rename): refused, and the file written before it is put back."""
+    repo = copy_repo(SAMPLES / "chatml-missing-im-end", tmp_path / "r")
+    real = os.fsync
+    edited: dict[str, bytes] = {}
+
+    def fsync(fd):
+        real(fd)
+        if not edited and os.readlink(f"/proc/self/fd/{fd}").startswith(str(repo / f".{name}.")):
+            edited[name] = _users_edit(repo / name, how)
+
+    before = _snapshot_files(repo)
+    monkeypatch.setattr(os, "fsync", fsync)
+    code, _out, err = _cli("fix", repo, "--config-json")
+    monkeypatch.setattr(os, "fsync", real)
+    assert edited, "the injected edit never ran"
+    assert code == 2, err
+    assert len(err.strip().splitlines()) == 1, err
+    assert "changed since eosfix read it" in err
+    assert _snapshot_files(repo) == {**before, **edited}
+    assert not list(repo.glob(".*.eosfix-tmp"))

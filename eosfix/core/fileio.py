@@ -208,11 +208,48 @@ def fsync_dir(directory: Path) -> None:
             os.close(fd)
 
 
-def write_atomic(path: Path, data: bytes, *, allow_symlink_replace: bool = False) -> None:
+def stamp(path: Path) -> tuple[int, ...] | None:
+    """What says a file was not replaced or edited: (device, inode, size, mtime_ns) of the
+    entry itself and, for a symlink, of its target; None when nothing is there."""
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise WriteError(f"cannot stat: {exc.strerror or exc}", path=path) from None
+    own = (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns)
+    if not stat.S_ISLNK(info.st_mode):
+        return own
+    try:
+        target = os.stat(path)
+    except OSError:
+        return own
+    return (*own, target.st_dev, target.st_ino, target.st_size, target.st_mtime_ns)
+
+
+CHANGED = (
+    "changed since eosfix read it (another program wrote it); nothing written, run eosfix again"
+)
+
+
+def _check_stamp(path: Path, expected: tuple[int, ...] | None) -> None:
+    if stamp(path) != expected:
+        raise WriteError(CHANGED, path=path)
+
+
+def write_atomic(
+    path: Path,
+    data: bytes,
+    *,
+    allow_symlink_replace: bool = False,
+    unchanged: tuple[int, ...] | bool | None = True,
+) -> None:
     """Replace ``path`` with ``data`` atomically; on any failure the old file is intact.
 
     A symlink at ``path`` is refused, or with ``allow_symlink_replace`` the link itself
-    is replaced by a regular file, leaving its target untouched.
+    is replaced by a regular file, leaving its target untouched. ``unchanged``: a ``stamp``
+    taken when the old file was read; if the file no longer matches it just before the
+    rename (another program wrote it), nothing is written (``True``: not checked).
     """
     with locked_dir(path):
         mode = _target_mode(path, allow_symlink_replace)
@@ -235,35 +272,76 @@ def write_atomic(path: Path, data: bytes, *, allow_symlink_replace: bool = False
                     os.fchmod(tmp.fileno(), mode)
             if not hasattr(os, "fchmod"):  # Windows before Python 3.13
                 os.chmod(tmp.name, mode)
+            if unchanged is not True:
+                _check_stamp(path, unchanged if isinstance(unchanged, tuple) else None)
             os.replace(tmp.name, path)
         except BaseException as exc:
             with contextlib.suppress(OSError):
                 os.unlink(tmp.name)
-            if isinstance(exc, Exception):
+            if isinstance(exc, Exception) and not isinstance(exc, WriteError):
                 reason = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
                 raise WriteError(f"write failed, file left unchanged: {reason}", path=path) from exc
             raise
     fsync_dir(path.parent)
 
 
-def write_if_changed(path: Path, new_text: str, *, allow_symlink_replace: bool = False) -> bool:
+def write_if_changed(
+    path: Path,
+    new_text: str,
+    *,
+    allow_symlink_replace: bool = False,
+    old_text: str | bool | None = True,
+) -> bool:
     """Write ``new_text`` (bytes exactly as the str, UTF-8) unless the file already holds it.
 
     Returns True when the file was written. An unchanged file is not touched at all.
+    ``old_text``: what the file held when eosfix read it (None: it did not exist); a file
+    that now holds something else, or changes before the rename, is refused with a
+    ``WriteError`` and nothing is written: another program's edit is never lost
+    (``True``: not checked).
     """
     try:
         data = new_text.encode("utf-8")
     except UnicodeEncodeError as exc:  # a lone surrogate: no UTF-8 form exists
         raise WriteError(f"text cannot be encoded as UTF-8: {exc.reason}", path=path) from None
     with locked_dir(path):
+        before = stamp(path)
         try:
-            if path.read_bytes() == data:
-                return False
+            current: bytes | None = path.read_bytes()
         except FileNotFoundError:
-            pass
+            current = None
         except OSError as exc:
             raise WriteError(
                 f"cannot read before writing: {exc.strerror or exc}", path=path
             ) from None
-        write_atomic(path, data, allow_symlink_replace=allow_symlink_replace)
+        if current == data:
+            return False
+        if old_text is not True and not _holds(current, old_text):
+            raise WriteError(CHANGED, path=path)
+        write_atomic(
+            path,
+            data,
+            allow_symlink_replace=allow_symlink_replace,
+            unchanged=True if old_text is True else before,
+        )
     return True
+
+
+def check_holds(path: Path, old_text: str | None) -> None:
+    """Raise ``WriteError`` unless ``path`` still holds ``old_text`` (None: no file there),
+    what eosfix read; call it for every file of a multi-file fix before writing any."""
+    try:
+        current: bytes | None = path.read_bytes()
+    except FileNotFoundError:
+        current = None
+    except OSError as exc:
+        raise WriteError(f"cannot read before writing: {exc.strerror or exc}", path=path) from None
+    if not _holds(current, old_text):
+        raise WriteError(CHANGED, path=path)
+
+
+def _holds(current: bytes | None, old_text: str | bool | None) -> bool:
+    """Whether ``current`` (None: no file) is what eosfix read as ``old_text``."""
+    if old_text is None or current is None:
+        return old_text is None and current is None
+    return isinstance(old_text, str) and current == old_text.encode("utf-8", "surrogateescape")

@@ -23,7 +23,7 @@ from pathlib import Path
 from eosfix.containers.folder.plan import FilePatch
 from eosfix.containers.target import cache_snapshot
 from eosfix.core.errors import EosfixError, WriteError
-from eosfix.core.fileio import check_writable, write_atomic, write_if_changed
+from eosfix.core.fileio import check_holds, check_writable, write_atomic, write_if_changed
 
 AfterWrite = Callable[[Path, FilePatch], None]  # (the written file, its patch)
 
@@ -43,6 +43,10 @@ def write_patches(
     """
     for patch in patches:  # all or nothing: refuse before writing the first file
         _check_writable(root, patch, replace_symlinks)
+    for patch in patches:  # another program's edit since eosfix read the file is never lost
+        target = root / patch.file
+        if not _already(target, patch.new_text):
+            check_holds(target, patch.old_text)
     written = _write_all(root, patches, replace_symlinks)
     if after_write is not None:
         for patch in patches:
@@ -58,7 +62,12 @@ def _write_all(root: Path, patches: Sequence[FilePatch], replace_symlinks: bool)
     try:
         for patch in patches:
             target = root / patch.file
-            if write_if_changed(target, patch.new_text, allow_symlink_replace=replace_symlinks):
+            if write_if_changed(
+                target,
+                patch.new_text,
+                allow_symlink_replace=replace_symlinks,
+                old_text=patch.old_text,  # refused if another program wrote it meanwhile
+            ):
                 written.append(patch)
     except BaseException as exc:  # any error (a raw OSError, Ctrl-C too): all or nothing
         for done in reversed(written):
@@ -74,6 +83,14 @@ def _write_all(root: Path, patches: Sequence[FilePatch], replace_symlinks: bool)
             raise WriteError(f"write failed, nothing changed: {reason}", path=root) from exc
         raise
     return [p.file for p in written]
+
+
+def _already(target: Path, new_text: str) -> bool:
+    """The file already holds ``new_text`` (another eosfix run wrote it): nothing to do."""
+    try:
+        return target.read_bytes() == new_text.encode("utf-8", "surrogateescape")
+    except OSError:
+        return False
 
 
 def _check_writable(root: Path, patch: FilePatch, replace_symlinks: bool) -> None:
