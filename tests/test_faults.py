@@ -372,13 +372,18 @@ def test_stale_gguf_temp_is_removed_before_the_free_space_check(tmp_path, monkey
 
 
 def _users_edit(path: Path, how: str) -> bytes:
-    """What another program does to ``path``: rewrite it in place (same inode), or rename a
-    new file of the same size over it (a new inode, mtime maybe equal)."""
+    """What another program does to ``path``: rewrite it in place (same inode), the same in
+    the same timestamp tick (size and mtime_ns unchanged), or rename a new file of the same
+    size over it (a new inode)."""
     text = path.read_text()
     new = text.replace("{", '{"x": 1, ', 1) if how == "in place" else text.replace("2", "3")
     assert new != text
     if how == "in place":
         path.write_text(new)
+    elif how == "same tick":
+        info = path.stat()
+        path.write_text(new)
+        os.utime(path, ns=(info.st_atime_ns, info.st_mtime_ns))
     else:
         other = path.with_name("edited-by-user")
         other.write_text(new)
@@ -415,7 +420,7 @@ def test_an_edit_after_eosfix_read_the_repo_is_not_overwritten(tmp_path, monkeyp
 
 
 @pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="needs Linux /proc")
-@pytest.mark.parametrize("how", ["in place", "renamed"])
+@pytest.mark.parametrize("how", ["in place", "same tick", "renamed"])
 @pytest.mark.parametrize("name", [GEN, "config.json"])
 def test_an_edit_while_eosfix_writes_is_not_overwritten(tmp_path, monkeypatch, name, how):
     """The edit lands while eosfix writes its temp file (after its last read of the target,

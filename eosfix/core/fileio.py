@@ -22,7 +22,7 @@ import stat
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType
 
@@ -232,9 +232,25 @@ CHANGED = (
 )
 
 
-def _check_stamp(path: Path, expected: tuple[int, ...] | None) -> None:
-    if stamp(path) != expected:
-        raise WriteError(CHANGED, path=path)
+def _read_or_none(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise WriteError(f"cannot read before writing: {exc.strerror or exc}", path=path) from None
+
+
+def _still(path: Path, seen: tuple[int, ...] | None, current: bytes | None) -> Callable[[], None]:
+    """A check that ``path`` is still what was read (``seen``, its ``stamp``; ``current``, its
+    bytes): run just before the rename, it refuses an edit another program made meanwhile,
+    even one that kept the size and the mtime (a timestamp tick is milliseconds)."""
+
+    def check() -> None:
+        if stamp(path) != seen or _read_or_none(path) != current:
+            raise WriteError(CHANGED, path=path)
+
+    return check
 
 
 def write_atomic(
@@ -242,14 +258,13 @@ def write_atomic(
     data: bytes,
     *,
     allow_symlink_replace: bool = False,
-    unchanged: tuple[int, ...] | bool | None = True,
+    before_replace: Callable[[], None] | None = None,
 ) -> None:
     """Replace ``path`` with ``data`` atomically; on any failure the old file is intact.
 
     A symlink at ``path`` is refused, or with ``allow_symlink_replace`` the link itself
-    is replaced by a regular file, leaving its target untouched. ``unchanged``: a ``stamp``
-    taken when the old file was read; if the file no longer matches it just before the
-    rename (another program wrote it), nothing is written (``True``: not checked).
+    is replaced by a regular file, leaving its target untouched. ``before_replace`` runs
+    just before the rename, the temp file complete: an exception there writes nothing.
     """
     with locked_dir(path):
         mode = _target_mode(path, allow_symlink_replace)
@@ -272,8 +287,8 @@ def write_atomic(
                     os.fchmod(tmp.fileno(), mode)
             if not hasattr(os, "fchmod"):  # Windows before Python 3.13
                 os.chmod(tmp.name, mode)
-            if unchanged is not True:
-                _check_stamp(path, unchanged if isinstance(unchanged, tuple) else None)
+            if before_replace is not None:
+                before_replace()
             os.replace(tmp.name, path)
         except BaseException as exc:
             with contextlib.suppress(OSError):
@@ -305,15 +320,8 @@ def write_if_changed(
     except UnicodeEncodeError as exc:  # a lone surrogate: no UTF-8 form exists
         raise WriteError(f"text cannot be encoded as UTF-8: {exc.reason}", path=path) from None
     with locked_dir(path):
-        before = stamp(path)
-        try:
-            current: bytes | None = path.read_bytes()
-        except FileNotFoundError:
-            current = None
-        except OSError as exc:
-            raise WriteError(
-                f"cannot read before writing: {exc.strerror or exc}", path=path
-            ) from None
+        seen = stamp(path)
+        current = _read_or_none(path)
         if current == data:
             return False
         if old_text is not True and not _holds(current, old_text):
@@ -322,7 +330,7 @@ def write_if_changed(
             path,
             data,
             allow_symlink_replace=allow_symlink_replace,
-            unchanged=True if old_text is True else before,
+            before_replace=None if old_text is True else _still(path, seen, current),
         )
     return True
 
@@ -330,13 +338,7 @@ def write_if_changed(
 def check_holds(path: Path, old_text: str | None) -> None:
     """Raise ``WriteError`` unless ``path`` still holds ``old_text`` (None: no file there),
     what eosfix read; call it for every file of a multi-file fix before writing any."""
-    try:
-        current: bytes | None = path.read_bytes()
-    except FileNotFoundError:
-        current = None
-    except OSError as exc:
-        raise WriteError(f"cannot read before writing: {exc.strerror or exc}", path=path) from None
-    if not _holds(current, old_text):
+    if not _holds(_read_or_none(path), old_text):
         raise WriteError(CHANGED, path=path)
 
 
