@@ -444,3 +444,77 @@ def test_an_edit_while_eosfix_writes_is_not_overwritten(tmp_path, monkeypatch, n
     assert "changed since eosfix read it" in err
     assert _snapshot_files(repo) == {**before, **edited}
     assert not list(repo.glob(".*.eosfix-tmp"))
+
+
+def _gguf_users_edit(path: Path, how: str) -> bytes:
+    """Another program's write to a GGUF: bytes appended in place, or a new file renamed over."""
+    if how == "in place":
+        with open(path, "ab") as fh:
+            fh.write(b"\0" * 32)
+    else:
+        other = path.with_name("edited-by-user.gguf")
+        other.write_bytes(path.read_bytes()[:-1] + b"\x01")
+        os.replace(other, path)
+    return path.read_bytes()
+
+
+@pytest.mark.parametrize("how", ["in place", "renamed"])
+def test_an_edit_during_a_gguf_rewrite_is_not_overwritten(tmp_path, monkeypatch, how):
+    """The edit lands while eosfix copies the tensor data into its temp file."""
+    from eosfix.containers.gguf import write as gguf_write
+    from tests.ggufs import glm
+
+    path = glm(tmp_path / "glm.gguf", tensor=bytes(range(256)) * 64)
+    real = gguf_write._copy_data
+    edited: list[bytes] = []
+
+    def copy_then_edit(*args, **kwargs):
+        digest = real(*args, **kwargs)
+        edited.append(_gguf_users_edit(path, how))
+        return digest
+
+    monkeypatch.setattr(gguf_write, "_copy_data", copy_then_edit)
+    code, _out, err = _cli("fix", path)
+    assert edited
+    assert code == 2, err
+    assert err.strip().splitlines()[-1] == (
+        f"error: {path}: changed since eosfix read it (another program wrote it); "
+        "nothing written, run eosfix again"
+    )
+    assert path.read_bytes() == edited[0]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["glm.gguf"]
+
+
+# --- 11. two fixes of one GGUF: the tensor infos are read from the file that was checked --------
+
+
+def test_a_gguf_replaced_after_its_header_was_read_is_refused_not_misread(tmp_path, monkeypatch):
+    """Another eosfix (or anything) renames a rewritten GGUF over the file after this run read
+    its header: the tensor infos must not be read from the new file at the old offsets (a
+    spurious "truncated" error, or a header built from the wrong bytes)."""
+    from eosfix.containers.gguf import write as gguf_write
+    from tests.ggufs import glm
+
+    (tmp_path / "a").mkdir()
+    path = glm(tmp_path / "a" / "glm.gguf", tensor=bytes(range(256)) * 64)
+    other = copy_repo(tmp_path / "a", tmp_path / "b") / "glm.gguf"
+    assert _cli("fix", other)[0] == 1  # the other run's result: keys appended, header longer
+    assert other.stat().st_size != path.stat().st_size
+    real = gguf_write.check_in_place
+    swapped: list[bytes] = []
+
+    def swap_then_check(header):
+        os.replace(other, path)
+        swapped.append(path.read_bytes())
+        return real(header)
+
+    monkeypatch.setattr(gguf_write, "check_in_place", swap_then_check)
+    code, _out, err = _cli("fix", path)
+    assert swapped
+    assert code == 2, err
+    assert "truncated" not in err
+    assert err.strip().splitlines()[-1].endswith("changed since eosfix read it (another "
+                                                  "program wrote it); nothing written, run "
+                                                  "eosfix again")  # fmt: skip
+    assert path.read_bytes() == swapped[0]
+    assert sorted(p.name for p in path.parent.iterdir()) == ["glm.gguf"]
