@@ -518,3 +518,85 @@ def test_a_gguf_replaced_after_its_header_was_read_is_refused_not_misread(tmp_pa
                                                   "eosfix again")  # fmt: skip
     assert path.read_bytes() == swapped[0]
     assert sorted(p.name for p in path.parent.iterdir()) == ["glm.gguf"]
+
+
+# --- 7. a state file on a full disk ------------------------------------------------------------
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="needs Linux /proc")
+@pytest.mark.parametrize("fmt", ["json", "text"])
+def test_a_state_file_on_a_full_disk_is_one_line_exit_2(fake_hub, tmp_path, monkeypatch, fmt):
+    """The third state line is written in part, then the disk is full: the file keeps only
+    whole lines, the run's output is still whole (a valid JSON document), and the state
+    error is the one line on stderr, exit 2 (close() flushing nothing to fail again)."""
+    from tests.test_hub_batch import org
+
+    org(fake_hub, 5)
+    state = tmp_path / "audit.jsonl"
+    real = os.write
+    lines = 0
+
+    def write(fd, data):
+        nonlocal lines
+        try:
+            name = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            name = ""
+        if name != str(state):
+            return real(fd, data)
+        lines += 1
+        if lines < 3:
+            return real(fd, data)
+        if lines == 3:
+            return real(fd, bytes(data)[:10])  # part of the line, then...
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "write", write)
+    code, out, err = _cli("hub", "--author", "org", "--state", state, "--format", fmt)
+    monkeypatch.setattr(os, "write", real)
+    assert code == 2, err
+    assert err.strip().splitlines() == [f"error: {state}: cannot write: No space left on device"]
+    text = state.read_text()
+    assert text.endswith("\n")
+    assert [json.loads(line)["repo_id"] for line in text.splitlines()] == ["org/m000", "org/m001"]
+    if fmt == "json":
+        document = json.loads(out)
+        assert len(document["repos"]) == 5
+        assert document["exit_code"] == 2
+
+
+@pytest.fixture
+def tiny_tmpfs(tmp_path):
+    """A tmpfs of two pages (where this process may mount one: root on Linux), one filled."""
+    mnt = tmp_path / "tiny"
+    mnt.mkdir()
+    proc = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=8k", "tmpfs", str(mnt)],
+        check=False,
+        capture_output=True,
+    )
+    if proc.returncode != 0:
+        pytest.skip("cannot mount a tmpfs here")
+    try:
+        (mnt / "filler").write_bytes(b"\0" * 4096)
+        yield mnt
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+def test_a_state_file_on_a_real_full_tmpfs(fake_hub, tiny_tmpfs):
+    from tests.test_hub_batch import org
+
+    org(fake_hub, 30)
+    state = tiny_tmpfs / "audit.jsonl"
+    code, out, err = _cli("hub", "--author", "org", "--state", state, "--format", "json")
+    assert code == 2, err
+    assert err.strip().splitlines() == [f"error: {state}: cannot write: No space left on device"]
+    text = state.read_text()
+    assert text.endswith("\n")
+    recorded = [json.loads(line)["repo_id"] for line in text.splitlines()]
+    assert 0 < len(recorded) < 30
+    document = json.loads(out)
+    assert (len(document["repos"]), document["exit_code"]) == (30, 2)
+    _code, again, _err = _cli("hub", "--author", "org", "--state", state, "--format", "json")
+    assert json.loads(again)["summary"]["resumed"] == len(recorded)

@@ -27,7 +27,7 @@ from huggingface_hub import HfApi
 
 from eosfix import pipeline
 from eosfix.batch.run import Done, Pending, Run, Unit, in_order
-from eosfix.batch.state import StateFile, verdict_of_record
+from eosfix.batch.state import StateError, StateFile, verdict_of_record
 from eosfix.batch.verdict import Verdict
 from eosfix.containers.folder.plan import FilePatch
 from eosfix.core.repo import GENERATION_CONFIG, TOKENIZER_JSON
@@ -60,6 +60,9 @@ class HubSource:
         self.state = state
         self.prs = prs
         self.errors: list[tuple[str, str]] = []  # (author, why its listing failed)
+        # The state file could not be written (a full disk): the audit goes on unrecorded,
+        # and the command ends with this one line and exit 2.
+        self.state_error: StateError | None = None
         self.resumed = 0
         self._lock = threading.Lock()
         workers = reader.http.gate.max
@@ -164,11 +167,14 @@ class HubSource:
     def _finished(self, units: Iterable[Unit]) -> Iterator[Unit]:
         for unit in units:
             unit = _named(unit)
-            if self.state is not None and not unit.extra.get("resumed"):
+            if self.state is not None and not self.state_error and not unit.extra.get("resumed"):
                 assert unit.verdict is not None
                 item = unit.item
                 assert isinstance(item, HubEntry)
-                self.state.record(item.repo_id, item.sha, unit.verdict, dict(unit.extra))
+                try:
+                    self.state.record(item.repo_id, item.sha, unit.verdict, dict(unit.extra))
+                except StateError as exc:
+                    self.state_error = exc
             yield unit
 
     # --- what the run asks ----------------------------------------------------------------------
@@ -176,7 +182,8 @@ class HubSource:
         return None if self.author else len(self.repo_ids)
 
     def failed(self) -> bool:
-        return bool(self.errors) or (self.prs is not None and self.prs.failed > 0)
+        failed_prs = self.prs is not None and self.prs.failed > 0
+        return bool(self.errors) or failed_prs or self.state_error is not None
 
     def head(self) -> dict[str, Any]:
         return {"author": self.author} if self.author else {}
