@@ -19,7 +19,7 @@ from eosfix.containers.folder.plan import FilePatch
 from eosfix.containers.folder.write import AfterWrite, write_patches
 from eosfix.containers.target import is_gguf, resolve
 from eosfix.core.errors import EosfixError, VerificationError
-from eosfix.core.fileio import locked_dir
+from eosfix.core.fileio import hard_link_note, locked_dir
 from eosfix.core.repo import ModelRepo
 from eosfix.decide.check import RepoCheck, Status
 from eosfix.decide.check import check as check_repo
@@ -215,6 +215,7 @@ def fix(
         with locked_dir(root):
             planned = _analyze(open_folder(root), config_json, keep_ids, pins)
             patches = tuple(p for p in planned.patches if isinstance(p, FilePatch))
+            links = {p.file: hard_link_note(root / p.file) for p in patches}
             written = write_patches(
                 root,
                 patches,
@@ -227,9 +228,10 @@ def fix(
             now = _analyze(open_folder(root), config_json, keep_ids, pins)
     except EosfixError as exc:
         return RepoResult(root, error=exc, label=label)
+    notes = [note for name in written if (note := links.get(name))]
     return RepoResult(
         root, now.check, patches, tuple(written), label=label, before=planned.check,
-        runtimes=now.runtimes,
+        runtimes=now.runtimes, extra={"notes": notes} if notes else {},
     )  # fmt: skip
 
 
@@ -268,6 +270,7 @@ def fix_gguf(
             extra = {"write": _write_json(copied)}
             return _result(root, planned, label, extra=extra, output=copied.path)
         values = container.values(planned.patches)
+        link = hard_link_note(header.path) if out is None or is_in_place(header, out) else None
         written = write_token_ids(
             header, values, output=out, shards=shards, force=force, progress=progress
         )
@@ -280,7 +283,9 @@ def fix_gguf(
     # ``check`` is the file as written (``output`` when given), ``before`` the one planned on
     return RepoResult(
         root, again.check, planned.patches, tuple(str(p) for p in written.paths), label=label,
-        extra={"write": _write_json(written)}, before=planned.check, runtimes=again.runtimes,
+        extra={"write": _write_json(written),
+               **({"notes": [link]} if link and written.mode == "rewrite" else {})},
+        before=planned.check, runtimes=again.runtimes,
         container="gguf", output=written.path if out is not None else None,
     )  # fmt: skip
 

@@ -600,3 +600,89 @@ def test_a_state_file_on_a_real_full_tmpfs(fake_hub, tiny_tmpfs):
     assert (len(document["repos"]), document["exit_code"]) == (30, 2)
     _code, again, _err = _cli("hub", "--author", "org", "--state", state, "--format", "json")
     assert json.loads(again)["summary"]["resumed"] == len(recorded)
+
+
+# --- 12. metadata: owner, group, mode and xattrs kept; a hard link split is said -----------------
+
+
+def _set_xattr_or_skip(path: Path, name: str, value: bytes) -> None:
+    if not hasattr(os, "setxattr"):
+        pytest.skip("no xattrs on this platform")
+    try:
+        os.setxattr(path, name, value)
+    except OSError as exc:
+        if exc.errno in (errno.ENOTSUP, errno.EOPNOTSUPP):
+            pytest.skip("this file system has no user xattrs")
+        raise
+
+
+def _owner_to_change() -> tuple[int, int] | None:
+    """An owner and group to give a file (root only: anyone else cannot give files away)."""
+    return (4321, 4322) if os.geteuid() == 0 else None
+
+
+def test_a_fixed_file_keeps_its_owner_mode_and_xattrs(tmp_path):
+    repo = copy_repo(SAMPLES / "chatml-missing-im-end", tmp_path / "r")
+    gen = repo / GEN
+    _set_xattr_or_skip(gen, "user.origin", b"downloaded by hand")
+    os.chmod(gen, 0o640)
+    owner = _owner_to_change()
+    if owner is not None:
+        os.chown(gen, *owner)
+    before = gen.read_bytes()
+    code, _out, err = _cli("fix", repo)
+    assert code == 1, err
+    assert gen.read_bytes() != before
+    assert os.getxattr(gen, "user.origin") == b"downloaded by hand"
+    info = gen.stat()
+    assert info.st_mode & 0o7777 == 0o640
+    if owner is not None:
+        assert (info.st_uid, info.st_gid) == owner
+
+
+def test_a_rewritten_gguf_keeps_its_owner_and_xattrs(tmp_path):
+    from eosfix.containers.gguf.read import read_header
+    from tests.ggufs import glm
+
+    path = glm(tmp_path / "glm.gguf", tensor=bytes(64))
+    _set_xattr_or_skip(path, "user.origin", b"converted")
+    owner = _owner_to_change()
+    if owner is not None:
+        os.chown(path, *owner)
+    inode = path.stat().st_ino
+    code, _out, err = _cli("fix", path)
+    assert code == 1, err
+    assert path.stat().st_ino != inode  # rewritten, not edited in place
+    assert read_header(path).value("tokenizer.ggml.eot_token_id") is not None
+    assert os.getxattr(path, "user.origin") == b"converted"
+    if owner is not None:
+        assert (path.stat().st_uid, path.stat().st_gid) == owner
+
+
+@pytest.mark.parametrize("fmt", ["text", "json"])
+def test_a_hard_linked_file_is_fixed_with_a_warning(tmp_path, fmt):
+    repo = copy_repo(SAMPLES / "chatml-missing-im-end", tmp_path / "r")
+    other = tmp_path / "backup-of-generation_config.json"
+    os.link(repo / GEN, other)
+    old = other.read_bytes()
+    code, out, err = _cli("fix", repo, "--format", fmt)
+    assert code == 1, err
+    note = (
+        f"{repo / GEN}: had 2 hard links; only this name has the fix, 1 other name(s) still "
+        "lead to the old file"
+    )
+    assert f"warning: {note}" in err.splitlines()
+    assert other.read_bytes() == old  # the other name keeps the old file, as said
+    assert (repo / GEN).read_bytes() != old
+    if fmt == "json":
+        assert json.loads(out)["repos"][0]["notes"] == [note]
+
+
+def test_a_hard_linked_gguf_rewrite_is_said(tmp_path):
+    from tests.ggufs import glm
+
+    path = glm(tmp_path / "glm.gguf", tensor=bytes(64))
+    os.link(path, tmp_path / "same.gguf")
+    code, _out, err = _cli("fix", path)
+    assert code == 1, err
+    assert f"warning: {path}: had 2 hard links" in err

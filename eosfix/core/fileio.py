@@ -253,6 +253,56 @@ def _still(path: Path, seen: tuple[int, ...] | None, current: bytes | None) -> C
     return check
 
 
+_NOT_HERE = {errno.ENOTSUP, errno.EOPNOTSUPP, errno.EPERM, errno.EACCES, errno.ENODATA}
+
+
+def copy_metadata(src: Path | int, dst_fd: int) -> None:
+    """Give the temp file ``dst_fd`` the owner, group and extended attributes (POSIX ACLs,
+    SELinux labels, ``user.*``) of ``src`` (a path, symlinks followed, or an fd), so the
+    file renamed over ``src`` keeps them; the permission bits are the caller's (``fchmod``
+    after this: a chown clears set-id bits). What this process may not set (another owner
+    unless root, an attribute the file system lacks) is left as it is, not an error."""
+    info = os.stat(src) if isinstance(src, Path) else os.fstat(src)
+    if hasattr(os, "fchown"):
+        mine = os.fstat(dst_fd)
+        if (info.st_uid, info.st_gid) != (mine.st_uid, mine.st_gid):
+            try:
+                os.fchown(dst_fd, info.st_uid, info.st_gid)
+            except PermissionError:  # not root: the group still, if this user is in it
+                with contextlib.suppress(PermissionError):
+                    os.fchown(dst_fd, -1, info.st_gid)
+    if not hasattr(os, "listxattr"):
+        return
+    try:
+        names = os.listxattr(src)
+    except OSError as exc:
+        if exc.errno in _NOT_HERE:
+            return
+        raise
+    for name in names:
+        try:
+            os.setxattr(dst_fd, name, os.getxattr(src, name))
+        except OSError as exc:
+            if exc.errno not in _NOT_HERE:
+                raise
+
+
+def hard_link_note(path: Path) -> str | None:
+    """A regular file with other names (hard links): replacing it gives this name the new
+    bytes and leaves the others on the old file. One line to tell the user, or None."""
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return None
+    if not stat.S_ISREG(info.st_mode) or info.st_nlink < 2:
+        return None
+    others = info.st_nlink - 1
+    return (
+        f"{path}: had {info.st_nlink} hard links; only this name has the fix, "
+        f"{others} other name(s) still lead to the old file"
+    )
+
+
 def write_atomic(
     path: Path,
     data: bytes,
@@ -280,6 +330,8 @@ def write_atomic(
         try:
             with tmp:
                 _try_flock(tmp.fileno())  # marks it in use for remove_stale_temps
+                if os.path.isfile(path):  # owner, group, xattrs (ACLs) kept; mode below
+                    copy_metadata(path, tmp.fileno())
                 tmp.write(data)
                 tmp.flush()
                 os.fsync(tmp.fileno())

@@ -51,7 +51,13 @@ from eosfix.containers.gguf.read import (
 )
 from eosfix.containers.target import is_ollama_blob
 from eosfix.core.errors import VerificationError, WriteError
-from eosfix.core.fileio import check_writable, fsync_dir, locked_dir, remove_stale_temps
+from eosfix.core.fileio import (
+    check_writable,
+    copy_metadata,
+    fsync_dir,
+    locked_dir,
+    remove_stale_temps,
+)
 
 Progress = Callable[[str, int, int], None]  # phase ("copy" | "verify"), bytes done, total
 CHUNK = 8 * 1024 * 1024
@@ -331,6 +337,8 @@ def _rewritten_temp(
             sha = _copy_data(src, out, lay.data_from, lay.data_len, progress)
             out.flush()
             os.fsync(out.fileno())
+            if target == header.path:  # over the original: its owner and xattrs kept
+                copy_metadata(src.fileno(), out.fileno())
             os.fchmod(out.fileno(), stat.S_IMODE(os.fstat(src.fileno()).st_mode))
         _verify_rewrite(header, tmp, lay, values, sha, progress, src)
     except BaseException:
