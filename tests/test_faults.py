@@ -686,3 +686,55 @@ def test_a_hard_linked_gguf_rewrite_is_said(tmp_path):
     code, _out, err = _cli("fix", path)
     assert code == 1, err
     assert f"warning: {path}: had 2 hard links" in err
+
+
+# --- 6. cut-short answers from the Hub ----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("what", "match"),
+    [("listing", r"^/api/models$"), ("info", r"/revision/"), ("file", r"/resolve/")],
+)
+def test_a_cut_short_hub_answer_is_retried(fake_hub, what, match):
+    """Twice cut short (a JSON listing, a repo's info, a file whose hash then mismatches),
+    then whole: the run retries in the same run and ends as if nothing happened."""
+    from tests.test_hub_batch import org
+
+    ids = org(fake_hub, 3)
+    fake_hub.fail("*", 200, match=match, times=2, cut=20)
+    args = ["hub", *ids] if what == "info" else ["hub", "--author", "org"]
+    code, out, err = _cli(*args, "--format", "json")
+    assert code == 1, err
+    document = json.loads(out)
+    assert all(r["verdict"] != "error" for r in document["repos"]), document["repos"]
+    assert len(document["repos"]) == 3
+    assert document["summary"]["retries"] >= 2
+
+
+def test_a_listing_always_cut_short_is_the_authors_error(fake_hub):
+    from tests.test_hub_batch import org
+
+    org(fake_hub, 3)
+    fake_hub.fail("*", 200, match=r"^/api/models$", cut=20)
+    code, out, err = _cli("hub", "--author", "org", "--format", "json")
+    assert code == 2, err
+    document = json.loads(out)  # still one whole document
+    assert document["exit_code"] == 2
+    [error] = document["errors"]
+    assert error["author"] == "org"
+    assert error["error"].startswith("the Hub's answer is not complete JSON (cut short?) (6 ")
+    assert "Traceback" not in err
+    assert "internal error" not in err
+
+
+def test_a_file_always_cut_short_is_that_repos_error(fake_hub):
+    from tests.test_hub_batch import org
+
+    ids = org(fake_hub, 3)
+    fake_hub.fail(ids[1], 200, match=r"/resolve/", cut=20)
+    code, out, err = _cli("hub", "--author", "org", "--format", "json")
+    assert code == 2, err
+    repos = {r["repo_id"]: r for r in json.loads(out)["repos"]}
+    assert "do not match the Hub's hash (6 attempts)" in repos[ids[1]]["error"]
+    assert repos[ids[0]]["verdict"] != "error"
+    assert repos[ids[2]]["verdict"] != "error"
