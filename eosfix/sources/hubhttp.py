@@ -58,11 +58,6 @@ class Stopped(Exception):
     """The batch is ending (Ctrl-C): a request that waits for its turn gives up."""
 
 
-class BadAnswer(ConnectionError):
-    """The Hub answered 200 with a body that is wrong every time it was asked (JSON cut
-    short, a file whose bytes do not match its hash): a transfer fault, the repo's error."""
-
-
 def _clock() -> float:
     return time.monotonic()
 
@@ -164,6 +159,11 @@ class RateGate:
 def backoff(attempt: int) -> float:
     """Full jitter: a random wait up to BASE_WAIT * 2**(attempt-1), capped at MAX_WAIT."""
     return random.uniform(0, min(MAX_WAIT, BASE_WAIT * 2 ** (attempt - 1)))
+
+
+class BadAnswer(ConnectionError):
+    """The Hub answered 200 with a body that is wrong every time it was asked (JSON cut
+    short, a file whose bytes do not match its hash): a transfer fault, the repo's error."""
 
 
 class HubHttp:
