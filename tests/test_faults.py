@@ -738,3 +738,60 @@ def test_a_file_always_cut_short_is_that_repos_error(fake_hub):
     assert "do not match the Hub's hash (6 attempts)" in repos[ids[1]]["error"]
     assert repos[ids[0]]["verdict"] != "error"
     assert repos[ids[2]]["verdict"] != "error"
+
+
+# --- 14a. cache --fix on a snapshot this user cannot write ----------------------------------------
+
+
+def _unwritable_cache(tmp_path: Path) -> tuple[CacheBuilder, Path]:
+    b = CacheBuilder(tmp_path / "hub")
+    sha = b.add_revision("org/m", chatml_files(1000))
+    return b, b.snapshot("org/m", sha)
+
+
+def test_cache_fix_on_a_snapshot_owned_by_another_user_says_why(tmp_path, monkeypatch):
+    """As another user (os.access says no: root may write anything, so it is simulated),
+    the error names the owner and what to do, never the cache --fix that just failed."""
+    b, snap = _unwritable_cache(tmp_path)
+    real = os.access
+
+    def access(path, mode, **kwargs):
+        if str(path).startswith(str(snap)) and mode & os.W_OK:
+            return False
+        return real(path, mode, **kwargs)
+
+    monkeypatch.setattr(os, "access", access)
+    before = _snapshot_files(snap)
+    code, out, err = _cli("cache", "--cache-dir", b.root, "--fix", "--format", "json")
+    assert code == 2, err
+    [repo] = json.loads(out)["repos"]
+    import pwd
+
+    owner = pwd.getpwuid(snap.stat().st_uid).pw_name
+    assert repo["error"] == (
+        f"{GEN}: the cache snapshot's folder is not writable by this user (it belongs "
+        f"to {owner}): run eosfix cache --fix as {owner}, or copy the snapshot (cp -rL) and "
+        "run eosfix fix on the copy"
+    )
+    assert "--fix replaces the link" not in out
+    assert _snapshot_files(snap) == before
+
+
+def test_cache_fix_on_a_read_only_mount_says_so(tmp_path):
+    b, snap = _unwritable_cache(tmp_path)
+    before = _snapshot_files(snap)
+    bind = ["mount", "--bind", str(b.root), str(b.root)]
+    if subprocess.run(bind, check=False, capture_output=True).returncode != 0:
+        pytest.skip("cannot bind-mount here")
+    try:
+        ro = ["mount", "-o", "remount,ro,bind", str(b.root)]
+        if subprocess.run(ro, check=False, capture_output=True).returncode != 0:
+            pytest.skip("cannot remount read-only here")
+        code, out, err = _cli("cache", "--cache-dir", b.root, "--fix", "--format", "json")
+    finally:
+        subprocess.run(["umount", "-l", str(b.root)], check=False)
+    assert code == 2, err
+    [repo] = json.loads(out)["repos"]
+    assert "on a read-only file system: remount it writable" in repo["error"]
+    assert "--fix replaces the link" not in repo["error"]
+    assert _snapshot_files(snap) == before

@@ -17,6 +17,7 @@ the next ``cache --fix``, whatever the analysis then says of the files.
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -99,6 +100,9 @@ def _check_writable(root: Path, patch: FilePatch, replace_symlinks: bool) -> Non
         check_writable(root / patch.file, allow_symlink_replace=replace_symlinks)
     except WriteError as exc:
         snapshot = cache_snapshot(root)
+        if snapshot is not None and replace_symlinks and not os.access(root, os.W_OK | os.X_OK):
+            # cache --fix itself: recommending it again would send the user in a circle
+            raise WriteError(_unwritable_snapshot(root), path=exc.path) from None
         if snapshot is None or not (root / patch.file).is_symlink():
             raise
         raise WriteError(
@@ -107,6 +111,32 @@ def _check_writable(root: Path, patch: FilePatch, replace_symlinks: bool) -> Non
             "replaces the link safely",
             path=exc.path,
         ) from None
+
+
+def _unwritable_snapshot(root: Path) -> str:
+    """Why a cache snapshot cannot be fixed where it is, and what can be done instead."""
+    copy = "or copy the snapshot (cp -rL) and run eosfix fix on the copy"
+    with contextlib.suppress(OSError, AttributeError):
+        if os.statvfs(root).f_flag & os.ST_RDONLY:
+            return f"the cache snapshot is on a read-only file system: remount it writable, {copy}"
+    owner = _owner_name(root)
+    return (
+        f"the cache snapshot's folder is not writable by this user (it belongs to {owner}): "
+        f"run eosfix cache --fix as {owner}, {copy}"
+    )
+
+
+def _owner_name(path: Path) -> str:
+    try:
+        uid = os.stat(path).st_uid
+    except OSError:
+        return "another user"
+    try:
+        import pwd
+
+        return pwd.getpwuid(uid).pw_name
+    except (ImportError, KeyError):
+        return f"uid {uid}"
 
 
 def drop_no_exist_marker(snapshot: Path, target: Path, patch: FilePatch) -> None:
