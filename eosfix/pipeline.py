@@ -18,7 +18,7 @@ from eosfix.containers.folder.container import open_folder
 from eosfix.containers.folder.plan import FilePatch
 from eosfix.containers.folder.write import AfterWrite, write_patches
 from eosfix.containers.target import is_gguf, resolve
-from eosfix.core.errors import EosfixError, VerificationError
+from eosfix.core.errors import EosfixError, RepoLoadError, VerificationError
 from eosfix.core.fileio import hard_link_note, locked_dir
 from eosfix.core.repo import ModelRepo
 from eosfix.decide.check import RepoCheck, Status
@@ -164,8 +164,8 @@ def check(
     """
     try:
         root = resolve(path)
-    except EosfixError as exc:
-        return RepoResult(Path(path), error=exc, label=label)
+    except (EosfixError, OSError) as exc:
+        return RepoResult(Path(path), error=_one_line(exc, Path(path)), label=label)
     return check_folder(root, config_json=config_json, label=label, keep_ids=keep_ids, pins=pins)
 
 
@@ -184,8 +184,8 @@ def check_folder(
     kind = "gguf" if is_gguf(root) else "folder"
     try:
         analysis = _analyze(_open(root), config_json, keep_ids, pins)
-    except EosfixError as exc:
-        return RepoResult(root, error=exc, label=label, container=kind)
+    except (EosfixError, OSError) as exc:
+        return RepoResult(root, error=_one_line(exc, root), label=label, container=kind)
     return _result(root, analysis, label)
 
 
@@ -207,8 +207,8 @@ def fix(
     """
     try:
         root = resolve(path)
-    except EosfixError as exc:
-        return RepoResult(Path(path), error=exc, label=label)
+    except (EosfixError, OSError) as exc:
+        return RepoResult(Path(path), error=_one_line(exc, Path(path)), label=label)
     if is_gguf(root):
         return fix_gguf(root, label=label, keep_ids=keep_ids, pins=pins)
     try:
@@ -226,8 +226,8 @@ def fix(
                 return _result(root, planned, label)
             # the state after writing, read back
             now = _analyze(open_folder(root), config_json, keep_ids, pins)
-    except EosfixError as exc:
-        return RepoResult(root, error=exc, label=label)
+    except (EosfixError, OSError) as exc:
+        return RepoResult(root, error=_one_line(exc, root), label=label)
     notes = [note for name in written if (note := links.get(name))]
     return RepoResult(
         root, now.check, patches, tuple(written), label=label, before=planned.check,
@@ -278,8 +278,8 @@ def fix_gguf(
         proposed = set(planned.check.proposed or ())
         if again.patches or set(again.check.stop.ids or ()) != proposed:
             raise VerificationError("the written file does not stop as planned", path=written.path)
-    except EosfixError as exc:
-        return RepoResult(root, error=exc, label=label, container="gguf")
+    except (EosfixError, OSError) as exc:
+        return RepoResult(root, error=_one_line(exc, root), label=label, container="gguf")
     # ``check`` is the file as written (``output`` when given), ``before`` the one planned on
     return RepoResult(
         root, again.check, planned.patches, tuple(str(p) for p in written.paths), label=label,
@@ -288,6 +288,15 @@ def fix_gguf(
         before=planned.check, runtimes=again.runtimes,
         container="gguf", output=written.path if out is not None else None,
     )  # fmt: skip
+
+
+def _one_line(exc: EosfixError | OSError, root: Path) -> EosfixError:
+    """The repo's error: an ``EosfixError`` as it is; an OS error that escaped while reading
+    (EMFILE or EIO in a scandir, a stat, an open) as one line naming its file."""
+    if isinstance(exc, EosfixError):
+        return exc
+    where = Path(exc.filename) if isinstance(exc.filename, (str, Path)) else root
+    return RepoLoadError(f"cannot read: {exc.strerror or exc}", path=where)
 
 
 def _write_json(written: Any) -> dict[str, object]:

@@ -277,7 +277,19 @@ def test_workers_die_with_the_main_process(tmp_path, how):
 # --- 8 and the write path: an error injected at every write syscall in turn ---------------------
 
 
-_WRITE_CALLS = ("replace", "fsync", "fchmod", "open")
+def _names_a_file(line: str) -> bool:
+    """``error: /some/file: why`` (the repo's file, or the pyproject.toml options come from)."""
+    import re
+
+    match = re.match(r"error: (/[^:]+): ", line)
+    return match is not None and Path(match[1]).parent.is_dir()
+
+
+def _named(args: tuple) -> tuple:
+    """The filename an OSError from ``os.<func>(*args)`` carries (none for an fd)."""
+    if args and isinstance(args[0], (str, bytes, os.PathLike)):
+        return (os.fsdecode(args[0]),)
+    return ()
 
 
 def _fix_outcome(repo: Path) -> tuple[dict[str, bytes], dict[str, bytes]]:
@@ -308,8 +320,8 @@ def test_injected_errors_leave_all_files_old_or_all_new(tmp_path, monkeypatch, f
         def failing(*args, _k=k, **kwargs):
             nonlocal calls
             calls += 1
-            if calls == _k:
-                raise OSError(err, os.strerror(err))
+            if calls == _k:  # as the OS raises it: naming the file when given one
+                raise OSError(err, os.strerror(err), *_named(args))
             return real(*args, **kwargs)
 
         monkeypatch.setattr(os, func, failing)
@@ -320,9 +332,10 @@ def test_injected_errors_leave_all_files_old_or_all_new(tmp_path, monkeypatch, f
         files = _snapshot_files(repo)
         assert not [p for p in repo.iterdir() if p.name.endswith(".eosfix-tmp")]
         assert files in (old, new), f"{func} call {k}: a mix of old and new files"
-        if files == old and func in _WRITE_CALLS:  # (read-path OSErrors: not yet one line)
+        if files == old:  # a failure: one line naming the file, exit 2 (reads as writes)
             assert result.exit_code == 2, (k, result.output, result.exception)
             assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+            assert _names_a_file(result.stderr), result.stderr
         if calls < k:  # the fix made fewer calls than k: every call point was tried
             break
     assert k > 1
@@ -795,3 +808,46 @@ def test_cache_fix_on_a_read_only_mount_says_so(tmp_path):
     assert "on a read-only file system: remount it writable" in repo["error"]
     assert "--fix replaces the link" not in repo["error"]
     assert _snapshot_files(snap) == before
+
+
+# --- read-path OS errors: one line naming the file, exit 2 --------------------------------------
+
+
+@pytest.mark.parametrize("func", ["scandir", "stat", "open"])  # check makes no lstat that can fail
+@pytest.mark.parametrize("err", [errno.EMFILE, errno.EIO])
+def test_read_path_os_errors_are_one_line_naming_the_file(tmp_path, monkeypatch, func, err):
+    """``check`` with ``err`` raised from the k-th call of ``os.<func>``, for every k: the
+    result is the usual one or one line naming a file of the repo, exit 2 (never a
+    traceback, never exit 3)."""
+    repo = copy_repo(SAMPLES / "chatml-missing-im-end", tmp_path / "r")
+    real = getattr(os, func)
+    failures = k = 0
+    while True:
+        k += 1
+        calls = 0
+
+        def failing(*args, _k=k, **kwargs):
+            nonlocal calls
+            calls += 1
+            if calls == _k:  # as the OS raises it: naming the file when given one
+                raise OSError(err, os.strerror(err), *_named(args))
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(os, func, failing)
+        try:
+            result = CliRunner().invoke(cli, ["check", str(repo)])
+        finally:
+            monkeypatch.setattr(os, func, real)
+        assert result.exception is None or isinstance(result.exception, SystemExit), (
+            k,
+            result.exception,
+        )
+        assert result.exit_code in (1, 2), (k, result.output)
+        if result.exit_code == 2:
+            failures += 1
+            assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+            assert _names_a_file(result.stderr), result.stderr
+            assert result.stderr.rstrip().endswith(os.strerror(err)), result.stderr
+        if calls < k:
+            break
+    assert failures > 0

@@ -47,6 +47,12 @@ class LazyGroup(click.Group):
             return super().invoke(ctx)
         except KeyboardInterrupt:
             raise Interrupted() from None
+        except BrokenPipeError:  # a reader that stopped early: survive_closed_pipe's
+            raise
+        except OSError as exc:  # EMFILE, EIO outside any one repo (finding the paths...)
+            where = f"{exc.filename}: " if exc.filename is not None else ""
+            click.echo(f"error: {where}cannot read: {exc.strerror or exc}", err=True)
+            ctx.exit(EXIT_INPUT)
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})

@@ -1,5 +1,7 @@
 """Safely rewriting the text files of a model repository (reading is the container's:
-``eosfix.containers.folder.read``).
+``eosfix.containers.folder.read``). One module, over 400 lines: the lock, the temp file, the
+checks before the rename (another program's edit is never lost) and the metadata the temp
+file carries over are the steps of one write.
 
 A write is *atomic*: the new bytes go to a temp file in the same directory, are fsynced,
 and ``os.replace`` swaps it in, so readers (and a crash) see the old or the new file,
