@@ -90,6 +90,7 @@ def test_check_json_shape_and_exit_code(hub_cache):
         "warned": 0,
         "ok": 1,
         "no_template": 1,
+        "not_a_model": 0,
         "error": 0,
         "corrupted": 0,
     }
@@ -613,3 +614,23 @@ def test_csv_and_markdown_reports(hub_cache):
     assert "| `org/qwen` | `<\\|im_end\\|>` 1002 | 1000 | won't stop -> [1000, 1002] |  |" in lines
     assert lines[-1].startswith("5 snapshots of 4 repos: 3 would be fixed")
     assert len(lines) == 2 + 5 + 2
+
+
+def test_tokenizer_only_snapshot_is_not_a_model_when_the_hub_said_so(tmp_path):
+    """A snapshot without config.json is a model's unless a loader learned the commit has
+    none (a ``.no_exist/<commit>/config.json`` marker) and it has no weights: then it is
+    tokenizer files only, not a model repo for any runtime, and --fix leaves it (item 6)."""
+    b = CacheBuilder(tmp_path / "hub")
+    files = chatml_files(1000)
+    keep = ("tokenizer_config.json", "chat_template.jinja")
+    tok_only = {k: v for k, v in files.items() if k in keep}
+    b.add_revision("org/tokenizer", tok_only, no_exist=["config.json", GEN])
+    b.add_revision("org/partial", tok_only)  # only the tokenizer was downloaded: unknown
+    code, payload = run_json("--cache-dir", str(b.root))
+    verdicts = {e["repo_id"]: e["verdict"] for e in payload["repos"]}
+    assert verdicts == {"org/partial": "fixable", "org/tokenizer": "not_a_model"}
+    assert code == 1
+    code, out, _ = run("--cache-dir", str(b.root), "--fix")
+    snapshot = next((b.repo_dir("org/tokenizer") / "snapshots").iterdir())
+    assert not (snapshot / GEN).exists()
+    assert "not a model repo" in out

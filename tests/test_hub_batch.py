@@ -447,3 +447,50 @@ def test_repo_ids_and_author_together_and_explicit_ids_resume(fake_hub, run_eosf
         ("GET", "/api/models"),
         ("GET", "/api/models/other/x/revision/main"),
     ]
+
+
+# --- tokenizer-only repos (issue 23 item 6) ---------------------------------------------------
+
+
+def tokenizer_only_files() -> dict[str, bytes | str]:
+    """A tokenizer re-hosted on its own (Xenova/Llama-3.2-Tokenizer): a template, its tokens,
+    no config.json, no generation_config.json, no weights."""
+    files = chatml_files(1000)
+    return {k: v for k, v in files.items() if k in ("tokenizer_config.json", "chat_template.jinja")}
+
+
+def test_tokenizer_only_repo_is_not_a_model_for_any_runtime_and_gets_no_pr(fake_hub, run_eosfix):
+    org(fake_hub, 2)  # m001 is fixable
+    fake_hub.add_repo("org/tokenizer", tokenizer_only_files())
+    code, payload, _ = audit(run_eosfix, "--pr")
+    assert code == 1  # m001's fix; the tokenizer repo adds nothing to fix
+    entry = by_repo(payload)["org/tokenizer"]
+    assert entry["verdict"] == "not_a_model"
+    assert entry["proposed_eos_token_id"] is None
+    assert entry["findings"] == []
+    assert entry["runtimes"]
+    assert not any(r["applicable"] for r in entry["runtimes"])
+    assert "pr" not in entry or entry["pr"] is None
+    assert [c["repo_id"] for c in fake_hub.commits_received] == ["org/m001"]
+    assert payload["summary"]["not_a_model"] == 1
+    table = run_eosfix("hub", "--author", "org")
+    (line,) = [ln for ln in table.stdout.splitlines() if "org/tokenizer" in ln]
+    assert "not a model repo" in line
+    assert "1 repo with no model (tokenizer files only)" in table.stdout
+    one = run_eosfix("hub", "org/tokenizer", "--pr")
+    assert one.exit_code == 0, one.output
+    assert "org/tokenizer: not a model repo: no config.json, generation_config.json or weights" in (
+        one.stdout
+    )
+    assert len(fake_hub.commits_received) == 1
+
+
+def test_a_repo_with_weights_or_a_config_is_a_model(fake_hub, run_eosfix):
+    """Only the whole file list decides: weights, or either config, make it a model."""
+    fake_hub.add_repo("org/weights", {**tokenizer_only_files(), "model.safetensors": b"\0" * 8})
+    fake_hub.add_repo("org/gen", {**tokenizer_only_files(), "generation_config.json": "{}\n"})
+    _, payload, _ = audit(run_eosfix)
+    assert {e["repo_id"]: e["verdict"] for e in payload["repos"]} == {
+        "org/gen": "fixable",
+        "org/weights": "fixable",
+    }

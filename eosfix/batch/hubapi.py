@@ -61,12 +61,13 @@ class HubSession:
         """Bring the stop-relevant files of ``repo_id`` in and analyze them (read-only)."""
         try:
             fetched = fetch_repo_files(repo_id, revision, reader=self.reader)
-            result = pipeline.check_folder(fetched.path, label=repo_id)
+            model = fetched.model
+            result = pipeline.check_folder(fetched.path, label=repo_id, model=model)
             if fetched.has_tokenizer_json and needs_tokenizer_json(result):
                 fetched = fetch_repo_files(
                     repo_id, fetched.sha, reader=self.reader, tokenizer_json=True
                 )
-                result = pipeline.check_folder(fetched.path, label=repo_id)
+                result = pipeline.check_folder(fetched.path, label=repo_id, model=model)
         except HubError as exc:
             return RepoResult(Path(repo_id), error=exc, label=repo_id)
         extra: dict[str, object] = {

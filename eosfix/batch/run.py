@@ -42,6 +42,9 @@ class Item(Protocol):
     @property
     def revision_cell(self) -> str: ...  # the table's revision: "1a2b3c4d (main)"
 
+    @property
+    def model(self) -> bool: ...  # False: the repo holds no model (tokenizer files only)
+
     def fields(self) -> dict[str, Any]: ...  # the first keys of its JSON entry
 
 
@@ -219,11 +222,15 @@ class Run:
     ) -> None:
         self.source = source
         self.detail = detail
-        # One job function per run (the pool batches jobs by function): --keep-id bound in.
+        # One job function per run (the pool batches jobs by function): --keep-id bound in;
+        # another for repos that hold no model (their key says so, so they share apart).
         self.analyze: pool.Job = (
             functools.partial(verdict.analyze_folder, keep_ids=keep_ids)
             if keep_ids
             else verdict.analyze_folder
+        )
+        self.analyze_no_model: pool.Job = functools.partial(
+            verdict.analyze_folder, keep_ids=keep_ids, model=False
         )
         self.jobs = pool.Jobs(detail, workers)
         self.analyses = 0  # analyses run (distinct keys)
@@ -278,10 +285,12 @@ class Run:
             return Done(unit)
         assert unit.path is not None, unit
         assert unit.key is not None, unit
-        key = key_digest(unit.key)
+        model = unit.item.model
+        key = key_digest(unit.key if model else (*unit.key, ("", "no model")))
         got: Verdict | pool.Ticket | None = self._lru.get(key) or self._pending.get(key)
         if got is None:
-            got = self._pending[key] = self.jobs.submit(self.analyze, unit.path)
+            job = self.analyze if model else self.analyze_no_model
+            got = self._pending[key] = self.jobs.submit(job, unit.path)
             self.analyses += 1
         return _Settle(self, unit, key, got)
 

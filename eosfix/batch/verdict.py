@@ -170,6 +170,9 @@ def to_verdict(result: pipeline.RepoResult, detail: Detail | None) -> Verdict:
     )
 
 
-def analyze_folder(path: Path, detail: Detail | None, keep_ids: tuple[int, ...] = ()) -> Verdict:
-    """Check one folder (read only). Runs in a worker process. ``keep_ids``: --keep-id."""
-    return to_verdict(pipeline.check_folder(path, keep_ids=keep_ids), detail)
+def analyze_folder(
+    path: Path, detail: Detail | None, keep_ids: tuple[int, ...] = (), model: bool = True
+) -> Verdict:
+    """Check one folder (read only). Runs in a worker process. ``keep_ids``: --keep-id;
+    ``model``: False for a repo the source knows holds no model (tokenizer files only)."""
+    return to_verdict(pipeline.check_folder(path, keep_ids=keep_ids, model=model), detail)

@@ -20,6 +20,7 @@ STYLE = {
     "warned": "yellow",
     "ok": "green",
     "no_template": "dim",
+    "not_a_model": "dim",
     "error": "bold red",
 }
 HEADERS = ("repo", "revision", "ends a turn", "stops on", "verdict")

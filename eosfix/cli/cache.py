@@ -11,7 +11,7 @@ from eosfix.batch.run import Progress
 from eosfix.cli import batch as batchcli
 from eosfix.cli.common import keep_id_option, quiet_option, strict_option
 from eosfix.cli.term import color_option
-from eosfix.core.outcome import EXIT_INPUT, Interrupted
+from eosfix.core.outcome import EXIT_INPUT, QUIET, Interrupted
 from eosfix.render.batch import JSON_DETAIL
 from eosfix.render.report import summary_parts
 from eosfix.sources import cache as cachelib
@@ -34,7 +34,7 @@ def _render_text(run: CacheRun, quiet: bool) -> None:
     from rich.markup import escape
 
     console = batchcli.stdout_console()
-    rows = [r for r in run.results if not quiet or r.verdict not in ("ok", "no_template")]
+    rows = [r for r in run.results if not quiet or r.verdict not in QUIET]
     batchcli.print_table(rows, console)
     for c in run.corrupted:
         console.print(

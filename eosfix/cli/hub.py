@@ -16,7 +16,7 @@ import click
 from eosfix.cli import batch as batchcli
 from eosfix.cli.common import keep_id_option, quiet_option, strict_option
 from eosfix.cli.term import color_option
-from eosfix.core.outcome import EXIT_FINDINGS, EXIT_INPUT, EXIT_OK, Interrupted
+from eosfix.core.outcome import EXIT_FINDINGS, EXIT_INPUT, EXIT_OK, QUIET, Interrupted
 from eosfix.render.report import RENDERER_BY_NAME, Report, summary_parts
 
 if TYPE_CHECKING:
@@ -102,7 +102,7 @@ def _emit_text(run: Run, *, blocks: bool, hint: bool, quiet: bool = False) -> No
         repo, v = result.item.repo_id, result.verdict
         if v.status == "error":
             click.echo(f"{repo}: error: {v.error}", err=True)
-        elif quiet and v.name in ("ok", "no_template"):
+        elif quiet and v.name in QUIET:
             pass
         elif blocks:
             text = v.text.replace(LABEL, repo) if v.text else f"{repo}: {VERDICT_TEXT[v.name]}"
@@ -115,7 +115,7 @@ def _emit_text(run: Run, *, blocks: bool, hint: bool, quiet: bool = False) -> No
             pr_lines.append(line)
         fixable = fixable or v.name == "fixable"
     if run.rows is not None:
-        rows = [r for r in run.results if not quiet or r.verdict not in ("ok", "no_template")]
+        rows = [r for r in run.results if not quiet or r.verdict not in QUIET]
         batchcli.print_table(rows, batchcli.stdout_console())
     for line in pr_lines:
         click.echo(line)

@@ -17,14 +17,20 @@ EXIT_INPUT = 2  # usage error, a path not checked, or an input that cannot be re
 EXIT_INTERNAL = 3  # a bug: rerun with EOSFIX_DEBUG=1 for the traceback
 EXIT_INTERRUPTED = 130  # Ctrl-C or SIGTERM, as a shell reports SIGINT
 
-# What one repo (or cache snapshot, or GGUF file) comes to, in the order summaries list them.
-VERDICTS = ("fixed", "fixable", "problems", "warned", "ok", "no_template", "error")
+# What one repo (or cache snapshot, or GGUF file) comes to, in the order summaries list them:
+# the one vocabulary of every output (the ``verdict`` of check's, cache's and hub's JSON, the
+# CSV column, the tables' words; docs/schema/). ``not_a_model``: tokenizer files only (no
+# config.json, no generation_config.json): no runtime loads a model from it.
+VERDICTS = (
+    "fixed", "fixable", "problems", "warned", "ok", "no_template", "not_a_model", "error",
+)  # fmt: skip
 _FAILING = frozenset(("fixed", "fixable", "problems"))
+QUIET = frozenset(("ok", "no_template", "not_a_model"))  # nothing to say: left out by --quiet
 
 
 def verdict_of(status: str, *, written: bool, has_findings: bool, has_patches: bool = False) -> str:
     """One of VERDICTS from a check's status ("ok", "fixable", "problems", "no_template",
-    "error"): ``error`` (not checked), ``fixed`` (files written), ``fixable`` (a fix is planned,
+    "not_a_model", "error"): ``error`` (not checked), ``fixed`` (files written), ``fixable`` (a fix is planned,
     e.g. config.json's with --config-json), ``warned`` (stops on every id but has warnings),
     else the status itself."""
     if status == "error":

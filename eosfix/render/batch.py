@@ -29,6 +29,7 @@ VERDICT_TEXT = {
     "warned": "ok, with warnings",
     "ok": "ok",
     "no_template": "no chat template",
+    "not_a_model": "not a model repo",
     "error": "error",
 }
 

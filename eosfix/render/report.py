@@ -19,6 +19,7 @@ from eosfix.core.outcome import (
     EXIT_INPUT,
     EXIT_INTERNAL,
     EXIT_OK,
+    QUIET,
     VERDICTS,
     exit_code,
     verdict_of,
@@ -57,6 +58,7 @@ _PHRASES: dict[str, tuple[str, str]] = {  # verdict -> (singular, plural)
     "problems": ("with problems eosfix cannot fix", "with problems eosfix cannot fix"),
     "warned": ("with warnings only", "with warnings only"),
     "no_template": ("without a chat template", "without a chat template"),
+    "not_a_model": ("with no model (tokenizer files only)", "with no model (tokenizer files only)"),
     "error": ("could not be checked", "could not be checked"),
 }
 
@@ -261,7 +263,7 @@ def render_text(
     Results with an error are left out: the CLI prints them on stderr."""
     blocks, caveats = [], 0
     for r in results:
-        if r.error is not None or (quiet and verdict(r) in ("ok", "no_template")):
+        if r.error is not None or (quiet and verdict(r) in QUIET):
             continue
         block = render_repo_text(r, fixing=fixing, show_diff=show_diff, fix_flags=fix_flags)
         caveats += verdict(r) == "ok" and "\n  caveat " in block

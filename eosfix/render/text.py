@@ -37,6 +37,10 @@ NO_TEMPLATE_TEXT = (
     "no chat template: nothing to check (fine for a base model; a chat model without one has "
     "lost its template)"
 )
+NOT_A_MODEL_TEXT = (
+    "not a model repo: no config.json, generation_config.json or weights, so no runtime loads "
+    "a model from it (tokenizer files only); nothing to fix"
+)
 
 # What each kind of terminator is, in a few words (the PR description uses it too).
 KIND_TEXT = {
@@ -247,6 +251,8 @@ def render_repo_text(
     assert c is not None
     if c.status is Status.NO_TEMPLATE:
         return f"{r.name}: {NO_TEMPLATE_TEXT}"
+    if c.status is Status.NOT_A_MODEL:
+        return f"{r.name}: {NOT_A_MODEL_TEXT}"
     lines = [click.style(r.name, bold=True), *_terminator_lines(c)]
     if r.written and r.before is not None:
         lines += _written_lines(r, r.before, c)
