@@ -227,7 +227,7 @@ def test_organisation_scan_goes_on_past_errors(hub_repos, run_eosfix):
         "verdict",
     ]
     for repo_id, verdict in [
-        (BROKEN, "won't stop -> [248044, 248046]"),
+        (BROKEN, "runs on -> [248044, 248046]"),
         (HEALTHY, "ok"),
         ("org/gone", "error: repository not found (404)"),
         ("org/gated", "error: gated repository"),

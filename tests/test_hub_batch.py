@@ -417,13 +417,20 @@ def test_markdown_report_is_a_table_to_paste(fake_hub, run_eosfix):
     run_eosfix("hub", "--author", "org", "--pr", "--max-prs", "1")
     result = run_eosfix("hub", "--author", "org", "--format", "markdown")
     lines = result.stdout.splitlines()
-    assert lines[0] == "| repo | ends a turn | eos now | verdict | pull request |"
-    assert lines[1] == "| --- | --- | --- | --- | --- |"
-    assert lines[2] == "| `org/m000` | `<\\|im_end\\|>` 1002 | [1000, 1002] | ok |  |"
+    assert lines[0] == "| repo | revision | ends a turn | eos now | verdict | pull request |"
+    assert lines[1] == "| --- | --- | --- | --- | --- | --- |"
+    rev = {r: f"{fake_hub.repos[r].head[:8]} (main)" for r in ("org/m000", "org/m001", "org/m002")}
     assert (
-        lines[3] == "| `org/m001` | `<\\|im_end\\|>` 1012 | 1010 | won't stop -> [1010, 1012] |  |"
+        lines[2]
+        == f"| `org/m000` | {rev['org/m000']} | `<\\|im_end\\|>` 1002 | [1000, 1002] | ok |  |"
     )
-    assert lines[4] == "| `org/m002` | - | - | error: repository not found (404) |  |"
+    assert lines[3] == (
+        f"| `org/m001` | {rev['org/m001']} | `<\\|im_end\\|>` 1012 | 1010 | runs on -> [1010, 1012] |  |"
+    )
+    assert (
+        lines[4]
+        == f"| `org/m002` | {rev['org/m002']} | - | - | error: repository not found (404) |  |"
+    )
     assert lines[5] == ""
     assert lines[6].startswith("1 repo would be fixed")
     assert len(lines) == 7

@@ -3,6 +3,7 @@ caveats, suggested commands, explain's evidence, exit codes, colour, --quiet, pi
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
@@ -398,10 +399,11 @@ def test_cache_table_never_breaks_repo_ids_mid_word():
     ids = [r.repo_id for r in rows]
     allowed = {*ids, *(p for rid in ids for p in (rid.split("/")[0] + "/", rid.split("/")[1]))}
     for width in (60, 80, 100, 200):
-        with open(os.devnull, "w") as sink:
-            console = Console(width=width, color_system=None, record=True, file=sink)
-            print_table(rows, console)
-        lines = console.export_text().splitlines()
+        sink = io.StringIO()
+        console = Console(width=width, color_system=None, file=sink)
+        print_table(rows, console)
+        lines = sink.getvalue().splitlines()
+        assert all(len(line) <= width and not line.endswith(" ") for line in lines)
         body = lines[next(i for i, ln in enumerate(lines) if "━" in ln) + 1 :]
         cells = [c for c in (ln.split("│")[0].strip() for ln in body) if c]
         assert cells, width

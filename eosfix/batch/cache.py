@@ -16,7 +16,7 @@ from typing import Any
 
 from eosfix import pipeline
 from eosfix.batch import pool
-from eosfix.batch.run import Done, Pending, Run, Unit, in_order
+from eosfix.batch.run import Done, Failure, Pending, Run, Unit, in_order
 from eosfix.batch.verdict import Detail, Verdict, to_verdict
 from eosfix.containers.folder.write import drop_no_exist_marker
 from eosfix.sources.cache import CacheScan, Corrupted
@@ -76,6 +76,9 @@ class CacheSource:
 
     def failed(self) -> bool:
         return bool(self.corrupted)
+
+    def failures(self) -> list[Failure]:
+        return [Failure(c.repo_id or c.name, c.message) for c in self.corrupted]
 
     def head(self) -> dict[str, Any]:
         return {"cache_dir": str(self.scan.cache_dir)}

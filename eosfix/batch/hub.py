@@ -26,7 +26,7 @@ from typing import Any
 from huggingface_hub import HfApi
 
 from eosfix import pipeline
-from eosfix.batch.run import Done, Pending, Run, Unit, in_order
+from eosfix.batch.run import Done, Failure, Pending, Run, Unit, in_order
 from eosfix.batch.state import StateFile, verdict_of_record
 from eosfix.batch.verdict import Verdict
 from eosfix.containers.folder.plan import FilePatch
@@ -177,6 +177,9 @@ class HubSource:
 
     def failed(self) -> bool:
         return bool(self.errors) or (self.prs is not None and self.prs.failed > 0)
+
+    def failures(self) -> list[Failure]:
+        return [Failure(a, f"cannot list its repos: {m}") for a, m in self.errors]
 
     def head(self) -> dict[str, Any]:
         return {"author": self.author} if self.author else {}

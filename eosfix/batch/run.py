@@ -65,6 +65,15 @@ class Unit:
 Stage = Callable[[Iterable[Unit]], Iterator[Unit]]
 
 
+@dataclass(frozen=True, slots=True)
+class Failure:
+    """What a source could not turn into units: a corrupted cache entry, a listing that
+    failed. Every output gives it a row (the JSON its own footer key)."""
+
+    name: str  # the repo id, or the folder or author it is about
+    error: str
+
+
 class Source(Protocol):
     noun: str  # what a unit is: "snapshot", "repo"
     stage: str  # what the progress bar says: "checking", "fixing"
@@ -74,6 +83,7 @@ class Source(Protocol):
     def after(self, units: Iterable[Unit], run: Run) -> Iterator[Unit]: ...
     def estimate(self) -> int | None: ...
     def failed(self) -> bool: ...  # something outside the units failed (exit code 2)
+    def failures(self) -> list[Failure]: ...  # ... what it was, once the units are done
     def head(self) -> dict[str, Any]: ...  # JSON keys before "repos"
     def footer(self) -> dict[str, Any]: ...  # JSON keys after "repos", before "summary"
     def summary(self) -> dict[str, Any]: ...  # more summary counts
@@ -166,7 +176,8 @@ class Row:
     eos: str  # current stop ids: "151643", "[1, 2] (from config.json)"
     verdict: str  # one of VERDICTS
     note: str  # after the verdict: " -> [proposed ids]", ": error message"
-    pr: str = ""  # the pull request: its URL, "would open", why not...
+    pr: str = ""  # the pull request: "opened (#3)", "would open", why not...
+    problem: str = ""  # what is wrong (one of PROBLEMS), for a fixable or problems verdict
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,11 +201,10 @@ class Result:
 
     def row(self) -> Row:
         terms, eos, note = self.verdict.cells
-        pr, url = self.unit.extra.get("pr", ""), self.unit.extra.get("pr_url")
-        pr = f"{pr}: {url}" if url else str(pr)
-        return Row(
-            self.item.repo_id, self.item.revision_cell, terms, eos, self.verdict.name, note, pr
-        )
+        v = self.verdict
+        pr = str(self.unit.extra.get("pr") or "")
+        cell = self.item.revision_cell
+        return Row(self.item.repo_id, cell, terms, eos, v.name, note, pr, v.problem or "")
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON entry: the item's fields, the verdict, result_to_dict's keys (as `eosfix

@@ -11,7 +11,7 @@ import click
 
 from eosfix.batch.run import Progress, Row, Run
 from eosfix.cli.term import colors_on, progress_allowed
-from eosfix.render.batch import VERDICT_TEXT, write_csv, write_json, write_markdown
+from eosfix.render.batch import verdict_words, write_csv, write_json, write_markdown
 
 STYLE = {
     "fixed": "bold green",
@@ -104,7 +104,7 @@ def _cells(row: Row, with_pr: bool) -> tuple[str, ...]:
         row.revision,
         row.terminators,
         row.eos,
-        VERDICT_TEXT[row.verdict] + row.note,
+        verdict_words(row.verdict, row.problem) + row.note,
     )
     return (*cells, row.pr) if with_pr else cells
 
@@ -155,7 +155,10 @@ def fit_repo_id(repo_id: str, width: int) -> str:
 
 def print_table(rows: Sequence[Row], console: Any) -> None:
     """The table, CHUNK rows at a time, each chunk a rich Table with the same column widths
-    and no outer edge: they print as one table, and memory does not grow with the rows."""
+    and no outer edge: they print as one table, and memory does not grow with the rows. No
+    line ends in the padding of its last cell (piped output is not 200 columns of blanks).
+    The pull request column says what happened ("opened (#3)"); the URLs are printed after
+    the table by the caller, each once and whole."""
     from rich.table import Table
     from rich.text import Text
 
@@ -167,12 +170,16 @@ def print_table(rows: Sequence[Row], console: Any) -> None:
         for i, (name, width) in enumerate(zip(headers, widths, strict=True)):
             table.add_column(name, width=width, overflow="ellipsis" if i == 0 else "fold")
         for row in rows[start : start + CHUNK]:
-            verdict = Text(VERDICT_TEXT[row.verdict], style=STYLE[row.verdict])
+            words = verdict_words(row.verdict, row.problem)
+            verdict = Text(words, style=STYLE[row.verdict])
             verdict.append(row.note)
             repo = Text(fit_repo_id(row.repo_id, widths[0]), no_wrap=True)
             cells = [repo, Text(row.revision), Text(row.terminators), Text(row.eos)]
             table.add_row(*cells, verdict, *([Text(row.pr)] if with_pr else []))
-        console.print(table)
+        with console.capture() as captured:
+            console.print(table)
+        lines = captured.get().splitlines()
+        console.file.write("".join(line.rstrip(" ") + "\n" for line in lines))
 
 
 def stdout_console() -> Any:

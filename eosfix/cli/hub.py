@@ -94,7 +94,7 @@ def _emit_text(run: Run, *, blocks: bool, hint: bool, quiet: bool = False) -> No
     """Text: each repo's block (repo ids) or the table (--author), PR lines, the summary
     (``quiet``: only repos with something to say)."""
     from eosfix.batch.verdict import LABEL
-    from eosfix.render.batch import VERDICT_TEXT
+    from eosfix.render.batch import verdict_words
 
     pr_lines: list[str] = []
     fixable = first = False
@@ -105,7 +105,8 @@ def _emit_text(run: Run, *, blocks: bool, hint: bool, quiet: bool = False) -> No
         elif quiet and v.name in QUIET:
             pass
         elif blocks:
-            text = v.text.replace(LABEL, repo) if v.text else f"{repo}: {VERDICT_TEXT[v.name]}"
+            words = verdict_words(v.name, v.problem)
+            text = v.text.replace(LABEL, repo) if v.text else f"{repo}: {words}"
             click.echo(text if not first else "\n" + text)
             first = True
         if result.unit.extra.get("pr_error"):

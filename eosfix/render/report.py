@@ -22,6 +22,7 @@ from eosfix.core.outcome import (
     QUIET,
     VERDICTS,
     exit_code,
+    problem_of,
     verdict_of,
 )
 from eosfix.decide.check import Finding
@@ -187,13 +188,26 @@ def result_to_dict(r: RepoResult) -> dict[str, Any]:
     ``fix`` wrote files, the keys describe the repo as written and ``before`` what it was."""
     out: dict[str, Any] = {"path": str(r.path), "name": r.name, "container": r.container}
     if r.error is not None:
-        out.update(status="error", error=str(r.error), written=list(r.written))
+        out.update(
+            status="error", verdict="error", problem=None, runs_on=[], stops_early=[],
+            error=str(r.error), written=list(r.written),
+        )  # fmt: skip
         return out
     c = r.check
     assert c is not None
     texts = c.stop_strings_needed
+    name = verdict(r)
+    table = r.runtimes
+    runs_on, early = (table.runs_on, table.stops_early) if table is not None else ((), ())
+    never_fires = any(f.code == "EOS013" for f in c.findings)
     out.update(
         status=c.status.value,
+        verdict=name,
+        problem=problem_of(
+            name, runs_on=bool(runs_on), stops_early=bool(early), never_fires=never_fires
+        ),
+        runs_on=list(runs_on),
+        stops_early=list(early),
         templates=[
             {
                 "name": ta.name,
