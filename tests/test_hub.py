@@ -173,7 +173,9 @@ def test_repeated_pr_sends_nothing_and_prints_existing(hub_repos, run_eosfix):
     assert f"pull request already open: {hub_repos.url}/{BROKEN}/discussions/1" in result.stdout
 
 
-def test_new_pr_when_the_open_one_proposes_something_else(hub_repos, run_eosfix):
+def test_an_open_eosfix_pr_proposing_something_else_is_updated_never_doubled(hub_repos, run_eosfix):
+    """An open "[eosfix]" PR whose file differs from today's fix gets a commit with the new
+    bytes on its own branch (issue 23 item 5; a second PR used to be opened)."""
     from huggingface_hub import CommitOperationAdd, HfApi
 
     HfApi().create_commit(
@@ -185,7 +187,63 @@ def test_new_pr_when_the_open_one_proposes_something_else(hub_repos, run_eosfix)
     result = run_eosfix("hub", BROKEN, "--pr")
     assert result.exit_code == 1, result.output
     assert len(hub_repos.commits_received) == 2
-    assert "discussions/2" in result.stdout
+    assert hub_repos.commits_received[1]["revision"] == "refs/pr/1"
+    assert hub_repos.repos[BROKEN].pr_files(1)["generation_config.json"] == fixed_gen()
+    assert f"{BROKEN}: pull request updated: {hub_repos.url}/{BROKEN}/discussions/1" in (
+        result.stdout
+    )
+    assert "discussions/2" not in result.stdout
+    assert "0 pull requests opened, 1 updated" in result.stdout
+
+
+def test_unrelated_upstream_edit_updates_the_open_pr(hub_repos, run_eosfix):
+    """After someone edits generation_config.json upstream (another key), today's fix has
+    other bytes than the open PR: the PR is updated, not doubled; a third run finds it."""
+    assert run_eosfix("hub", BROKEN, "--pr").exit_code == 1
+    gen = hub_repos.repos[BROKEN].files["generation_config.json"]
+    edited = gen.replace(b"{", b'{\n  "temperature": 0.6,', 1)
+    hub_repos.push(BROKEN, {"generation_config.json": edited}, message="tune sampling")
+    result = run_eosfix("hub", BROKEN, "--pr")
+    assert result.exit_code == 1, result.output
+    assert [c["revision"] for c in hub_repos.commits_received] == ["main", "refs/pr/1"]
+    pr_file = hub_repos.repos[BROKEN].pr_files(1)["generation_config.json"]
+    assert b'"temperature": 0.6' in pr_file
+    assert b"248046" in pr_file
+    assert "pull request updated" in result.stdout
+    again = run_eosfix("hub", BROKEN, "--pr")
+    assert len(hub_repos.commits_received) == 2
+    assert "pull request already open" in again.stdout
+    assert len([d for d in hub_repos.repos[BROKEN].discussions if d.is_pull_request]) == 1
+
+
+def test_a_pr_branch_that_cannot_be_read_is_never_doubled(hub_repos, run_eosfix):
+    """The PR is found by its title and branch, not by reading its file: a failed read
+    (issue 28 item 13: another PR every run) pushes the fix onto it instead."""
+    assert run_eosfix("hub", BROKEN, "--pr").exit_code == 1
+    hub_repos.fail(BROKEN, 500, match=r"/resolve/refs%2Fpr%2F1/")
+    result = run_eosfix("hub", BROKEN, "--pr")
+    assert result.exit_code == 1, result.output
+    assert [c["create_pr"] for c in hub_repos.commits_received] == [True]  # same bytes: no-op
+    assert len([d for d in hub_repos.repos[BROKEN].discussions if d.is_pull_request]) == 1
+    assert f"{BROKEN}: pull request updated: {hub_repos.url}/{BROKEN}/discussions/1" in (
+        result.stdout
+    )
+
+
+@pytest.mark.parametrize("fake_hub", [{"token": TOKEN}], indirect=True)
+def test_someone_elses_eosfix_pr_is_left_as_it_is(fake_hub, run_eosfix):
+    fake_hub.add_repo(BROKEN, sample_files("chatml-missing-im-end"))
+    assert run_eosfix("hub", BROKEN, "--pr", "--token", TOKEN).exit_code == 1
+    (pr,) = fake_hub.repos[BROKEN].discussions
+    pr.author = "someone-else"
+    fake_hub.push(BROKEN, {"README.md": "new\n", "generation_config.json": b'{"eos_token_id": 3}'})
+    result = run_eosfix("hub", BROKEN, "--pr", "--token", TOKEN)
+    assert result.exit_code == 1, result.output
+    assert len(fake_hub.commits_received) == 1
+    assert (
+        f"{BROKEN}: pull request left open: opened by someone-else, not by eosfix-user: left "
+        "as it is: "
+    ) in result.stdout
 
 
 def test_pr_not_opened_for_healthy_repo(hub_repos, run_eosfix):

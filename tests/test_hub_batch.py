@@ -501,3 +501,49 @@ def test_a_repo_with_weights_or_a_config_is_a_model(fake_hub, run_eosfix):
         "org/gen": "fixable",
         "org/weights": "fixable",
     }
+
+
+# --- a rerun with --state: carried-over PRs and whole entries (issue 23 items 2, 3) ----------
+
+
+def test_a_rerun_reports_carried_over_prs_as_opened_earlier(fake_hub, run_eosfix, tmp_path):
+    org(fake_hub, 3)  # m001, m002 are fixable
+    state = tmp_path / "s.jsonl"
+    first = run_eosfix("hub", "--author", "org", "--pr", "--state", state)
+    assert first.stdout.count(": pull request opened: ") == 2
+    assert "; 2 pull requests opened; " in first.stdout
+    second = run_eosfix("hub", "--author", "org", "--pr", "--state", state)
+    assert ": pull request opened: " not in second.stdout
+    for repo_id in ("org/m001", "org/m002"):
+        url = f"{fake_hub.url}/{repo_id}/discussions/1"
+        assert f"{repo_id}: pull request opened earlier (#1): {url}" in second.stdout
+    summary = second.stdout.splitlines()[-1]
+    assert "; 0 pull requests opened; 2 pull requests opened earlier (--state); " in summary
+    _, payload, _ = audit(run_eosfix, "--pr", "--state", str(state))
+    entries = by_repo(payload)
+    for repo_id in ("org/m001", "org/m002"):
+        assert entries[repo_id]["pr"] == "opened earlier"
+        assert entries[repo_id]["pr_created"] is False
+        assert entries[repo_id]["pr_num"] == 1
+    assert sum(e["pr_created"] for e in payload["repos"]) == payload["summary"]["prs_opened"] == 0
+    assert payload["summary"]["prs_opened_earlier"] == 2
+    assert len(fake_hub.commits_received) == 2
+
+
+def test_a_resumed_entry_has_every_key_of_a_fresh_one(fake_hub, run_eosfix, tmp_path):
+    """JSON loses nothing on a resumed run: the record is re-derived from the store (no
+    request for its files), so the entry is the one a fresh check gives, plus resumed."""
+    org(fake_hub, 3)
+    state = tmp_path / "s.jsonl"
+    _, fresh, _ = audit(run_eosfix, "--state", str(state))
+    start = len(fake_hub.requests)
+    _, again, _ = audit(run_eosfix, "--state", str(state))
+    assert again["summary"]["resumed"] == 3
+    assert requests_since(fake_hub, start) == [("GET", "/api/models")]
+    for old, new in zip(fresh["repos"], again["repos"], strict=True):
+        assert list(new) == list(old)
+        assert (old["resumed"], new["resumed"]) == (False, True)
+        assert {**new, "resumed": False} == old
+    for name in ("text", "csv", "markdown"):  # the compact formats read the record alone
+        result = run_eosfix("hub", "--author", "org", "--state", state, "--format", name)
+        assert result.exit_code == 1, result.output

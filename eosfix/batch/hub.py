@@ -61,6 +61,7 @@ class HubSource:
         self.prs = prs
         self.errors: list[tuple[str, str]] = []  # (author, why its listing failed)
         self.resumed = 0
+        self.carried = 0  # resumed repos whose pull request an earlier run opened
         self._lock = threading.Lock()
         workers = reader.http.gate.max
         self._io = ThreadPoolExecutor(workers, thread_name_prefix="eosfix-hub")
@@ -91,22 +92,41 @@ class HubSource:
         if record is None:
             return None
         found, extra = verdict_of_record(record)
-        unit = Unit(entry, verdict=found, extra={**extra, "resumed": True})
+        unit = Unit(entry, verdict=found, extra={**carried_over(extra), "resumed": True})
         if self.prs is not None and self.prs.wants(unit):
             return None  # its pull request is still to be opened: check it again
         with self._lock:
             self.resumed += 1
+            self.carried += unit.extra["pr"] == "opened earlier"
         return unit
 
     # --- 2. files in ----------------------------------------------------------------------------
     def before(self, units: Iterable[Unit], run: Run) -> Iterator[Unit]:
+        detail = run.detail is not None
+
         def start(unit: Unit) -> Pending:
             if unit.verdict is not None:
+                if detail and unit.extra.get("resumed"):
+                    return self._io.submit(self._rederive, unit)
                 return Done(unit)
             assert isinstance(unit.item, HubEntry)
             return self._io.submit(self._prepare, unit.item)
 
         return in_order(units, start)
+
+    def _rederive(self, unit: Unit) -> Unit:
+        """A repo carried over from the state file, when the output wants each repo's whole
+        entry (JSON, text blocks): its files from the store (no request; fetched again only
+        if the store was emptied), analysed again, so its entry has every key of a repo
+        checked now. Its pull request stays the record's."""
+        entry = unit.item
+        assert isinstance(entry, HubEntry)
+        assert entry.sha is not None
+        try:
+            manifest = self.reader.download(entry)
+        except Exception:  # noqa: BLE001 - the record's verdict still stands
+            return unit
+        return unit.but(path=self.reader.store.snapshot(entry.sha), key=manifest.key, verdict=None)
 
     def _prepare(self, entry: HubEntry) -> Unit:
         try:
@@ -163,8 +183,9 @@ class HubSource:
 
     def _finished(self, units: Iterable[Unit]) -> Iterator[Unit]:
         for unit in units:
-            unit = _named(unit)
-            if self.state is not None and not unit.extra.get("resumed"):
+            # every entry has the same keys, checked now or carried over
+            unit = _named(unit.but(extra={"resumed": False, **pr_extra(), **unit.extra}))
+            if self.state is not None and not unit.extra["resumed"]:
                 assert unit.verdict is not None
                 item = unit.item
                 assert isinstance(item, HubEntry)
@@ -196,8 +217,12 @@ class HubSource:
             "rate_limited": stats["rate_limited"],
         }
         if self.prs is not None:
-            key = "prs_would_open" if self.prs.dry_run else "prs_opened"
-            out[key] = self.prs.new
+            if self.prs.dry_run:
+                out["prs_would_open"] = self.prs.new
+            else:
+                out.update(prs_opened=self.prs.new, prs_updated=self.prs.updated)
+        if self.state is not None:
+            out["prs_opened_earlier"] = self.carried
         return out
 
     def close(self) -> None:
@@ -229,9 +254,10 @@ def fix_bytes(result: RepoResult) -> bytes | None:
 
 
 def open_fix_pr(
-    hf_api: HfApi, reader: HubReader, result: RepoResult, describe: Describe
+    hf_api: HfApi, reader: HubReader, result: RepoResult, describe: Describe, me: str | None = None
 ) -> PullRequest | None:
-    """Open one PR with the generation_config.json fix, unless an eosfix PR has it already.
+    """Open one PR with the generation_config.json fix, unless the repo has an open eosfix PR
+    (then it is reported, updated with the new bytes, or left: ``eosfix.sources.hubwrite``).
 
     ``result.extra`` holds the repo's ``sha`` and ``revision``. Returns None when there is
     nothing to fix; raises PrError when the Hub refuses.
@@ -247,13 +273,43 @@ def open_fix_pr(
         revision=str(result.extra.get("revision", "main")),
         parent_commit=str(result.extra.get("sha")),
         description=describe(result),
+        me=me,
     )
+
+
+# What a hub entry says about its pull request (the same keys for every entry, checked now
+# or carried over from --state): ``pr`` the outcome in words (PR_OUTCOMES, or "not opened:
+# why", "left open: why", "error: why"), then its URL, number, whether this run created it,
+# and the error that stopped it.
+PR_KEYS = ("pr", "pr_url", "pr_num", "pr_created", "pr_error")
+CARRIED = frozenset(("opened", "already open", "updated", "opened earlier"))  # a PR is open
+
+
+def pr_extra(
+    pr: str | None = None,
+    *,
+    url: str | None = None,
+    num: int | None = None,
+    created: bool = False,
+    error: str | None = None,
+) -> dict[str, Any]:
+    return {"pr": pr, "pr_url": url, "pr_num": num, "pr_created": created, "pr_error": error}
+
+
+def carried_over(extra: dict[str, Any]) -> dict[str, Any]:
+    """A PR recorded by an earlier run, as this run reports it: "opened earlier", never
+    "opened" (this run created nothing)."""
+    out = {**pr_extra(), **{k: v for k, v in extra.items() if k in PR_KEYS}}
+    if out["pr"] in CARRIED and out["pr_url"]:
+        out.update(pr="opened earlier", pr_created=False)
+    return out
 
 
 @dataclass
 class PrPlan:
     """Pull requests across a batch: ``max_prs`` new ones at most (in the batch's order);
-    ``dry_run`` opens none and says which it *would* open. Writes go one at a time."""
+    ``dry_run`` opens none and says which it *would* open. Writes go one at a time. A repo
+    with an open eosfix PR never gets a second one (``eosfix.sources.hubwrite``)."""
 
     hf_api: HfApi
     reader: HubReader
@@ -261,12 +317,26 @@ class PrPlan:
     max_prs: int | None = None
     dry_run: bool = False
     new: int = 0  # opened (or, in a dry run, that would be)
+    updated: int = 0  # open eosfix PRs given a commit with the current fix
     failed: int = 0
     keep_ids: tuple[int, ...] = ()  # stop ids the fix keeps (--keep-id)
+    _me: str | None = None
+    _asked: bool = False
 
     def wants(self, unit: Unit) -> bool:
         v = unit.verdict
         return v is not None and v.has_patches and not unit.extra.get("pr_url")
+
+    def me(self) -> str | None:
+        """The token's user (an eosfix PR of someone else is never updated); None when the
+        Hub does not say (no token)."""
+        if not self._asked:
+            self._asked = True
+            try:
+                self._me = str(self.hf_api.whoami()["name"])
+            except Exception:  # noqa: BLE001 - no token, offline...: the author is not checked
+                self._me = None
+        return self._me
 
     def handle(self, unit: Unit) -> Unit:
         """Open (or find) the PR of one fixable repo; its outcome goes into ``unit.extra``."""
@@ -282,7 +352,7 @@ class PrPlan:
             extra.update(self._decide(result))
         except PrError as exc:
             self.failed += 1
-            extra.update(pr=f"error: {exc.message}", pr_error=exc.message)
+            extra.update(pr_extra(f"error: {exc.message}", error=exc.message))
         return unit.but(extra=extra)
 
     def _decide(self, result: RepoResult) -> dict[str, Any]:
@@ -296,17 +366,18 @@ class PrPlan:
             except hub_errors() as exc:
                 raise PrError(f"cannot look for pull requests: {describe_error(exc)[0]}") from None
             if found is not None:
-                return {"pr_url": found.url, "pr_created": False, "pr": "already open"}
+                words = "would update (dry run)" if found.left else "already open"
+                return pr_extra(words, url=found.url, num=found.num)
             if over:
-                return {"pr": f"not opened: --max-prs {self.max_prs} reached"}
+                return pr_extra(f"not opened: --max-prs {self.max_prs} reached")
             self.new += 1
-            return {"pr": "would open (dry run)"}
-        pr = open_fix_pr(self.hf_api, self.reader, result, self.describe)
+            return pr_extra("would open (dry run)")
+        pr = open_fix_pr(self.hf_api, self.reader, result, self.describe, self.me())
         if pr is None:
             return {}
         self.new += pr.created
-        return {
-            "pr_url": pr.url,
-            "pr_created": pr.created,
-            "pr": "opened" if pr.created else "already open",
-        }
+        self.updated += pr.updated
+        words = "opened" if pr.created else "updated" if pr.updated else "already open"
+        if pr.left:
+            words = f"left open: {pr.left}"
+        return pr_extra(words, url=pr.url, num=pr.num, created=pr.created)

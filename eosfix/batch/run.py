@@ -202,7 +202,8 @@ class Result:
     def row(self) -> Row:
         terms, eos, note = self.verdict.cells
         v = self.verdict
-        pr = str(self.unit.extra.get("pr") or "")
+        pr, num = str(self.unit.extra.get("pr") or ""), self.unit.extra.get("pr_num")
+        pr += f" (#{num})" if pr and num is not None else ""
         cell = self.item.revision_cell
         return Row(self.item.repo_id, cell, terms, eos, v.name, note, pr, v.problem or "")
 

@@ -62,9 +62,13 @@ def summary_line(run: Run) -> str:
     if "prs_opened" in stats:
         n = stats["prs_opened"]
         text += f"; {n} pull request{'s' * (n != 1)} opened"
+        text += f", {stats['prs_updated']} updated" if stats["prs_updated"] else ""
     elif "prs_would_open" in stats:
         n = stats["prs_would_open"]
         text += f"; {n} pull request{'s' * (n != 1)} would be opened (dry run)"
+    if stats.get("prs_opened_earlier"):
+        n = stats["prs_opened_earlier"]
+        text += f"; {n} pull request{'s' * (n != 1)} opened earlier (--state)"
     n = stats["requests"]
     text += f"; {n} request{'s' * (n != 1)} for listings and files"
     return text + (f"; {_rate_note(run)}" if stats["rate_limited"] else "")
@@ -81,13 +85,14 @@ def _rate_note(run: Run) -> str:
 
 
 def _pr_line(repo_id: str, extra: Any) -> str | None:
-    if extra.get("pr_url"):
-        verb = "opened" if extra.get("pr_created") else "already open"
-        return f"{repo_id}: pull request {verb}: {extra['pr_url']}"
-    pr = extra.get("pr")
-    if pr and not extra.get("pr_error"):
-        return f"{repo_id}: pull request {pr}"
-    return None
+    """``org/name: pull request opened: URL`` (``opened earlier (#3)`` for one an earlier run
+    opened, recorded in --state), or what happened instead; None without a PR."""
+    pr, url, num = extra.get("pr"), extra.get("pr_url"), extra.get("pr_num")
+    if not pr or extra.get("pr_error"):
+        return None
+    if pr == "opened earlier" and num is not None:
+        pr = f"{pr} (#{num})"
+    return f"{repo_id}: pull request {pr}" + (f": {url}" if url else "")
 
 
 def _emit_text(run: Run, *, blocks: bool, hint: bool, quiet: bool = False) -> None:
