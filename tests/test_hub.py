@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 
 import pytest
 
@@ -15,6 +16,10 @@ from tests.conftest import SAMPLES
 
 BROKEN = "org/chatml-broken"
 HEALTHY = "org/llama3-healthy"
+FIXABLE_SAMPLES = [
+    "chatml-missing-im-end", "foreign-stop-ids", "ordinary-stop-id", "stop-inside-turn",
+    "vlm-text-config-eos", "glm-next-turn-opener", "reasoning-channel",
+]  # fmt: skip
 WEIGHTS = b"\0" * 8192
 TOKEN = "hf_fake_secret_token_1234567890"
 
@@ -154,7 +159,7 @@ def test_pr_sends_one_commit_with_the_fixed_bytes(hub_repos, run_eosfix):
     desc = commit["description"]
     assert "<|im_end|>" in desc
     assert "248046" in desc
-    assert "`eos_token_id` = `248044`" in desc
+    assert "Today this prints `'<|endoftext|>'`" in desc  # what eos_token_id 248044 is
     assert (
         '-  "eos_token_id": 248044,\n+  "eos_token_id": [\n+    248044,\n+    248046\n+  ],' in desc
     )
@@ -163,6 +168,45 @@ def test_pr_sends_one_commit_with_the_fixed_bytes(hub_repos, run_eosfix):
     assert f"{BROKEN}: pull request opened: {url}" in result.stdout
     assert repo.pr_files(1)["generation_config.json"] == fixed_gen()
     assert repo.head == analysed  # main untouched
+
+
+def _table_cells(line: str) -> list[str]:
+    """A Markdown table row's cells, split on the pipes GFM splits on (not ``\\|``)."""
+    return re.split(r"(?<!\\)\|", line.strip())[1:-1]
+
+
+@pytest.mark.parametrize("name", FIXABLE_SAMPLES)
+def test_pr_description_is_written_for_the_repos_owner(name):
+    """What was wrong in one sentence, the diff, the evidence from their own template, three
+    lines of transformers, the runtimes folded; no probe sentinel, no eosfix command or code,
+    no raw HTML or stray cell break in a table (issue 23 item 11)."""
+    from eosfix import pipeline
+
+    result = pipeline.check(SAMPLES / name, label=f"org/{name}")
+    desc = pr_description(result)
+    first, rest = desc.split("\n\n", 1)
+    assert first.endswith(".")
+    assert ". " not in first.replace("e.g. ", "")  # one sentence
+    assert re.search(r"(?i)eosfix[a-z0-9_]", desc) is None  # Eosfixassistant1, eosfix_probe
+    assert "a1b2c3d4e" not in desc
+    assert re.search(r"\bEOS\d{3}\b", desc) is None
+    prose = re.sub(r"```.*?```", "", desc, flags=re.DOTALL)
+    assert "--" not in prose.replace("| --- ", "").replace("--- |", "")  # no CLI options
+    assert "eosfix fix" not in desc
+    assert "eosfix check" not in desc
+    sections = [ln for ln in desc.splitlines() if ln.startswith("#")]
+    assert sections == ["### What your chat template writes", "### Check it with transformers"]
+    assert rest.index("```diff") < rest.index("### What your chat template writes")
+    code = desc.split("```python\n", 1)[1].split("\n```", 1)[0]
+    assert len(code.splitlines()) == 3
+    assert f'"org/{name}"' in code
+    rows = [ln for ln in desc.splitlines() if ln.startswith("| ")]
+    assert rows
+    for row in rows:
+        cells = _table_cells(row)
+        assert len(cells) == 5, row
+        outside_code = re.sub(r"`[^`]*`", "", row)
+        assert "<" not in outside_code, row  # </s> would be an HTML tag
 
 
 def test_repeated_pr_sends_nothing_and_prints_existing(hub_repos, run_eosfix):
