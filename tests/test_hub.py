@@ -387,7 +387,38 @@ def test_timeout_is_one_line(hub_repos, run_eosfix):
     hub_repos.fail(BROKEN, 200, delay=2.0)
     result = run_eosfix("hub", BROKEN, HEALTHY, "--timeout", "0.3")
     assert result.exit_code == 2, result.output
-    assert result.stderr.strip() == f"{BROKEN}: error: timed out waiting for the Hub"
+    # the address waited for, and how often (issue 23 item 12: it said "the Hub")
+    url = f"{hub_repos.url}/api/models/{BROKEN}/revision/main"
+    assert result.stderr.strip() == (
+        f"{BROKEN}: error: timed out waiting for {url} (ReadTimeout: timed out; 6 attempts)"
+    )
+
+
+def test_an_unreachable_endpoint_is_named_and_no_request_is_counted(run_eosfix, monkeypatch):
+    """A Hub that cannot be reached (a wrong HF_ENDPOINT, a dead proxy) is named in the
+    error; attempts that never connected are not counted as requests made."""
+    import socket
+
+    from huggingface_hub import constants
+
+    with socket.socket() as sock:  # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    monkeypatch.setenv("HF_ENDPOINT", dead)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")
+    monkeypatch.setattr(constants, "ENDPOINT", dead)
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr("eosfix.sources.hubhttp._sleep", lambda seconds, stopping: None)
+    result = run_eosfix("hub", BROKEN, "--format", "json")
+    payload = json.loads(result.stdout)
+    (entry,) = payload["repos"]
+    assert entry["error"].startswith(f"cannot connect to {dead} (HF_ENDPOINT) (ConnectError: ")
+    assert entry["error"].endswith("; 6 attempts)")
+    assert payload["summary"]["requests"] == 0
+    assert payload["summary"]["unreachable"] == 6
+    listing = run_eosfix("hub", "--author", "org")
+    assert listing.stderr.startswith(f"org: error: cannot connect to {dead} (HF_ENDPOINT)")
+    assert "; 0 requests for listings and files; 6 attempts could not connect" in listing.stdout
 
 
 def test_dropped_connection_is_one_line(hub_repos, run_eosfix):

@@ -215,6 +215,7 @@ class HubSource:
             "requests": stats["requests"],
             "retries": stats["retries"],
             "rate_limited": stats["rate_limited"],
+            "unreachable": stats["unreachable"],  # attempts that made no connection
         }
         if self.prs is not None:
             if self.prs.dry_run:

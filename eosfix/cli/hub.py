@@ -71,6 +71,9 @@ def summary_line(run: Run) -> str:
         text += f"; {n} pull request{'s' * (n != 1)} opened earlier (--state)"
     n = stats["requests"]
     text += f"; {n} request{'s' * (n != 1)} for listings and files"
+    if stats["unreachable"]:
+        n = stats["unreachable"]
+        text += f"; {n} attempt{'s' * (n != 1)} could not connect"
     return text + (f"; {_rate_note(run)}" if stats["rate_limited"] else "")
 
 
