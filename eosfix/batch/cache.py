@@ -46,9 +46,12 @@ class CacheSource:
         )
         self.stage = "fixing" if fix else "checking"
         self.corrupted: list[Corrupted] = []
+        self.stopping = False  # Run.stop: no new snapshot, no new fix
 
     def units(self) -> Iterator[Unit]:
         for item in self.scan:
+            if self.stopping:
+                return
             if isinstance(item, Corrupted):
                 self.corrupted.append(item)
             else:
@@ -65,7 +68,7 @@ class CacheSource:
         def start(unit: Unit) -> Pending:
             assert unit.verdict is not None
             assert unit.path is not None
-            if not unit.verdict.has_patches:
+            if not unit.verdict.has_patches or self.stopping:  # interrupted: not fixed
                 return Done(unit)
             return _Fixed(unit, run.jobs.submit(self.fixer, unit.path))
 
@@ -92,6 +95,9 @@ class CacheSource:
 
     def summary(self) -> dict[str, Any]:
         return {"corrupted": len(self.corrupted)}
+
+    def stop(self) -> None:
+        self.stopping = True
 
     def close(self) -> None:
         pass

@@ -33,10 +33,11 @@ from eosfix.containers.folder.plan import FilePatch
 from eosfix.core.repo import GENERATION_CONFIG, TOKENIZER_JSON
 from eosfix.pipeline import RepoResult
 from eosfix.sources.hub import HubEntry, HubError, HubReader
-from eosfix.sources.hubhttp import describe_error, hub_errors
+from eosfix.sources.hubhttp import Stopped, describe_error, hub_errors
 from eosfix.sources.hubwrite import PrError, PullRequest, find_open_pr, open_pr
 
 Describe = Callable[[RepoResult], str]  # a fix PR's description (eosfix.render.pr)
+STOPPED = Verdict("error", error="not checked: interrupted")  # left out of every output
 
 
 class HubSource:
@@ -62,6 +63,9 @@ class HubSource:
         self.errors: list[tuple[str, str]] = []  # (author, why its listing failed)
         self.resumed = 0
         self.carried = 0  # resumed repos whose pull request an earlier run opened
+        self.stopping = False  # Run.stop: no new repo, no new request, no new pull request
+        self.listed = False  # every repo of the listing (or every id) was given out
+        self.seen = 0  # repos of the listing so far
         self._lock = threading.Lock()
         workers = reader.http.gate.max
         self._io = ThreadPoolExecutor(workers, thread_name_prefix="eosfix-hub")
@@ -70,19 +74,27 @@ class HubSource:
     # --- 1. units -----------------------------------------------------------------------------
     def units(self) -> Iterator[Unit]:
         for repo_id in self.repo_ids:
+            if self.stopping:
+                return
             yield Unit(HubEntry(repo_id, self.revision or "main"))
         if not self.author:
+            self.listed = True
             return
         given = set(self.repo_ids)
         try:
             for entry in self.reader.list_author(self.author):
+                if self.stopping:
+                    return
+                self.seen += 1
                 if entry.repo_id in given:
                     continue
                 if self.revision is not None:  # the listing describes main only
                     entry = HubEntry(entry.repo_id, self.revision)
                 yield self._resumed(entry) or Unit(entry)
+            self.listed = True
         except hub_errors() as exc:
-            self.errors.append((self.author, describe_error(exc)[0]))
+            if not self.stopping:  # interrupted: not a failure of the listing
+                self.errors.append((self.author, describe_error(exc)[0]))
 
     def _resumed(self, entry: HubEntry) -> Unit | None:
         if self.state is None or entry.sha is None:
@@ -141,6 +153,8 @@ class HubSource:
         return Unit(entry, self.reader.store.snapshot(entry.sha), manifest.key)
 
     def _error(self, exc: Exception) -> Verdict:
+        if self.stopping and isinstance(exc, Stopped):
+            return STOPPED
         if isinstance(exc, HubError):
             return Verdict("error", error=exc.message)
         if isinstance(exc, hub_errors()):
@@ -183,6 +197,8 @@ class HubSource:
 
     def _finished(self, units: Iterable[Unit]) -> Iterator[Unit]:
         for unit in units:
+            if unit.verdict is STOPPED:  # its requests were cut short: not checked
+                continue
             # every entry has the same keys, checked now or carried over
             unit = _named(unit.but(extra={"resumed": False, **pr_extra(), **unit.extra}))
             if self.state is not None and not unit.extra["resumed"]:
@@ -225,6 +241,14 @@ class HubSource:
         if self.state is not None:
             out["prs_opened_earlier"] = self.carried
         return out
+
+    def stop(self) -> None:
+        """No new repo and no new request (those waiting for their turn give up, and their
+        repos are left out as not checked); pull requests not begun are not opened."""
+        self.stopping = True
+        self.reader.http.gate.stop()
+        if self.prs is not None:
+            self.prs.stopping = True
 
     def close(self) -> None:
         self.reader.http.gate.stop()
@@ -321,6 +345,7 @@ class PrPlan:
     updated: int = 0  # open eosfix PRs given a commit with the current fix
     failed: int = 0
     keep_ids: tuple[int, ...] = ()  # stop ids the fix keeps (--keep-id)
+    stopping: bool = False  # interrupted: no new pull request
     _me: str | None = None
     _asked: bool = False
 
@@ -342,13 +367,15 @@ class PrPlan:
     def handle(self, unit: Unit) -> Unit:
         """Open (or find) the PR of one fixable repo; its outcome goes into ``unit.extra``."""
         assert unit.path is not None
+        extra: dict[str, Any] = dict(unit.extra)
+        if self.stopping:
+            return unit.but(extra={**extra, **pr_extra("not opened: interrupted")})
         item = unit.item
         fields = item.fields()
         result = dataclasses.replace(
             pipeline.check(unit.path, label=item.repo_id, keep_ids=self.keep_ids),
             extra={"sha": fields.get("sha"), "revision": fields.get("revision", "main")},
         )
-        extra: dict[str, Any] = dict(unit.extra)
         try:
             extra.update(self._decide(result))
         except PrError as exc:

@@ -25,7 +25,7 @@ from typing import Any, Protocol
 
 from eosfix.batch import pool, verdict
 from eosfix.batch.verdict import Detail, Verdict
-from eosfix.core.outcome import VERDICTS, exit_code
+from eosfix.core.outcome import EXIT_INTERRUPTED, VERDICTS, exit_code
 from eosfix.sources import Key
 
 WINDOW = 128  # units in flight in a stage: bounds memory, keeps the workers fed
@@ -87,6 +87,7 @@ class Source(Protocol):
     def head(self) -> dict[str, Any]: ...  # JSON keys before "repos"
     def footer(self) -> dict[str, Any]: ...  # JSON keys after "repos", before "summary"
     def summary(self) -> dict[str, Any]: ...  # more summary counts
+    def stop(self) -> None: ...  # start no new unit; those in flight finish (Run.stop)
     def close(self) -> None: ...
 
 
@@ -263,8 +264,19 @@ class Run:
             pass
         return self
 
+    interrupted = False  # stopped early (Ctrl-C): the exit code is 130
+
+    def stop(self) -> None:
+        """Stop early but whole (the first Ctrl-C): the source starts no new unit, and those
+        already in flight finish and come out as usual, so every file written is reported
+        and every output stays whole. Safe to call from a signal handler (it sets flags)."""
+        self.interrupted = True
+        self.source.stop()
+
     def close(self) -> None:
-        """Stop early (Ctrl-C): workers and the source's threads are shut down."""
+        """Stop at once (a second Ctrl-C): workers and the source's threads are shut down;
+        what was in flight is not reported."""
+        self.interrupted = True
         self._stream.close()
 
     @property
@@ -277,7 +289,10 @@ class Run:
     @property
     def exit_code(self) -> int:
         """``eosfix.core.outcome.exit_code`` of the verdicts so far; the source's own failures
-        (a listing, a corrupted cache entry, a pull request) count as unreadable input."""
+        (a listing, a corrupted cache entry, a pull request) count as unreadable input; 130
+        once interrupted."""
+        if self.interrupted:
+            return EXIT_INTERRUPTED
         return exit_code(self._counts, strict=self.strict, failed=self.source.failed())
 
     def counts(self) -> dict[str, int]:

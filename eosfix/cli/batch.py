@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import contextlib
+import os
+import signal
 import sys
+import threading
 from collections.abc import Callable, Iterator, Sequence
+from types import FrameType
 from typing import Any
 
 import click
@@ -86,6 +90,32 @@ def progress_bar(show: bool) -> Iterator[Progress | None]:
         redirect_stderr=False,
     ) as bar:
         yield RichProgress(bar)
+
+
+STOPPING = b"stopping: finishing what is in progress (Ctrl-C again to stop at once)\n"
+
+
+@contextlib.contextmanager
+def stoppable(run: Run) -> Iterator[None]:
+    """While the block runs, the first Ctrl-C stops the run early but whole (``Run.stop``:
+    what is in flight finishes and is reported, every output stays whole); a second one
+    raises KeyboardInterrupt, which stops at once. Only from the main thread."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        if run.interrupted:
+            raise KeyboardInterrupt
+        run.stop()
+        with contextlib.suppress(OSError):
+            os.write(2, STOPPING)  # raw: the handler may run inside a write to stderr
+
+    previous = signal.signal(signal.SIGINT, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def stream(run: Run, fmt: str, summary: Callable[[], str]) -> None:

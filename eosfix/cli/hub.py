@@ -74,7 +74,8 @@ def summary_line(run: Run) -> str:
     if stats["unreachable"]:
         n = stats["unreachable"]
         text += f"; {n} attempt{'s' * (n != 1)} could not connect"
-    return text + (f"; {_rate_note(run)}" if stats["rate_limited"] else "")
+    text += f"; {_rate_note(run)}" if stats["rate_limited"] else ""
+    return text + ("; interrupted" if run.interrupted else "")
 
 
 def _rate_note(run: Run) -> str:
@@ -152,14 +153,30 @@ def _open_state(path: Path | None) -> Iterator[StateFile | None]:
         state.close()
 
 
-def _interrupted(state: StateFile | None) -> Interrupted:
-    """What Ctrl-C leaves: with --state, the repos recorded, to go on from."""
-    if state is None:
-        return Interrupted()
-    return Interrupted(
-        f"{state.written} repo(s) recorded in {state.path}; run the same command again to go "
-        "on from there"
-    )
+def _plural(n: int, noun: str) -> str:
+    return f"{n} {noun}{'s' * (n != 1)}"
+
+
+def interrupted_kept(run: Run, state: StateFile | None) -> str:
+    """What an interrupted audit did and did not do: ``40 repos checked, 3 pull requests
+    opened, 12 listed but not checked; the listing of my-org was not finished; 40 repos
+    recorded in audit.jsonl: run the same command again to go on from there``."""
+    source: HubSource = run.source  # type: ignore[assignment]
+    parts = [f"{_plural(run.count, 'repo')} checked"]
+    prs = source.prs
+    if prs is not None and not prs.dry_run:
+        parts.append(f"{_plural(prs.new, 'pull request')} opened")
+    left = max(0, len(source.repo_ids) + source.seen - run.count)
+    parts.append(f"{left} listed but not checked" if source.author else f"{left} not checked")
+    text = ", ".join(parts)
+    if source.author and not source.listed:
+        text += f"; the listing of {source.author} was not finished"
+    if state is not None:
+        text += (
+            f"; {_plural(state.written, 'repo')} recorded in {state.path}: run the same command "
+            "again to go on from there"
+        )
+    return text
 
 
 @click.command()
@@ -288,13 +305,15 @@ def hub(
             )
             run.strict = strict
             try:
-                if fmt == "text":
-                    _emit_text(run, blocks=blocks, hint=not open_prs, quiet=quiet)
-                else:
-                    _stream(run, fmt)
-            except KeyboardInterrupt:
+                with batchcli.stoppable(run):  # Ctrl-C: what is in flight finishes, reported
+                    if fmt == "text":
+                        _emit_text(run, blocks=blocks, hint=not open_prs, quiet=quiet)
+                    else:
+                        _stream(run, fmt)
+            except KeyboardInterrupt:  # a second Ctrl-C, or SIGTERM: stop at once
                 run.close()
-                raise _interrupted(state) from None
+            if run.interrupted:
+                raise Interrupted(interrupted_kept(run, state))
     for name, message in source.errors:
         click.echo(f"{name}: error: {message}", err=True)
     if author and not run.count and not source.errors:

@@ -60,22 +60,35 @@ def _dumps(value: Any, indent: str) -> str:
 def write_json(run: Run, out: TextIO) -> None:
     """Stream the run as JSON, each entry written as soon as it is made: the same text as
     json.dumps(document, indent=2), where the document is {**head, "repos": [Result.to_dict()
-    ...], **footer, "summary", "exit_code"} (head and footer come from the source)."""
+    ...], **footer, "summary", "exit_code"} (head and footer come from the source). An
+    interrupted run (Ctrl-C) still ends in a whole document, with ``"interrupted": true``
+    before ``exit_code`` (130); a second Ctrl-C closes it with the entries written so far."""
     head = run.source.head()
     out.write("{")
     out.writelines(f"\n  {json.dumps(key)}: {_dumps(value, '  ')}," for key, value in head.items())
     out.write('\n  "repos": [')
     sep = "\n    "
-    for result in run:
-        out.write(sep + _dumps(result.to_dict(), "    "))
-        out.flush()
-        sep = ",\n    "
+    hard_stop = False
+    try:
+        for result in run:
+            text = sep + _dumps(result.to_dict(), "    ")  # made whole before it is written
+            out.write(text)
+            out.flush()
+            sep = ",\n    "
+    except KeyboardInterrupt:
+        run.interrupted = hard_stop = True
     out.write("]" if sep == "\n    " else "\n  ]")
-    footer = {**run.source.footer(), "summary": run.summary(), "exit_code": run.exit_code}
+    footer = {**run.source.footer(), "summary": run.summary()}
+    if run.interrupted:
+        footer["interrupted"] = True
+    footer["exit_code"] = run.exit_code
     out.writelines(
         f",\n  {json.dumps(key)}: " + _dumps(value, "  ") for key, value in footer.items()
     )
     out.write("\n}\n")
+    out.flush()
+    if hard_stop:
+        raise KeyboardInterrupt
 
 
 CSV_COLUMNS = (
