@@ -94,6 +94,25 @@ def test_check_by_id_reports_like_check_and_downloads_no_weights(hub_repos, run_
     assert not hub_repos.commits_received
 
 
+def test_several_ids_print_each_report_once(hub_repos, run_eosfix):
+    """Repo ids give each repo's block, once: no table repeating them (issue 23 item 13)."""
+    out = run_eosfix("hub", BROKEN, HEALTHY).stdout
+    assert out.count(BROKEN) == out.count(f"{BROKEN}/generation_config.json") + 1
+    assert out.count(HEALTHY) == 1
+    assert "┃" not in out
+
+
+def test_pr_urls_are_printed_once_and_whole(hub_repos, run_eosfix):
+    hub_repos.add_repo("org/second-broken", sample_files("chatml-missing-im-end"))
+    out = run_eosfix("hub", "--author", "org", "--pr").stdout
+    for repo_id in (BROKEN, "org/second-broken"):
+        url = f"{hub_repos.url}/{repo_id}/discussions/1"
+        assert out.count(url) == 1, out
+        assert f"{repo_id}: pull request opened: {url}\n" in out
+        (row,) = [ln for ln in out.splitlines() if ln.startswith(f" {repo_id} ")]
+        assert row.rstrip().endswith("│ opened (#1)")
+
+
 def test_healthy_repo_exits_zero(hub_repos, run_eosfix):
     result = run_eosfix("hub", HEALTHY)
     assert result.exit_code == 0, result.output

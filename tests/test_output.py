@@ -412,3 +412,58 @@ def test_cache_table_never_breaks_repo_ids_mid_word():
                 cell.endswith("…") and any(p.startswith(cell[:-1]) for p in allowed)
             )
             assert ok, (width, cell)
+
+
+# --- wording (issue 23 item 13) ----------------------------------------------------------------
+
+
+def test_keep_id_not_in_the_list_is_said(sample_repo, run_eosfix):
+    repo = sample_repo("ordinary-stop-id")
+    out = run_eosfix("check", repo, "--keep-id", "2", "--keep-id", "999").stdout
+    assert (
+        "  keep          --keep-id 999: 999 is not a stop id of this repo, so it keeps nothing"
+        in (out)
+    )
+    assert "--keep-id 2:" not in out  # 2 is listed: it is kept, as the finding says
+
+
+def test_runtimes_cut_alike_share_one_caveat_line(sample_repo, run_eosfix):
+    """--keep-id an in-turn id: six runtimes stop inside the turn, one line says so (there
+    were six near-identical lines)."""
+    out = run_eosfix("check", sample_repo("stop-inside-turn"), "--keep-id", "200007").stdout
+    caveats = [ln.strip() for ln in out.splitlines() if ln.startswith("  caveat")]
+    assert caveats == [
+        "caveat        transformers, vLLM, SGLang, TGI, mlx-lm, mlx-vlm stop inside a turn at <|end|>"
+    ]
+
+
+def test_runtimes_a_fix_cannot_reach_are_told_why_and_what_would(sample_repo, run_eosfix):
+    """The VLM sample: candle and ExLlamaV2 read config.json's top level, where no id is (the
+    ids are under text_config), and fix --config-json edits only ids already there: say so,
+    and what would make them stop (it said "after fix: candle, ExLlamaV2" and nothing more)."""
+    repo = sample_repo("vlm-text-config-eos")
+    why = (
+        "candle, ExLlamaV2 read only config.json's top-level eos_token_id, which is not set (its "
+        "ids are under text_config), so they miss <|im_end|> (151645); fix --config-json edits "
+        'only ids already there: add "eos_token_id": [151645] at config.json\'s top level to '
+        "make them stop"
+    )
+    assert f"after fix: candle, ExLlamaV2 ({why})" in run_eosfix("check", repo).stdout
+    before = (repo / "config.json").read_bytes()
+    fixed = run_eosfix("fix", "--config-json", repo)
+    assert (repo / "config.json").read_bytes() == before  # left alone...
+    assert f"  caveat        {why}" in fixed.stdout  # ...and the output says why
+
+
+def test_every_format_option_has_help():
+    import click
+
+    from eosfix.cli import cli
+
+    ctx = click.Context(cli)
+    for name in cli.list_commands(ctx):
+        cmd = cli.get_command(ctx, name)
+        assert cmd is not None
+        for param in cmd.params:
+            if isinstance(param, click.Option) and "--format" in param.opts:
+                assert param.help, name

@@ -94,3 +94,12 @@ def test_upload_checked_fixes_and_uploads(target, sample_repo):
     assert info.pr_url == f"{target.url}/{REPO}/discussions/1"
     assert target.commits_received[0]["files"]["generation_config.json"] == fixed_gen()
     assert (folder / "generation_config.json").read_bytes() == fixed_gen()
+
+
+def test_cli_refusal_speaks_cli_and_api_refusal_speaks_python(target, sample_repo, run_eosfix):
+    folder = sample_repo("chatml-missing-im-end")
+    err = run_eosfix("upload", folder, REPO).stderr
+    assert "(eosfix can fix this: run again with --fix)" in err
+    assert "fix=True" not in err
+    with pytest.raises(UploadRefusedError, match=r"eosfix can fix this: pass fix=True\)"):
+        upload_checked(folder, REPO)

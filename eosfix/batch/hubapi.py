@@ -122,8 +122,9 @@ class UploadRefusedError(EosfixError):
         self.result = result
 
 
-def refusal_reason(result: RepoResult) -> str | None:
-    """Why an upload must not go ahead, or None when the folder stops correctly."""
+def refusal_reason(result: RepoResult, *, how_to_fix: str = "pass fix=True") -> str | None:
+    """Why an upload must not go ahead, or None when the folder stops correctly;
+    ``how_to_fix``: the words for having eosfix fix it first (the CLI says "--fix")."""
     if result.error is not None:
         return str(result.error)
     if result.status in (Status.FIXABLE, Status.PROBLEMS):
@@ -131,7 +132,7 @@ def refusal_reason(result: RepoResult) -> str | None:
         errors = [
             f"{f.code} {f.message}" for f in result.check.findings if f.severity.value == "error"
         ]
-        hint = " (eosfix can fix this: --fix / fix=True)" if result.status is Status.FIXABLE else ""
+        hint = f" (eosfix can fix this: {how_to_fix})" if result.status is Status.FIXABLE else ""
         return "would not stop at the end of a turn: " + "; ".join(errors) + hint
     return None
 

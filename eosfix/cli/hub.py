@@ -300,7 +300,7 @@ def hub(
                 source,
                 detail=JSON_DETAIL if fmt == "json" else TEXT_DETAIL if blocks else None,
                 progress=progress,
-                keep_rows=fmt == "text" and many,
+                keep_rows=fmt == "text" and not blocks,  # repo ids: each block once, no table
                 keep_ids=keep_ids,
             )
             run.strict = strict
@@ -365,7 +365,7 @@ def upload(
     result = check_before_upload(folder, fix=do_fix)
     for name in result.written:
         click.echo(f"Fixing {folder / name}", err=True)
-    reason = refusal_reason(result)
+    reason = refusal_reason(result, how_to_fix="run again with --fix")
     if reason is not None:
         if result.check is not None:
             click.echo(RENDERER_BY_NAME["text"]([result], Report([result])))

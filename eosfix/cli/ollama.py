@@ -72,7 +72,14 @@ def _text(r: Any, text: str | None) -> list[str]:
     type=click.Path(file_okay=False),
     help="Write each fixing Modelfile into this folder (never into the store).",
 )
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="text: one block per model and the Modelfile lines that fix it; json: for scripts.",
+)
 @color_option
 def ollama(models_dir: str | None, out_dir: str | None, fmt: str) -> None:
     """Check every model in ollama's store: does it stop at the end of each turn?

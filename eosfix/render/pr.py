@@ -107,9 +107,18 @@ def _template_files(check: RepoCheck, names: Iterable[str]) -> str:
 
 
 def _evidence(check: RepoCheck) -> list[str]:
-    """What the repo's own template writes: each terminator added, each id removed."""
+    """What the repo's own template writes: each terminator added, each id removed, and the
+    terminators already listed (in one line)."""
     lines: list[str] = []
-    for t in _added(check):
+    added = _added(check)
+    kept = [t for t in check.id_terminators if t not in added]
+    if kept:
+        listed = "; ".join(
+            f"{code(t.content)} ({t.id}, {placement_text(t).removeprefix('written ')})"
+            for t in kept
+        )
+        lines += [f"Already stop ids, where the template ends a turn: {listed}.", ""]
+    for t in added:
         lines.append(
             f"{_template_files(check, t.templates)} writes {code(t.content)} (id {t.id}) "
             f"{placement_text(t).removeprefix('written ')}:"
