@@ -547,3 +547,20 @@ def test_a_resumed_entry_has_every_key_of_a_fresh_one(fake_hub, run_eosfix, tmp_
     for name in ("text", "csv", "markdown"):  # the compact formats read the record alone
         result = run_eosfix("hub", "--author", "org", "--state", state, "--format", name)
         assert result.exit_code == 1, result.output
+
+
+def test_a_commit_published_twice_keeps_the_first_snapshot(tmp_path):
+    """Two repos with one commit (identical files) are fetched by two threads: the second
+    publish must not replace the folder the first repo's analysis is reading (it did: 'not a
+    directory' errors when two repos of an org shared a commit)."""
+    from eosfix.sources.hubstore import Manifest, Store
+
+    store = Store(tmp_path / "store")
+    files = {"config.json": store.add_blob(b"{}\n")}
+    commit = "ab" * 20
+    first = store.publish(commit, Manifest(files, False))
+    inode = first.stat().st_ino
+    second = store.publish(commit, Manifest(files, False))
+    assert second == first
+    assert second.stat().st_ino == inode
+    assert (second / "config.json").read_bytes() == b"{}\n"

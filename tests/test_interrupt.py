@@ -28,6 +28,7 @@ import pytest
 from tests.cachebuilder import CacheBuilder, chatml_files
 from tests.conftest import ROOT
 from tests.test_hub_batch import org
+from tests.test_schema import BATCH, valid
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs named pipes")
 
@@ -115,7 +116,8 @@ def test_ctrl_c_in_cache_fix_reports_every_snapshot_fixed_and_closes_the_json(tm
     unblock(fd, commit)
     code, out, tail = run.finish()
     assert code == 130, err + tail
-    payload = json.loads(out)  # a whole document
+    payload = json.loads(out)  # a whole document, as documented
+    valid(BATCH, payload)
     assert payload["interrupted"] is True
     assert payload["exit_code"] == 130
     assert [e["repo_id"] for e in payload["repos"]] == [f"aa/m{i}" for i in range(5)]
@@ -172,6 +174,7 @@ def test_ctrl_c_while_the_hub_listing_is_read(fake_hub, tmp_path):
     code, out, tail = run.finish()
     assert code == 130, err + tail
     payload = json.loads(out)
+    valid(BATCH, payload)
     assert [e["repo_id"] for e in payload["repos"]] == ["org/m000", "org/m001"]
     assert payload["interrupted"] is True
     assert payload["errors"] == []  # being stopped is no listing error

@@ -136,8 +136,12 @@ class HubSource:
         assert entry.sha is not None
         try:
             manifest = self.reader.download(entry)
-        except Exception:  # noqa: BLE001 - the record's verdict still stands
-            return unit
+        except Exception as exc:  # noqa: BLE001 - one repo's failure is its error line
+            why = self._error(exc)
+            if why is STOPPED:
+                return unit.but(verdict=STOPPED)
+            error = f"recorded in the state file, but its files cannot be read again: {why.error}"
+            return unit.but(verdict=Verdict("error", error=error))
         return unit.but(path=self.reader.store.snapshot(entry.sha), key=manifest.key, verdict=None)
 
     def _prepare(self, entry: HubEntry) -> Unit:

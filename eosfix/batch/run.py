@@ -213,7 +213,14 @@ class Result:
         check` per folder), then what later stages added (pull request)."""
         v = self.verdict
         entry = {**self.item.fields(), "verdict": v.name}
-        entry.update(v.detail or {"status": v.status, "error": v.error, "written": list(v.written)})
+        if v.detail is not None:
+            entry.update(v.detail)
+        else:  # not analysed (a Hub repo that could not be fetched): an error entry's keys
+            entry.update(
+                container="folder", status=v.status, verdict=v.name, problem=v.problem,
+                runs_on=list(v.runs_on), stops_early=list(v.stops_early), error=v.error,
+                written=list(v.written),
+            )  # fmt: skip
         entry.update(self.unit.extra)
         return entry
 

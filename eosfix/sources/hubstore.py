@@ -90,6 +90,8 @@ class Store:
 
     def _publish(self, commit: str, manifest: Manifest) -> Path:
         final = self.snapshot(commit)
+        if self.manifest(commit) is not None:  # published meanwhile (two repos, one commit):
+            return final  # keep it; replacing it would pull the folder from under a reader
         final.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{commit}.", dir=final.parent))
         try:
