@@ -18,7 +18,7 @@ from typing import Any
 from huggingface_hub import CommitInfo, HfApi
 
 from eosfix import pipeline
-from eosfix.batch.hub import Describe, open_fix_pr
+from eosfix.batch.prs import Describe, open_fix_pr
 from eosfix.batch.verdict import needs_tokenizer_json
 from eosfix.core.errors import EosfixError
 from eosfix.decide.check import Status

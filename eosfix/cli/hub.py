@@ -278,7 +278,8 @@ def hub(
         raise click.UsageError("--max-prs and --dry-run go with --pr")
     from huggingface_hub import HfApi
 
-    from eosfix.batch.hub import HubSource, PrPlan
+    from eosfix.batch.hub import HubSource
+    from eosfix.batch.prs import PrPlan
     from eosfix.batch.run import Run
     from eosfix.render.batch import JSON_DETAIL, TEXT_DETAIL
     from eosfix.render.pr import pr_description
