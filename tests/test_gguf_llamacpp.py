@@ -24,6 +24,7 @@ from eosfix import api
 from eosfix.containers.gguf.read import CONTROL, load_gguf
 from eosfix.runtimes import describe
 from eosfix.runtimes.llamacpp import LLAMA_CPP_COMMIT, LLAMA_CPP_PYTHON, end_of_generation
+from tests.conftest import unavailable
 from tests.ggufs import chatml, command_r, copy_with_templates, glm
 from tests.llamacpp_eog import real_eog
 
@@ -58,7 +59,7 @@ def _sdist(cache: Path) -> Path:
         ]
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900, check=False)
         if proc.returncode != 0 or not target.is_file():
-            pytest.skip(f"cannot get the llama-cpp-python 0.3.36 sdist: {proc.stderr[-300:]}")
+            unavailable(f"cannot get the llama-cpp-python 0.3.36 sdist: {proc.stderr[-300:]}")
     return target
 
 
@@ -98,6 +99,7 @@ def test_the_executed_llama_cpp_is_the_installed_one():
     assert describe("llama.cpp").executed == f"{LLAMA_CPP_COMMIT} (llama-cpp-python 0.3.36)"
 
 
+@pytest.mark.package_index  # the sdist holding the vocabularies comes from the index
 def test_model_equals_real_llama_cpp_on_every_shipped_vocab(ggml_vocab_files):
     reals = real_eog(ggml_vocab_files)
     for path in ggml_vocab_files:
@@ -160,6 +162,7 @@ def vocab_copies(ggml_vocab_files, tmp_path_factory) -> list[Path]:
     return copies
 
 
+@pytest.mark.package_index  # the sdist holding the vocabularies comes from the index
 def test_check_and_fix_every_vocab_copy_and_real_llama_cpp_agrees(vocab_copies, tmp_path):
     before = real_eog(vocab_copies)
     fixed = []

@@ -85,7 +85,7 @@ def test_fix_text_tells_before_written_and_now(sample_repo, capsys):
             "[248044, 248046]"
         ),
         "  stops on      [248044, 248046]  (from generation_config.json)",
-        "  runtimes      9 of 10 stop at every terminator and never inside a reply; caveats below",
+        "  runtimes      10 of 11 stop at every terminator and never inside a reply; caveats below",
         (
             "  caveat        ExLlamaV2 keeps only config.json's first id, 248044, so it misses "
             "<|im_end|> (248046) (eosfix keeps that id first: transformers pads with it)"
@@ -116,7 +116,7 @@ def test_healthy_repo_has_caveats_not_a_failing_verdict(capsys):
     _, out, _ = _run(capsys, "check", SAMPLES / "llama3-healthy")
     assert "would not stop" not in out
     assert _line(out, "runtimes") == [
-        "  runtimes      9 of 10 stop at every terminator and never inside a reply; caveats below"
+        "  runtimes      10 of 11 stop at every terminator and never inside a reply; caveats below"
     ]
     assert _line(out, "caveat") == [
         (
@@ -432,8 +432,14 @@ def test_runtimes_cut_alike_share_one_caveat_line(sample_repo, run_eosfix):
     were six near-identical lines)."""
     out = run_eosfix("check", sample_repo("stop-inside-turn"), "--keep-id", "200007").stdout
     caveats = [ln.strip() for ln in out.splitlines() if ln.startswith("  caveat")]
+    # the two runtimes that keep one id miss <|call|> (their own lines, issue 24's rules); the
+    # six that stop inside the turn share one
     assert caveats == [
-        "caveat        transformers, vLLM, SGLang, TGI, mlx-lm, mlx-vlm stop inside a turn at <|end|>"
+        "caveat        TGI-transformers would not stop on <|call|> (200012): it stops only on "
+        "the tokenizer's eos_token",
+        "caveat        ExLlamaV2 would not stop on <|call|> (200012) (config.json (first id), "
+        "else tokenizer eos, else 2)",
+        "caveat        transformers, vLLM, SGLang, TGI, mlx-lm, mlx-vlm stop inside a turn at <|end|>",
     ]
 
 
@@ -448,7 +454,9 @@ def test_runtimes_a_fix_cannot_reach_are_told_why_and_what_would(sample_repo, ru
         'only ids already there: add "eos_token_id": [151645] at config.json\'s top level to '
         "make them stop"
     )
-    assert f"after fix: candle, ExLlamaV2 ({why})" in run_eosfix("check", repo).stdout
+    tgi = "TGI-transformers: it stops only on the tokenizer's eos_token"  # issue 24's rule
+    after = f"after fix: TGI-transformers, candle, ExLlamaV2 ({why}; {tgi})"
+    assert after in run_eosfix("check", repo).stdout
     before = (repo / "config.json").read_bytes()
     fixed = run_eosfix("fix", "--config-json", repo)
     assert (repo / "config.json").read_bytes() == before  # left alone...

@@ -99,12 +99,20 @@ CODES: dict[str, Code] = {
         Code("EOS101", _E, False, "a template exceeded a render limit"),
         Code("EOS102", _E, False, "a template tried to reach an attribute the sandbox hides"),
         Code(
+            "EOS103", _E, False,
+            "a template could not finish rendering in time on this machine: retry",
+        ),
+        Code(
             "EOS201", _E, True,
             "a GGUF's terminator is not in llama.cpp's end-of-generation set",
         ),
         Code(
             "EOS202", _E, False,
             "llama.cpp cannot hold every terminator in eot/eom: stop strings are needed",
+        ),
+        Code(
+            "EOS203", _E, True,
+            "ollama's Go engine (0.7.1 to 0.24.0) misses a terminator: eos_token_ids lacks it",
         ),
     )
 }  # fmt: skip

@@ -24,6 +24,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+from packaging.version import Version
+
 from eosfix.runtimes.base import parse_version
 from eosfix.runtimes.llamacpp import (
     CURRENT_RULES,
@@ -38,7 +40,7 @@ FLOOR = "0.6.0"  # the first release that picks the Go engine by architecture (a
 LLAMA_SERVER_SINCE = "0.30.0"  # 9db4bdbad
 
 
-def _v(text: str) -> tuple[int, ...]:
+def _v(text: str) -> Version:
     return parse_version(text)
 
 
@@ -252,6 +254,19 @@ GO_RULES: tuple[GoRule, ...] = (
            "eos_token_id (absent: 0) + eos_token_ids (INT32 array); gemma3/gemma4: "
            "+ eot_token_id (absent: 106)", "884d26093 model/vocabulary.go:35"),
 )  # fmt: skip
+
+
+LAST_GO = "0.24.0"  # the last release with the Go engine (0.30.0 removed it: 9db4bdbad)
+
+
+def go_list_versions(architecture: str, has_projector: bool = False) -> tuple[str, ...]:
+    """One release per stretch of releases (0.7.1 to 0.24.0) in which the Go engine runs
+    ``architecture`` and reads ``eos_token_ids``: its engine choice and its rule hold until the
+    next one listed. Empty when no release runs it there."""
+    bounds = {GO_LIST_SINCE, *_QWEN3_ON_LLAMA_CPP, SPLIT_VISION_SINCE, "0.13.3",
+              *(since for since, _, _ in _REQUIRED_ADDED)}  # fmt: skip
+    stretch = sorted((v for v in bounds if _v(GO_LIST_SINCE) <= _v(v) <= _v(LAST_GO)), key=_v)
+    return tuple(v for v in stretch if engine_for(v, architecture, has_projector) == GO)
 
 
 def go_rule(version: str) -> GoRule:
