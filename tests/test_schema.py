@@ -170,3 +170,32 @@ def test_hub_outputs(fake_hub, run_eosfix, tmp_path):
     listing = json.loads(run_eosfix("hub", "--author", "org", "--format", "json").stdout)
     valid(BATCH, listing)
     assert listing["errors"]
+
+
+def test_json_of_hub_ids_runtime_pins_gguf_and_unfinished_renders(
+    fake_hub, run_eosfix, sample_repo, tmp_path, monkeypatch
+):
+    """What main added to check's JSON is in the schema: a Hub id's keys (repo_id, revision,
+    sha), a pinned runtime's row (--runtime ollama==0.20.0) on a GGUF with EOS203, and a
+    template that could not finish on this machine (EOS103, status problems)."""
+    from eosfix.analysis import template
+    from eosfix.core.limits import RenderLimits
+
+    fake_hub.add_repo("org/broken", sample_files("chatml-missing-im-end"))
+    gguf = ggufs.chatml(tmp_path / "q.gguf", arch="qwen3")
+    monkeypatch.chdir(tmp_path)  # no local folder named org/broken
+    out = run_eosfix("check", "--runtime", "ollama==0.20.0", "--format", "json", "org/broken",
+                     gguf)  # fmt: skip
+    payload = json.loads(out.stdout)
+    valid(CHECK, payload)
+    hub, file = payload["repos"]
+    assert (hub["repo_id"], hub["revision"], len(hub["sha"])) == ("org/broken", "main", 40)
+    assert [f["code"] for f in file["findings"]] == ["EOS203"]
+    assert {r["runtime"]: r["version"] for r in file["runtimes"]}["ollama"] == "0.20.0"
+    repo = sample_repo("chatml-missing-im-end")
+    monkeypatch.setattr(template, "DEFAULT_LIMITS", RenderLimits(max_seconds=0.0))
+    payload = json.loads(run_eosfix("check", "--format", "json", repo).stdout)
+    valid(CHECK, payload)
+    (entry,) = payload["repos"]
+    assert "EOS103" in [f["code"] for f in entry["findings"]]
+    assert entry["status"] == "problems"
