@@ -11,7 +11,7 @@ import pytest
 from eosfix.batch.hubapi import HubSession
 from eosfix.render.pr import pr_description
 from eosfix.sources.hub import is_relevant
-from eosfix.sources.hubwrite import PR_TITLE_PREFIX
+from eosfix.sources.hubwrite import PR_TITLE_PREFIX, PrOutcome
 from tests.conftest import SAMPLES
 
 BROKEN = "org/chatml-broken"
@@ -530,6 +530,41 @@ def test_session_api_checks_many_in_order(hub_repos, tmp_path):
     assert again is not None
     assert not again.created
     assert again.url == pr.url
+
+
+@pytest.mark.parametrize("fake_hub", [{"token": TOKEN}], indirect=True)
+def test_session_pr_outcome_says_opened_unchanged_updated_or_left(fake_hub):
+    """The API a caller (the Hub bot) reads: ``PullRequest.outcome`` says whether the PR was
+    opened, already carried the fix, was updated (never doubled) after an upstream edit, or
+    was left as it is (someone else's), with ``created``/``updated`` agreeing (issue 23 item 5)."""
+    fake_hub.add_repo(BROKEN, sample_files("chatml-missing-im-end"))
+    session = HubSession(token=TOKEN, describe=pr_description)
+
+    def outcome():
+        pr = session.open_pr(session.check(BROKEN))
+        assert pr is not None
+        assert pr.url == f"{fake_hub.url}/{BROKEN}/discussions/1"  # one PR, ever
+        assert (pr.created, pr.updated) == (
+            pr.outcome is PrOutcome.OPENED,
+            pr.outcome is PrOutcome.UPDATED,
+        )
+        return pr.outcome, pr.left
+
+    assert outcome() == (PrOutcome.OPENED, None)
+    assert outcome() == (PrOutcome.UNCHANGED, None)
+    gen = fake_hub.repos[BROKEN].files["generation_config.json"]
+    edited = gen.replace(b"{", b'{\n  "temperature": 0.6,', 1)
+    fake_hub.push(BROKEN, {"generation_config.json": edited}, message="tune sampling")
+    assert outcome() == (PrOutcome.UPDATED, None)
+    assert outcome() == (PrOutcome.UNCHANGED, None)
+    (pr,) = fake_hub.repos[BROKEN].discussions
+    pr.author = "someone-else"
+    fake_hub.push(BROKEN, {"generation_config.json": gen.replace(b"{", b'{\n  "top_k": 5,', 1)})
+    got, why = outcome()
+    assert got is PrOutcome.LEFT
+    assert why == "opened by someone-else, not by eosfix-user: left as it is"
+    assert [c["create_pr"] for c in fake_hub.commits_received] == [True, False]
+    assert [d.is_pull_request for d in fake_hub.repos[BROKEN].discussions] == [True]
 
 
 def test_unreadable_file_is_named_by_repo_path(fake_hub, run_eosfix):

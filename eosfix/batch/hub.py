@@ -31,6 +31,7 @@ from eosfix.batch.verdict import Verdict
 from eosfix.core.repo import TOKENIZER_JSON
 from eosfix.sources.hub import HubEntry, HubError, HubReader
 from eosfix.sources.hubhttp import Stopped, describe_error, hub_errors
+from eosfix.sources.hubwrite import PrOutcome
 
 STOPPED = Verdict("error", error="not checked: interrupted")  # left out of every output
 
@@ -104,7 +105,7 @@ class HubSource:
             return None  # its pull request is still to be opened: check it again
         with self._lock:
             self.resumed += 1
-            self.carried += unit.extra["pr"] == "opened earlier"
+            self.carried += unit.extra["pr"] == PrOutcome.CARRIED_OVER.value
         return unit
 
     # --- 2. files in ----------------------------------------------------------------------------

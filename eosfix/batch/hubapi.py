@@ -48,6 +48,19 @@ class HubSession:
         self.reader = HubReader(token=token, timeout=timeout, store=store)
         self.api = hf_api or HfApi(token=token)
         self.describe = describe
+        self._user: str | None = None
+        self._asked = False  # whoami was asked (once)
+
+    def _me(self) -> str | None:
+        """The token's user, asked once (an eosfix PR of someone else is left, never
+        updated); None when the Hub does not say (no token)."""
+        if not self._asked:
+            self._asked = True
+            try:
+                self._user = str(self.api.whoami()["name"])
+            except Exception:  # noqa: BLE001 - no token, offline...: the author is not checked
+                self._user = None
+        return self._user
 
     def list_author(self, author: str) -> list[str]:
         """Model repo ids of a user or organisation."""
@@ -86,14 +99,18 @@ class HubSession:
             return list(pool.map(lambda r: self.check(r, revision), list(repo_ids)))
 
     def open_pr(self, result: RepoResult) -> PullRequest | None:
-        """Open one PR with the generation_config.json fix, unless an eosfix PR has it already.
+        """Open one PR with the generation_config.json fix; a repo with an open eosfix PR
+        never gets a second: that PR is updated with the fix, or left as it is (someone
+        else's, or the Hub refuses the commit). ``PullRequest.outcome`` says which
+        (``eosfix.sources.hubwrite.PrOutcome``: OPENED, UPDATED, UNCHANGED, LEFT).
 
-        Returns None when there is nothing to fix; raises HubError when the Hub refuses.
+        Returns None when there is nothing to fix; raises HubError when the Hub refuses to
+        list or open PRs.
         """
         if self.describe is None:
             raise TypeError("HubSession(describe=...) writes a PR's description; none given")
         try:
-            return open_fix_pr(self.api, self.reader, result, self.describe)
+            return open_fix_pr(self.api, self.reader, result, self.describe, self._me())
         except PrError as exc:
             raise HubError(exc.message, repo_id=result.name) from None
 

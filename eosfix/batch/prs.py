@@ -24,7 +24,7 @@ from eosfix.core.repo import GENERATION_CONFIG
 from eosfix.pipeline import RepoResult
 from eosfix.sources.hub import HubReader
 from eosfix.sources.hubhttp import describe_error, hub_errors
-from eosfix.sources.hubwrite import PrError, PullRequest, find_open_pr, open_pr
+from eosfix.sources.hubwrite import PrError, PrOutcome, PullRequest, find_open_pr, open_pr
 
 Describe = Callable[[RepoResult], str]  # a fix PR's description (eosfix.render.pr)
 
@@ -67,7 +67,10 @@ def open_fix_pr(
 # why", "left open: why", "error: why"), then its URL, number, whether this run created it,
 # and the error that stopped it.
 PR_KEYS = ("pr", "pr_url", "pr_num", "pr_created", "pr_error")
-CARRIED = frozenset(("opened", "already open", "updated", "opened earlier"))  # a PR is open
+CARRIED = frozenset(  # the words of a PR that is open
+    o.value
+    for o in (PrOutcome.OPENED, PrOutcome.UNCHANGED, PrOutcome.UPDATED, PrOutcome.CARRIED_OVER)
+)
 
 
 def pr_extra(
@@ -86,7 +89,7 @@ def carried_over(extra: dict[str, Any]) -> dict[str, Any]:
     "opened" (this run created nothing)."""
     out = {**pr_extra(), **{k: v for k, v in extra.items() if k in PR_KEYS}}
     if out["pr"] in CARRIED and out["pr_url"]:
-        out.update(pr="opened earlier", pr_created=False)
+        out.update(pr=PrOutcome.CARRIED_OVER.value, pr_created=False)
     return out
 
 
@@ -154,7 +157,9 @@ class PrPlan:
             except hub_errors() as exc:
                 raise PrError(f"cannot look for pull requests: {describe_error(exc)[0]}") from None
             if found is not None:
-                words = "would update (dry run)" if found.left else "already open"
+                words = found.outcome.value
+                if found.outcome is PrOutcome.WOULD_UPDATE:
+                    words += " (dry run)"
                 return pr_extra(words, url=found.url, num=found.num)
             if over:
                 return pr_extra(f"not opened: --max-prs {self.max_prs} reached")
@@ -165,7 +170,7 @@ class PrPlan:
             return {}
         self.new += pr.created
         self.updated += pr.updated
-        words = "opened" if pr.created else "updated" if pr.updated else "already open"
-        if pr.left:
-            words = f"left open: {pr.left}"
+        words = pr.outcome.value  # opened, updated, already open, left open: why
+        if pr.outcome is PrOutcome.LEFT:
+            words = f"{words}: {pr.left}"
         return pr_extra(words, url=pr.url, num=pr.num, created=pr.created)

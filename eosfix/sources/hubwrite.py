@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from enum import Enum
 from pathlib import Path
 from typing import Any
 
@@ -39,16 +40,36 @@ class PrError(EosfixError):
     """A pull request could not be opened (or looked for)."""
 
 
+class PrOutcome(str, Enum):
+    """What became of a repo's fix PR. The values are the words every output uses."""
+
+    OPENED = "opened"  # no eosfix PR was open: this one was just opened
+    UPDATED = "updated"  # the open eosfix PR got a commit with the current fix
+    UNCHANGED = "already open"  # the open eosfix PR already carries the current fix
+    LEFT = "left open"  # the open eosfix PR lacks the current fix and is left (``left``: why)
+    WOULD_UPDATE = "would update"  # a dry run: the open eosfix PR lacks the current fix
+    CARRIED_OVER = "opened earlier"  # recorded by an earlier run (--state): nothing asked now
+
+
 @dataclass(frozen=True)
 class PullRequest:
-    """The PR that carries a repo's fix: just opened (``created``), already open with these
-    bytes, ``updated`` with them, or ``left`` as it is (the reason)."""
+    """The PR that carries a repo's fix, and its ``outcome``: just opened, ``updated`` with
+    the current fix, already carrying it (unchanged), or ``left`` as it is (the reason)."""
 
     url: str
     num: int | None
-    created: bool
-    updated: bool = False
-    left: str | None = None
+    outcome: PrOutcome
+    left: str | None = None  # why it was left (LEFT), or what a dry run would do
+
+    @property
+    def created(self) -> bool:
+        """This call opened it (outcome OPENED)."""
+        return self.outcome is PrOutcome.OPENED
+
+    @property
+    def updated(self) -> bool:
+        """This call pushed the current fix onto an open eosfix PR (outcome UPDATED)."""
+        return self.outcome is PrOutcome.UPDATED
 
 
 def find_eosfix_pr(hf_api: HfApi, repo_id: str) -> Discussion | None:
@@ -65,15 +86,15 @@ def find_eosfix_pr(hf_api: HfApi, repo_id: str) -> Discussion | None:
 def find_open_pr(
     hf_api: HfApi, reader: HubReader, repo_id: str, new_bytes: bytes
 ) -> PullRequest | None:
-    """The repo's open eosfix PR, told apart by whether its generation_config.json already
-    is ``new_bytes`` (``updated=False``) or would be updated (``left`` says "would update")."""
+    """The repo's open eosfix PR, without writing: its generation_config.json already is
+    ``new_bytes`` (outcome UNCHANGED) or would be updated (WOULD_UPDATE); None: no such PR."""
     pr = find_eosfix_pr(hf_api, repo_id)
     if pr is None:
         return None
     assert pr.git_reference is not None
     if _read(reader, repo_id, pr.git_reference) == new_bytes:
-        return PullRequest(pr.url, pr.num, created=False)
-    return PullRequest(pr.url, pr.num, created=False, left="would update it")
+        return PullRequest(pr.url, pr.num, PrOutcome.UNCHANGED)
+    return PullRequest(pr.url, pr.num, PrOutcome.WOULD_UPDATE)
 
 
 def _read(reader: HubReader, repo_id: str, ref: str) -> bytes | None:
@@ -123,7 +144,7 @@ def open_pr(
         raise PrError(f"cannot open a pull request: {message}", path=repo_id) from None
     if info.pr_url is None:  # the Hub saw no change: the file already has these bytes
         raise PrError("cannot open a pull request: the Hub reports no change", path=repo_id)
-    return PullRequest(info.pr_url, info.pr_num, created=True)
+    return PullRequest(info.pr_url, info.pr_num, PrOutcome.OPENED)
 
 
 def _update(
@@ -139,10 +160,10 @@ def _update(
     ref = pr.git_reference
     assert ref is not None
     if _read(reader, repo_id, ref) == new_bytes:
-        return PullRequest(pr.url, pr.num, created=False)
+        return PullRequest(pr.url, pr.num, PrOutcome.UNCHANGED)
     if me is not None and pr.author != me:
         why = f"opened by {pr.author}, not by {me}: left as it is"
-        return PullRequest(pr.url, pr.num, created=False, left=why)
+        return PullRequest(pr.url, pr.num, PrOutcome.LEFT, left=why)
     try:
         hf_api.create_commit(
             repo_id,
@@ -153,8 +174,9 @@ def _update(
         )
     except hub_errors() as exc:
         message, _ = describe_error(exc)
-        return PullRequest(pr.url, pr.num, created=False, left=f"cannot update it: {message}")
-    return PullRequest(pr.url, pr.num, created=False, updated=True)
+        why = f"cannot update it: {message}"
+        return PullRequest(pr.url, pr.num, PrOutcome.LEFT, left=why)
+    return PullRequest(pr.url, pr.num, PrOutcome.UPDATED)
 
 
 def upload(
