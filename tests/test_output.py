@@ -435,10 +435,14 @@ def test_runtimes_cut_alike_share_one_caveat_line(sample_repo, run_eosfix):
     # the two runtimes that keep one id miss <|call|> (their own lines, issue 24's rules); the
     # six that stop inside the turn share one
     assert caveats == [
-        "caveat        TGI-transformers would not stop on <|call|> (200012): it stops only on "
-        "the tokenizer's eos_token",
-        "caveat        ExLlamaV2 would not stop on <|call|> (200012) (config.json (first id), "
-        "else tokenizer eos, else 2)",
+        (
+            "caveat        TGI-transformers would not stop on <|call|> (200012): it stops only "
+            "on the tokenizer's eos_token"
+        ),
+        (
+            "caveat        ExLlamaV2 would not stop on <|call|> (200012) (config.json (first "
+            "id), else tokenizer eos, else 2)"
+        ),
         "caveat        transformers, vLLM, SGLang, TGI, mlx-lm, mlx-vlm stop inside a turn at <|end|>",
     ]
 

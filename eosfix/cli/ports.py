@@ -1,4 +1,8 @@
-"""``eosfix render``, ``goldens`` and ``diagnose``: the kit for porting a model by hand."""
+"""``eosfix render``, ``goldens`` and ``diagnose``: the kit for porting a model by hand.
+
+One module: the three commands load a repo through one ``open_repo``, read messages and
+tools with the same helpers and share their options; split, each would import the others.
+"""
 
 from __future__ import annotations
 
