@@ -176,7 +176,8 @@ def _readme_precommit_config() -> str:
 
 
 def test_readme_snippet_names_the_released_tag():
-    """The ``rev:`` of docs/ci.md's snippet is the tag of this version (issue 23: v0.1.0 did not exist)."""
+    """The ``rev:`` of docs/ci.md's snippet is the tag of this version (issue 23: v0.1.0 did
+    not exist)."""
     from eosfix import __version__
 
     rev = re.search(r"^\s+rev: (\S+)", _readme_precommit_config(), re.MULTILINE)
