@@ -262,7 +262,7 @@ def test_goldens_write_nothing_on_error(capsys, tmp_path):
 
 
 def test_every_golden_case_is_documented():
-    readme = (SAMPLES.parent / "README.md").read_text()
+    readme = (SAMPLES.parent / "docs" / "ports.md").read_text()
     for case in GOLDEN_CASES:
         assert f"`{case.name}`" in readme, case.name
 
@@ -486,7 +486,7 @@ def test_diagnose_usage_errors_exit_2(capsys, args, expected):
     assert err.endswith(f"Error: {expected}\n")
 
 
-# --- the README's port test -----------------------------------------------------------------
+# --- the port test of docs/ports.md -----------------------------------------------------------------
 
 MY_PORT = """
 from pathlib import Path
@@ -513,7 +513,7 @@ def encode(text):
 
 
 def _readme_port_test() -> str:
-    readme = (SAMPLES.parent / "README.md").read_text()
+    readme = (SAMPLES.parent / "docs" / "ports.md").read_text()
     section = readme.split("### `eosfix goldens`", 1)[1]
     return section.split("```python\n", 1)[1].split("```", 1)[0]
 
