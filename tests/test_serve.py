@@ -194,16 +194,36 @@ def test_a_second_push_updates_the_open_pr(fake_hub, service):
     service.post(payload("org/broken", repo.head))
     service.drained()
     gen = json.loads(_files(BROKEN)["generation_config.json"])
-    gen["temperature"] = 0.7  # an unrelated edit upstream, still missing <|im_end|>
+    assert gen["temperature"] != 0.55
+    gen["temperature"] = 0.55  # an unrelated edit upstream, still missing <|im_end|>
     sha2 = fake_hub.push("org/broken", {"generation_config.json": json.dumps(gen, indent=2) + "\n"})
     service.post(payload("org/broken", sha2))
     metrics = service.drained()
     (pr,) = _eosfix_prs(repo)  # never a second PR
     fixed = json.loads(repo.pr_files(pr.num)["generation_config.json"])
     assert fixed["eos_token_id"] == [248044, 248046]
-    assert fixed["temperature"] == 0.7  # brought up to date with the new commit
+    assert fixed["temperature"] == 0.55  # brought up to date with the new commit
     assert metrics["outcome_pr_opened"] == 1
     assert metrics["outcome_pr_updated"] == 1
+
+
+@pytest.mark.parametrize("fake_hub", [{"token": "hf_test"}], indirect=True)
+def test_someone_elses_open_eosfix_pr_is_left_not_pushed_onto(fake_hub, service):
+    """The token's user did not open the eosfix PR: the bot leaves it (``pr_left``, the reason
+    in the log) and never opens a second one."""
+    repo = fake_hub.add_repo("org/broken", _files(BROKEN))
+    service.post(payload("org/broken", repo.head))
+    service.drained()
+    (pr,) = _eosfix_prs(repo)
+    pr.author = "someone-else"
+    sha2 = fake_hub.push("org/broken", {"generation_config.json": b'{"eos_token_id": 3}\n'})
+    service.post(payload("org/broken", sha2))
+    metrics = service.drained()
+    assert _eosfix_prs(repo) == [pr]
+    assert len(fake_hub.commits_received) == 1  # the opening commit only
+    assert metrics["outcome_pr_left"] == 1
+    outcome = service.bot.journal.handled("org/broken", sha2)
+    assert outcome is not None and outcome.outcome == "pr_left"
 
 
 def test_eosfix_own_pr_branch_push_triggers_nothing(fake_hub, service):

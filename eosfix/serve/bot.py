@@ -26,11 +26,22 @@ from eosfix.pipeline import RepoResult
 from eosfix.serve.config import ServeConfig
 from eosfix.serve.journal import Journal, Outcome, Push
 from eosfix.sources.hub import HubError
+from eosfix.sources.hubwrite import PrOutcome
 
 log = logging.getLogger("eosfix.serve")
 
 REPORT_TITLE = "[eosfix] Generation may not stop at the end of each assistant turn"
 _NEEDS_FIX = ("fixable", "problems")
+
+# What became of the fix PR (HubSession.open_pr), as the journal and /metrics name it.
+_PR_OUTCOMES = {
+    PrOutcome.OPENED: "pr_opened",
+    PrOutcome.UPDATED: "pr_updated",
+    PrOutcome.UNCHANGED: "pr_unchanged",
+    PrOutcome.LEFT: "pr_left",  # an eosfix PR someone else opened: not pushed onto
+    PrOutcome.WOULD_UPDATE: "would_update_pr",
+    PrOutcome.CARRIED_OVER: "pr_unchanged",
+}
 
 
 def _transient(error: BaseException) -> bool:
@@ -182,8 +193,9 @@ class Bot:
         pr = self.session.open_pr(result)
         if pr is None:  # nothing generation_config.json can carry
             return self._report(push, result, verdict)
-        outcome = "pr_opened" if pr.created else _pr_outcome(pr)
-        self._log(push, outcome, verdict=verdict, pr=pr.url)
+        outcome = _PR_OUTCOMES[pr.outcome]
+        fields = {"reason": pr.left} if pr.left else {}
+        self._log(push, outcome, verdict=verdict, pr=pr.url, **fields)
         return Outcome(outcome, pr=pr.url)
 
     def _report(self, push: Push, result: RepoResult, verdict: str) -> Outcome:
@@ -227,7 +239,3 @@ def _verdict(result: RepoResult) -> str:
         has_patches=bool(result.patches),
     )
 
-
-def _pr_outcome(pr: Any) -> str:
-    """An open PR kept as it was, or brought up to date with the new commit."""
-    return "pr_updated" if getattr(pr, "updated", False) else "pr_unchanged"

@@ -42,7 +42,8 @@ class Push:
 @dataclass(frozen=True)
 class Outcome:
     """How a push was handled: ``checked`` (healthy), ``reported``, ``pr_opened``,
-    ``pr_updated``, ``pr_unchanged``, ``would_open_pr`` (dry run), ``superseded``, ``error``."""
+    ``pr_updated``, ``pr_unchanged``, ``pr_left`` (an eosfix PR by someone else, left as it
+    is), ``would_open_pr`` (dry run), ``superseded``, ``error``."""
 
     outcome: str
     pr: str | None = None
