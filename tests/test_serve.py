@@ -223,7 +223,8 @@ def test_someone_elses_open_eosfix_pr_is_left_not_pushed_onto(fake_hub, service)
     assert len(fake_hub.commits_received) == 1  # the opening commit only
     assert metrics["outcome_pr_left"] == 1
     outcome = service.bot.journal.handled("org/broken", sha2)
-    assert outcome is not None and outcome.outcome == "pr_left"
+    assert outcome is not None
+    assert outcome.outcome == "pr_left"
 
 
 def test_eosfix_own_pr_branch_push_triggers_nothing(fake_hub, service):
