@@ -238,4 +238,3 @@ def _verdict(result: RepoResult) -> str:
         has_findings=c is not None and bool(c.findings),
         has_patches=bool(result.patches),
     )
-
