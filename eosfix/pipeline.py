@@ -114,12 +114,12 @@ class _Analysis:
     container: str
 
 
-def _open(path: Path) -> Container:
+def _open(path: Path, model: bool = True) -> Container:
     if is_gguf(path):
         from eosfix.containers.gguf.container import open_gguf  # only a GGUF needs its reader
 
         return open_gguf(path)
-    return open_folder(path)
+    return open_folder(path, model=model)
 
 
 def _analyze(
@@ -176,14 +176,17 @@ def check_folder(
     label: str | None = None,
     keep_ids: Iterable[int] = (),
     pins: Pins | None = None,
+    model: bool = True,
 ) -> RepoResult:
     """Analyze a folder (or GGUF file) as it is, whatever it holds (cache snapshots, the Hub
     store): a folder without tokenizer files is a repo without a chat template here, not an
-    error."""
+    error. ``model``: False when the source knows the repo holds no model (a Hub repo or cache
+    snapshot with tokenizer files only): nothing is proposed, every runtime is not applicable.
+    """
     root = Path(path)
     kind = "gguf" if is_gguf(root) else "folder"
     try:
-        analysis = _analyze(_open(root), config_json, keep_ids, pins)
+        analysis = _analyze(_open(root, model), config_json, keep_ids, pins)
     except EosfixError as exc:
         return RepoResult(root, error=exc, label=label, container=kind)
     return _result(root, analysis, label)

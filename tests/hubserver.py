@@ -269,6 +269,19 @@ class _Quota:
         return self.used <= self.limit, max(0, self.limit - self.used), reset
 
 
+@dataclass
+class Hold:
+    """Requests kept unanswered until ``release()`` (``FakeHub.hold``)."""
+
+    match: re.Pattern[str]
+    query: str | None
+    arrived: threading.Event = field(default_factory=threading.Event)
+    released: threading.Event = field(default_factory=threading.Event)
+
+    def release(self) -> None:
+        self.released.set()
+
+
 class _HTTPError(Exception):
     def __init__(
         self, status: int, message: str, code: str | None = None, headers: dict | None = None
@@ -342,6 +355,7 @@ class FakeHub:
         self.discussions_page_size = 50
         self.latency = 0.0
         self._quotas: dict[str, _Quota] = {}
+        self._holds: list[Hold] = []
         self.url = ""
         self._failures: list[_Failure] = []
         self._lock = threading.RLock()
@@ -431,6 +445,15 @@ class FakeHub:
                     until,
                 )
             )
+
+    def hold(self, match: str, *, query: str | None = None) -> Hold:
+        """Keep requests whose raw path matches the regex ``match`` (and whose query string
+        contains ``query``) unanswered until ``release()``: a test waits for ``arrived`` (an
+        event, set when the first such request came in) instead of a wall-clock window."""
+        hold = Hold(re.compile(match), query)
+        with self._lock:
+            self._holds.append(hold)
+        return hold
 
     def clear_failures(self) -> None:
         with self._lock:
@@ -660,6 +683,16 @@ class _Handler(BaseHTTPRequestHandler):
         body = self._read_body()
         self.extra_headers: dict[str, str] = {}
         try:
+            with hub._lock:
+                holds = [
+                    h
+                    for h in hub._holds
+                    if h.match.search(raw_path) and (h.query is None or h.query in split.query)
+                ]
+            for hold in holds:
+                hold.arrived.set()
+                while not (hold.released.wait(0.05) or hub._stopping.is_set()):
+                    pass
             if hub.latency:
                 hub._stopping.wait(hub.latency)
             allowed, self.extra_headers = hub._quota_headers(raw_path)

@@ -53,7 +53,7 @@ PENDING = {
     "stand-in organisation of five repos, interrupted and resumed, is not built yet",
     "hub --author my-org --format markdown | tail -1": "README's Hub section (other branches): "
     "needs the stand-in Hub with a quota of 8 file requests per 3 s",
-    "hub --author my-org --pr --max-prs 2 --dry-run | tail -4": "README's Hub section (other "
+    "hub --author my-org --pr --max-prs 2 --dry-run | tail -6": "README's Hub section (other "
     "branches): needs the stand-in organisation of five repos",
 }
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from eosfix import pipeline
 from eosfix.batch import pool
-from eosfix.batch.run import Done, Pending, Run, Unit, in_order
+from eosfix.batch.run import Done, Failure, Pending, Run, Unit, in_order
 from eosfix.batch.verdict import Detail, Verdict, to_verdict
 from eosfix.containers.folder.write import drop_no_exist_marker
 from eosfix.sources.cache import CacheScan, Corrupted
@@ -46,9 +46,12 @@ class CacheSource:
         )
         self.stage = "fixing" if fix else "checking"
         self.corrupted: list[Corrupted] = []
+        self.stopping = False  # Run.stop: no new snapshot, no new fix
 
     def units(self) -> Iterator[Unit]:
         for item in self.scan:
+            if self.stopping:
+                return
             if isinstance(item, Corrupted):
                 self.corrupted.append(item)
             else:
@@ -65,7 +68,7 @@ class CacheSource:
         def start(unit: Unit) -> Pending:
             assert unit.verdict is not None
             assert unit.path is not None
-            if not unit.verdict.has_patches:
+            if not unit.verdict.has_patches or self.stopping:  # interrupted: not fixed
                 return Done(unit)
             return _Fixed(unit, run.jobs.submit(self.fixer, unit.path))
 
@@ -76,6 +79,9 @@ class CacheSource:
 
     def failed(self) -> bool:
         return bool(self.corrupted)
+
+    def failures(self) -> list[Failure]:
+        return [Failure(c.repo_id or c.name, c.message) for c in self.corrupted]
 
     def head(self) -> dict[str, Any]:
         return {"cache_dir": str(self.scan.cache_dir)}
@@ -89,6 +95,9 @@ class CacheSource:
 
     def summary(self) -> dict[str, Any]:
         return {"corrupted": len(self.corrupted)}
+
+    def stop(self) -> None:
+        self.stopping = True
 
     def close(self) -> None:
         pass
