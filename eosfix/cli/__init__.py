@@ -78,6 +78,7 @@ LazyGroup.lazy = {
     "render": "eosfix.cli.ports:render",
     "goldens": "eosfix.cli.ports:goldens",
     "diagnose": "eosfix.cli.ports:diagnose",
+    "serve": "eosfix.cli.serve:serve",
 }
 
 
