@@ -270,6 +270,20 @@ class _Quota:
 
 
 @dataclass
+class _CountQuota:
+    """A quota counted in requests, not seconds (``FakeHub.rate_limit_count``)."""
+
+    limit: int
+    retry_after: int
+    seen: int = 0
+
+    def take(self) -> bool:
+        """Count one request: False for every (limit + 1)-th one of the bucket."""
+        self.seen += 1
+        return self.seen % (self.limit + 1) != 0
+
+
+@dataclass
 class Hold:
     """Requests kept unanswered until ``release()`` (``FakeHub.hold``)."""
 
@@ -355,6 +369,7 @@ class FakeHub:
         self.discussions_page_size = 50
         self.latency = 0.0
         self._quotas: dict[str, _Quota] = {}
+        self._count_quotas: dict[str, _CountQuota] = {}
         self._holds: list[Hold] = []
         self.url = ""
         self._failures: list[_Failure] = []
@@ -470,10 +485,29 @@ class FakeHub:
         with self._lock:
             self._quotas[bucket] = _Quota(limit, window)
 
+    def rate_limit_count(
+        self, limit: int, retry_after: int = 1, *, bucket: str = "resolvers"
+    ) -> None:
+        """A quota counted in requests, not seconds: of a bucket's requests (as in
+        `rate_limit`), `limit` are served, the next one gets 429 with `Retry-After:
+        <retry_after>` (and no `RateLimit` headers), the next `limit` are served, and so on.
+        How many 429s a run gets depends only on how many requests it sends (each refused one
+        sent again counts too), not on the machine's speed: no window runs out while a slow
+        run is still sending."""
+        if bucket not in ("resolvers", "api"):
+            raise ValueError(f"unknown bucket {bucket!r}")
+        with self._lock:
+            self._count_quotas[bucket] = _CountQuota(limit, retry_after)
+
     def _quota_headers(self, raw_path: str) -> tuple[bool, dict[str, str]]:
         """Count a request against its bucket's quota: (allowed, headers to send)."""
         bucket = "resolvers" if "/resolve/" in raw_path else "api"
         with self._lock:
+            counted = self._count_quotas.get(bucket)
+            if counted is not None and (bucket == "resolvers" or raw_path.startswith("/api/")):
+                if counted.take():
+                    return True, {}
+                return False, {"Retry-After": str(counted.retry_after)}
             quota = self._quotas.get(bucket)
             if quota is None or (bucket == "api" and not raw_path.startswith("/api/")):
                 return True, {}
