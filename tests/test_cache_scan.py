@@ -12,6 +12,7 @@ import pytest
 from huggingface_hub import scan_cache_dir
 
 from eosfix.sources import cache as cachelib
+from eosfix.sources import cachewalk
 from tests.cachebuilder import CacheBuilder, base_model_files, chatml_files
 
 
@@ -34,6 +35,7 @@ def _ordinary(b: CacheBuilder) -> dict[str, str]:
         "case": b.add_revision("org/case", chatml_files(5100)),
         "nested": b.add_revision("org/nested", nested),
         "empty": b.add_revision("org/empty", {}),
+        "no org": b.add_revision("gpt2", chatml_files(6000)),
         "data": b.add_revision("org/data", {"train.csv": "a,b\n"}, repo_type="dataset"),
     }
 
@@ -48,7 +50,7 @@ def _keys(scan: cachelib.CacheScan) -> tuple[list[tuple], list[str]]:
 def _by_hub(monkeypatch, root: Path) -> tuple[list[tuple], list[str]]:
     """The scan with huggingface_hub's per-repo scanner deciding every repo."""
     with monkeypatch.context() as m:
-        m.setattr(cachelib, "_walk_repo", lambda path: None)
+        m.setattr(cachelib, "walk_repo", lambda path: None)
         return _keys(cachelib.scan_cache(root))
 
 
@@ -77,17 +79,17 @@ def test_the_walk_reads_ordinary_repos_itself_and_agrees(tmp_path, monkeypatch):
     (b.root / "CACHEDIR.TAG").write_text("Signature: 8a477f597d28d172789f06886806bc55\n")
 
     calls = []
-    real = cachelib._walk_repo
+    real = cachelib.walk_repo
 
     def walk(path: Path):
         got = real(path)
         calls.append((path.name, got is not None))
         return got
 
-    monkeypatch.setattr(cachelib, "_walk_repo", walk)
+    monkeypatch.setattr(cachelib, "walk_repo", walk)
     walked = _keys(cachelib.scan_cache(b.root))
     models = {name for name, _ in calls if name.startswith("models--")}
-    assert len(models) == 6
+    assert len(models) == 7
     assert all(ok for name, ok in calls if name in models)  # no repo left to the hub
     monkeypatch.undo()
 
@@ -103,7 +105,7 @@ def test_the_walk_reads_ordinary_repos_itself_and_agrees(tmp_path, monkeypatch):
         "generation_config.json",
         "tokenizer_config.json",
     ]
-    assert dict(keys[shas["nested"]])["generation_config.json"] == cachelib.git_sha1_file(gen)
+    assert dict(keys[shas["nested"]])["generation_config.json"] == cachewalk.git_sha1_file(gen)
     assert keys[shas["empty"]] == ()
 
 
@@ -186,7 +188,7 @@ def test_anything_unusual_is_left_to_huggingface_hub(tmp_path, monkeypatch, corr
     shas = _ordinary(b)
     CORRUPTIONS[corrupt](b, shas["main"])
     if corrupt not in ("unknown repo type", "not a repo"):  # those leave org/qwen alone
-        assert cachelib._walk_repo(b.repo_dir("org/qwen")) is None
+        assert cachewalk.walk_repo(b.repo_dir("org/qwen")) is None
     walked = _keys(cachelib.scan_cache(b.root))
     assert walked == _by_hub(monkeypatch, b.root)
     if corrupt == "dangling ref link":  # scan_cache_dir raises; eosfix reports that repo

@@ -25,12 +25,25 @@ from eosfix.core.outcome import EXIT_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED, Int
 
 
 class LazyGroup(click.Group):
-    """Subcommands are imported from their module only when used (fast startup)."""
+    """Subcommands are imported from their module only when used (fast startup). ``--help``
+    lists them from ``summaries`` (each one's first sentence), so it imports none."""
 
     lazy: dict[str, str] = {}  # noqa: RUF012 - filled at module end
+    summaries: dict[str, str] = {}  # noqa: RUF012 - filled at module end
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted([*super().list_commands(ctx), *self.lazy])
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """click's own listing, a stand-in made of its summary for each lazy command (one
+        without a summary is imported to ask it)."""
+        commands = {}
+        for name in self.list_commands(ctx):
+            summary = self.summaries.get(name) if name in self.lazy else None
+            cmd = click.Command(name, help=summary) if summary else self.get_command(ctx, name)
+            if cmd is not None:
+                commands[name] = cmd
+        click.Group.format_commands(click.Group(commands=commands), ctx, formatter)
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         if cmd_name in self.lazy:
@@ -71,6 +84,23 @@ LazyGroup.lazy = {
     "render": "eosfix.cli.ports:render",
     "goldens": "eosfix.cli.ports:goldens",
     "diagnose": "eosfix.cli.ports:diagnose",
+}
+# The first sentence of each command's help, as --help lists it (tests/test_imports.py holds
+# each to its command's).
+LazyGroup.summaries = {
+    "check": "Report whether each model folder or GGUF file stops where its turns end (read-only).",
+    "fix": "Rewrite eos_token_id so generation stops at every turn terminator, and only there.",
+    "explain": "Explain one repo in depth: each probe rendered, each terminator with its evidence.",
+    "cache": "Check every model in the local Hugging Face cache; --fix repairs them in place.",
+    "hub": "Check Hub repos by id, or a whole organisation (only small config files are "
+    "downloaded, never weights).",
+    "upload": "Upload FOLDER to REPO_ID only if it stops at the end of every turn.",
+    "ollama": "Check every model in ollama's store: does it stop at the end of each turn?",
+    "render": "Render a conversation exactly as apply_chat_template does, with its ids and stop "
+    "ids.",
+    "goldens": "Write golden prompts for a port's tests: one JSON line per conversation and "
+    "template.",
+    "diagnose": "Say what went wrong in what a hand-written generation loop produced.",
 }
 
 

@@ -8,7 +8,15 @@ from typing import Any
 
 import click
 
-from eosfix.containers.target import NotChecked, folder_of, is_config_file, is_gguf, is_model_folder
+from eosfix.containers.target import (
+    NotChecked,
+    first_shard,
+    folder_of,
+    is_config_file,
+    is_gguf,
+    is_model_folder,
+    iter_gguf_files,
+)
 from eosfix.core.errors import EosfixError
 from eosfix.render.report import RENDERER_BY_NAME, Report
 
@@ -22,8 +30,6 @@ def repo_dirs(paths: Sequence[str]) -> list[Path]:
     passes) means its folder. Any other path stays as given, unless its folder is analyzed
     anyway: ``api.check`` then says why it is not checked (missing, not a model folder...).
     """
-    from eosfix.containers.gguf.read import first_shard, iter_gguf_files
-
     out: dict[Path, None] = {}
     others: list[Path] = []
     for raw in paths:

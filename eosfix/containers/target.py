@@ -6,18 +6,24 @@ passes) stands for its folder; a ``.gguf`` file for itself. Anything else raises
 where one exists, what to give instead: the model folders below a parent folder, ``eosfix
 cache`` for a Hugging Face cache, the folder of a weights file.
 
-Only reads directory listings (bounded); never a file's content.
+Also which GGUF files a folder holds (``iter_gguf_files``) and which shard of a split holds
+its metadata (``first_shard``): a check of a model folder asks, without importing the GGUF
+reader.
+
+Only reads directory listings (bounded, but for ``iter_gguf_files``); never a file's content.
 """
 
 from __future__ import annotations
 
 import itertools
 import os
+import re
 import shlex
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from eosfix.core.errors import EosfixError
+from eosfix.core.errors import EosfixError, RepoLoadError
 from eosfix.core.repo import (
     CHAT_TEMPLATE_JINJA,
     MODEL_FOLDER_FILES,
@@ -30,6 +36,7 @@ from eosfix.core.repo import (
 _SCAN_DEPTH = 2  # how deep model folders are looked for below a parent folder
 _SCAN_ENTRIES = 5000  # directory entries read at most while looking (a huge tree stays fast)
 _SHOWN = 4  # model folders named in a message
+SPLIT_NAME = re.compile(r"^(?P<stem>.*)-(?P<no>\d{5})-of-(?P<count>\d{5})\.gguf$")
 
 
 class NotChecked(EosfixError):
@@ -43,6 +50,33 @@ def _quote(path: Path | str) -> str:
 def is_gguf(path: Path) -> bool:
     """A GGUF file (checked as llama.cpp loads it), as opposed to a model folder."""
     return path.suffix.lower() == ".gguf" and not path.is_dir()
+
+
+def first_shard(path: Path) -> Path:
+    """The shard holding the metadata (``-00001-of-0000N.gguf``) for any shard of a split."""
+    m = SPLIT_NAME.match(path.name)
+    if m is None or int(m["no"]) == 1:
+        return path
+    first = path.with_name(f"{m['stem']}-00001-of-{m['count']}.gguf")
+    if not first.exists():
+        raise RepoLoadError(
+            f"shard {int(m['no'])} of {int(m['count'])}; its metadata is in {first.name}, "
+            "which is missing",
+            path=path,
+        )
+    return first
+
+
+def is_later_shard(path: Path) -> bool:
+    m = SPLIT_NAME.match(path.name)
+    return m is not None and int(m["no"]) > 1
+
+
+def iter_gguf_files(folder: Path) -> Iterator[Path]:
+    """Every ``*.gguf`` under ``folder`` (sorted), later shards of a split left out."""
+    for p in sorted(folder.rglob("*.gguf")):
+        if p.is_file() and not is_later_shard(p):
+            yield p
 
 
 def is_config_file(path: Path) -> bool:

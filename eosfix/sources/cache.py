@@ -7,13 +7,12 @@ Layout (huggingface_hub 2.x)::
     <cache>/models--org--name/refs/main                       the commit sha
     <cache>/models--org--name/.no_exist/<commit>/<path>       "not in this commit" marker
 
-A model repo is read by a plain walk of its folders (``_walk_repo``: refs, snapshot folders,
-every file's link) that accepts only the ordinary layout; anything else (a broken link, a
-ref to a missing commit, a file where a folder belongs, any other top-level folder) goes to
-the scanner of ``huggingface_hub.scan_cache_dir``, run repo by repo, whose
-``CorruptedCacheException`` warnings name the corrupted repos (reported and skipped). So the
-answer is scan_cache_dir's, without its object per file of every snapshot, and memory does not
-grow with the cache. The key of a snapshot is its (repo path, blob hash)
+A model repo is read by a plain walk of its folders (``eosfix.sources.cachewalk``) that
+accepts only the ordinary layout; anything else (a broken link, a ref to a missing commit, a
+file where a folder belongs, any other top-level folder) goes to the scanner of
+``huggingface_hub.scan_cache_dir``, run repo by repo, whose ``CorruptedCacheException``
+warnings name the corrupted repos (reported and skipped). So the answer is scan_cache_dir's,
+without its object per file of every snapshot, and memory does not grow with the cache. The key of a snapshot is its (repo path, blob hash)
 pairs, and a blob's name *is* its content hash, so revisions and repos that share files share
 one analysis (``eosfix.batch.cache`` runs them on the batch engine). Fixing a snapshot
 replaces its link by a regular file and never writes a blob: ``eosfix.containers.folder.write``.
@@ -25,11 +24,9 @@ from __future__ import annotations
 import dataclasses
 import fnmatch
 import functools
-import hashlib
 import itertools
 import os
 import re
-import stat
 import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -39,9 +36,7 @@ from typing import Any
 from eosfix.core.errors import EosfixError
 from eosfix.core.repo import READ_FILES, is_read_file
 from eosfix.sources import Key
-
-_HASH_NAME = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")
-_HASH_LIMIT = 4 * 1024 * 1024  # regular files up to this size are keyed by content hash
+from eosfix.sources.cachewalk import file_identity, walk_repo
 
 
 def default_cache_dir(env: dict[str, str] | None = None) -> Path:
@@ -101,35 +96,6 @@ class Corrupted:
     message: str
 
 
-def git_sha1_file(path: Path) -> str:
-    data = path.read_bytes()
-    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
-
-
-def file_identity(file_path: Path, blob_path: Path) -> str:
-    """What decides a file's content: its blob's name (a content hash) for a link into
-    ``blobs/``; the git sha1 of a regular file (a snapshot file eosfix already replaced)."""
-    if blob_path != file_path:
-        return blob_path.name if _HASH_NAME.match(blob_path.name) else str(blob_path)
-    try:
-        st = file_path.stat()
-        if st.st_size <= _HASH_LIMIT:
-            return git_sha1_file(file_path)
-    except OSError:
-        return f"unreadable:{file_path}"
-    return f"file:{st.st_dev}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}"
-
-
-def _identity(file_path: str, blob: str | None) -> str:
-    """``file_identity`` of a file found by the walk (``blob``: a link's first hop, made
-    absolute), without building paths for a link."""
-    if blob is None:
-        path = Path(file_path)
-        return file_identity(path, path)
-    name = os.path.basename(blob)
-    return name if _HASH_NAME.match(name) else blob
-
-
 def _repo_id_of(folder: str) -> tuple[str, str] | None:
     """("model", "org/name") for "models--org--name"."""
     prefix, sep, rest = folder.partition("--")
@@ -177,98 +143,6 @@ def _repo_scanner() -> Callable[[Path], Any] | None:
             return exc
 
     return scan
-
-
-# Names scan_cache_dir skips (``FILES_TO_IGNORE``) or never treats as a snapshot: a folder
-# holding one is left to it.
-_HUB_IGNORES = frozenset((".DS_Store", "Thumbs.db", "desktop.ini"))
-
-
-def _walk_refs(refs: str) -> dict[str, list[str]] | None:
-    """commit -> ref names under ``refs/`` as scan_cache_dir reads them; None when it is
-    anything but plain files of ASCII text in folders (scan_cache_dir decides then)."""
-    out: dict[str, list[str]] = {}
-    try:
-        if not stat.S_ISDIR(os.stat(refs).st_mode):
-            return None
-    except FileNotFoundError:
-        return out
-    stack = [("", refs)]
-    while stack:
-        prefix, folder = stack.pop()
-        with os.scandir(folder) as entries:
-            for e in entries:
-                if e.is_symlink() or e.name in _HUB_IGNORES:
-                    return None
-                if e.is_dir():
-                    stack.append((f"{prefix}{e.name}/", e.path))
-                    continue
-                with open(e.path, "rb") as f:
-                    raw = f.read()
-                if not raw.isascii() or b"\r" in raw:  # it reads them as text
-                    return None
-                out.setdefault(raw.decode(), []).append(prefix + e.name)
-    return out
-
-
-def _walk_snapshot(top: str) -> list[tuple[str, str]] | None:
-    """(repo-relative path, identity) of each file a check reads, after checking every file's
-    link as scan_cache_dir does (its glob: every file at any depth, links to folders skipped
-    and not entered); None at the first broken link."""
-    out: list[tuple[str, str]] = []
-    stack = [("", top)]
-    while stack:
-        prefix, folder = stack.pop()
-        with os.scandir(folder) as entries:
-            for e in entries:
-                blob = None
-                if e.is_symlink():
-                    # scan_cache_dir: the first hop, made absolute without resolving ".."
-                    blob = os.path.abspath(os.path.join(folder, os.readlink(e.path)))
-                    try:
-                        if stat.S_ISDIR(os.stat(blob).st_mode):
-                            continue
-                    except OSError:
-                        return None  # "Blob missing (broken symlink)"
-                elif e.is_dir(follow_symlinks=False):
-                    stack.append((f"{prefix}{e.name}/", e.path))
-                    continue
-                if e.name in READ_FILES or e.name.endswith(".jinja"):
-                    rel = prefix + e.name
-                    if is_read_file(rel):
-                        out.append((sys.intern(rel), _identity(e.path, blob)))
-    return out
-
-
-def _walk_repo(path: Path) -> list[Snapshot] | None:
-    """The snapshots of a model repo folder (``models--org--name``) by a plain walk, the same
-    as scan_cache_dir's scanner gives for an ordinary repo; None for anything else (or any
-    error): that scanner then decides, and words the warning."""
-    kind_id = _repo_id_of(path.name)
-    if kind_id is None or not path.name.startswith("models--"):
-        return None
-    try:
-        refs = _walk_refs(os.path.join(path, "refs"))
-        if refs is None:
-            return None
-        if (path / "snapshots").is_symlink():  # ".." in its links would leave it elsewhere
-            return None
-        with os.scandir(path / "snapshots") as entries:
-            revisions = list(entries)
-        snapshots = []
-        for e in revisions:
-            if e.is_symlink() or not e.is_dir() or e.name in _HUB_IGNORES:
-                return None
-            files = _walk_snapshot(e.path)
-            if files is None:
-                return None
-            found = tuple(sorted(refs.pop(e.name, ())))
-            snapshots.append(
-                Snapshot(kind_id[1], e.name, found, Path(e.path), tuple(sorted(files)))
-            )
-    except (OSError, ValueError):
-        return None
-    return None if refs else snapshots  # a ref left over names a missing commit
 
 
 def _scan_all(root: Path) -> Iterator[Any]:
@@ -363,12 +237,16 @@ class CacheScan:
             group: list[Snapshot] = []
             for name in names:
                 path = self.cache_dir / name
-                walked = _walk_repo(path)
-                if walked is not None:
-                    group.extend(s for s in walked if _rev_ok(s.commit, s.refs, self.revisions))
-                    continue
                 kind_id = _repo_id_of(name)
                 repo_id = kind_id[1] if kind_id else None
+                walked = walk_repo(path)
+                if walked is not None and repo_id is not None:
+                    group.extend(
+                        Snapshot(repo_id, *rev)
+                        for rev in walked
+                        if _rev_ok(rev.commit, rev.refs, self.revisions)
+                    )
+                    continue
                 try:
                     item = scan(path)
                 except (OSError, ValueError) as exc:  # unreadable: that repo only

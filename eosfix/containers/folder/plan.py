@@ -9,7 +9,6 @@ about generation changes.
 
 from __future__ import annotations
 
-import difflib
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -105,6 +104,8 @@ class FilePatch:
         old = (self.old_text or "").splitlines(keepends=True)
         new = self.new_text.splitlines(keepends=True)
         src = "/dev/null" if self.created else f"a/{self.file}"
+        import difflib  # only a diff needs it (a check that finds nothing to fix shows none)
+
         lines = difflib.unified_diff(old, new, src, f"b/{self.file}")
         return "".join(
             line if line.endswith("\n") else line + "\n\\ No newline at end of file\n"

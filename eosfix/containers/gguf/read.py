@@ -17,13 +17,12 @@ from __future__ import annotations
 import enum
 import mmap
 import os
-import re
 import struct
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from eosfix.containers.target import first_shard
 from eosfix.core.errors import RepoLoadError, reading
 from eosfix.core.repo import ChatTemplate, ModelRepo, TokenInfo, TokenTable
 from eosfix.runtimes.llamacpp import ID_KEYS, KEY_PREFIX, GgufVocab, SpecialIds, special_ids
@@ -43,7 +42,6 @@ MAX_KEY_BYTES = 65536
 MAX_TOKENS = 1 << 22
 MAX_TEMPLATE_BYTES = 16 * 1024 * 1024
 MAX_TENSORS = 1 << 20
-SPLIT_NAME = re.compile(r"^(?P<stem>.*)-(?P<no>\d{5})-of-(?P<count>\d{5})\.gguf$")
 # llama.cpp token types (tokenizer.ggml.token_type): 3 control, 4 user-defined
 CONTROL, USER_DEFINED = 3, 4
 
@@ -321,36 +319,6 @@ def data_start(header: Header, info_end: int) -> int:
     """Where tensor data begins: the tensor infos' end, padded to ``general.alignment``."""
     align = header.alignment
     return info_end + (-info_end % align)
-
-
-# --- split files --------------------------------------------------------------------------
-
-
-def first_shard(path: Path) -> Path:
-    """The shard holding the metadata (``-00001-of-0000N.gguf``) for any shard of a split."""
-    m = SPLIT_NAME.match(path.name)
-    if m is None or int(m["no"]) == 1:
-        return path
-    first = path.with_name(f"{m['stem']}-00001-of-{m['count']}.gguf")
-    if not first.exists():
-        raise RepoLoadError(
-            f"shard {int(m['no'])} of {int(m['count'])}; its metadata is in {first.name}, "
-            "which is missing",
-            path=path,
-        )
-    return first
-
-
-def is_later_shard(path: Path) -> bool:
-    m = SPLIT_NAME.match(path.name)
-    return m is not None and int(m["no"]) > 1
-
-
-def iter_gguf_files(folder: Path) -> Iterator[Path]:
-    """Every ``*.gguf`` under ``folder`` (sorted), later shards of a split left out."""
-    for p in sorted(folder.rglob("*.gguf")):
-        if p.is_file() and not is_later_shard(p):
-            yield p
 
 
 # --- the repo model -----------------------------------------------------------------------
