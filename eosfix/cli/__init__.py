@@ -12,7 +12,6 @@ import importlib
 import os
 import signal
 import sys
-import traceback
 from collections.abc import Iterator, Sequence
 from types import FrameType
 
@@ -137,6 +136,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_INPUT
     except Exception:  # noqa: BLE001 - the last resort: a bug becomes exit 3 with a hint
         if os.environ.get("EOSFIX_DEBUG"):
+            import traceback  # only a bug needs it
+
             traceback.print_exc()
         else:
             exc_type, exc_value, _ = sys.exc_info()
