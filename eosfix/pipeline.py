@@ -238,29 +238,40 @@ def fix_gguf(
     path: str | Path,
     *,
     output: str | Path | None = None,
+    force: bool = False,
     label: str | None = None,
     progress: Progress | None = None,
     keep_ids: Iterable[int] = (),
     pins: Pins | None = None,
 ) -> RepoResult:
-    """Write the planned ``tokenizer.ggml.*_token_id`` keys into a GGUF (or ``output``).
+    """Write the planned ``tokenizer.ggml.*`` keys into a GGUF (or ``output``).
 
-    In place when every key exists as UINT32, else a verified rewrite renamed over the
-    original (or written to ``output``). Nothing is written when the terminators cannot be
-    expressed; the written file is checked again and must need no further fix.
+    In place when every key exists with the same encoding, else a verified rewrite renamed
+    over the original (or written to ``output``: for a split, every shard). Nothing is
+    written when the terminators cannot be expressed; the written file is checked again and
+    must need no further fix. ``output`` with nothing to fix gets a verified copy
+    (``extra["write"]["mode"] == "copy"``; nothing counts as written). An existing ``output``
+    is refused unless ``force``.
     """
     from eosfix.containers.gguf.container import open_gguf
-    from eosfix.containers.gguf.write import write_token_ids
+    from eosfix.containers.gguf.write import copy_gguf, is_in_place, write_token_ids
 
     root = Path(path)
+    out = None if output is None else Path(output)
     try:
         container = open_gguf(root)
+        header, shards = container.model.header, container.model.shards
         planned = _analyze(container, False, keep_ids, pins)
         if not planned.patches:
-            return _result(root, planned, label)
-        values = {p.file: int(p.as_json()["new"]) for p in planned.patches}
-        out = None if output is None else Path(output)
-        written = write_token_ids(container.model.header, values, output=out, progress=progress)
+            if out is None or is_in_place(header, out):
+                return _result(root, planned, label)
+            copied = copy_gguf(header, out, shards=shards, force=force, progress=progress)
+            extra = {"write": _write_json(copied)}
+            return _result(root, planned, label, extra=extra, output=copied.path)
+        values = container.values(planned.patches)
+        written = write_token_ids(
+            header, values, output=out, shards=shards, force=force, progress=progress
+        )
         again = _analyze(open_gguf(written.path), False, keep_ids, pins)
         proposed = set(planned.check.proposed or ())
         if again.patches or set(again.check.stop.ids or ()) != proposed:
@@ -268,16 +279,18 @@ def fix_gguf(
     except EosfixError as exc:
         return RepoResult(root, error=exc, label=label, container="gguf")
     # ``check`` is the file as written (``output`` when given), ``before`` the one planned on
-    extra: dict[str, object] = {
-        "write": {
-            "path": str(written.path),
-            "mode": written.mode,
-            "bytes": written.bytes_written,
-            "data_sha256": written.data_sha256,
-        },
-    }
     return RepoResult(
-        root, again.check, planned.patches, (str(written.path),), label=label, extra=extra,
-        before=planned.check, runtimes=again.runtimes, container="gguf",
-        output=written.path if output is not None else None,
+        root, again.check, planned.patches, tuple(str(p) for p in written.paths), label=label,
+        extra={"write": _write_json(written)}, before=planned.check, runtimes=again.runtimes,
+        container="gguf", output=written.path if out is not None else None,
     )  # fmt: skip
+
+
+def _write_json(written: Any) -> dict[str, object]:
+    return {
+        "path": str(written.path),
+        "paths": [str(p) for p in written.paths],
+        "mode": written.mode,
+        "bytes": written.bytes_written,
+        "data_sha256": written.data_sha256,
+    }

@@ -40,46 +40,63 @@ def write_gguf(
     *,
     template: str | None = None,
     named: Mapping[str, str] | None = None,
-    ids: Mapping[str, str] | None = None,
+    ids: Mapping[str, str | int] | None = None,
     control: bool = True,
     tensor: bytes = b"",
     model: str = "gpt2",
     normal: Sequence[str] = (),
+    arch: str = "llama",
+    eos_token_ids: Sequence[str] | None = None,
+    eos_token_ids_type: str = "INT32",
+    shards: int = 1,
 ) -> Path:
     """A GGUF: byte tokens, ``normal`` text tokens, then ``specials``; ``ids`` maps a role
-    (eos, eot...) to a token."""
+    (eos, eot...) to a token; ``arch`` is ``general.architecture``; ``eos_token_ids`` (tokens)
+    is written as ollama's converter writes it, an array of ``eos_token_ids_type``; ``shards``
+    > 1: split as llama.cpp's gguf-split does (``NAME-00001-of-0000N.gguf``..., one
+    ``tensor`` each, ``split.count`` in every shard): the first shard's path is returned."""
     gguf = pytest.importorskip("gguf", reason="pip install 'eosfix[verify]' (the gguf package)")
     import numpy as np
 
     tokens = [*BASE, *normal, *specials]
     types = [1] * (len(BASE) + len(normal)) + [3 if control else 4] * len(specials)
-    w = gguf.GGUFWriter(str(path), "llama")
+    w = gguf.GGUFWriter(str(path), arch, split_max_tensors=1 if shards > 1 else 0)
     w.add_tokenizer_model(model)
     w.add_tokenizer_pre("default")
     w.add_token_list(tokens)
     w.add_token_types(types)
     w.add_token_merges(["\u0120 a"])
-    for role, token in (ids or {}).items():
-        getattr(w, f"add_{role}_token_id")(tokens.index(token))
+    for role, token in (ids or {}).items():  # a token, or an id as it is (past the list...)
+        getattr(w, f"add_{role}_token_id")(token if isinstance(token, int) else tokens.index(token))
+    if eos_token_ids is not None:
+        item = gguf.GGUFValueType[eos_token_ids_type]
+        listed = [tokens.index(t) for t in eos_token_ids]
+        w.add_key_value(
+            "tokenizer.ggml.eos_token_ids", listed, gguf.GGUFValueType.ARRAY, sub_type=item
+        )
     if template is not None:
         w.add_chat_template(template)
     for name, source in (named or {}).items():
         w.add_chat_template(
             [{"name": "default", "template": template or ""}, {"name": name, "template": source}]
         )
-    if tensor:
-        w.add_tensor("weights", np.frombuffer(tensor, dtype=np.int8).copy())
+    for n in range(shards if shards > 1 else 1 if tensor else 0):
+        name = "weights" if shards == 1 else f"weights.{n}"
+        w.add_tensor(name, np.frombuffer(tensor or bytes(64), dtype=np.int8).copy())
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
     w.close()
+    if shards > 1:
+        return path.with_name(f"{path.stem}-00001-of-{shards:05d}.gguf")
     return path
 
 
 def chatml(path: Path, **kw: object) -> Path:
-    """The seed's case: ChatML turns, eos ``<|endoftext|>``."""
+    """The seed's case: ChatML turns, eos ``<|endoftext|>`` (unless ``ids`` says otherwise)."""
     specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
-    return write_gguf(path, specials, template=CHATML, ids={"eos": "<|endoftext|>"}, **kw)  # type: ignore[arg-type]
+    ids = kw.pop("ids", None) or {"eos": "<|endoftext|>"}
+    return write_gguf(path, specials, template=CHATML, ids=ids, **kw)  # type: ignore[arg-type]
 
 
 GLM_SPECIALS = [

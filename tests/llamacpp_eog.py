@@ -70,5 +70,19 @@ def real_eog(paths: list[Path]) -> dict[Path, dict[str, Any]]:
     return {Path(p): v for p, v in data.items()}
 
 
+def assert_loads(paths: list[Path]) -> dict[Path, dict[str, Any]]:
+    """Real llama.cpp loads every file (a split from its first shard), and its EOG set is the
+    one eosfix models: what every file ``fix`` writes in the tests must pass."""
+    from eosfix.containers.gguf.read import load_gguf
+    from eosfix.runtimes.llamacpp import end_of_generation
+
+    found = real_eog(paths)
+    for path, got in found.items():
+        assert "error" not in got, f"llama.cpp refuses {path}"
+        eog = end_of_generation(load_gguf(path).vocab)
+        assert set(got["eog"]) - eog.uncertain == set(eog.ids) - eog.uncertain, path
+    return found
+
+
 if __name__ == "__main__":
     raise SystemExit(main(sys.argv[1:]))

@@ -37,18 +37,23 @@ def test_check_broken_repo_exits_1_and_writes_nothing(sample_repo, run_eosfix):
     assert (repo / "generation_config.json").read_bytes() == before
 
 
-def test_fix_diff_shows_unified_diff_and_writes_nothing(sample_repo, run_eosfix):
+def test_fix_diff_shows_unified_diff_and_writes_nothing(sample_repo, run_eosfix, monkeypatch):
+    """Issue 23: the patch alone on stdout, named relative to the current folder (here the
+    repo itself), the report on stderr (it used to be mixed into stdout)."""
     repo = sample_repo("chatml-missing-im-end")
     before = (repo / "generation_config.json").read_bytes()
-    result = run_eosfix("fix", "--diff", repo)
+    monkeypatch.chdir(repo)
+    result = run_eosfix("fix", "--diff", ".")
     assert result.exit_code == 1
-    assert "--- a/generation_config.json\n+++ b/generation_config.json" in result.stdout
+    assert result.stdout.startswith("--- a/generation_config.json\n+++ b/generation_config.json")
     assert (
         '-  "eos_token_id": 248044,\n+  "eos_token_id": [\n+    248044,\n+    248046\n+  ],'
         in result.stdout
     )
     assert (repo / "generation_config.json").read_bytes() == before
-    assert result.stderr == ""
+    assert "EOS001" not in result.stdout
+    assert "EOS001" in result.stderr
+    assert result.stderr.rstrip().endswith("1 repo would be fixed")
 
 
 def test_fix_exit_zero_even_if_changed(sample_repo, run_eosfix):

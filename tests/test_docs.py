@@ -111,3 +111,23 @@ def test_readme_exit_code_table_matches_the_constants_and_help():
         cmd = cli.get_command(ctx, name)
         assert cmd is not None
         assert "unless --strict" in " ".join((cmd.help or "").split()), name
+
+
+def test_readme_runtime_table_says_what_is_executed():
+    """Each runtime's row says "executed with" exactly when eosfix runs its rule against the
+    runtime (``Runtime.executed``; issue 23: llama.cpp's row said "modelled, not executed"
+    while ``explain`` said executed)."""
+    from eosfix.runtimes import RUNTIMES
+
+    table = README[README.index("| runtime | current rule |") :].split("\n\n")[0]
+    rows = {
+        line.split(" | ")[0].removeprefix("| "): line.rstrip(" |").split(" | ")[-1]
+        for line in table.splitlines()[2:]
+    }
+    assert set(rows) == {r.name for r in RUNTIMES}
+    for r in RUNTIMES:
+        if r.executed is None:  # issue 24: never a row with neither
+            assert rows[r.name].startswith("cited at "), r.name
+        else:
+            assert rows[r.name].startswith("executed with "), r.name
+            assert r.executed.split(" (")[0] in rows[r.name], r.name

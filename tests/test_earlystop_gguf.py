@@ -42,14 +42,17 @@ def test_eot_on_the_reasoning_closer_is_eos011_and_fix_points_it_at_the_turn_end
     assert set(result.check.proposed) == {ENDOFTEXT, TURN_END}
     code, out, _ = run(capsys, "check", path)
     assert code == 1
+    # ollama's row (its latest release runs llama-server, which reads these keys) since #27
     assert (
-        "runtimes      would not stop: llama.cpp; stop inside a turn at <|think_end|>: "
-        "llama.cpp; after fix: llama.cpp stops\n"
+        "runtimes      would not stop: llama.cpp, ollama; stop inside a turn at <|think_end|>: "
+        "llama.cpp, ollama; after fix: all stop\n"
     ) in out
     payload = json.loads(run(capsys, "check", path, "--format", "json")[1])
-    (llama,) = payload["repos"][0]["runtimes"]
-    assert llama["stops_early_before"] == {"<|think_end|>": THINK_END}
-    assert llama["stops_early_after"] == {}
+    rows = {r["runtime"]: r for r in payload["repos"][0]["runtimes"]}
+    assert sorted(rows) == ["llama.cpp", "ollama"]
+    for row in rows.values():
+        assert row["stops_early_before"] == {"<|think_end|>": THINK_END}
+        assert row["stops_early_after"] == {}
     code, _, err = run(capsys, "fix", path)
     assert code == 1
     assert "(in place)" in err
@@ -82,7 +85,9 @@ def test_eos_on_the_reasoning_closer_is_explained_not_changed(tmp_path, capsys):
     code, out, _ = run(capsys, "check", path)
     assert code == 1
     (line,) = [x for x in out.splitlines() if x.startswith("  runtimes ")]
-    assert line.startswith("  runtimes      stop inside a turn at <|think_end|>: llama.cpp (")
+    assert line.startswith(
+        "  runtimes      stop inside a turn at <|think_end|>: llama.cpp, ollama ("
+    )
     assert "after fix" not in line  # no fix changes it
     before = path.read_bytes()
     assert run(capsys, "fix", path)[0] == 1  # a problem eosfix cannot fix: nothing written

@@ -98,6 +98,7 @@ def test_the_executed_llama_cpp_is_the_installed_one():
     assert describe("llama.cpp").executed == f"{LLAMA_CPP_COMMIT} (llama-cpp-python 0.3.36)"
 
 
+@pytest.mark.package_index  # the sdist holding the vocabularies comes from the index
 def test_model_equals_real_llama_cpp_on_every_shipped_vocab(ggml_vocab_files):
     reals = real_eog(ggml_vocab_files)
     for path in ggml_vocab_files:
@@ -160,6 +161,7 @@ def vocab_copies(ggml_vocab_files, tmp_path_factory) -> list[Path]:
     return copies
 
 
+@pytest.mark.package_index  # the sdist holding the vocabularies comes from the index
 def test_check_and_fix_every_vocab_copy_and_real_llama_cpp_agrees(vocab_copies, tmp_path):
     before = real_eog(vocab_copies)
     fixed = []

@@ -12,8 +12,13 @@ from hypothesis import strategies as st
 
 from eosfix import api
 from eosfix.cli import main
-from eosfix.containers.gguf.read import MAX_HEADER_BYTES, load_gguf, read_header
-from eosfix.containers.target import first_shard, iter_gguf_files
+from eosfix.containers.gguf.read import (
+    MAX_HEADER_BYTES,
+    first_shard,
+    iter_gguf_files,
+    load_gguf,
+    read_header,
+)
 from eosfix.core.errors import RepoLoadError
 from tests.ggufs import (
     BASE,

@@ -37,9 +37,10 @@ CLI_ONLY = {
     "eosfix.core.outcome",
 }
 
-# A check of one model folder: the folder container, the analysis, the decision, every
-# runtime's rule (the runtime table), and the text and JSON renderers. No Hub, batch, cache,
-# GGUF, ollama store, port kit, explain, pydantic model, or rich.
+# A check of one model folder: its [tool.eosfix] settings, the folder container, the
+# analysis, the decision, every runtime's rule (the runtime table), and the renderers of
+# --format (text, JSON, GitHub annotations, SARIF). No Hub, batch, cache, GGUF, ollama store,
+# port kit, explain, pydantic model, or rich.
 CHECK = CLI_ONLY | {
     "eosfix.analysis",
     "eosfix.analysis.inturn",
@@ -53,6 +54,7 @@ CHECK = CLI_ONLY | {
     "eosfix.analysis.toolcalls",
     "eosfix.api",
     "eosfix.cli.common",
+    "eosfix.cli.config",
     "eosfix.cli.repo",
     "eosfix.containers",
     "eosfix.containers.folder",
@@ -78,12 +80,14 @@ CHECK = CLI_ONLY | {
     "eosfix.decide.verdicts",
     "eosfix.pipeline",
     "eosfix.render",
+    "eosfix.render.annotations",
     "eosfix.render.report",
     "eosfix.render.runtimes",
     "eosfix.render.text",
     "eosfix.runtimes",
     "eosfix.runtimes.base",
     "eosfix.runtimes.candle",
+    "eosfix.runtimes.config_defaults",
     "eosfix.runtimes.exllamav2",
     "eosfix.runtimes.inputs",
     "eosfix.runtimes.llamacpp",
@@ -93,6 +97,7 @@ CHECK = CLI_ONLY | {
     "eosfix.runtimes.ollama",
     "eosfix.runtimes.ollama_engines",
     "eosfix.runtimes.ollama_gguf",
+    "eosfix.runtimes.ollama_modelfile",
     "eosfix.runtimes.sglang",
     "eosfix.runtimes.tgi",
     "eosfix.runtimes.transformers",
@@ -135,10 +140,10 @@ def test_a_check_imports_only_the_folder_path(sample, args):
     assert others == {"click", "jinja2", "markupsafe"}
 
 
-def test_fix_diff_adds_only_the_writer(tmp_path):
+def test_fix_diff_adds_only_the_patch_renderer():
     code, ours, others = _imported("fix", "--diff", str(SAMPLES / "chatml-missing-im-end"))
     assert code == 1
-    assert ours == CHECK
+    assert ours == CHECK | {"eosfix.render.patch"}
     assert others == {"click", "jinja2", "markupsafe"}
 
 

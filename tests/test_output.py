@@ -84,7 +84,7 @@ def test_fix_text_tells_before_written_and_now(sample_repo, capsys):
             "[248044, 248046]"
         ),
         "  stops on      [248044, 248046]  (from generation_config.json)",
-        "  runtimes      9 of 10 stop at every terminator and never inside a reply; caveats below",
+        "  runtimes      10 of 11 stop at every terminator and never inside a reply; caveats below",
         (
             "  caveat        ExLlamaV2 keeps only config.json's first id, 248044, so it misses "
             "<|im_end|> (248046) (eosfix keeps that id first: transformers pads with it)"
@@ -115,7 +115,7 @@ def test_healthy_repo_has_caveats_not_a_failing_verdict(capsys):
     _, out, _ = _run(capsys, "check", SAMPLES / "llama3-healthy")
     assert "would not stop" not in out
     assert _line(out, "runtimes") == [
-        "  runtimes      9 of 10 stop at every terminator and never inside a reply; caveats below"
+        "  runtimes      10 of 11 stop at every terminator and never inside a reply; caveats below"
     ]
     assert _line(out, "caveat") == [
         (

@@ -257,3 +257,59 @@ def test_explain_json_on_a_path_not_checked_is_an_error_entry(loose_files, capsy
     assert payload["error"].endswith(
         "not a model folder, one of its config or template files, or a GGUF file"
     )
+
+
+# --- issue 27: GGUFs and model folders under one path; ollama blobs and stores --------------
+
+
+def test_folder_with_ggufs_and_model_folders_checks_both(tmp_path, capsys):
+    ggufs.chatml(tmp_path / "models" / "a.gguf") if (tmp_path / "models").mkdir() is None else None
+    shutil.copytree(SAMPLES / "chatml-missing-im-end", tmp_path / "models" / "org" / "broken")
+    shutil.copytree(SAMPLES / "llama3-healthy", tmp_path / "models" / "ok")
+    code, out, _ = _run(capsys, "check", tmp_path / "models")
+    assert code == 1  # the broken folder fails the run: it used to pass (GGUFs only)
+    assert out.splitlines()[-1].startswith("1 repo would be fixed, 1 GGUF file stops correctly")
+    assert "1 repo stops correctly" in out.splitlines()[-1]
+    code, out, _ = _run(capsys, "check", "--format", "json", tmp_path / "models")
+    names = [r["path"].removeprefix(f"{tmp_path}/models/") for r in json.loads(out)["repos"]]
+    assert names == ["a.gguf", "ok", "org/broken"]
+    code, _, err = _run(capsys, "fix", tmp_path / "models")
+    assert code == 1
+    assert f"Fixing {tmp_path / 'models' / 'org' / 'broken' / 'generation_config.json'}" in err
+    assert _run(capsys, "check", tmp_path / "models")[0] == 0
+
+
+def test_ollama_blob_is_a_gguf_by_its_magic_and_a_store_points_to_eosfix_ollama(tmp_path, capsys):
+    from tests.test_ollama import add_model
+
+    store = tmp_path / "ollama" / "models"
+    add_model(store, "m:latest", ggufs.chatml(tmp_path / "m.gguf"))
+    (blob,) = [p for p in (store / "blobs").iterdir() if p.read_bytes()[:4] == b"GGUF"]
+    code, out, _ = _run(capsys, "check", blob)
+    assert code == 0
+    assert out.splitlines()[-1] == "1 GGUF file stops correctly"
+    hint = f"an ollama model store: eosfix ollama --models {store} checks every model in it"
+    for path in (tmp_path / "ollama", store, store / "blobs", store / "manifests"):
+        code, out, err = _run(capsys, "check", path)
+        assert (code, out) == (2, "nothing checked: 1 path not checked\n")
+        assert err == f"{path}: not checked: {hint}\n"
+    manifest = next(p for p in (store / "manifests").rglob("*") if p.is_file())
+    code, _, err = _run(capsys, "check", manifest)
+    assert code == 2
+    assert err.endswith(f"; {hint}\n")
+    # a blob is never fixed in place: its name is its content's hash
+    before = blob.read_bytes()
+    ggufs.glm(tmp_path / "g.gguf")
+    add_model(store, "g:latest", tmp_path / "g.gguf")
+    glm_blob = next(
+        p
+        for p in (store / "blobs").iterdir()
+        if p.read_bytes() == (tmp_path / "g.gguf").read_bytes()
+    )
+    code, _, err = _run(capsys, "fix", glm_blob)
+    assert code == 2
+    assert "is an ollama blob: its name is the hash of its content" in err
+    assert glm_blob.read_bytes() == (tmp_path / "g.gguf").read_bytes()
+    assert blob.read_bytes() == before
+    code, _, err = _run(capsys, "fix", glm_blob, "--output", tmp_path / "fixed.gguf")
+    assert code == 1

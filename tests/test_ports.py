@@ -318,11 +318,29 @@ def test_diagnose_first_token_terminator_and_raw_prompt(chatml, capsys):
     assert len(lines) == 2
 
 
-def test_diagnose_empty_reply_is_a_problem(chatml, capsys):
+def test_diagnose_empty_input_is_bad_input(chatml, capsys, tmp_path):
+    # exit 2 since #27 (an empty --ids was diagnosed as "the reply is empty", exit 1)
     repo, _ = chatml
-    code, out, _ = run(capsys, "diagnose", repo, "--ids", "")
+    (tmp_path / "empty.txt").write_text("")
+    for args, expected in [
+        (["--ids", ""], "error: --ids: no token ids given: nothing to diagnose\n"),
+        (["--ids", " , "], "error: --ids: no token ids given: nothing to diagnose\n"),
+        (["--text", ""], "error: --text: empty: no generated text to diagnose\n"),
+        (["--from-file", tmp_path / "empty.txt"],
+         f"error: {tmp_path / 'empty.txt'}: empty: no generated text to diagnose\n"),
+        (["--ids", "2", "--prompt-ids", ""], "error: --prompt-ids: no token ids given"),
+    ]:  # fmt: skip
+        code, out, err = run(capsys, "diagnose", repo, *args)
+        assert (code, out) == (2, ""), args
+        assert err.startswith(expected), err
+        assert err.count("\n") == 1
+
+
+def test_diagnose_whitespace_reply_is_a_problem(chatml, capsys):
+    repo, _ = chatml
+    code, out, _ = run(capsys, "diagnose", repo, "--text", " \n")
     assert code == 1
-    assert "prompt_not_templated: the reply is empty" in out
+    assert "prompt_not_templated: the reply is only whitespace" in out
 
 
 def test_diagnose_prompt_ids_against_the_messages(chatml, capsys, tmp_path):
@@ -431,7 +449,8 @@ def test_diagnose_ids_without_tokenizer_json(capsys):
     code, out, _ = run(capsys, "diagnose", SAMPLES / CHATML, "--ids", "17,248046,248045,5,248046")
     assert code == 1
     assert "ran_past_stop: token 1 is <|im_end|> (248046)" in out
-    assert "a turn (<|im_start|>) at token 2 (empty)" in out
+    # "(empty)" until #27: the content is unknown without tokenizer.json, not empty
+    assert "a turn (<|im_start|>) at token 2 (content unknown without tokenizer.json)" in out
     assert "note: without tokenizer.json only control ids can be read, not the text" in out
 
 
@@ -564,3 +583,85 @@ def test_diagnose_reply_that_opens_its_own_turn(capsys):
         "invented_turn: the model wrote 1 turn of its own: an assistant turn at character 0: "
         "'Paris.'"
     )
+
+
+# --- issue 27: ids that are no token, bad ids, the skip_special_tokens twin, small wording ----
+
+
+def test_diagnose_names_ids_that_are_no_token(chatml, capsys):
+    repo, tok = chatml
+    answer = ids_of(tok, ANSWER)
+    code, out, _ = run(capsys, "diagnose", repo, "--ids", f"{answer},99999,248046")
+    assert code == 1  # was "ok": 99999 decoded to nothing
+    n = len(answer.split(","))
+    assert f"not_a_token: token {n} is 99999, which is no token: tokenizer.json has " in out
+    code, out, _ = run(capsys, "diagnose", repo, "--ids", "60000")
+    assert code == 1
+    assert "not_a_token: token 0 is 60000, which is no token" in out
+    assert "prompt not templated" not in out
+    assert "only whitespace" not in out
+    code, out, _ = run(capsys, "diagnose", repo, "--ids", answer, "--prompt-ids", "60000")
+    assert "not_a_token: prompt token 0 is 60000, which is no token" in out
+
+
+@pytest.mark.parametrize(
+    ("ids", "expected"),
+    [
+        ("1,\u00b2", "error: --ids: '\u00b2' is not a token id (a non-negative integer)\n"),
+        ("\uff11\uff12", "error: --ids: '\uff11\uff12' is not a token id (a non-negative integer)\n"),
+        ("1234567890123456789012345",
+         ("error: --ids: 1234567890123456789012345 is not a token id (token ids are 32-bit: at "
+         "most 4294967295)\n")),
+        ("9" * 5000, "error: --ids: 999999999999...(5000 digits) is not a token id"),
+    ],
+)  # fmt: skip
+def test_diagnose_ids_that_no_tokenizer_has_are_one_line_exit_2(chatml, capsys, ids, expected):
+    repo, _ = chatml
+    code, out, err = run(capsys, "diagnose", repo, "--ids", ids)
+    assert (code, out) == (2, "")  # "²" and a 25-digit id were exit 3 (a traceback's first line)
+    assert err.startswith(expected)
+    assert err.count("\n") == 1
+
+
+def test_diagnose_skip_special_twin_without_the_leading_line_break(chatml, capsys):
+    repo, _ = chatml
+    for text in ("\nassistant\nParis.", "assistant\nParis."):
+        code, out, _ = run(capsys, "diagnose", repo, "--text", text)
+        assert code == 1, text
+        assert "prompt_not_templated: the text starts by opening an assistant turn" in out
+    code, out, _ = run(capsys, "diagnose", repo, "--text", "Assistants\nhelp.")
+    assert code == 0
+
+
+def test_diagnose_one_more_token_is_singular(chatml, capsys):
+    repo, tok = chatml
+    ids = ids_of(tok, ANSWER + "<|im_end|>\n")
+    code, out, _ = run(capsys, "diagnose", repo, "--ids", ids)
+    assert code == 1
+    assert "which ends the turn, but 1 more token follows: the loop" in out
+
+
+def test_render_a_gguf_says_why_there_are_no_ids(tmp_path, capsys):
+    from tests.ggufs import chatml as chatml_gguf
+
+    path = chatml_gguf(tmp_path / "m.gguf")
+    code, out, _ = run(capsys, "render", path)
+    assert code == 0
+    assert "prompt ids: unavailable (a GGUF file: eosfix reads its token list" in out
+    assert "no tokenizer.json in this repo" not in out
+    code, out, _ = run(capsys, "diagnose", path, "--ids", "5,98")
+    assert "note: in a GGUF file (eosfix does not run its tokenizer) only control ids" in out
+
+
+def test_explain_never_says_add_an_id_it_lists_already(tmp_path, capsys):
+    from tests.ggufs import chatml as chatml_gguf
+
+    path = chatml_gguf(tmp_path / "m.gguf")
+    code, out, _ = run(capsys, "explain", path)
+    assert code == 0
+    assert "stop when the sampled id is in [96, 98]" in out
+    assert (
+        "<|endoftext|> (96) is a special token runtimes stop on by name, but no template writes "
+        "it: it is among the loop's ids below (harmless: it fires only if the model emits it)"
+    ) in out
+    assert "add it to your loop only if" not in out

@@ -67,7 +67,7 @@ def test_manifest_is_valid_for_pre_commit():
 
     (hook,) = load_manifest(str(MANIFEST))
     assert hook["id"] == "eosfix"
-    assert hook["entry"] == "eosfix fix"
+    assert hook["entry"] == "eosfix fix --quiet"  # issue 23: quiet on healthy repos
     assert hook["language"] == "python"
     assert hook["require_serial"] is True
     files = re.compile(hook["files"])
@@ -119,6 +119,7 @@ def test_manifest_files_are_the_relevant_files_table():
 
 
 @pytest.mark.slow
+@pytest.mark.package_index  # the hook's virtualenv pip-installs eosfix's dependencies
 def test_try_repo_fixes_then_passes(tmp_path):
     """Real pre-commit: a virtualenv with eosfix pip-installed (needs PyPI; ~1 minute)."""
     hook_repo = _snapshot_working_tree(tmp_path / "eosfix-src")
@@ -153,6 +154,7 @@ def test_try_repo_fixes_then_passes(tmp_path):
     assert "Failed" in first.stdout
     assert "files were modified by this hook" in first.stdout
     assert "Fixing chat/generation_config.json" in first.stdout
+    assert "<|eot_id|>" not in first.stdout  # issue 23: quiet about the healthy repo
     fixed = SAMPLES / "chatml-missing-im-end" / "fixed" / "generation_config.json"
     assert (model / "chat" / "generation_config.json").read_bytes() == fixed.read_bytes()
     assert _git(model, "status", "--porcelain").split() == ["M", "chat/generation_config.json"]
@@ -163,3 +165,83 @@ def test_try_repo_fixes_then_passes(tmp_path):
     )
     assert second.returncode == 0, second.stdout + second.stderr
     assert "Passed" in second.stdout
+
+
+def _readme_precommit_config() -> str:
+    readme = (ROOT / "README.md").read_text()
+    section = readme[readme.index("## Use as a pre-commit hook") :]
+    block = re.search(r"```yaml\n(.*?)\n```", section, re.DOTALL)
+    assert block is not None
+    return block.group(1) + "\n"
+
+
+def test_readme_snippet_names_the_released_tag():
+    """The README's ``rev:`` is the tag of this version (issue 23: v0.1.0 did not exist)."""
+    from eosfix import __version__
+
+    rev = re.search(r"^\s+rev: (\S+)", _readme_precommit_config(), re.MULTILINE)
+    assert rev is not None
+    assert rev.group(1) == f"v{__version__}"
+
+
+def test_the_readme_tag_exists_in_this_checkout():
+    """The tag the README names is in the repository (skipped outside a git checkout, and in
+    a clone made without tags)."""
+    from eosfix import __version__
+
+    if not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout")
+    tags = _git(ROOT, "tag", "--list").split()
+    if not tags:
+        pytest.skip("a clone without tags")
+    assert f"v{__version__}" in tags
+    listed = _git(ROOT, "ls-tree", "--name-only", f"v{__version__}")
+    assert ".pre-commit-hooks.yaml" in listed.split()
+
+
+@pytest.mark.slow
+@pytest.mark.package_index  # the hook's virtualenv pip-installs eosfix's dependencies
+def test_readme_snippet_runs_with_real_pre_commit(tmp_path):
+    """The README's .pre-commit-config.yaml, its repo URL pointed at a local clone tagged as
+    the README's rev: the hook fixes, stays quiet about healthy repos, and takes [tool.eosfix]
+    from the project's pyproject.toml."""
+    from eosfix import __version__
+
+    hook_repo = _snapshot_working_tree(tmp_path / "eosfix-src")
+    _git(hook_repo, "tag", f"v{__version__}")
+    config = re.sub(r"(?m)^(\s+- repo: )\S+.*$", rf"\g<1>{hook_repo}", _readme_precommit_config())
+    model = tmp_path / "model-repo"
+    model.mkdir()
+    copy_repo(SAMPLES / "chatml-missing-im-end", model / "chat")
+    copy_repo(SAMPLES / "llama3-healthy", model / "llama")
+    copy_repo(SAMPLES / "plain-text-turns", model / "alpaca")  # a warning (EOS005) only
+    (model / ".pre-commit-config.yaml").write_text(config)
+    (model / "pyproject.toml").write_text("[tool.eosfix]\nstrict = true\n")
+    _commit_all(model)
+    env = {
+        **os.environ,
+        **_GIT_ENV,
+        "PRE_COMMIT_HOME": str(tmp_path / "pre-commit-home"),
+        "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+    }
+    cmd = [sys.executable, "-m", "pre_commit", "run", "--all-files", "--color", "never"]
+
+    def run() -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            cmd, check=False, cwd=model, env=env, capture_output=True, text=True, timeout=900
+        )
+
+    first = run()
+    assert first.returncode == 1, first.stdout + first.stderr
+    assert "files were modified by this hook" in first.stdout
+    assert "Fixing chat/generation_config.json" in first.stdout
+    assert "<|eot_id|>" not in first.stdout  # --quiet: the healthy repo is not shown
+    _git(model, "add", "-A")
+    second = run()  # strict = true in [tool.eosfix]: the warning fails the hook
+    assert second.returncode == 1, second.stdout + second.stderr
+    assert "EOS005" in second.stdout
+    assert "files were modified" not in second.stdout
+    (model / "pyproject.toml").write_text("[tool.eosfix]\nstrict = false\n")
+    third = run()
+    assert third.returncode == 0, third.stdout + third.stderr
+    assert "Passed" in third.stdout

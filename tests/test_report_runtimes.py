@@ -148,7 +148,7 @@ def test_check_json_runtimes_key(name, flag, sample_repo, run_eosfix):
     tf = entry["runtimes"][0]
     assert (tf["versions"], tf["executed"]) == (">= 4.28.0", "5.24.0")
     vllm = entry["runtimes"][1]
-    assert (vllm["versions"], vllm["basis"]) == ("not established", "modelled, not executed")
+    assert (vllm["versions"], vllm["basis"]) == ("not established", "executed with vLLM 0.33.0")
     if entry["status"] in ("fixable", "ok"):
         assert tf["ok_after"], "transformers must stop after the default fix"
 
@@ -245,7 +245,7 @@ def test_fix_with_a_pinned_version_shows_the_old_rule_after_the_fix(sample_repo,
     # after writing, the report is the state now: 0.20.3 reads config.json only, so the
     # default fix (generation_config.json) does not help it; --config-json would
     assert (
-        "  runtimes      7 of 10 stop at every terminator and never inside a reply; caveats below"
+        "  runtimes      8 of 11 stop at every terminator and never inside a reply; caveats below"
         in lines
     )
     assert (

@@ -45,7 +45,7 @@ def stopping_on(inputs: StopInputs, token: int) -> set[str]:
 
 def test_runtime_names_and_describe():
     assert [rt.name for rt in RUNTIMES] == [
-        "transformers", "vLLM", "SGLang", "TGI", "llama.cpp", "ollama",
+        "transformers", "vLLM", "SGLang", "TGI", "TGI-transformers", "llama.cpp", "ollama",
         "mlx-lm", "mlx-vlm", "candle", "ExLlamaV2",
     ]  # fmt: skip
     assert describe("vllm").name == "vLLM"
@@ -61,7 +61,7 @@ def test_scenario1_motivating_bug(b_text):
                   vocab={"<|endoftext|>": A, b_text: B})  # fmt: skip
     # mlx-lm >= 0.32.0 and mlx-vlm >= 0.7.0 add the tokenizer's eos to the configured ids
     assert stopping_on(inputs, B) == {
-        "vLLM", "SGLang", "TGI", "llama.cpp", "ollama", "mlx-lm", "mlx-vlm"
+        "vLLM", "SGLang", "TGI", "TGI-transformers", "llama.cpp", "ollama", "mlx-lm", "mlx-vlm"
     }  # fmt: skip
     sets = stop_sets(inputs)
     assert sets["transformers"] == {A}
@@ -169,14 +169,56 @@ def test_exllamav2_keeps_first_config_id_only():
     inputs = make(config_eos=(B, A), config_eos_is_list=True)
     assert stop_sets(inputs)["ExLlamaV2"] == {B}
     assert stop_sets(inputs)["candle"] == {A, B}
-    assert stop_sets(make(config_eos=None))["ExLlamaV2"] == set()
+    # exllamav2 tokenizer.py: no config.json eos -> tokenizer_config.json's eos_token, else 2
+    assert stop_sets(make(config_eos=None))["ExLlamaV2"] == {A}
+    no_eos = make(config_eos=None, tokenizer_eos_id=None, tokenizer_eos_content=None)
+    assert stop_sets(no_eos)["ExLlamaV2"] == {2}
 
 
 def test_sglang_unions_everything_and_eom():
     vocab = {"<|end_of_text|>": 128001, "<|eom_id|>": 128008, "<|eot_id|>": 128009}
     inputs = make(tokenizer_eos_id=128009, generation_config_eos=(128001,),
-                  config_eos=(128002,), vocab=vocab)  # fmt: skip
+                  config_eos=(128002,), vocab=vocab, added_tokens=vocab)  # fmt: skip
     assert stop_sets(inputs)["SGLang"] == {128001, 128002, 128008, 128009}
+    # only an added token counts (get_added_vocab()), and the other two texts too
+    assert 128008 not in stop_sets(dataclasses.replace(inputs, added_tokens={}))["SGLang"]
+    more = {"<|content_model_end_sampling|>": 5, "<|ifm|im_end|>": 6}
+    assert stop_sets(dataclasses.replace(inputs, added_tokens=more))["SGLang"] >= {5, 6}
+
+
+def test_sglang_ignores_a_falsy_generation_config_eos():
+    for gen, is_list, joins in [((0,), False, False), ((), True, False), ((0,), True, True)]:
+        inputs = make(tokenizer_eos_id=B, config_eos=(B,), generation_config_eos=gen,
+                      generation_config_eos_is_list=is_list)  # fmt: skip
+        assert (0 in stop_sets(inputs)["SGLang"]) == joins, gen
+        assert 0 in stop_sets(inputs)["vLLM"] or gen == ()
+
+
+def test_config_class_default_joins_vllm_and_sglang():
+    """config.json without eos_token_id: the config object holds its class's default
+    (LlamaConfig: 2); transformers' generate() reads the file and stops on nothing."""
+    inputs = make(generation_config_exists=False, generation_config_eos=None, config_eos=None,
+                  config_model_type="llama", tokenizer_eos_id=0)  # fmt: skip
+    sets = stop_sets(inputs)
+    assert sets["vLLM"] == sets["SGLang"] == {0, 2}
+    assert sets["transformers"] == set()
+    null = dataclasses.replace(inputs, config_has_eos_key=True)  # "eos_token_id": null
+    assert stop_sets(null)["vLLM"] == stop_sets(null)["SGLang"] == {0}
+    unknown = dataclasses.replace(inputs, config_model_type="custom-code")
+    assert stop_sets(unknown)["vLLM"] == {0}
+    # a vision-language config: the text_config object's default
+    vlm = make(generation_config_exists=False, generation_config_eos=None, config_eos=None,
+               config_model_type="llava", text_config_present=True,
+               text_config_model_type="llama", tokenizer_eos_id=0)  # fmt: skip
+    assert stop_sets(vlm)["vLLM"] == stop_sets(vlm)["SGLang"] == {0, 2}
+
+
+def test_tgi_transformers_reads_the_tokenizer_eos_only():
+    inputs = make(tokenizer_eos_id=B, generation_config_eos=(A, 7),
+                  generation_config_eos_is_list=True, config_eos=(A,))  # fmt: skip
+    sets = stop_sets(inputs)
+    assert sets["TGI"] == {A, 7}
+    assert sets["TGI-transformers"] == {B}
 
 
 def test_mlx_lm_and_mlx_vlm_union_with_tokenizer_eos():
@@ -237,12 +279,13 @@ def test_apply_generation_config_creates_file():
 
 def test_the_list_in_both_files_covers_candle_and_exllamav2():
     """generation_config.json and config.json (top level and text_config) written as one list,
-    as ``fix --config-json`` does: every runtime stops on every id of it."""
+    as ``fix --config-json`` does: every runtime stops on every id of it, but TGI's
+    transformers path, which reads the tokenizer's eos (A) alone."""
     after = dataclasses.replace(
         apply_generation_config_eos(make(text_config_eos=(A,)), [B, A]),
         config_eos=(B, A), config_eos_is_list=True, text_config_eos=(B, A),
     )  # fmt: skip
-    assert stopping_on(after, B) == ALL
+    assert stopping_on(after, B) == ALL - {"TGI-transformers"}
 
 
 def test_stop_sets_before_and_after_the_list():
@@ -291,10 +334,11 @@ def test_parse_pins_refuses(spec, message):
 
 
 def test_only_rules_a_test_runs_say_executed():
-    """transformers, mlx-lm, mlx-vlm (tests/conformance/) and llama.cpp (tests/
+    """transformers, mlx-lm, mlx-vlm (tests/conformance/), vLLM, SGLang, TGI's two paths and
+    ExLlamaV2 (tests/conformance/, each in its own virtualenv) and llama.cpp (tests/
     test_gguf_llamacpp.py, at a commit: its rule is not versioned) are run; the rest modelled."""
     executed = {rt.name for rt in RUNTIMES if rt.executed is not None}
-    assert executed == {"transformers", "mlx-lm", "mlx-vlm", "llama.cpp"}
+    assert executed == ALL - {"ollama", "candle"}
 
 
 def test_rule_ranges_are_contiguous_and_named():

@@ -59,7 +59,7 @@ def test_cli_uploads_healthy_folder_as_pr(target, sample_repo, run_eosfix):
 
 def test_cli_upload_error_is_one_line(target, sample_repo, run_eosfix):
     target.fail(REPO, 403, match=r"/commit/", headers={"X-Error-Code": None})
-    result = run_eosfix("upload", sample_repo("llama3-healthy"), REPO)
+    result = run_eosfix("upload", REPO, sample_repo("llama3-healthy"))  # hf upload's order
     assert result.exit_code == 2
     assert result.stderr.strip() == f"{REPO}: error: access denied (403)"
 
@@ -94,3 +94,34 @@ def test_upload_checked_fixes_and_uploads(target, sample_repo):
     assert info.pr_url == f"{target.url}/{REPO}/discussions/1"
     assert target.commits_received[0]["files"]["generation_config.json"] == fixed_gen()
     assert (folder / "generation_config.json").read_bytes() == fixed_gen()
+
+
+# --- the argument order of hf upload (issue 23) ------------------------------------------------
+
+
+def test_cli_takes_repo_id_then_folder_like_hf_upload(target, sample_repo, run_eosfix):
+    folder = sample_repo("llama3-healthy")
+    result = run_eosfix("upload", REPO, folder)
+    assert result.exit_code == 0, result.output
+    assert result.stderr == ""
+    assert result.stdout.strip().startswith(f"{target.url}/{REPO}/commit/")
+    assert len(target.commits_received) == 1
+
+
+def test_cli_old_order_still_works_with_a_deprecation_line(target, sample_repo, run_eosfix):
+    folder = sample_repo("llama3-healthy")
+    result = run_eosfix("upload", folder, REPO)
+    assert result.exit_code == 0, result.output
+    assert result.stderr == (
+        "warning: eosfix upload FOLDER REPO_ID is deprecated and will stop working in the next "
+        f"release: give REPO_ID FOLDER, the order hf upload takes (eosfix upload {REPO} {folder})\n"
+    )
+    assert len(target.commits_received) == 1
+
+
+def test_cli_missing_folder_is_a_usage_error(target, tmp_path, run_eosfix):
+    result = run_eosfix("upload", REPO, tmp_path / "nowhere")
+    assert result.exit_code == 2
+    assert "Invalid value for 'FOLDER'" in result.stderr
+    assert "no such folder" in result.stderr
+    assert target.commits_received == []

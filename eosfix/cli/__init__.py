@@ -14,6 +14,7 @@ import os
 import signal
 import sys
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 from types import FrameType
 
 import click
@@ -72,13 +73,19 @@ class LazyGroup(click.Group):
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="eosfix")
 @color_option
-def cli() -> None:
+@click.pass_context
+def cli(ctx: click.Context) -> None:
     """Make chat models stop where they should.
 
     eosfix reads a model repository's chat template and tokenizer files, finds the token(s)
     that really end an assistant turn, and repairs generation_config.json so eos_token_id
-    includes them.
+    includes them. check, fix and explain take their option defaults from [tool.eosfix] in
+    the nearest pyproject.toml (options given on the command line win).
     """
+    from eosfix.cli.config import COMMANDS, option_defaults
+
+    if ctx.invoked_subcommand in COMMANDS:
+        ctx.default_map = {**option_defaults(Path.cwd()), **(ctx.default_map or {})}
 
 
 LazyGroup.lazy = {
@@ -87,7 +94,7 @@ LazyGroup.lazy = {
     "explain": "eosfix.cli.repo:explain",
     "cache": "eosfix.cli.cache:cache",
     "hub": "eosfix.cli.hub:hub",
-    "upload": "eosfix.cli.hub:upload",
+    "upload": "eosfix.cli.upload:upload",
     "ollama": "eosfix.cli.ollama:ollama",
     "render": "eosfix.cli.ports:render",
     "goldens": "eosfix.cli.ports:goldens",

@@ -9,37 +9,50 @@ from typing import Any
 import click
 
 from eosfix.containers.target import (
+    HubRepo,
     NotChecked,
-    first_shard,
     folder_of,
+    hub_repo,
     is_config_file,
     is_gguf,
     is_model_folder,
-    iter_gguf_files,
+    model_folders_below,
 )
 from eosfix.core.errors import EosfixError
-from eosfix.render.report import RENDERER_BY_NAME, Report
+from eosfix.render.report import LOCATED, RENDERER_BY_NAME, Report
 
 
-def repo_dirs(paths: Sequence[str]) -> list[Path]:
-    """What to analyze, one entry per model folder or GGUF file, every path accounted for.
+def repo_dirs(paths: Sequence[str]) -> list[Path | HubRepo]:
+    """What to analyze, one entry per model folder, GGUF file or Hub repo, every path
+    accounted for.
+
+    ``org/name`` (or ``hf://org/name``) is a Hub repo when no local path has that name
+    (``eosfix.containers.target.hub_repo``).
 
     A folder as given, plus every ``*.gguf`` under it (a llama.cpp or LM Studio models
-    folder); a folder holding only GGUFs stands for its GGUFs. A ``.gguf`` file as given (a
+    folder); a folder holding GGUFs stands for its GGUFs and every model folder under it
+    (none is skipped, so a broken one fails the run). A ``.gguf`` file as given (a
     later shard of a split means its first shard). A config or template file (what pre-commit
     passes) means its folder. Any other path stays as given, unless its folder is analyzed
     anyway: ``api.check`` then says why it is not checked (missing, not a model folder...).
     """
-    out: dict[Path, None] = {}
+    out: dict[Path | HubRepo, None] = {}
     others: list[Path] = []
     for raw in paths:
+        hub = hub_repo(raw)
+        if hub is not None:
+            out[hub] = None
+            continue
         path = Path(raw)
         if path.is_dir():
-            ggufs = list(iter_gguf_files(path))
+            ggufs = _ggufs_under(path)
             if not ggufs or is_model_folder(path):
                 out[path] = None
-            out.update(dict.fromkeys(ggufs))
+            below = model_folders_below(path) if ggufs else []
+            out.update(dict.fromkeys(sorted([*below, *ggufs])))
         elif is_gguf(path):
+            from eosfix.containers.gguf.read import first_shard
+
             try:
                 out[first_shard(path)] = None
             except EosfixError:
@@ -54,13 +67,38 @@ def repo_dirs(paths: Sequence[str]) -> list[Path]:
     return list(out)
 
 
-def emit(results: list[Any], report: Report, fmt: str, **kwargs: Any) -> None:
-    """Results to stdout; in text mode each repo not checked is one line on stderr."""
+def _ggufs_under(folder: Path) -> list[Path]:
+    """``iter_gguf_files(folder)``; the GGUF reader is imported only when the folder holds a
+    ``*.gguf`` at all (a check of a model folder does not import it)."""
+    if next(folder.rglob("*.gguf"), None) is None:
+        return []
+    from eosfix.containers.gguf.read import iter_gguf_files
+
+    return list(iter_gguf_files(folder))
+
+
+def emit(results: list[Any], report: Report, fmt: str, *, err: bool = False, **kwargs: Any) -> None:
+    """Results to stdout (``err``: stderr); in text mode each repo not checked is one line
+    on stderr. GitHub annotations and SARIF get each finding's file and line, and the
+    summary on stderr."""
     if fmt == "text":
         for r in results:
             if r.error is not None:
                 click.echo(error_line(r.error), err=True)
-    click.echo(RENDERER_BY_NAME[fmt](results, report, **kwargs))
+    if fmt in LOCATED:
+        from eosfix.cli.locate import locate_all
+
+        kwargs["locations"] = locate_all(results, Path.cwd())
+    text = RENDERER_BY_NAME[fmt](results, report, **kwargs)
+    if text or fmt != "github":  # no annotation at all: no blank line either
+        click.echo(text, err=err)
+    if fmt in LOCATED:
+        click.echo(
+            report.summary(
+                fixing=kwargs.get("fixing", False), dry_run=kwargs.get("dry_run", False)
+            ),
+            err=True,
+        )
 
 
 def error_line(error: Exception) -> str:
@@ -88,7 +126,8 @@ format_option = click.option(
     type=click.Choice(sorted(RENDERER_BY_NAME)),
     default="text",
     show_default=True,
-    help="text for people, json for scripts.",
+    help="text for people, json for scripts, github for workflow annotations (::error "
+    "file=...,line=...), sarif for code scanning (SARIF 2.1.0).",
 )
 
 
@@ -123,26 +162,27 @@ keep_id_option = click.option(
 )
 _CONFIG_READERS = "candle, ExLlamaV2 and mlx-lm before 0.30.2, which read only config.json"
 config_check_option = click.option(
-    "--config-json",
-    is_flag=True,
+    "--config-json/--no-config-json",
+    default=False,
     help=f"Plan the fix with config.json's eos_token_id too, as fix --config-json would write "
     f"it ({_CONFIG_READERS}); nothing is written.",
 )
 config_fix_option = click.option(
-    "--config-json",
-    is_flag=True,
+    "--config-json/--no-config-json",
+    default=False,
     help=f"Also write config.json's eos_token_id ({_CONFIG_READERS}).",
 )
 strict_option = click.option(
-    "--strict",
-    is_flag=True,
+    "--strict/--no-strict",
+    default=False,
     help="Warnings fail too (exit 1): a stop string needed (EOS005), an id that cannot be "
-    "checked (EOS007)... Without it, warnings alone exit 0.",
+    "checked (EOS007)... Without it, warnings alone exit 0. --no-strict undoes strict = true "
+    "of [tool.eosfix].",
 )
 quiet_option = click.option(
     "-q",
-    "--quiet",
-    is_flag=True,
+    "--quiet/--no-quiet",
+    default=False,
     help="Print only repos with something to fix, a problem or a warning, then the summary "
     "(for pre-commit and CI).",
 )

@@ -1,4 +1,5 @@
-"""``eosfix hub`` and ``eosfix upload``: the commands that talk to the Hugging Face Hub.
+"""``eosfix hub``: check Hub repos by id or a whole organisation, open fix PRs (``eosfix
+upload`` is in ``eosfix.cli.upload``).
 
 Kept in its own module so ``check``/``fix`` never import huggingface_hub or rich.
 """
@@ -16,8 +17,8 @@ import click
 from eosfix.cli import batch as batchcli
 from eosfix.cli.common import keep_id_option, quiet_option, strict_option
 from eosfix.cli.term import color_option
-from eosfix.core.outcome import EXIT_FINDINGS, EXIT_INPUT, EXIT_OK, Interrupted
-from eosfix.render.report import RENDERER_BY_NAME, Report, summary_parts
+from eosfix.core.outcome import EXIT_INPUT, Interrupted
+from eosfix.render.report import summary_parts
 
 if TYPE_CHECKING:
     from eosfix.batch.hub import HubSource
@@ -298,68 +299,3 @@ def _stream(run: Run, fmt: str) -> None:
     batchcli.stream(run, fmt, lambda: summary_line(run))
     if fmt == "csv":
         click.echo(summary_line(run), err=True)
-
-
-@click.command()
-@click.argument("folder", type=click.Path(exists=True, file_okay=False, path_type=Path))
-@click.argument("repo_id")
-@click.option("--fix", "do_fix", is_flag=True, help="Fix the folder first (minimal edit).")
-@click.option("--revision", metavar="BRANCH", help="Branch to upload to (default: main).")
-@click.option("--create-pr", is_flag=True, help="Upload as a pull request.")
-@click.option("--private", is_flag=True, help="Create the repo as private if it does not exist.")
-@click.option("--commit-message", default=None, help="Commit title.")
-@_token_option
-@color_option
-def upload(
-    folder: Path,
-    repo_id: str,
-    do_fix: bool,
-    revision: str | None,
-    create_pr: bool,
-    private: bool,
-    commit_message: str | None,
-    token: str | None,
-) -> None:
-    """Upload FOLDER to REPO_ID only if it stops at the end of every turn.
-
-    The folder is checked (and with --fix, fixed) first; a folder that would not stop is
-    refused and nothing is uploaded (exit 1). Otherwise it is uploaded with
-    huggingface_hub's upload_folder and the commit URL is printed.
-
-    \b
-    Example:
-        eosfix upload ./out me/model-mlx-4bit --fix
-    """
-    from eosfix.batch.hubapi import check_before_upload, refusal_reason
-    from eosfix.sources.hubhttp import describe_error, hub_errors
-    from eosfix.sources.hubwrite import upload as upload_folder
-
-    result = check_before_upload(folder, fix=do_fix)
-    for name in result.written:
-        click.echo(f"Fixing {folder / name}", err=True)
-    reason = refusal_reason(result)
-    if reason is not None:
-        if result.check is not None:
-            click.echo(RENDERER_BY_NAME["text"]([result], Report([result])))
-        click.echo(f"refusing to upload {folder} to {repo_id}: {reason}", err=True)
-        sys.exit(EXIT_FINDINGS)
-    try:
-        with _quiet_hub():
-            commit = upload_folder(
-                folder,
-                repo_id,
-                token=token,
-                create=True,
-                private=private,
-                revision=revision,
-                create_pr=create_pr,
-                commit_message=commit_message,
-            )
-    except Exception as exc:
-        if not isinstance(exc, hub_errors()):
-            raise
-        message, _ = describe_error(exc)
-        click.echo(f"{repo_id}: error: {message}", err=True)
-        sys.exit(EXIT_INPUT)
-    click.echo(commit.pr_url or commit.commit_url)
-    sys.exit(EXIT_OK)

@@ -365,7 +365,7 @@ def diagnose(
         eosfix diagnose ./my-model --from-file out.txt
     """
     from eosfix.ports import diagnose as run
-    from eosfix.ports.render import parse_ids
+    from eosfix.ports.render import PortInputError, parse_ids
 
     given = [x for x in (ids, text, from_file) if x is not None]
     if len(given) != 1:
@@ -377,6 +377,9 @@ def diagnose(
     out_ids = None if ids is None else parse_ids(ids, "--ids")
     if from_file is not None:
         text = _read_text(from_file)
+    if text == "":
+        where = "--text" if from_file is None else _label(from_file)
+        raise PortInputError("empty: no generated text to diagnose", path=where)
     prompt = None if prompt_ids is None else parse_ids(prompt_ids, "--prompt-ids")
     conv = None if messages is None else _conversation(messages, tools, True, template)
     with open_repo(path) as check, _named(path):

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
+import shlex
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +25,15 @@ from eosfix.cli.common import (
     strict_option,
 )
 from eosfix.cli.term import color_option
-from eosfix.containers.target import is_gguf
+from eosfix.containers.target import (
+    HUB_PREFIX,
+    HubRepo,
+    NotChecked,
+    hub_repo,
+    is_gguf,
+    shadows_hub_id,
+)
+from eosfix.pipeline import RepoResult
 from eosfix.render.report import Report
 
 EXIT_HELP = """Exit 0: nothing to fix (warnings alone too, unless --strict). 1: {one}.
@@ -34,7 +45,8 @@ EXIT_HELP = """Exit 0: nothing to fix (warnings alone too, unless --strict). 1: 
     help=f"""Report whether each model folder or GGUF file stops where its turns end (read-only).
 
     PATH is a model folder (one holding tokenizer or chat template files), one of its config
-    or template files (what pre-commit passes), a GGUF file, or a folder of GGUF files.
+    or template files (what pre-commit passes), a GGUF file, a folder of GGUF files, or a Hub
+    repo id (org/name when no such path exists, hf://org/name always: small files only).
 
     {EXIT_HELP.format(one="something to fix or a problem eosfix cannot fix; with --strict, warnings")}
 
@@ -62,14 +74,61 @@ def check(
     strict: bool,
     quiet: bool,
 ) -> None:
-    from eosfix import api
-
     report = Report(strict=strict)
-    for path in repo_dirs(paths):
-        report.record(api.check(path, config_json=config_json, keep_ids=keep_ids, pins=pins))
+    _note_shadowed(paths)
+    for target in repo_dirs(paths):
+        report.record(_check(target, config_json=config_json, keep_ids=keep_ids, pins=pins))
     flags = fix_flags(config_json, pins, keep_ids)
     emit(report.results, report, fmt, fix_flags=flags, quiet=quiet)
     sys.exit(report.exit_code)
+
+
+def _check(target: Path | HubRepo, **options: Any) -> RepoResult:
+    """``api.check`` of a path, or of a Hub repo's small files (``_check_hub``)."""
+    from eosfix import api
+
+    if isinstance(target, HubRepo):
+        return _check_hub(target, **options)
+    return api.check(target, **options)
+
+
+def _check_hub(hub: HubRepo, **options: Any) -> RepoResult:
+    """A Hub repo checked by id: its small files from eosfix's store (``fetch_repo_files``;
+    tokenizer.json too when an id lives only there), then the pipeline, read-only.
+
+    The result is named ``org/name`` and carries ``repo_id``, ``revision`` and ``sha`` as
+    ``eosfix hub`` results do."""
+    from eosfix import api
+    from eosfix.batch.verdict import needs_tokenizer_json
+    from eosfix.cli.hub import _quiet_hub
+    from eosfix.sources.hub import HubError, fetch_repo_files
+
+    repo_id = hub.repo_id
+    if hub.problem is not None:
+        return RepoResult(Path(repo_id), error=hub.problem, label=repo_id)
+    try:
+        with _quiet_hub():
+            fetched = fetch_repo_files(repo_id)
+            result = api.check_folder(fetched.path, label=repo_id, **options)
+            if fetched.has_tokenizer_json and needs_tokenizer_json(result):
+                fetched = fetch_repo_files(repo_id, fetched.sha, tokenizer_json=True)
+                result = api.check_folder(fetched.path, label=repo_id, **options)
+    except HubError as exc:
+        return RepoResult(Path(repo_id), error=exc, label=repo_id)
+    extra = {**result.extra, "repo_id": repo_id, "revision": "main", "sha": fetched.sha}
+    return dataclasses.replace(result, path=Path(repo_id), extra=extra)
+
+
+def _note_shadowed(paths: Sequence[str]) -> None:
+    """Say which one is checked when a folder downloaded from the Hub has the name of the Hub
+    repo: the local folder (as it is now, edits included), not the Hub's current files."""
+    for raw in dict.fromkeys(paths):
+        if shadows_hub_id(raw):
+            click.echo(
+                f"{raw}: checking the local folder, not the Hub repo (for the Hub's files: "
+                f"{HUB_PREFIX}{raw})",
+                err=True,
+            )
 
 
 @click.command(
@@ -79,7 +138,10 @@ def check(
     changes nothing. Stop ids that cut a reply (written inside a turn, ordinary text) or
     are no token are removed, the rest keep their order; --keep-id keeps one. The report then shows what was found, what was written and the state
     after writing. A GGUF gets tokenizer.ggml.eot_token_id / eom_token_id (in place when the
-    key exists, else a verified rewrite). PATH is what check accepts.
+    key exists, else a verified rewrite). PATH is what check accepts; a Hub repo id is
+    refused (eosfix hub ID --pr opens the pull request that fixes it). --diff prints the
+    patch alone on stdout (paths relative to the current folder, for git apply), the report
+    on stderr.
 
     {EXIT_HELP.format(one="files changed (as pre-commit fixers do), or a problem eosfix cannot fix")}
 
@@ -91,13 +153,20 @@ def check(
     """
 )
 @click.argument("paths", nargs=-1, required=True, type=click.Path())
-@click.option("--diff", "show_diff", is_flag=True, help="Show the unified diff; write nothing.")
+@click.option(
+    "--diff",
+    "show_diff",
+    is_flag=True,
+    help="Print the planned edits as a patch (git apply takes it); write nothing.",
+)
 @click.option("--exit-zero-even-if-changed", is_flag=True, help="Exit 0 after changing files.")
 @click.option(
     "--output",
     type=click.Path(dir_okay=False),
-    help="For one GGUF: write the fixed file here and leave the original untouched.",
+    help="For one GGUF: write the fixed file here and leave the original untouched (a "
+    "split: every shard, named NAME-00001-of-0000N.gguf...; nothing to fix: a copy).",
 )
+@click.option("--force", is_flag=True, help="Let --output overwrite an existing file.")
 @format_option
 @config_fix_option
 @keep_id_option
@@ -110,6 +179,7 @@ def fix(
     show_diff: bool,
     exit_zero_even_if_changed: bool,
     output: str | None,
+    force: bool,
     fmt: str,
     config_json: bool,
     keep_ids: tuple[int, ...],
@@ -119,43 +189,97 @@ def fix(
 ) -> None:
     from eosfix import api
 
+    if show_diff and fmt != "text":
+        raise click.UsageError(
+            f"--diff prints a patch, not --format {fmt}: for the planned changes as JSON use "
+            "eosfix check --format json (each change carries its diff)"
+        )
     targets = repo_dirs(paths)
-    if output is not None and (len(targets) != 1 or not is_gguf(targets[0])):
+    if output is not None and (len(targets) != 1 or not _is_gguf(targets[0])):
         raise click.UsageError("--output needs exactly one GGUF file")
+    if force and output is None:
+        raise click.UsageError("--force only lets --output overwrite a file: give --output")
     report = Report(strict=strict)
-    for path in targets:
-        if show_diff:
-            result = api.check(path, config_json=config_json, keep_ids=keep_ids, pins=pins)
-        elif is_gguf(path):
-            result = _fix_gguf(path, output, keep_ids, pins)
+    _note_shadowed(paths)
+    for target in targets:
+        if isinstance(target, HubRepo):
+            result = _hub_not_fixed(target)
+        elif show_diff:
+            result = api.check(target, config_json=config_json, keep_ids=keep_ids, pins=pins)
+        elif is_gguf(target):
+            result = _fix_gguf(target, output, force, keep_ids, pins)
         else:
-            result = api.fix(path, config_json=config_json, keep_ids=keep_ids, pins=pins)
+            result = api.fix(target, config_json=config_json, keep_ids=keep_ids, pins=pins)
             for name in result.written:
-                click.echo(f"Fixing {path / name}", err=True)
+                click.echo(f"Fixing {target / name}", err=True)
         report.record(result)
-    emit(
-        report.results, report, fmt, fixing=True, show_diff=show_diff, dry_run=show_diff,
-        fix_flags=fix_flags(config_json, pins, keep_ids), quiet=quiet,
-    )  # fmt: skip
+    flags = fix_flags(config_json, pins, keep_ids)
+    if show_diff:
+        _emit_diff(report, flags, quiet)
+    else:
+        emit(report.results, report, fmt, fixing=True, fix_flags=flags, quiet=quiet)
     code = report.exit_code
     if exit_zero_even_if_changed and code == 1 and not show_diff:
         code = 0
     sys.exit(code)
 
 
+def _is_gguf(target: Path | HubRepo) -> bool:
+    return isinstance(target, Path) and is_gguf(target)
+
+
+def _hub_not_fixed(hub: HubRepo) -> RepoResult:
+    """``fix`` writes local files: a Hub repo is fixed by a pull request, never here (eosfix's
+    copy of its files is a shared store, and a fix written there would reach no one)."""
+    if hub.problem is not None:
+        return RepoResult(Path(hub.repo_id), error=hub.problem, label=hub.repo_id)
+    quoted = shlex.quote(hub.repo_id)
+    reason = (
+        "a Hub repo id: fix writes local files only; open a pull request with "
+        f"`eosfix hub {quoted} --pr` (--dry-run to see it first), or download the repo "
+        "and fix the folder"
+    )
+    return RepoResult(Path(hub.repo_id), error=NotChecked(reason, path=hub.repo_id))
+
+
+def _emit_diff(report: Report, flags: tuple[str, ...], quiet: bool) -> None:
+    """``fix --diff``: the patch alone on stdout (paths relative to the current folder, so
+    ``git apply`` takes it); the report, and a GGUF's key edits, on stderr."""
+    from eosfix.render.patch import render_binary_edits, render_patch
+
+    emit(
+        report.results, report, "text", err=True, fixing=True, dry_run=True, fix_flags=flags,
+        quiet=quiet,
+    )  # fmt: skip
+    binary = render_binary_edits(report.results)
+    if binary:
+        click.echo(binary, err=True)
+    patch = render_patch(report.results, cwd=Path.cwd())
+    if patch:
+        click.echo(patch, nl=False)
+
+
 def _fix_gguf(
-    path: Path, output: str | None, keep_ids: tuple[int, ...], pins: dict[str, str]
+    path: Path, output: str | None, force: bool, keep_ids: tuple[int, ...], pins: dict[str, str]
 ) -> Any:
     """Fix one GGUF, with a progress bar (bytes, ETA) on a terminal while a rewrite copies."""
     from eosfix import api
     from eosfix.cli.progress import byte_progress
 
     with byte_progress(f"Rewriting {path.name}") as progress:
-        result = api.fix_gguf(path, output=output, progress=progress, keep_ids=keep_ids, pins=pins)
+        result = api.fix_gguf(
+            path, output=output, force=force, progress=progress, keep_ids=keep_ids, pins=pins
+        )
     write = result.extra.get("write")
     if isinstance(write, dict):
-        how = "in place" if write["mode"] == "in-place" else "rewritten"
-        click.echo(f"Fixing {write['path']} ({how})", err=True)
+        first, *others = write["paths"]
+        if write["mode"] == "copy":
+            click.echo(f"Copying {path} to {first} (nothing to fix)", err=True)
+        else:
+            how = "in place" if write["mode"] == "in-place" else "rewritten"
+            click.echo(f"Fixing {first} ({how})", err=True)
+        for n, other in enumerate(others, 2):
+            click.echo(f"Copying shard {n} to {other}", err=True)
     return result
 
 
@@ -174,7 +298,7 @@ def explain(path: str, fmt: str, keep_ids: tuple[int, ...], pins: dict[str, str]
     ids a hand-written generation loop must compare after each step, and which file they
     come from; for each runtime, the versions its rule holds for and whether eosfix executed
     that rule against the runtime or only modelled it from the runtime's source. PATH is a
-    model folder, one of its config files, or a GGUF file.
+    model folder, one of its config files, a GGUF file, or a Hub repo id.
 
     Exit codes as for check; a path that is not checked is one line on stderr, exit 2.
 
@@ -182,10 +306,11 @@ def explain(path: str, fmt: str, keep_ids: tuple[int, ...], pins: dict[str, str]
     Example:
         eosfix explain ./my-model
     """
-    from eosfix import api
     from eosfix.render.explain import render_explain, result_explain_dict
 
-    result = api.check(path, keep_ids=keep_ids, pins=pins)
+    _note_shadowed([path])
+    hub = hub_repo(path)
+    result = _check(hub if hub is not None else Path(path), keep_ids=keep_ids, pins=pins)
     report = Report([result])
     if fmt == "json":
         import json

@@ -2,15 +2,14 @@
 
 Every path is accounted for. A model folder holds a tokenizer's or a chat template's files
 (``eosfix.core.repo.MODEL_FOLDER_FILES``); a file eosfix reads or a template (what pre-commit
-passes) stands for its folder; a ``.gguf`` file for itself. Anything else raises ``NotChecked`` naming the reason and,
+passes) stands for its folder; a GGUF file (a ``.gguf`` name, or the GGUF magic bytes: ollama's
+blobs have no suffix) for itself. Anything else raises ``NotChecked`` naming the reason and,
 where one exists, what to give instead: the model folders below a parent folder, ``eosfix
-cache`` for a Hugging Face cache, the folder of a weights file.
+cache`` for a Hugging Face cache, ``eosfix ollama`` for an ollama model store, the folder of a
+weights file.
 
-Also which GGUF files a folder holds (``iter_gguf_files``) and which shard of a split holds
-its metadata (``first_shard``): a check of a model folder asks, without importing the GGUF
-reader.
-
-Only reads directory listings (bounded, but for ``iter_gguf_files``); never a file's content.
+Only reads directory listings (bounded) and the first 4 bytes of a file without a suffix
+that says what it is.
 """
 
 from __future__ import annotations
@@ -19,11 +18,10 @@ import itertools
 import os
 import re
 import shlex
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from eosfix.core.errors import EosfixError, RepoLoadError
+from eosfix.core.errors import EosfixError
 from eosfix.core.repo import (
     CHAT_TEMPLATE_JINJA,
     MODEL_FOLDER_FILES,
@@ -36,47 +34,114 @@ from eosfix.core.repo import (
 _SCAN_DEPTH = 2  # how deep model folders are looked for below a parent folder
 _SCAN_ENTRIES = 5000  # directory entries read at most while looking (a huge tree stays fast)
 _SHOWN = 4  # model folders named in a message
-SPLIT_NAME = re.compile(r"^(?P<stem>.*)-(?P<no>\d{5})-of-(?P<count>\d{5})\.gguf$")
 
 
 class NotChecked(EosfixError):
     """A path eosfix does not check (missing, not a model folder...), with the reason."""
 
 
+# --- a Hub repo id given where a path goes -------------------------------------------------
+
+HUB_PREFIX = "hf://"  # huggingface_hub's HfFileSystem spelling: always the Hub, never a path
+# ``org/name`` as huggingface_hub validates repo ids: word characters, ``-`` and ``.``, each
+# part starting and ending with a letter or digit, no ``--`` or ``..``, a name of <= 96.
+_HUB_ID = re.compile(
+    r"(?!.*(?:--|\.\.))[A-Za-z0-9](?:[\w.-]*[A-Za-z0-9])?/(?=.{1,96}$)"
+    r"[A-Za-z0-9](?:[\w.-]*[A-Za-z0-9])?"
+)
+
+
+@dataclass(frozen=True)
+class HubRepo:
+    """A Hub model repo named where a path goes (``org/name``, ``hf://org/name``)."""
+
+    repo_id: str
+
+    def __str__(self) -> str:
+        return self.repo_id
+
+    @property
+    def problem(self) -> NotChecked | None:
+        """Why it cannot be a Hub repo (``hf://`` followed by no repo id), or None."""
+        if is_hub_id(self.repo_id):
+            return None
+        return NotChecked("not a Hub repo id (hf://org/name)", path=HUB_PREFIX + self.repo_id)
+
+
+def is_hub_id(text: str) -> bool:
+    """``org/name`` shaped like a Hub repo id (whether or not a local path has that name)."""
+    return _HUB_ID.fullmatch(text) is not None
+
+
+def hub_repo(given: str) -> HubRepo | None:
+    """The Hub repo ``given`` names, or None when it names a local path: ``hf://org/name``
+    always; ``org/name`` when nothing of that name exists here (a local folder wins, and
+    ``shadows_hub_id`` says so). After ``hf://`` anything is taken: ``HubRepo.problem``
+    says when it is no repo id."""
+    if given.startswith(HUB_PREFIX):
+        return HubRepo(given.removeprefix(HUB_PREFIX))
+    path = Path(given)
+    if is_hub_id(given) and not (path.exists() or path.is_symlink()):
+        return HubRepo(given)
+    return None
+
+
+# What a folder brought from the Hub holds: ``hf download --local-dir`` metadata (today's and
+# huggingface_hub < 0.23's), or a git clone of the repo.
+_FROM_HUB = (".cache/huggingface", ".huggingface", ".git")
+
+
+def shadows_hub_id(given: str) -> bool:
+    """``given`` is a local folder with a Hub repo id's name that came from the Hub (``hf
+    download --local-dir``, ``git clone``): the one a user may have meant instead is the
+    Hub's. Other folders with such names (``models/llama``) shadow nothing worth a word."""
+    path = Path(given)
+    return is_hub_id(given) and path.is_dir() and any((path / m).exists() for m in _FROM_HUB)
+
+
 def _quote(path: Path | str) -> str:
     return shlex.quote(str(path))
 
 
+GGUF_MAGIC = b"GGUF"
+OLLAMA_BLOB = re.compile(r"^sha256-[0-9a-f]{64}$")
+
+
 def is_gguf(path: Path) -> bool:
-    """A GGUF file (checked as llama.cpp loads it), as opposed to a model folder."""
-    return path.suffix.lower() == ".gguf" and not path.is_dir()
+    """A GGUF file (checked as llama.cpp loads it), as opposed to a model folder: a ``.gguf``
+    name, or a file starting with the GGUF magic bytes (an ollama blob, ``sha256-<hex>``)."""
+    if path.suffix.lower() == ".gguf":
+        return not path.is_dir()
+    if path.suffix.lower() in (".json", ".jinja") or not path.is_file():
+        return False
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(4) == GGUF_MAGIC
+    except OSError:
+        return False
 
 
-def first_shard(path: Path) -> Path:
-    """The shard holding the metadata (``-00001-of-0000N.gguf``) for any shard of a split."""
-    m = SPLIT_NAME.match(path.name)
-    if m is None or int(m["no"]) == 1:
-        return path
-    first = path.with_name(f"{m['stem']}-00001-of-{m['count']}.gguf")
-    if not first.exists():
-        raise RepoLoadError(
-            f"shard {int(m['no'])} of {int(m['count'])}; its metadata is in {first.name}, "
-            "which is missing",
-            path=path,
-        )
-    return first
+def is_ollama_blob(path: Path) -> bool:
+    """A blob of ollama's store: named by the hash of its content, which manifests name."""
+    return path.parent.name == "blobs" and OLLAMA_BLOB.match(path.name) is not None
 
 
-def is_later_shard(path: Path) -> bool:
-    m = SPLIT_NAME.match(path.name)
-    return m is not None and int(m["no"]) > 1
+def ollama_store(path: Path) -> Path | None:
+    """The ollama model store (``manifests/`` and ``blobs/``) ``path`` is, is in, or holds as
+    ``models/`` (``~/.ollama``); None when it is none of these."""
+    resolved = path.resolve()
+    for candidate in (resolved / "models", resolved, *resolved.parents):
+        if (candidate / "manifests").is_dir() and (candidate / "blobs").is_dir():
+            return candidate
+    return None
 
 
-def iter_gguf_files(folder: Path) -> Iterator[Path]:
-    """Every ``*.gguf`` under ``folder`` (sorted), later shards of a split left out."""
-    for p in sorted(folder.rglob("*.gguf")):
-        if p.is_file() and not is_later_shard(p):
-            yield p
+def ollama_hint(path: Path) -> str | None:
+    """For a path in (or at) an ollama model store: the ``eosfix ollama`` command."""
+    store = ollama_store(path)
+    if store is None:
+        return None
+    return f"an ollama model store: eosfix ollama --models {_quote(store)} checks every model in it"
 
 
 def is_config_file(path: Path) -> bool:
@@ -95,6 +160,19 @@ def is_model_folder(path: Path) -> bool:
     if any((path / name).exists() or (path / name).is_symlink() for name in MODEL_FOLDER_FILES):
         return True
     return (path / TEMPLATE_DIR).is_dir() and any((path / TEMPLATE_DIR).glob("*.jinja"))
+
+
+def model_folders_below(folder: Path) -> list[Path]:
+    """Every model folder below ``folder`` (not itself), sorted; hidden folders and the
+    folders inside a model folder (its ``additional_chat_templates/``...) left out."""
+    found: list[Path] = []
+    for top, dirs, _ in os.walk(folder):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        here = Path(top)
+        if here != folder and is_model_folder(here):
+            found.append(here)
+            dirs.clear()
+    return sorted(found)
 
 
 def resolve(given: str | Path) -> Path:
@@ -118,6 +196,9 @@ def resolve(given: str | Path) -> Path:
 def _not_a_config_file(path: Path) -> str:
     folder = path.parent
     text = "not a model folder, one of its config or template files, or a GGUF file"
+    store = ollama_hint(path)
+    if store is not None:
+        return f"{text}; {store}"
     if is_model_folder(folder):
         return f"{text}; eosfix reads the config files, not this one: check the folder " + (
             f"(eosfix check {_quote(folder)})"
@@ -127,7 +208,7 @@ def _not_a_config_file(path: Path) -> str:
 
 def not_a_model_folder(folder: Path) -> str:
     """Why ``folder`` is not a model folder, and where to look instead."""
-    cache = _cache_hint(folder)
+    cache = _cache_hint(folder) or ollama_hint(folder)
     if cache is not None:
         return cache
     below = _walk(folder)

@@ -106,6 +106,10 @@ CODES: dict[str, Code] = {
             "EOS202", _E, False,
             "llama.cpp cannot hold every terminator in eot/eom: stop strings are needed",
         ),
+        Code(
+            "EOS203", _E, True,
+            "ollama's Go engine (0.7.1 to 0.24.0) misses a terminator: eos_token_ids lacks it",
+        ),
     )
 }  # fmt: skip
 

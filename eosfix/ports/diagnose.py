@@ -10,6 +10,8 @@ Problems (``kind``), each with the id to compare and the evidence:
   left, yet a plain turn header (``\\nuser\\n``) shows the model went on past its terminator.
 - ``prompt_ids_differ``: the prompt ids are not the template's (or not tokenizer.json's
   encoding of their own text): the first differing position, both tokens.
+- ``not_a_token``: an id (generated, or of the prompt) that no token has: past the token
+  list (tokenizer.json, a GGUF's), or past config.json's ``vocab_size``.
 
 What each input can decide: ids show every stop id exactly; text with control tokens kept
 does too; text without them shows only what plain headers betray; no input shows whether a
@@ -24,7 +26,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from eosfix.decide.check import RepoCheck
+from eosfix.decide.stopids import OUT_OF_VOCAB, classify
 from eosfix.ports.render import (
+    NO_TOKENIZER,
     Conversation,
     LoopStops,
     PortInputError,
@@ -32,6 +36,7 @@ from eosfix.ports.render import (
     encode,
     first_difference,
     loop_stops,
+    no_ids_note,
     render_conversation,
     select_template,
 )
@@ -52,6 +57,7 @@ RAN_PAST_STOP = "ran_past_stop"
 INVENTED_TURN = "invented_turn"
 HIDDEN_TERMINATOR = "hidden_terminator"
 PROMPT_IDS_DIFFER = "prompt_ids_differ"
+NOT_A_TOKEN = "not_a_token"
 
 
 @dataclass(frozen=True)
@@ -108,7 +114,10 @@ def _turn_list(turns: Sequence[TurnFound], unit: str) -> str:
     parts = []
     for f in turns[:4]:
         role = _a(f"{f.header.role} turn") if f.header.role else f"a turn ({f.header.opener})"
-        said = f": {f.content!r}" if f.content else " (empty)"
+        if f.content is None:
+            said = " (content unknown without tokenizer.json)"
+        else:
+            said = f": {f.content!r}" if f.content else " (empty)"
         parts.append(f"{role} at {unit} {f.pos}{said}")
     more = f", and {len(turns) - 4} more" if len(turns) > 4 else ""
     return ", then ".join(parts) + more
@@ -126,10 +135,10 @@ def _transcript_problems(
     """Problems in what the loop generated, and a note when nothing decides."""
     problems: list[Problem] = []
     meaningful = [p for p in t.pieces if p.control or (p.text is None) or p.text.strip()]
-    if not meaningful:
-        why = "the reply is empty" if t.length == 0 else "the reply is only whitespace"
+    if not meaningful:  # empty input never gets here: diagnose refuses it
         msg = (
-            f"{why}: the model ended its turn at once, as an instruct model does when the "
+            "the reply is only whitespace: the model ended its turn at once, as an instruct "
+            "model does when the "
             "prompt was not rendered with the chat template (check it with --prompt-ids, or "
             "render it with `eosfix render`)"
         )
@@ -151,9 +160,10 @@ def _transcript_problems(
         )
         if after and not trailing:
             n = t.length - (stop.pos + (1 if t.kind == "ids" else len(stop.text or "")))
+            more = f"1 more {t.unit} follows" if n == 1 else f"{n} more {t.unit}s follow"
             msg = (
-                f"{t.unit} {stop.pos} is {_name(stop, stops)}, which ends the turn, but {n} more "
-                f"{t.unit}s follow: the loop does not compare stop ids; {_compare(stops)}"
+                f"{t.unit} {stop.pos} is {_name(stop, stops)}, which ends the turn, but {more}: "
+                f"the loop does not compare stop ids; {_compare(stops)}"
             )
             problems.append(Problem(RAN_PAST_STOP, msg, stop.pos, stop.token_id))
     turns = find_turns(t, headers)
@@ -297,6 +307,22 @@ def _ending(t: Transcript, stops: LoopStops) -> tuple[str | None, str | None]:
     )
 
 
+def _no_token(check: RepoCheck, ids: Sequence[int], what: str) -> list[Problem]:
+    """Each id that no token has (once, at its first position)."""
+    kinds = classify(check.repo, check.terminators, check.tokenizer_eos, ids)
+    dead = {s.id: s for s in kinds if s.kind == OUT_OF_VOCAB}
+    out, seen = [], set()
+    for pos, token_id in enumerate(ids):
+        if token_id in dead and token_id not in seen:
+            seen.add(token_id)
+            msg = (
+                f"{what} {pos} is {token_id}, which is no token: {dead[token_id].reason} (a "
+                "loop sampling past the tokenizer's vocabulary, or ids of another model)"
+            )
+            out.append(Problem(NOT_A_TOKEN, msg, pos, token_id))
+    return out
+
+
 def diagnose(
     check: RepoCheck,
     *,
@@ -308,18 +334,32 @@ def diagnose(
     """What went wrong in a loop's output (``ids`` or ``text``), and in its prompt ids."""
     if (ids is None) == (text is None):
         raise ValueError("give exactly one of ids and text")
+    if (ids is not None and not ids) or text == "":
+        raise PortInputError(
+            f"no generated {'ids' if ids is not None else 'text'}: nothing to diagnose"
+        )
     stops = loop_stops(check)
     headers = turn_headers(check)
     problems: list[Problem] = []
     notes: list[str] = []
     if prompt_ids is not None:
+        problems += _no_token(check, prompt_ids, "prompt token")
         found, said = _prompt_problems(check, prompt_ids, conversation, headers)
         problems += found
         notes += said
     if ids is not None:
-        t = transcript_from_ids(check, ids, stops)
+        dead = _no_token(check, ids, "token")
+        problems += dead
+        t = transcript_from_ids(
+            check, ids, stops, (p.token_id for p in dead if p.token_id is not None)
+        )
         if not t.decoded:
-            notes.append("without tokenizer.json only control ids can be read, not the text")
+            why = (
+                "without tokenizer.json"
+                if no_ids_note(check.repo) == NO_TOKENIZER
+                else ("in a GGUF file (eosfix does not run its tokenizer)")
+            )
+            notes.append(f"{why} only control ids can be read, not the text")
     else:
         t = transcript_from_text(check, text or "", stops)
     plain_text = t.kind == "text" and not any(p.control for p in t.pieces) and (text or "").strip()

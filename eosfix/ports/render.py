@@ -142,10 +142,12 @@ def parse_tools(data: Any, where: str) -> tuple[dict[str, Any], ...]:
 
 
 _ID_SEP = re.compile(r"[\s,]+")
+_DIGITS = re.compile(r"[0-9]+")  # ASCII only: "²" and fullwidth digits are not ids
+MAX_TOKEN_ID = 2**32 - 1  # token ids are 32-bit in every tokenizer and GGUF
 
 
 def parse_ids(text: str, where: str) -> tuple[int, ...]:
-    """Token ids written ``1,2,3``, ``1 2 3`` or ``[1, 2, 3]``."""
+    """Token ids written ``1,2,3``, ``1 2 3`` or ``[1, 2, 3]``; at least one."""
     body = text.strip()
     if body.startswith("[") and body.endswith("]"):
         body = body[1:-1]
@@ -153,11 +155,20 @@ def parse_ids(text: str, where: str) -> tuple[int, ...]:
     for piece in _ID_SEP.split(body.strip()):
         if not piece:
             continue
-        if not piece.isdigit():
+        if not _DIGITS.fullmatch(piece):
             raise PortInputError(
                 f"{piece!r} is not a token id (a non-negative integer)", path=where
             )
-        out.append(int(piece))
+        digits = piece.lstrip("0") or "0"  # bounded before int(): no 10^6-digit parse
+        if len(digits) > len(str(MAX_TOKEN_ID)) or int(digits) > MAX_TOKEN_ID:
+            shown = piece if len(piece) <= 32 else f"{piece[:12]}...({len(piece)} digits)"
+            raise PortInputError(
+                f"{shown} is not a token id (token ids are 32-bit: at most {MAX_TOKEN_ID})",
+                path=where,
+            )
+        out.append(int(digits))
+    if not out:
+        raise PortInputError("no token ids given: nothing to diagnose", path=where)
     return tuple(out)
 
 
@@ -219,6 +230,19 @@ def decode(repo: ModelRepo, ids: Sequence[int]) -> str | None:
 
 
 NO_TOKENIZER = f"no {TOKENIZER_JSON} in this repo"
+NO_GGUF_TOKENIZER = (
+    "a GGUF file: eosfix reads its token list but does not run its tokenizer (the runtime "
+    "that loads it encodes the prompt: llama.cpp's llama_tokenize with parse_special)"
+)
+
+
+def no_ids_note(repo: ModelRepo) -> str:
+    """Why a repo's text cannot be turned into ids here: no tokenizer.json in a folder, a GGUF
+    file (whose tokenizer eosfix does not run)."""
+    vocab = repo.vocabulary
+    if vocab is not None and vocab.available and vocab.source != TOKENIZER_JSON:
+        return NO_GGUF_TOKENIZER
+    return NO_TOKENIZER
 
 
 @dataclass(frozen=True)
@@ -240,7 +264,7 @@ def render_conversation(check: RepoCheck, conv: Conversation) -> RenderedPrompt:
     ids = encode(check.repo, text)
     return RenderedPrompt(
         conv, template.name, template.file, text, ids,
-        None if ids is not None else NO_TOKENIZER, loop_stops(check),
+        None if ids is not None else no_ids_note(check.repo), loop_stops(check),
         "strftime_now" in template.source,
     )  # fmt: skip
 

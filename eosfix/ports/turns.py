@@ -176,9 +176,13 @@ def _control_ids(check: RepoCheck, stops: LoopStops) -> dict[int, str]:
     return out
 
 
-def transcript_from_ids(check: RepoCheck, ids: Sequence[int], stops: LoopStops) -> Transcript:
-    """Control ids as their own pieces; runs of other ids decoded together (when possible)."""
+def transcript_from_ids(
+    check: RepoCheck, ids: Sequence[int], stops: LoopStops, no_token: Iterable[int] = ()
+) -> Transcript:
+    """Control ids as their own pieces; runs of other ids decoded together (when possible);
+    ``no_token`` ids (no token has them) as their own pieces, text unknown."""
     control = _control_ids(check, stops)
+    dead = frozenset(no_token)
     tok = check.repo.tokenizer()
     pieces: list[Piece] = []
     run: list[int] = []
@@ -197,6 +201,9 @@ def transcript_from_ids(check: RepoCheck, ids: Sequence[int], stops: LoopStops) 
         if token_id in control or (token_id in stops.ids):
             flush(pos)
             pieces.append(Piece(control.get(token_id), token_id, True, pos))
+        elif token_id in dead:
+            flush(pos)
+            pieces.append(Piece(None, token_id, False, pos))
         else:
             run.append(token_id)
     flush(len(ids))
@@ -239,7 +246,8 @@ class TurnFound:
     header: TurnHeader
     piece: int  # index of the piece where the header starts
     pos: int  # its position (tokens or characters)
-    content: str  # what the turn says, up to the next control token (shortened)
+    content: str | None  # what the turn says, up to the next control token (shortened);
+    # None: unknown (ids without tokenizer.json)
 
 
 def find_turns(t: Transcript, headers: Iterable[TurnHeader]) -> list[TurnFound]:
@@ -259,7 +267,7 @@ def find_turns(t: Transcript, headers: Iterable[TurnHeader]) -> list[TurnFound]:
             body = _until_control(rest[len(match.text) :], t, i)
             out.append(TurnFound(match, i, piece.pos, _shorten(body)))
         elif not t.decoded and any(h.opener == piece.text for h in by_length):
-            out.append(TurnFound(TurnHeader("", piece.text, "", piece.text), i, piece.pos, ""))
+            out.append(TurnFound(TurnHeader("", piece.text, "", piece.text), i, piece.pos, None))
     return out
 
 
@@ -278,20 +286,30 @@ def find_plain_turns(text: str, headers: Iterable[TurnHeader]) -> list[TurnFound
     """Plain headers in text without control tokens, each with the text of its turn.
 
     A plain header that starts with a letter (Llama 3: ``user\\n\\n``) counts only when glued
-    to the text before it, where the skipped control tokens were.
+    to the text before it, where the skipped control tokens were. At the very start of the
+    text, a plain header that starts with a line break (ChatML: ``\\nassistant\\n``) counts
+    without it too: a reply decoded with ``skip_special_tokens=True`` that opens a turn itself
+    starts ``assistant\\n``, the line break having followed the skipped closer.
     """
-    found: dict[int, TurnHeader] = {}
-    for h in sorted((h for h in headers if h.plain), key=lambda h: len(h.plain), reverse=True):
+    found: dict[int, tuple[TurnHeader, int]] = {}  # start -> (header, length matched)
+    plain = sorted((h for h in headers if h.plain), key=lambda h: len(h.plain), reverse=True)
+    for h in plain:
         start = text.find(h.plain)
         while start >= 0:
             glued = start == 0 or not h.plain[0].isalpha() or not text[start - 1].isspace()
-            if glued and not any(p <= start < p + len(o.plain) for p, o in found.items()):
-                found[start] = h
+            if glued and not any(p <= start < p + n for p, (_, n) in found.items()):
+                found[start] = (h, len(h.plain))
             start = text.find(h.plain, start + 1)
+    if 0 not in found:
+        for h in plain:
+            bare = h.plain.lstrip("\n")
+            if bare != h.plain and "\n" in bare and text.startswith(bare):
+                found[0] = (h, len(bare))
+                break
     starts = sorted(found)
     out = []
     for k, pos in enumerate(starts):
         end = starts[k + 1] if k + 1 < len(starts) else len(text)
-        body = text[pos + len(found[pos].plain) : end]
-        out.append(TurnFound(found[pos], -1, pos, _shorten(body)))
+        header, length = found[pos]
+        out.append(TurnFound(header, -1, pos, _shorten(text[pos + length : end])))
     return out

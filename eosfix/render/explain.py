@@ -202,12 +202,17 @@ def render_explain(result: RepoResult) -> str:
         lines.append("")
     for t in (*c.terminators.terminators, *c.terminators.additional):
         lines += _evidence_lines(t, scanner)
+    ids, source = loop_ids(c)
     for text, token_id in c.unwritten_eog_tokens if c.repo.templates else ():
+        advice = (
+            "it is among the loop's ids below (harmless: it fires only if the model emits it)"
+            if token_id in ids
+            else "add it to your loop only if the model emits it"
+        )
         lines.append(
             f"{text} ({token_id}) is a special token runtimes stop on by name, but no "
-            "template writes it: add it to your loop only if the model emits it"
+            f"template writes it: {advice}"
         )
-    ids, source = loop_ids(c)
     where = stop_source_text(c) if source == "none" else source
     if c.repo.templates and result.runtimes is not None:
         lines += [

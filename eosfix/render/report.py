@@ -1,4 +1,4 @@
-"""Render results as text or JSON, and count them (``Report``).
+"""Render results as text, JSON, GitHub annotations or SARIF, and count them (``Report``).
 
 The exit code is ``eosfix.core.outcome``'s one rule for every command (README "Exit codes").
 """
@@ -26,6 +26,7 @@ from eosfix.core.outcome import (
 from eosfix.decide.check import Finding
 from eosfix.decide.verdicts import RuntimeTable
 from eosfix.pipeline import RepoResult
+from eosfix.render.annotations import render_github, render_sarif
 from eosfix.render.runtimes import runtimes_line
 from eosfix.render.text import (
     KIND_TEXT,
@@ -269,4 +270,10 @@ def render_text(
     return "\n\n".join([*blocks, report.summary(fixing=fixing, dry_run=dry_run, caveats=caveats)])
 
 
-RENDERER_BY_NAME: dict[str, Callable[..., str]] = {"text": render_text, "json": render_json}
+RENDERER_BY_NAME: dict[str, Callable[..., str]] = {
+    "text": render_text,
+    "json": render_json,
+    "github": render_github,
+    "sarif": render_sarif,
+}
+LOCATED = frozenset(("github", "sarif"))  # renderers that take ``locations`` (file and line)

@@ -9,6 +9,7 @@ verdicts come last: one line while a fix is pending, caveats once none is
 
 from __future__ import annotations
 
+import itertools
 import shlex
 from collections.abc import Iterable, Sequence
 
@@ -108,7 +109,12 @@ def ids_text(ids: Iterable[int] | int | None) -> str:
 
 def fix_command(r: RepoResult, flags: Sequence[str] = ()) -> str:
     """The command that writes the planned fix, shell-quoted, with the flags that were given;
-    for a Hugging Face cache snapshot, ``eosfix cache --fix`` (it replaces links safely)."""
+    for a Hugging Face cache snapshot, ``eosfix cache --fix`` (it replaces links safely); for
+    a Hub repo checked by id, ``eosfix hub ID --pr`` (with its --keep-id flags)."""
+    if "repo_id" in r.extra and "sha" in r.extra:  # a Hub repo checked by id: a pull request
+        pairs = itertools.pairwise(flags)
+        keep = [word for flag, value in pairs if flag == "--keep-id" for word in (flag, value)]
+        return shlex.join(["eosfix", "hub", str(r.extra["repo_id"]), "--pr", *keep])
     folder = not r.path.is_file()  # a folder's options; a single file (GGUF) takes none
     snapshot = cache_snapshot(r.path) if folder else None
     if snapshot is not None:
@@ -252,6 +258,10 @@ def render_repo_text(
         lines += _written_lines(r, r.before, c)
     else:
         lines += _pending_lines(r, c, None if fixing else fix_command(r, fix_flags))
+    if r.output is not None and not r.written:  # fix --output with nothing to change
+        lines.append(
+            f"  copied        nothing to fix: copied unchanged to {shlex.quote(str(r.output))}"
+        )
     lines += instead_lines(c)
     lines += runtime_lines(r)
     if show_diff:

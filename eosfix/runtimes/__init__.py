@@ -40,6 +40,7 @@ RUNTIMES: tuple[Runtime, ...] = (
     vllm.RUNTIME,
     sglang.RUNTIME,
     tgi.RUNTIME,
+    tgi.RUNTIME_TRANSFORMERS,
     llamacpp.RUNTIME,
     ollama.RUNTIME,
     mlx_lm.RUNTIME,

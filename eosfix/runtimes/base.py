@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from eosfix.runtimes.config_defaults import Default
 
 _VERSION = re.compile(r"\d+(\.\d+)*")
 
@@ -37,6 +39,18 @@ class StopInputs:
     # e.g. {"eos": 2}); None when not derived from the folder (llama.cpp then falls back to
     # the tokenizer eos and config.json's integer eos).
     gguf_special_ids: Mapping[str, int] | None = None
+    # The tokenizer's added tokens, text -> id (``get_added_vocab()``: special or not; never a
+    # token only in the model's vocabulary).
+    added_tokens: Mapping[str, int] = field(default_factory=dict)
+    # config.json as the runtimes that build transformers' config *object* read it (vLLM,
+    # SGLang): its ``model_type`` names the config class, whose default ``eos_token_id`` holds
+    # where the file has no such key (eosfix.runtimes.config_defaults). The same for the
+    # ``text_config`` object of a vision-language model (``text_config_present``).
+    config_model_type: str | None = None
+    config_has_eos_key: bool = False
+    text_config_present: bool = False
+    text_config_model_type: str | None = None
+    text_config_has_eos_key: bool = False
 
     @property
     def generation_eos_key(self) -> bool:
@@ -156,3 +170,25 @@ def else_tokenizer_eos(eos: tuple[int, ...] | None, x: StopInputs) -> frozenset[
 def model_config_eos(x: StopInputs) -> tuple[int, ...] | None:
     # transformers generation/configuration_utils.py from_model_config: falls back to text_config
     return x.config_eos if x.config_eos is not None else x.text_config_eos
+
+
+def object_eos(
+    x: StopInputs, defaults: Mapping[str, Default], *, text_config: bool = False
+) -> tuple[bool, tuple[int, ...] | None]:
+    """(has the attribute, its ids) of the config object transformers builds from config.json
+    (``text_config``: from its ``text_config``): the file's value where it has the key, else
+    the default of the class ``defaults`` names for its ``model_type``."""
+    if text_config:
+        value, model_type = x.text_config_eos, x.text_config_model_type
+        has_key = x.text_config_has_eos_key or value is not None
+        if not (x.text_config_present or has_key):
+            return False, None
+    else:
+        value, model_type = x.config_eos, x.config_model_type
+        has_key = x.config_has_eos_key or value is not None
+    if has_key:
+        return True, value
+    if model_type is None or model_type not in defaults:
+        return False, None
+    default = defaults[model_type]
+    return True, (default,) if isinstance(default, int) else default

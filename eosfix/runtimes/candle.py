@@ -1,4 +1,12 @@
-"""candle's llama example: config.json only, else ``</s>``."""
+"""candle's llama example: config.json only, else ``</s>``.
+
+Modelled, not executed (no Rust crates registry here), from huggingface/candle at 2a13b0f3
+(2026-08-14): ``candle-examples/examples/llama/main.rs`` reads ``config.json`` into a
+``LlamaConfig`` (lines 177-178), takes ``config.eos_token_id``, else the tokenizer's ``</s>``
+(lines 211-215, ``EOS_TOKEN`` line 27), and its loop stops on that id or any id of the list
+(lines 273-278); ``candle-transformers/src/models/llama.rs`` ``LlamaEosToks`` is an int or a
+list (lines 31-36), ``LlamaConfig.eos_token_id`` the top-level key only (line 50).
+"""
 
 from __future__ import annotations
 
@@ -15,7 +23,8 @@ def _candle(x: StopInputs) -> frozenset[int]:
 RUNTIME = Runtime(
     name="candle",
     reads="config.json (top level), else </s>",
-    source="huggingface/candle candle-examples/examples/llama/main.rs @2a13b0f3",
+    source="huggingface/candle@2a13b0f3 candle-examples/examples/llama/main.rs lines 177-178, "
+    "211-215, 273-278; candle-transformers/src/models/llama.rs LlamaEosToks (lines 31-36)",
     derive=_candle,
     note="llama example",
     config_only=True,

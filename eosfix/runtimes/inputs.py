@@ -48,7 +48,8 @@ def inputs_from_files(
     gen_eos, gen_list = eos_value(gen)
     cfg_eos, cfg_list = eos_value(cfg)
     text_config = cfg.get("text_config") if cfg is not None else None
-    text_eos, _ = eos_value(text_config if isinstance(text_config, dict) else None)
+    text = text_config if isinstance(text_config, dict) else None
+    text_eos, _ = eos_value(text)
     return StopInputs(
         tokenizer_eos_id=eos.id if eos is not None else None,
         tokenizer_eos_content=eos.content if eos is not None else None,
@@ -61,4 +62,15 @@ def inputs_from_files(
         text_config_eos=text_eos,
         vocab=token_ids(repo, known, eos),
         gguf_special_ids=converter_special_ids(converter_inputs(repo, cfg)),
+        added_tokens={c: i.id for c, i in repo.added_tokens.items() if i.id is not None},
+        config_model_type=_model_type(cfg),
+        config_has_eos_key=cfg is not None and "eos_token_id" in cfg,
+        text_config_present=text is not None,
+        text_config_model_type=_model_type(text),
+        text_config_has_eos_key=text is not None and "eos_token_id" in text,
     )
+
+
+def _model_type(data: Mapping[str, Any] | None) -> str | None:
+    value = None if data is None else data.get("model_type")
+    return value if isinstance(value, str) else None

@@ -27,6 +27,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from eosfix.runtimes.base import Runtime, StopInputs
+from eosfix.runtimes.ollama_modelfile import stop_line
 
 LLAMA_CPP_COMMIT = "0c1e57098"
 LLAMA_CPP_PYTHON = "0.3.36"  # the llama-cpp-python release that vendors that commit
@@ -332,11 +333,12 @@ def stop_instructions(texts: Sequence[str]) -> dict[str, str]:
     """How to stop on ``texts`` without changing the file, per program that runs llama.cpp
     (0c1e57098: llama-completion matches a one-token reverse prompt by id; llama-server and
     llama-cli match ``stop``/``--reverse-prompt`` on the text they send, where a control token
-    is empty unless ``--special`` is given; ollama's Modelfile ``PARAMETER stop``)."""
+    is empty unless ``--special`` is given; ollama's Modelfile ``PARAMETER stop``, quoted as its
+    parser reads it: ``eosfix.runtimes.ollama_modelfile``)."""
     quoted = " ".join(f"--reverse-prompt {shlex.quote(t)}" for t in texts)
     stops = json.dumps(list(texts), ensure_ascii=False)
     return {
         "llama-completion": quoted,
         "llama-server": f'--special {quoted}   (with --special, a request\'s "stop": {stops})',
-        "ollama": "\n".join(f"PARAMETER stop {json.dumps(t, ensure_ascii=False)}" for t in texts),
+        "ollama": "\n".join(stop_line(t) for t in texts),
     }

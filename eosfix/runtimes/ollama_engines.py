@@ -254,6 +254,19 @@ GO_RULES: tuple[GoRule, ...] = (
 )  # fmt: skip
 
 
+LAST_GO = "0.24.0"  # the last release with the Go engine (0.30.0 removed it: 9db4bdbad)
+
+
+def go_list_versions(architecture: str, has_projector: bool = False) -> tuple[str, ...]:
+    """One release per stretch of releases (0.7.1 to 0.24.0) in which the Go engine runs
+    ``architecture`` and reads ``eos_token_ids``: its engine choice and its rule hold until the
+    next one listed. Empty when no release runs it there."""
+    bounds = {GO_LIST_SINCE, *_QWEN3_ON_LLAMA_CPP, SPLIT_VISION_SINCE, "0.13.3",
+              *(since for since, _, _ in _REQUIRED_ADDED)}  # fmt: skip
+    stretch = sorted((v for v in bounds if _v(GO_LIST_SINCE) <= _v(v) <= _v(LAST_GO)), key=_v)
+    return tuple(v for v in stretch if engine_for(v, architecture, has_projector) == GO)
+
+
 def go_rule(version: str) -> GoRule:
     found = _at(tuple((r.since, r) for r in GO_RULES), version)
     assert isinstance(found, GoRule)

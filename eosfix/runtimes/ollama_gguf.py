@@ -25,6 +25,8 @@ COMPAT = "ollama/ollama@fb3076099 llama/compat/llama-ollama-compat.cpp"
 EOS_IDS_KEY = "tokenizer.ggml.eos_token_ids"
 # ollama's converter writes the list as INT32 (convert/convert.go:155, []int32)
 INT32, UINT32 = "INT32", "UINT32"
+# The architectures whose handler reads tensor shapes (the vocabulary rows of an embedding)
+SHAPE_ARCHITECTURES = ("gemma3", "gemma3n")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,20 +1,46 @@
-"""vLLM: the tokenizer's eos united with what transformers reads."""
+"""vLLM: the tokenizer's eos united with the generation config vLLM builds.
+
+Read from vLLM 0.33.0 and executed with it (tests/conformance/runners/vllm_stop_sets.py: the
+engine's ``InputProcessor.process_inputs`` and the scheduler's ``check_stop`` on every id):
+
+- ``vllm/sampling_params.py`` ``update_from_generation_config(generation_config, eos)``: the
+  tokenizer's ``eos_token_id`` is the request's eos, and the generation config's
+  ``eos_token_id`` (int or list) joins ``stop_token_ids``: a union;
+- ``vllm/config/model.py`` ``try_get_generation_config`` -> ``vllm/transformers_utils/
+  config.py`` ``try_get_generation_config``: ``GenerationConfig.from_pretrained(folder)``; only
+  when generation_config.json is missing, ``GenerationConfig.from_model_config(get_config())``,
+  which reads the config *object*: config.json's ``eos_token_id``, else its config class's
+  default (a config.json without the key stops on ``LlamaConfig``'s 2, where transformers'
+  ``generate()`` stops on nothing), else its ``text_config`` object's.
+"""
 
 from __future__ import annotations
 
-from eosfix.runtimes.base import Runtime, StopInputs, one
-from eosfix.runtimes.transformers import _transformers
+from eosfix.runtimes import config_defaults
+from eosfix.runtimes.base import Runtime, StopInputs, ids_of, object_eos, one
+
+
+def _from_model_config(x: StopInputs) -> tuple[int, ...] | None:
+    # transformers generation/configuration_utils.py from_model_config: the object's
+    # non-None eos, else get_text_config(decoder=True)'s
+    _, top = object_eos(x, config_defaults.VLLM)
+    if top is not None:
+        return top
+    _, text = object_eos(x, config_defaults.VLLM, text_config=True)
+    return text
 
 
 def _vllm(x: StopInputs) -> frozenset[int]:
-    # vllm-project/vllm vllm/sampling_params.py update_from_generation_config: union
-    return one(x.tokenizer_eos_id) | _transformers(x)
+    generation = x.generation_config_eos if x.generation_config_exists else _from_model_config(x)
+    return one(x.tokenizer_eos_id) | ids_of(generation)
 
 
 RUNTIME = Runtime(
     name="vLLM",
-    reads="tokenizer eos + generation_config.json (config.json if missing)",
-    source="vllm-project/vllm vllm/sampling_params.py @00388f65",
+    reads="tokenizer eos + generation_config.json (the config.json object if missing)",
+    source="vllm-project/vllm vllm/sampling_params.py update_from_generation_config, "
+    "vllm/transformers_utils/config.py try_get_generation_config (0.33.0)",
     derive=_vllm,
-    note="union",
+    note="union; without generation_config.json, config.json's class default eos joins",
+    executed="0.33.0",
 )

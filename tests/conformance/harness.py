@@ -12,6 +12,10 @@ A runtime's stop set is read where its generation loop reads it:
   and transformers 5 names Llava's weights differently from what mlx-vlm expects), then the
   processor's ``StoppingCriteria``, reset with the model config's eos as ``generate`` does.
 
+vLLM, SGLang, TGI and ExLlamaV2 run in virtualenvs of their own (tests/conformance/external.py,
+runners/): ``build_matrix`` writes every shape in every state once, with eosfix's prediction for
+every runtime, so that each of them is asked once for all folders.
+
 eosfix's prediction is its current rule for that runtime applied to ``stop_inputs`` of the
 checked folder: before the fix, and after it as planned (the patches' new text, computed
 before anything is written).
@@ -25,7 +29,7 @@ from pathlib import Path
 
 from eosfix import api
 from eosfix.containers.folder.runtimes import runtime_table, stop_inputs
-from eosfix.runtimes import describe
+from eosfix.runtimes import RUNTIMES, describe
 
 STATES = ("before", "fix", "fix --config-json")
 
@@ -115,3 +119,45 @@ def predict(folder: Path, runtime: str, state: str) -> Prediction:
     assert fixed.error is None, fixed.error
     assert set(fixed.written) == {p.file for p in planned}
     return after
+
+
+def predict_all(folder: Path, state: str) -> dict[str, Prediction]:
+    """Every runtime's predicted set for ``state`` (one of STATES); for a fix state the fix
+    is then written, exactly the files it planned."""
+    config_json = state == "fix --config-json"
+    result = api.check(folder, config_json=config_json)
+    assert result.check is not None, result.error
+    patches = result.patches if state != "before" else ()
+    inputs = stop_inputs(result.check, patches)
+    rows = {r.runtime: r for r in runtime_table(result.check, result.patches).rows}
+    out = {}
+    for rt in RUNTIMES:
+        row = rows[rt.name]
+        verdicts = row.stops_before if state == "before" else row.stops_after
+        out[rt.name] = Prediction(rt.current.derive(inputs), verdicts["<|im_end|>"])
+    if state != "before":
+        fixed = api.fix(folder, config_json=config_json)
+        assert fixed.error is None, fixed.error
+        assert set(fixed.written) == {p.file for p in result.patches}
+    return out
+
+
+@dataclass(frozen=True)
+class Matrix:
+    """Every shape in every state, as a folder (written as the state says), with eosfix's
+    prediction for every runtime, made before the fix was written."""
+
+    folders: dict[tuple[str, str], Path]  # (shape name, state) -> folder
+    predicted: dict[tuple[str, str], dict[str, Prediction]]
+
+
+def build_matrix(root: Path, models: Path) -> Matrix:
+    from tests.conformance.shapes import SHAPES, build
+
+    folders, predicted = {}, {}
+    for state in STATES:
+        for shape in SHAPES:
+            key = (shape.name, state)
+            folders[key] = build(shape, root / state.replace(" ", "_") / shape.name, models)
+            predicted[key] = predict_all(folders[key], state)
+    return Matrix(folders, predicted)

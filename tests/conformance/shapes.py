@@ -18,9 +18,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tokenizers import AddedToken
+
 from tests.tiny_lm import save_tokenizer, word_level_tokenizer
 
 ENDOFTEXT, IM_START, IM_END = "<|endoftext|>", "<|im_start|>", "<|im_end|>"
+EOM, CONTENT_END, IFM_IM_END = "<|eom_id|>", "<|content_model_end_sampling|>", "<|ifm|im_end|>"
 SPECIAL = {ENDOFTEXT: 0, IM_START: 1, IM_END: 2}
 CHATML = (
     "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + message['content']"
@@ -62,6 +65,8 @@ class Shape:
     config: dict[str, Any] = field(default_factory=dict)  # eos keys merged into config.json
     generation: dict[str, Any] | None = None
     vlm: bool = False  # a Llava (config.json with text_config) instead of a Llama
+    # More added tokens, text -> special, at the ids after the vocabulary's.
+    added: dict[str, bool] = field(default_factory=dict)
 
 
 SHAPES: tuple[Shape, ...] = (
@@ -97,6 +102,15 @@ SHAPES: tuple[Shape, ...] = (
           {"eos_token_id": 0}, {"eos_token_id": [2, NO_TOKEN]}),
     Shape("config-ordinary", "config.json lists the word Paris, generation_config [2]",
           ENDOFTEXT, {"eos_token_id": [2, PARIS]}, {"eos_token_id": [2]}),
+    # Issue 24: the config class's default (LlamaConfig: 2) where config.json has no key;
+    # a generation_config 0 that SGLang ignores; added tokens SGLang stops on by their text.
+    Shape("config-no-eos", "config.json without eos_token_id, tokenizer eos <|endoftext|>",
+          ENDOFTEXT),
+    Shape("gen-zero-config-im-end", "generation_config 0, config.json and tokenizer <|im_end|>",
+          IM_END, {"eos_token_id": 2}, {"eos_token_id": 0}),
+    Shape("added-stop-texts", "added tokens <|eom_id|>, <|content_model_end_sampling|> and "
+          "<|ifm|im_end|> (not special)", ENDOFTEXT, {"eos_token_id": 0}, {"eos_token_id": 0},
+          added={EOM: True, CONTENT_END: True, IFM_IM_END: False}),
 )  # fmt: skip
 
 
@@ -151,7 +165,11 @@ def write_models(folder: Path) -> Path:
 def build(shape: Shape, folder: Path, models: Path) -> Path:
     """Write ``shape`` as a model folder the runtimes load (weights from ``write_models``)."""
     folder.mkdir(parents=True)
-    save_tokenizer(word_level_tokenizer([WORDS], SPECIAL), folder)
+    tokenizer = word_level_tokenizer([WORDS], SPECIAL)
+    tokenizer.add_tokens(
+        [AddedToken(t, special=sp, normalized=False) for t, sp in shape.added.items()]
+    )
+    save_tokenizer(tokenizer, folder)
     tokenizer_config: dict[str, Any] = {
         "tokenizer_class": "PreTrainedTokenizerFast",
         "bos_token": IM_START,

@@ -12,7 +12,7 @@ import pytest
 from eosfix import api
 from eosfix.runtimes import describe
 from tests.conformance.harness import PROBES, STATES, predict
-from tests.conformance.shapes import IM_END, PARIS, SHAPES, SPECIAL, build, write_models
+from tests.conformance.shapes import IM_END, PARIS, SHAPES, SPECIAL, build
 
 pytestmark = pytest.mark.slow
 
@@ -27,13 +27,6 @@ RUNTIME_ERRORS = {
     # transformers generation/utils.py _prepare_special_tokens: pad = eos_token_tensor[0]
     ("transformers", "gen-empty-list", "before"): IndexError,
 }
-
-
-@pytest.fixture(scope="session")
-def models(tmp_path_factory):
-    pytest.importorskip("torch", reason="the shapes' weights need torch (eosfix[verify])")
-    pytest.importorskip("transformers", reason="the shapes' weights need transformers")
-    return write_models(tmp_path_factory.mktemp("models"))
 
 
 def _require(runtime: str) -> None:
@@ -82,8 +75,8 @@ def test_after_fix_every_executed_runtime_stops_at_the_turn_end_and_nowhere_else
 @pytest.mark.parametrize("shape_name", ["text-config", "config-only", "gen-int"])
 def test_a_generation_config_reader_that_misses_is_a_fixable_finding(shape_name, models, tmp_path):
     """transformers stops on <|im_end|> in these shapes; a runtime that reads
-    generation_config.json does not (mlx-lm and mlx-vlm: executed here; TGI: modelled), and
-    writing the file fixes it: EOS015, not a caveat."""
+    generation_config.json does not (mlx-lm and mlx-vlm: executed here; TGI: in
+    test_external_runtimes.py), and writing the file fixes it: EOS015, not a caveat."""
     (shape,) = [s for s in SHAPES if s.name == shape_name]
     folder = build(shape, tmp_path / shape.name, models)
     result = api.check(folder)

@@ -99,14 +99,15 @@ class FilePatch:
         return {"file": self.file, "created": self.created, "diff": self.diff()}
 
     def diff(self, name: str = "") -> str:
-        """A unified diff, as ``git diff`` would show it (``name``: unused, the repo's files
-        are named relative to it)."""
+        """A unified diff, as ``git diff`` would show it: the file named under ``name``, the
+        folder it is in (``models/chat``), or relative to the repo when ``name`` is empty."""
         old = (self.old_text or "").splitlines(keepends=True)
         new = self.new_text.splitlines(keepends=True)
-        src = "/dev/null" if self.created else f"a/{self.file}"
+        path = f"{name.rstrip('/')}/{self.file}" if name else self.file
+        src = "/dev/null" if self.created else f"a/{path}"
         import difflib  # only a diff needs it (a check that finds nothing to fix shows none)
 
-        lines = difflib.unified_diff(old, new, src, f"b/{self.file}")
+        lines = difflib.unified_diff(old, new, src, f"b/{path}")
         return "".join(
             line if line.endswith("\n") else line + "\n\\ No newline at end of file\n"
             for line in lines

@@ -1,4 +1,5 @@
-"""A GGUF file as a container: its repo, its stop keys, its plan, llama.cpp's verdict."""
+"""A GGUF file as a container: its repo, its stop keys, its plan, llama.cpp's and ollama's
+verdicts."""
 
 from __future__ import annotations
 
@@ -7,21 +8,26 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from eosfix.containers.gguf.plan import KeyEdit
+from eosfix.containers.gguf.ollama import ollama_view
+from eosfix.containers.gguf.plan import GgufEdit, GgufValue
 from eosfix.containers.gguf.read import GgufModel, load_gguf
 from eosfix.containers.gguf.stops import GgufStops
 from eosfix.core.repo import ModelRepo
 from eosfix.decide.check import RepoCheck
 from eosfix.decide.verdicts import RowInputs, RuntimeTable, build_table
-from eosfix.runtimes import Pins, llamacpp
+from eosfix.runtimes import Pins, llamacpp, ollama
+from eosfix.runtimes.ollama_engines import OllamaStops, gguf_stops
 
 # llama.cpp reading a GGUF (not a folder a converter would turn into one).
 GGUF_READER = dataclasses.replace(
     llamacpp.RUNTIME,
     reads="tokenizer.ggml eos/eot/eom + token texts",
-    note="LM Studio, llama-cpp-python and ollama run it",
+    note="LM Studio, llama-cpp-python and ollama's llama.cpp engines run it",
     remedy="",
 )
+# ollama reading a GGUF blob: the engine its release runs the architecture on
+# (eosfix.runtimes.ollama_engines.gguf_stops), not ``ollama create`` from a folder.
+OLLAMA_READER = dataclasses.replace(ollama.RUNTIME, remedy="")
 
 
 @dataclass(frozen=True)
@@ -39,19 +45,50 @@ class Gguf:
     def keys(self) -> GgufStops:
         return GgufStops(self.model)
 
-    def plan(self, check: RepoCheck, *, config_json: bool = False) -> tuple[KeyEdit, ...]:
-        """The ``tokenizer.ggml.*_token_id`` values ``fix`` writes (config_json: no such file)."""
-        plan, _, _ = self.keys.plan(check.terminators, check.review, check.keep_ids)
+    def plan(self, check: RepoCheck, *, config_json: bool = False) -> tuple[GgufEdit, ...]:
+        """The ``tokenizer.ggml.*`` values ``fix`` writes (config_json: no such file)."""
+        plan = self.keys.plan(check.terminators, check.review, check.keep_ids).plan
         return plan.edits if plan is not None else ()
 
+    @staticmethod
+    def values(patches: Sequence[object]) -> dict[str, GgufValue]:
+        """key -> the value to write, for the planned edits."""
+        return {e.key: e.value for e in patches if isinstance(e, GgufEdit)}
+
+    def ollama_stops(
+        self,
+        patches: Sequence[object] = (),
+        version: str | None = None,
+        has_projector: bool = False,
+    ) -> OllamaStops:
+        """What ollama ``version`` (None: the latest eosfix read) stops on for this file, with
+        ``patches`` written."""
+        view = ollama_view(self.model, self.values(patches), has_projector=has_projector)
+        return gguf_stops(view, version)
+
     def runtime_table(
-        self, check: RepoCheck, patches: Sequence[KeyEdit], pins: Pins | None
+        self, check: RepoCheck, patches: Sequence[GgufEdit], pins: Pins | None
     ) -> RuntimeTable:
-        """llama.cpp's set now and once the planned keys are written."""
+        """llama.cpp's and ollama's sets now and once the planned keys are written."""
         now = frozenset(check.stop.ids or ())
         after = now if check.proposed is None else frozenset(check.proposed)
-        spec = RowInputs(GGUF_READER, GGUF_READER.current, (now, after, after))
-        return build_table(check, [spec])
+        llama = RowInputs(GGUF_READER, GGUF_READER.current, (now, after, after))
+        version = (pins or {}).get(ollama.RUNTIME.name)
+        before_o, after_o = self.ollama_stops((), version), self.ollama_stops(patches, version)
+        rule = dataclasses.replace(
+            OLLAMA_READER.rule_for(version),
+            reads=f"{before_o.engine}: {before_o.reads}",
+            source=before_o.source,
+        )
+        note = (
+            f"ollama {before_o.version} runs {self.model.architecture or 'it'} on {before_o.engine}"
+        )
+        if before_o.rewrites:
+            changed = ", ".join(f"{k} -> {v}" for k, v in before_o.rewrites.items())
+            note += f"; its compatibility layer rewrites {changed}"
+        sets = (before_o.ids, after_o.ids, after_o.ids)
+        row = RowInputs(OLLAMA_READER, rule, sets, pinned=version, note=note)
+        return build_table(check, [llama, row])
 
 
 def open_gguf(path: Path) -> Gguf:

@@ -11,7 +11,7 @@ changed by any key. Pure.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Iterable
 
 from eosfix.analysis.terminators import TerminatorSet
 from eosfix.containers.gguf.read import TOKENS_KEY, GgufModel
@@ -40,15 +40,23 @@ def repointable(model: GgufModel, s: StopId, keep: Collection[int]) -> tuple[str
     return why
 
 
+def classify_ids(
+    model: GgufModel, ts: TerminatorSet, eos: TokenInfo | None, ids: Iterable[int]
+) -> tuple[StopId, ...]:
+    """Each id as a ``StopId``: those that cut a reply are written inside a turn, or ordinary
+    text (token type normal or byte, ``tokenizer.ggml.token_type``); an id past the token
+    list is no token."""
+    types = model.token_types or ()
+    wanted = list(ids)
+    ordinary = {i: 0 <= i < len(types) and types[i] in ORDINARY_TYPES for i in wanted}
+    bound = VocabBound(model.vocab.n_tokens, None, TOKENS_KEY)
+    return classify(
+        model.repo, ts, eos, wanted, bound=bound, ordinary=ordinary, pieces=model.vocab.model
+    )
+
+
 def classify_eog(
     model: GgufModel, ts: TerminatorSet, eos: TokenInfo | None, eog: EogSet
 ) -> tuple[StopId, ...]:
-    """Every id of llama.cpp's set as a ``StopId``: those that cut a reply are written inside a
-    turn, or ordinary text (token type normal or byte, ``tokenizer.ggml.token_type``)."""
-    types = model.token_types or ()
-    ordinary = {i: i < len(types) and types[i] in ORDINARY_TYPES for i in eog.ids}
-    bound = VocabBound(model.vocab.n_tokens, None, TOKENS_KEY)
-    return classify(
-        model.repo, ts, eos, sorted(eog.ids), bound=bound, ordinary=ordinary,
-        pieces=model.vocab.model,
-    )  # fmt: skip
+    """Every id of llama.cpp's set as a ``StopId`` (``classify_ids``)."""
+    return classify_ids(model, ts, eos, sorted(eog.ids))

@@ -29,6 +29,7 @@ from eosfix.containers.gguf.early import SLOTS, repointable
 from eosfix.containers.gguf.read import GgufModel, ValueType
 from eosfix.decide.stopids import StopId
 from eosfix.runtimes.llamacpp import EogSet, GgufVocab, end_of_generation, key_name
+from eosfix.runtimes.ollama_gguf import INT32
 
 _KIND_ORDER = {TURN_END: 0, NEXT_TURN: 1, TOOL_CALL: 2}
 
@@ -48,6 +49,10 @@ class KeyEdit:
     def file(self) -> str:
         """What the edit changes (the key: a GGUF's findings name keys as files)."""
         return self.key
+
+    @property
+    def value(self) -> int:
+        return self.new
 
     @property
     def old_str(self) -> str:
@@ -78,10 +83,77 @@ class KeyEdit:
 
 
 @dataclass(frozen=True)
+class ArrayEdit:
+    """A ``tokenizer.ggml.eos_token_ids`` list to write, as an ARRAY of INT32: the only type
+    ollama's Go engine reads (``eosfix.containers.gguf.ollama``)."""
+
+    key: str
+    old: tuple[int, ...] | None  # the items in the file (None: the key is absent)
+    old_type: str  # its item type name ("" when absent)
+    new: tuple[int, ...]
+    tokens: tuple[str, ...]  # the token text of each new item
+    in_place: bool = False  # the key exists as an INT32 array of the same length
+
+    @property
+    def file(self) -> str:
+        return self.key
+
+    @property
+    def value(self) -> tuple[int, ...]:
+        return self.new
+
+    @property
+    def old_str(self) -> str:
+        if self.old is None:
+            return "(unset)"
+        items = "[" + ", ".join(str(i) for i in self.old) + "]"
+        return items if self.old_type == INT32 else f"{items} ({self.old_type})"
+
+    @property
+    def summary(self) -> str:
+        return f"{self.key} -> [{', '.join(str(i) for i in self.new)}] (INT32)"
+
+    @property
+    def how(self) -> str:
+        if self.in_place:
+            return "in place: only those 4-byte values"
+        return "rewrite: new header, tensor data copied and hash-checked"
+
+    def diff(self, name: str = "") -> str:
+        new = ", ".join(f"{i} {t}" for i, t in zip(self.new, self.tokens, strict=True))
+        return (
+            f"--- a/{name} (GGUF metadata)\n+++ b/{name} (GGUF metadata)\n"
+            f"-{self.key}: {self.old_str}\n+{self.key}: [{', '.join(map(str, self.new))}]"
+            f"  # INT32: {new}\n"
+        )
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            "key": self.key, "old": None if self.old is None else list(self.old),
+            "old_type": self.old_type or None, "new": list(self.new), "type": f"ARRAY of {INT32}",
+            "tokens": list(self.tokens), "in_place": self.in_place,
+        }  # fmt: skip
+
+
+GgufEdit = KeyEdit | ArrayEdit
+GgufValue = int | tuple[int, ...]  # a UINT32 value, or an ARRAY of INT32
+
+
+@dataclass(frozen=True)
 class GgufPlan:
-    edits: tuple[KeyEdit, ...]
+    edits: tuple[GgufEdit, ...]
     eog_after: EogSet
-    in_place: bool  # every key exists as UINT32: only those bytes change
+    in_place: bool  # every edit rewrites existing bytes of the same size: nothing else moves
+
+    @property
+    def key_edits(self) -> tuple[KeyEdit, ...]:
+        """The ``*_token_id`` edits (llama.cpp's slots)."""
+        return tuple(e for e in self.edits if isinstance(e, KeyEdit))
+
+    @property
+    def values(self) -> dict[str, GgufValue]:
+        """key -> the value to write."""
+        return {e.key: e.value for e in self.edits}
 
 
 def _with_key(vocab: GgufVocab, role: str, token_id: int) -> GgufVocab:

@@ -17,15 +17,17 @@ from __future__ import annotations
 import enum
 import mmap
 import os
+import re
 import struct
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from eosfix.containers.target import first_shard
 from eosfix.core.errors import RepoLoadError, reading
 from eosfix.core.repo import ChatTemplate, ModelRepo, TokenInfo, TokenTable
 from eosfix.runtimes.llamacpp import ID_KEYS, KEY_PREFIX, GgufVocab, SpecialIds, special_ids
+from eosfix.runtimes.ollama_gguf import SHAPE_ARCHITECTURES
 
 MAGIC = b"GGUF"
 TEMPLATE_KEY = "tokenizer.chat_template"
@@ -34,6 +36,9 @@ TOKEN_TYPE_KEY = "tokenizer.ggml.token_type"
 MODEL_KEY = "tokenizer.ggml.model"
 PRE_KEY = "tokenizer.ggml.pre"
 ALIGNMENT_KEY = "general.alignment"
+SPLIT_COUNT_KEY = "split.count"
+ARCH_KEY = "general.architecture"
+EOS_IDS_KEY = "tokenizer.ggml.eos_token_ids"
 DEFAULT_ALIGNMENT = 32
 # Limits far above real files (the largest vocabularies have ~262k tokens and headers of a
 # few MB), low enough that a hostile header cannot make eosfix hold or walk gigabytes.
@@ -42,6 +47,7 @@ MAX_KEY_BYTES = 65536
 MAX_TOKENS = 1 << 22
 MAX_TEMPLATE_BYTES = 16 * 1024 * 1024
 MAX_TENSORS = 1 << 20
+SPLIT_NAME = re.compile(r"^(?P<stem>.*)-(?P<no>\d{5})-of-(?P<count>\d{5})\.gguf$")
 # llama.cpp token types (tokenizer.ggml.token_type): 3 control, 4 user-defined
 CONTROL, USER_DEFINED = 3, 4
 
@@ -68,7 +74,7 @@ _SCALAR = {
     ValueType.UINT64: "<Q", ValueType.INT64: "<q", ValueType.FLOAT64: "<d",
 }  # fmt: skip
 # Arrays whose items eosfix needs; every other array is skipped without building objects.
-_DECODED_ARRAYS = frozenset({TOKENS_KEY, TOKEN_TYPE_KEY, "tokenizer.ggml.eos_token_ids"})
+_DECODED_ARRAYS = frozenset({TOKENS_KEY, TOKEN_TYPE_KEY, EOS_IDS_KEY})
 
 
 @dataclass(frozen=True)
@@ -297,22 +303,80 @@ def read_header(path: str | Path) -> Header:
         buf.close()
 
 
-def tensor_info_end(header: Header) -> int:
-    """Offset after the tensor infos (name, dims, type, offset of each tensor)."""
+# ggml type -> (elements per block, bytes per block): ggml/src/ggml.c type_traits (the same
+# table gguf-py has as GGML_QUANT_SIZES). A type not listed is one eosfix does not know: its
+# tensor's size is not checked, only where its data starts.
+GGML_BLOCKS: dict[int, tuple[int, int]] = {
+    0: (1, 4), 1: (1, 2), 2: (32, 18), 3: (32, 20), 6: (32, 22), 7: (32, 24), 8: (32, 34),
+    9: (32, 40), 10: (256, 84), 11: (256, 110), 12: (256, 144), 13: (256, 176),
+    14: (256, 210), 15: (256, 292), 16: (256, 66), 17: (256, 74), 18: (256, 98),
+    19: (256, 50), 20: (32, 18), 21: (256, 110), 22: (256, 82), 23: (256, 136), 24: (1, 1),
+    25: (1, 2), 26: (1, 4), 27: (1, 8), 28: (1, 8), 29: (256, 56), 30: (1, 2),
+    34: (256, 54), 35: (256, 66), 39: (32, 17), 40: (64, 36), 41: (128, 18),
+}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Tensors:
+    """What the tensor infos say: where they end, and each tensor's shape (when asked for)."""
+
+    info_end: int
+    shapes: dict[str, tuple[int, ...]] | None  # name -> ne (dims), None: not collected
+
+
+def _nbytes(dims: tuple[int, ...], ggml_type: int) -> int | None:
+    block = GGML_BLOCKS.get(ggml_type)
+    if block is None:
+        return None
+    elements, size = block
+    rows = 1
+    for d in dims[1:]:
+        rows *= d
+    return (dims[0] if dims else 1) // elements * size * rows
+
+
+def read_tensors(header: Header, *, shapes: bool = False) -> Tensors:
+    """Walk the tensor infos (name, dims, type, offset of each tensor) and check that every
+    tensor's data lies inside the file, as llama.cpp does before it loads a model (a truncated
+    download fails there: "tensor data is not within the file bounds"). ``shapes``: also
+    collect name -> dims."""
     buf, st = _open_map(header.path)
     try:
         r = _Reader(buf, header.path, st.st_size)
         r.pos = header.kv_end
+        found: dict[str, tuple[int, ...]] | None = {} if shapes else None
+        last, last_name = 0, b""  # the furthest any tensor's data reaches (from data start)
         for i in range(header.n_tensors):
-            r.skip_string(f"tensor {i} name")
+            name = r.raw_string(f"tensor {i} name", MAX_KEY_BYTES)
             n_dims = r.u32(f"tensor {i} dimension count")
             if n_dims > 8:
                 raise r.fail(f"tensor {i} claims {n_dims} dimensions")
             r.need(n_dims * 8 + 4 + 8, f"tensor {i} info")
+            dims = struct.unpack_from(f"<{n_dims}Q", buf, r.pos)
+            ggml_type, offset = struct.unpack_from("<IQ", buf, r.pos + n_dims * 8)
             r.pos += n_dims * 8 + 4 + 8
-        return r.pos
+            end = offset + (_nbytes(dims, ggml_type) or 0)
+            if end > last:
+                last, last_name = end, name
+            if found is not None:
+                found[name.decode("utf-8", "surrogateescape")] = tuple(dims)
+        needed = data_start(header, r.pos) + last
+        if header.n_tensors and needed > st.st_size:
+            text = last_name.decode("utf-8", "replace")
+            raise RepoLoadError(
+                f"truncated: tensor {text!r} needs bytes up to {needed}, the file has "
+                f"{st.st_size} (llama.cpp refuses it: tensor data is not within the file "
+                "bounds; download it again)",
+                path=header.path,
+            )
+        return Tensors(r.pos, found)
     finally:
         buf.close()
+
+
+def tensor_info_end(header: Header) -> int:
+    """Offset after the tensor infos (name, dims, type, offset of each tensor)."""
+    return read_tensors(header).info_end
 
 
 def data_start(header: Header, info_end: int) -> int:
@@ -321,12 +385,103 @@ def data_start(header: Header, info_end: int) -> int:
     return info_end + (-info_end % align)
 
 
+# --- split files --------------------------------------------------------------------------
+
+
+def shard_name(stem: str, no: int, count: int) -> str:
+    """llama.cpp's name for shard ``no`` of ``count`` (``llama_split_path``)."""
+    return f"{stem}-{no:05d}-of-{count:05d}.gguf"
+
+
+def first_shard(path: Path) -> Path:
+    """The shard holding the metadata (``-00001-of-0000N.gguf``) for any shard of a split."""
+    m = SPLIT_NAME.match(path.name)
+    if m is None or int(m["no"]) == 1:
+        return path
+    count = int(m["count"])
+    first = path.with_name(shard_name(m["stem"], 1, count))
+    if not first.exists():
+        absent = [n for n in range(1, count + 1)
+                  if not path.with_name(shard_name(m["stem"], n, count)).exists()]  # fmt: skip
+        raise RepoLoadError(
+            f"shard {int(m['no'])} of {count}; its metadata is in {first.name}, which is "
+            f"missing (missing shards: {_numbers(absent)})",
+            path=path,
+        )
+    return first
+
+
+def _numbers(items: Sequence[int]) -> str:
+    return ", ".join(str(i) for i in items)
+
+
+def split_count(header: Header) -> int:
+    """How many files the model is split into (``split.count``, which llama.cpp reads)."""
+    value = header.value(SPLIT_COUNT_KEY, 1)
+    return value if isinstance(value, int) and not isinstance(value, bool) else 1
+
+
+def shard_paths(header: Header) -> tuple[Path, ...]:
+    """Every file of the model, the first (this one) first: a split's shards as llama.cpp names
+    them from the first shard's name and ``split.count``. RepoLoadError when llama.cpp cannot
+    load the set: a name it cannot derive the others from, or a shard missing."""
+    count, path = split_count(header), header.path
+    if count <= 1:
+        return (path,)
+    m = SPLIT_NAME.match(path.name)
+    if m is None or int(m["no"]) != 1 or int(m["count"]) != count:
+        raise RepoLoadError(
+            f"split into {count} files ({SPLIT_COUNT_KEY}), but its name does not end in "
+            f"-00001-of-{count:05d}.gguf, so llama.cpp cannot find the other shards (it refuses "
+            '"invalid split file name")',
+            path=path,
+        )
+    paths = tuple(path.with_name(shard_name(m["stem"], n, count)) for n in range(1, count + 1))
+    absent = [n for n, p in enumerate(paths, 1) if not p.is_file()]
+    if absent:
+        names = ", ".join(paths[n - 1].name for n in absent)
+        raise RepoLoadError(
+            f"shard 1 of {count}; missing shards: {_numbers(absent)} ({names}): llama.cpp "
+            "loads every shard of a split",
+            path=path,
+        )
+    return paths
+
+
+def is_later_shard(path: Path) -> bool:
+    m = SPLIT_NAME.match(path.name)
+    return m is not None and int(m["no"]) > 1
+
+
+def iter_gguf_files(folder: Path) -> Iterator[Path]:
+    """Every ``*.gguf`` under ``folder`` (sorted), later shards of a split left out unless
+    their first shard is missing (loading one then says which shards are)."""
+    for p in sorted(folder.rglob("*.gguf")):
+        if not p.is_file():
+            continue
+        m = SPLIT_NAME.match(p.name) if is_later_shard(p) else None
+        if m is None:
+            yield p
+        elif not p.with_name(shard_name(m["stem"], 1, int(m["count"]))).exists():
+            lowest = min(
+                int(q["no"]) for q in map(SPLIT_NAME.match, (c.name for c in p.parent.iterdir()))
+                if q is not None and q["stem"] == m["stem"] and q["count"] == m["count"]
+            )  # fmt: skip
+            if int(m["no"]) == lowest:  # one orphan shard stands for the set
+                yield p
+
+
 # --- the repo model -----------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
 class GgufModel:
-    """A GGUF as eosfix sees it: the header, llama.cpp's view of its vocabulary, the repo."""
+    """A GGUF as eosfix sees it: the header, llama.cpp's view of its vocabulary, the repo.
+
+    ``shards``: every file of the model (a split's shards, the first one first);
+    ``tensor_shapes``: name -> dims of each tensor, read only for the architectures whose
+    stop keys ollama rewrites by tensor shape (None otherwise).
+    """
 
     path: Path
     header: Header
@@ -334,10 +489,35 @@ class GgufModel:
     specials: SpecialIds
     repo: ModelRepo
     token_types: tuple[int, ...] | None
+    shards: tuple[Path, ...] = ()
+    tensor_shapes: dict[str, tuple[int, ...]] | None = None
 
     def token_text(self, token_id: int | None) -> str | None:
         tokens = self.header.value(TOKENS_KEY) or []
         return tokens[token_id] if token_id is not None and 0 <= token_id < len(tokens) else None
+
+    @property
+    def architecture(self) -> str:
+        value = self.header.value(ARCH_KEY, "")
+        return value if isinstance(value, str) else ""
+
+    @property
+    def eos_token_ids(self) -> tuple[tuple[int, ...] | None, str]:
+        """``tokenizer.ggml.eos_token_ids`` (ollama's key; llama.cpp never reads it): its
+        integer items (None: absent) and its item type name (``INT32``...; a value that is not
+        an array is named ``scalar <TYPE>``). Never a reason to refuse the file."""
+        f = self.header.fields.get(EOS_IDS_KEY)
+        if f is None:
+            return None, ""
+        if f.item_type is None:
+            return (), f"scalar {f.type.name}"
+        ints = f.item_type not in (ValueType.STRING, ValueType.BOOL, ValueType.FLOAT32,
+                                   ValueType.FLOAT64)  # fmt: skip
+        return (tuple(int(v) for v in f.value) if ints else ()), f.item_type.name
+
+    @property
+    def n_split(self) -> int:
+        return len(self.shards) or 1
 
 
 def _expect(header: Header, key: str, vtype: ValueType, item: ValueType | None = None) -> None:
@@ -418,10 +598,19 @@ def _added_tokens(tokens: list[str], types: list[int] | None) -> dict[str, Token
 
 
 def load_gguf(path: str | Path) -> GgufModel:
-    """Read the GGUF at ``path`` (a later shard of a split is read from the first)."""
+    """Read the GGUF at ``path`` (a later shard of a split is read from the first).
+
+    Refused as llama.cpp refuses it: a key of the wrong type, a tensor whose data lies
+    outside its file (a truncated download), a split with a shard missing.
+    """
     path = first_shard(Path(path))
     header = read_header(path)
     _validate(header)
+    arch = header.value(ARCH_KEY, "")
+    tensors = read_tensors(header, shapes=arch in SHAPE_ARCHITECTURES)
+    shards = shard_paths(header)
+    for shard in shards[1:]:
+        read_tensors(read_header(shard))
     vocab = _vocab(header)
     specials = special_ids(vocab)
     tokens: list[str] = header.value(TOKENS_KEY) or []
@@ -435,4 +624,7 @@ def load_gguf(path: str | Path) -> GgufModel:
         added_tokens=_added_tokens(tokens, types),
         vocabulary=TokenTable(vocab.text_ids, TOKENS_KEY),
     )
-    return GgufModel(path, header, vocab, specials, repo, tuple(types) if types else None)
+    return GgufModel(
+        path, header, vocab, specials, repo, tuple(types) if types else None, shards,
+        tensors.shapes,
+    )  # fmt: skip

@@ -1,15 +1,27 @@
-"""Write ``tokenizer.ggml.*_token_id`` values into a GGUF, touching nothing else.
+"""Write ``tokenizer.ggml.*`` stop keys into a GGUF, touching nothing else.
 
-Two ways, chosen by ``write_token_ids``:
+One module, over 400 lines: writing in place, rewriting, copying a split's shards and the
+refusals before any of them share one layout, one verification and one commit of temp files.
 
-- **in place**, when every key exists as UINT32 and the file is an ordinary, unshared file:
-  only those 4-byte values are written; the header is then re-read and compared byte for
-  byte with the expected one (a mismatch puts the old bytes back);
-- **rewrite**, otherwise (a key to add, ``--output``, a hard-linked file): a new header with
-  the keys appended, the tensor infos and data copied unchanged into a temp file beside the
-  target after a free-space check, the data section hashed while copying and hashed again
-  from the new file, the new header re-parsed and compared, then renamed over the target.
-  On any failure the temp file is removed and the original is untouched.
+A value is a ``*_token_id`` (UINT32) or ``tokenizer.ggml.eos_token_ids`` (an ARRAY of INT32,
+ollama's key). Two ways, chosen by ``write_token_ids``:
+
+- **in place**, when every key exists with the same encoding (a UINT32; an INT32 array of
+  the same length) and the file is an ordinary, unshared file: only those bytes are written;
+  the header is then re-read and compared byte for byte with the expected one (a mismatch
+  puts the old bytes back);
+- **rewrite**, otherwise (a key to add or retype, ``--output``, a hard-linked file): a new
+  header with the keys replaced or appended, the tensor infos and data copied unchanged into
+  a temp file beside the target after a free-space check, the data section hashed while
+  copying and hashed again from the new file, the new header re-parsed and compared, then
+  renamed over the target. On any failure the temp file is removed and the original is
+  untouched.
+
+``--output`` writes a complete model: for a split, every shard under the output's name (the
+first rewritten, the others copied and hash-checked), since llama.cpp finds the shards by
+name; with nothing to change, a verified copy (``copy_gguf``). An existing output is
+refused unless ``force``. An ollama blob (``blobs/sha256-<hex>``) is never written in place:
+its name is its content's hash, which the store's manifests name.
 """
 
 from __future__ import annotations
@@ -21,19 +33,23 @@ import shutil
 import stat
 import struct
 import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, BinaryIO
 
+from eosfix.containers.gguf.plan import GgufValue
 from eosfix.containers.gguf.read import (
     MAGIC,
+    SPLIT_NAME,
     Header,
     ValueType,
     data_start,
     read_header,
+    shard_name,
     tensor_info_end,
 )
+from eosfix.containers.target import is_ollama_blob
 from eosfix.core.errors import VerificationError, WriteError
 from eosfix.core.fileio import check_writable, fsync_dir, locked_dir, remove_stale_temps
 
@@ -45,24 +61,53 @@ _TMP_SUFFIX = ".eosfix-tmp"  # eosfix.core.fileio removes such files left by a k
 
 @dataclass(frozen=True)
 class WriteResult:
-    path: Path  # the file written
-    mode: str  # "in-place" | "rewrite"
+    path: Path  # the file written (a split's first shard)
+    mode: str  # "in-place" | "rewrite" | "copy"
     bytes_written: int
     data_sha256: str | None  # the tensor data's hash, equal before and after (rewrite)
+    paths: tuple[Path, ...] = ()  # every file written (a split's shards, in order)
 
 
 def _u32(value: int) -> bytes:
     return struct.pack("<I", value)
 
 
-def _entry(key: str, value: int) -> bytes:
+def _value_bytes(value: GgufValue) -> bytes:
+    """The bytes of the value itself (after the type and, for an array, its header)."""
+    if isinstance(value, int):
+        return _u32(value)
+    return struct.pack(f"<{len(value)}i", *value)
+
+
+def _entry(key: str, value: GgufValue) -> bytes:
     raw = key.encode("utf-8")
-    return struct.pack("<Q", len(raw)) + raw + _u32(ValueType.UINT32) + _u32(value)
+    head = struct.pack("<Q", len(raw)) + raw
+    if isinstance(value, int):
+        return head + _u32(ValueType.UINT32) + _u32(value)
+    array = struct.pack("<IIQ", ValueType.ARRAY, ValueType.INT32, len(value))
+    return head + array + _value_bytes(value)
 
 
-def _can_edit_in_place(header: Header, values: Mapping[str, int]) -> bool:
-    fields = header.fields
-    if not all(k in fields and fields[k].type is ValueType.UINT32 for k in values):
+def _same_encoding(header: Header, key: str, value: GgufValue) -> bool:
+    """The key exists and ``value`` fits its bytes exactly (nothing else moves)."""
+    f = header.fields.get(key)
+    if f is None:
+        return False
+    if isinstance(value, int):
+        return f.type is ValueType.UINT32
+    return (
+        f.item_type is ValueType.INT32 and isinstance(f.value, list) and len(f.value) == len(value)
+    )
+
+
+def _reads_back(value: object, wanted: GgufValue) -> bool:
+    if isinstance(wanted, int):
+        return value == wanted
+    return isinstance(value, list) and tuple(value) == wanted
+
+
+def _can_edit_in_place(header: Header, values: Mapping[str, GgufValue]) -> bool:
+    if not all(_same_encoding(header, k, v) for k, v in values.items()):
         return False
     info = os.lstat(header.path)
     return stat.S_ISREG(info.st_mode) and info.st_nlink == 1
@@ -82,7 +127,7 @@ def _read_span(fh: BinaryIO, start: int, end: int) -> bytes:
     return fh.read(end - start)
 
 
-def _edit_in_place(header: Header, values: Mapping[str, int]) -> WriteResult:
+def _edit_in_place(header: Header, values: Mapping[str, GgufValue]) -> WriteResult:
     path = header.path
     with locked_dir(path):
         _unchanged_since_read(header)
@@ -91,11 +136,11 @@ def _edit_in_place(header: Header, values: Mapping[str, int]) -> WriteResult:
             old = os.pread(fd, header.kv_end, 0)
             expected = bytearray(old)
             for key, value in values.items():
-                at = header.fields[key].value_start
-                expected[at : at + 4] = _u32(value)
+                at, data = header.fields[key].value_start, _value_bytes(value)
+                expected[at : at + len(data)] = data
             try:
                 for key, value in values.items():
-                    os.pwrite(fd, _u32(value), header.fields[key].value_start)
+                    os.pwrite(fd, _value_bytes(value), header.fields[key].value_start)
                 os.fsync(fd)
                 ok = os.pread(fd, header.kv_end, 0) == bytes(expected) and _values_ok(path, values)
             except OSError as exc:
@@ -107,12 +152,13 @@ def _edit_in_place(header: Header, values: Mapping[str, int]) -> WriteResult:
                 raise VerificationError("re-read header differs; old bytes restored", path=path)
         finally:
             os.close(fd)
-    return WriteResult(path, "in-place", 4 * len(values), None)
+    size = sum(len(_value_bytes(v)) for v in values.values())
+    return WriteResult(path, "in-place", size, None, (path,))
 
 
-def _values_ok(path: Path, values: Mapping[str, int]) -> bool:
+def _values_ok(path: Path, values: Mapping[str, GgufValue]) -> bool:
     new = read_header(path)
-    return all(new.value(k) == v for k, v in values.items())
+    return all(_reads_back(new.value(k), v) for k, v in values.items())
 
 
 # --- rewrite ------------------------------------------------------------------------------
@@ -130,21 +176,25 @@ class _Layout:
         return len(self.head) + self.data_len
 
 
-def _layout(header: Header, values: Mapping[str, int]) -> _Layout:
+def _layout(header: Header, values: Mapping[str, GgufValue]) -> _Layout:
     info_end = tensor_info_end(header)
     with open(header.path, "rb") as fh:
         kv = bytearray(_read_span(fh, header.kv_start, header.kv_end))
         info = _read_span(fh, header.kv_end, info_end)
     appended = b""
+    # Spliced from the last field to the first, so earlier offsets stay valid.
+    present = sorted((k for k in values if k in header.fields),
+                     key=lambda k: header.fields[k].start, reverse=True)  # fmt: skip
+    for key in present:
+        f, value = header.fields[key], values[key]
+        if _same_encoding(header, key, value):
+            at, data = f.value_start - header.kv_start, _value_bytes(value)
+            kv[at : at + len(data)] = data
+        else:  # another type (an eos_token_ids array of UINT32...): the whole entry replaced
+            kv[f.start - header.kv_start : f.end - header.kv_start] = _entry(key, value)
     for key, value in values.items():
-        f = header.fields.get(key)
-        if f is not None and f.type is ValueType.UINT32:
-            at = f.value_start - header.kv_start
-            kv[at : at + 4] = _u32(value)
-        elif f is None:
+        if key not in header.fields:
             appended += _entry(key, value)
-        else:  # load_gguf refuses such a file; never reached with a checked model
-            raise VerificationError(f"{key} is {f.type_name}, not UINT32", path=header.path)
     n_kv = len(header.fields) + sum(1 for k in values if k not in header.fields)
     pre = MAGIC + _u32(header.version) + struct.pack("<QQ", header.n_tensors, n_kv)
     head = pre + bytes(kv) + appended + info
@@ -203,7 +253,7 @@ def _verify_rewrite(
     old: Header,
     tmp: Path,
     lay: _Layout,
-    values: Mapping[str, int],
+    values: Mapping[str, GgufValue],
     sha: str,
     progress: Progress | None,
 ) -> None:
@@ -222,77 +272,225 @@ def _verify_rewrite(
             raise VerificationError("tensor infos differ in the new file", path=tmp)
     if set(new.fields) != set(old.fields) | set(values):
         raise VerificationError("the new file's keys differ", path=tmp)
-    if any(new.value(k) != v for k, v in values.items()):
+    if not all(_reads_back(new.value(k), v) for k, v in values.items()):
         raise VerificationError("a written value does not read back", path=tmp)
     if _hash_file(tmp, len(lay.head), lay.data_len, progress) != sha:
         raise VerificationError("tensor data hash differs after copying", path=tmp)
 
 
-def _rewrite(
-    header: Header, values: Mapping[str, int], target: Path, progress: Progress | None
-) -> WriteResult:
+def _temp_beside(target: Path) -> IO[bytes]:
+    try:
+        return tempfile.NamedTemporaryFile(
+            dir=target.parent, delete=False, prefix=f".{target.name}.", suffix=_TMP_SUFFIX
+        )
+    except OSError as exc:
+        reason = exc.strerror or exc
+        raise WriteError(f"cannot create a temp file: {reason}", path=target) from None
+
+
+def _mode_of(path: Path) -> int:
+    return stat.S_IMODE(os.stat(path).st_mode)
+
+
+def _rewritten_temp(
+    header: Header, values: Mapping[str, GgufValue], target: Path, progress: Progress | None
+) -> tuple[Path, _Layout, str]:
+    """The rewritten file in a verified temp file beside ``target``."""
     lay = _layout(header, values)
-    with locked_dir(target):
+    out = _temp_beside(target)
+    tmp = Path(out.name)
+    try:
+        with out, open(header.path, "rb") as src:
+            out.write(lay.head)
+            sha = _copy_data(src, out, lay.data_from, lay.data_len, progress)
+            out.flush()
+            os.fsync(out.fileno())
+            os.fchmod(out.fileno(), _mode_of(header.path))
+        _verify_rewrite(header, tmp, lay, values, sha, progress)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    return tmp, lay, sha
+
+
+def _copied_temp(src: Path, target: Path, progress: Progress | None) -> tuple[Path, int, str]:
+    """A copy of ``src`` in a temp file beside ``target``, hash-checked."""
+    size = os.stat(src).st_size
+    out = _temp_beside(target)
+    tmp = Path(out.name)
+    try:
+        with out, open(src, "rb") as fh:
+            sha = _copy_data(fh, out, 0, size, progress)
+            out.flush()
+            os.fsync(out.fileno())
+            os.fchmod(out.fileno(), _mode_of(src))
+        if _hash_file(tmp, 0, size, progress) != sha:
+            raise VerificationError("the copy's hash differs from the original's", path=tmp)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    return tmp, size, sha
+
+
+def _commit(
+    header: Header,
+    targets: Sequence[Path],
+    make: Callable[[int, Path], tuple[Path, int, str | None]],
+    mode: str,
+) -> WriteResult:
+    """Make every target's temp file (``make(index, target)``), then rename them all into
+    place; on a failure before the renames, every temp file is removed."""
+    folder = targets[0].parent
+    with locked_dir(targets[0]):
         _unchanged_since_read(header)
-        _free_space_check(target, lay.size)
-        remove_stale_temps(target.parent)
-        mode = stat.S_IMODE(os.stat(header.path).st_mode)
+        remove_stale_temps(folder)
+        made: list[Path] = []
+        total, first_sha = 0, None
         try:
-            out = tempfile.NamedTemporaryFile(  # noqa: SIM115 (closed below or on error)
-                dir=target.parent, delete=False, prefix=f".{target.name}.", suffix=_TMP_SUFFIX
-            )
-        except OSError as exc:
-            reason = exc.strerror or exc
-            raise WriteError(f"cannot create a temp file: {reason}", path=target) from None
-        tmp = Path(out.name)
-        try:
-            with out, open(header.path, "rb") as src:
-                out.write(lay.head)
-                sha = _copy_data(src, out, lay.data_from, lay.data_len, progress)
-                out.flush()
-                os.fsync(out.fileno())
-                os.fchmod(out.fileno(), mode)
-            _verify_rewrite(header, tmp, lay, values, sha, progress)
-            os.replace(tmp, target)
+            for index, target in enumerate(targets):
+                tmp, size, sha = make(index, target)
+                made.append(tmp)
+                total += size
+                first_sha = sha if index == 0 else first_sha
+            for tmp, target in zip(made, targets, strict=True):
+                os.replace(tmp, target)
         except BaseException as exc:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
+            for tmp in made:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp)
             if isinstance(exc, OSError):
                 reason = exc.strerror or str(exc)
                 raise WriteError(
-                    f"write failed, original unchanged: {reason}", path=target
+                    f"write failed, original unchanged: {reason}", path=targets[0]
                 ) from exc
             raise
-    fsync_dir(target.parent)
-    return WriteResult(target, "rewrite", lay.size, sha)
+    fsync_dir(folder)
+    return WriteResult(targets[0], mode, total, first_sha, tuple(targets))
 
 
-def check_target(header: Header, output: Path | None) -> Path:
-    """Where the result goes; refuse what must not be written, before anything is."""
-    if output is None or (output.exists() and output.resolve() == header.path.resolve()):
-        if header.path.is_symlink():
-            raise WriteError(
-                "is a symlink; refusing to write through it (its target may be shared): "
-                "use --output NEW.gguf",
-                path=header.path,
-            )
-        check_writable(header.path)
-        return header.path
+def _rewrite(
+    header: Header,
+    values: Mapping[str, GgufValue],
+    targets: Sequence[Path],
+    shards: Sequence[Path],
+    progress: Progress | None,
+) -> WriteResult:
+    """Shard 1 rewritten into ``targets[0]``; the other shards (``--output``) copied."""
+    needed = _layout(header, values).size + sum(os.stat(s).st_size for s in shards[1:])
+    _free_space_check(targets[0], needed)
+
+    def make(index: int, target: Path) -> tuple[Path, int, str | None]:
+        if index == 0:
+            tmp, lay, sha = _rewritten_temp(header, values, target, progress)
+            return tmp, lay.size, sha
+        return _copied_temp(shards[index], target, progress)
+
+    return _commit(header, targets, make, "rewrite")
+
+
+def copy_gguf(
+    header: Header,
+    output: Path,
+    *,
+    shards: Sequence[Path] = (),
+    force: bool = False,
+    progress: Progress | None = None,
+) -> WriteResult:
+    """``--output`` with nothing to change: the model copied there as it is (every shard of a
+    split), so ``fix --output NEW && upload NEW`` holds whatever the check found."""
+    shards = tuple(shards) or (header.path,)
+    targets = output_targets(header, output, shards, force=force)
+    _free_space_check(targets[0], sum(os.stat(s).st_size for s in shards))
+
+    def make(index: int, target: Path) -> tuple[Path, int, str | None]:
+        return _copied_temp(shards[index], target, progress)
+
+    return _commit(header, targets, make, "copy")
+
+
+# --- where the result goes ----------------------------------------------------------------
+
+
+def output_targets(
+    header: Header, output: Path, shards: Sequence[Path], *, force: bool
+) -> tuple[Path, ...]:
+    """The files ``--output`` writes: ``output``, and for a split of N the other shards under
+    its name (``NAME-0000k-of-0000N.gguf``, which is how llama.cpp finds them). Refused before
+    anything is written: a name llama.cpp cannot find the shards by, a folder, an existing
+    file without ``force``, an input shard."""
     if output.is_dir():
         raise WriteError("is a directory; --output needs a file name", path=output)
-    check_writable(output)
-    return output
+    count = len(shards)
+    if count > 1:
+        m = SPLIT_NAME.match(output.name)
+        if m is None or int(m["no"]) != 1 or int(m["count"]) != count:
+            stem = output.name.removesuffix(".gguf")
+            raise WriteError(
+                f"{header.path.name} is shard 1 of a split into {count} files, and llama.cpp "
+                f"finds the other shards by the first one's name: name the output "
+                f"{shard_name(stem, 1, count)} (eosfix writes all {count} shards there)",
+                path=output,
+            )
+        targets = tuple(
+            output.with_name(shard_name(m["stem"], n, count)) for n in range(1, count + 1)
+        )
+    else:
+        targets = (output,)
+    inputs = {s.resolve() for s in shards}
+    for target in targets:
+        if target.exists() and target.resolve() in inputs:
+            raise WriteError(
+                "is one of the input's shards; --output must name new files", path=target
+            )
+        if target.is_dir():
+            raise WriteError("is a directory; --output needs a file name", path=target)
+        if (target.exists() or target.is_symlink()) and not force:
+            raise WriteError("exists; refusing to overwrite it (use --force)", path=target)
+        check_writable(target)
+    return targets
+
+
+def check_in_place(header: Header) -> None:
+    """Refuse to fix the file itself when it must not be written, before anything is."""
+    if header.path.is_symlink():
+        raise WriteError(
+            "is a symlink; refusing to write through it (its target may be shared): "
+            "use --output NEW.gguf",
+            path=header.path,
+        )
+    if is_ollama_blob(header.path.resolve()):
+        raise WriteError(
+            "is an ollama blob: its name is the hash of its content, which the store's "
+            "manifests name, and eosfix never edits the store: use --output NEW.gguf "
+            "(then FROM ./NEW.gguf in a Modelfile)",
+            path=header.path,
+        )
+    check_writable(header.path)
+
+
+def is_in_place(header: Header, output: Path | None) -> bool:
+    """No ``output``, or one naming the input itself."""
+    return output is None or (output.exists() and output.resolve() == header.path.resolve())
 
 
 def write_token_ids(
     header: Header,
-    values: Mapping[str, int],
+    values: Mapping[str, GgufValue],
     *,
     output: Path | None = None,
+    shards: Sequence[Path] = (),
+    force: bool = False,
     progress: Progress | None = None,
 ) -> WriteResult:
-    """Set each ``key -> uint32`` in ``values``: in place when possible, else a rewrite."""
-    target = check_target(header, output)
-    if target == header.path and _can_edit_in_place(header, values):
-        return _edit_in_place(header, values)
-    return _rewrite(header, values, target, progress)
+    """Set each key in ``values`` (an int: UINT32; a tuple: ARRAY of INT32): in place when
+    possible, else a rewrite. ``output``: a new file (a split: every shard) instead."""
+    shards = tuple(shards) or (header.path,)
+    if output is None or is_in_place(header, output):
+        check_in_place(header)
+        if _can_edit_in_place(header, values):
+            return _edit_in_place(header, values)
+        return _rewrite(header, values, (header.path,), (header.path,), progress)
+    targets = output_targets(header, output, shards, force=force)
+    return _rewrite(header, values, targets, shards, progress)

@@ -3,7 +3,9 @@
 The store (``OLLAMA_MODELS``, else ``~/.ollama/models``) is content-addressed:
 ``manifests/<registry>/<namespace>/<model>/<tag>`` is a JSON manifest whose ``layers`` name
 blobs ``blobs/sha256-<hex>`` by media type: ``application/vnd.ollama.image.model`` (the
-GGUF), ``...template`` (a Go template), ``...params`` (JSON, e.g. ``{"stop": [...]}``).
+GGUF), ``...template`` (a Go template), ``...params`` (JSON, e.g. ``{"stop": [...]}``),
+``...projector`` (a vision model's separate projector, which keeps the model off ollama's Go
+engine from 0.11.11: ``eosfix.runtimes.ollama_engines.engine_for``).
 Editing a blob would break its digest, so eosfix never writes here.
 """
 
@@ -21,6 +23,7 @@ from eosfix.core.errors import RepoLoadError, reading
 MODEL = "application/vnd.ollama.image.model"
 TEMPLATE = "application/vnd.ollama.image.template"
 PARAMS = "application/vnd.ollama.image.params"
+PROJECTOR = "application/vnd.ollama.image.projector"
 DEFAULT_REGISTRY = "registry.ollama.ai"
 _MAX_SMALL_BLOB = 16 * 1024 * 1024  # manifests, templates and params are a few kB
 
@@ -38,6 +41,7 @@ class OllamaModel:
     model_blob: Path | None
     template: str | None  # the Go template layer
     params: dict[str, Any] = field(default_factory=dict)
+    has_projector: bool = False  # a projector layer
 
     @property
     def stop(self) -> tuple[str, ...]:
@@ -95,7 +99,9 @@ def read_manifest(models: Path, manifest: Path) -> OllamaModel:
     if not isinstance(params, dict):
         raise RepoLoadError("params blob is not a JSON object", path=by_type[PARAMS])
     name = model_name(manifest.relative_to(models / "manifests"))
-    return OllamaModel(name, manifest, by_type.get(MODEL), template, params)
+    return OllamaModel(
+        name, manifest, by_type.get(MODEL), template, params, has_projector=PROJECTOR in by_type
+    )
 
 
 def iter_manifests(models: Path) -> Iterator[Path]:

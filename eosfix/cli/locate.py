@@ -1,0 +1,74 @@
+"""Where each finding is, for CI annotations and SARIF: the file relative to the current
+folder, and the line of the key the finding is about.
+
+A stop-id finding points at ``eos_token_id`` (or ``text_config.eos_token_id``) in its JSON
+file; a template finding at the template file (``chat_template`` inside
+tokenizer_config.json); EOS008 at ``added_tokens_decoder``. A file that does not exist (EOS002
+names the missing generation_config.json) has no line; a GGUF's finding names the GGUF file
+and its metadata key (the file is binary). A Hub repo checked by id is named ``org/name/...``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+from eosfix.core.jsonedit import find_value_span
+from eosfix.pipeline import RepoResult
+from eosfix.render.annotations import Location
+
+_STOP_KEYS = (("eos_token_id",), ("text_config", "eos_token_id"))
+_TEMPLATE_KEYS = (("chat_template",),)
+_TEMPLATE_CODES = frozenset(
+    ("EOS005", "EOS006", "EOS007", "EOS009", "EOS010", "EOS016", "EOS100", "EOS101", "EOS102")
+)
+_KEYS_BY_CODE = {"EOS008": (("added_tokens_decoder",),)}
+
+
+def _base(r: RepoResult, cwd: Path) -> str:
+    """The unit as CI names it: relative to ``cwd`` when below it, else absolute."""
+    if "sha" in r.extra and "repo_id" in r.extra:  # a Hub repo checked by id
+        return str(r.extra["repo_id"])
+    path = r.path.absolute()
+    try:
+        return path.relative_to(cwd.absolute()).as_posix() or "."
+    except ValueError:
+        return os.path.normpath(path)
+
+
+def _line(text: str, code: str) -> int | None:
+    keys = _KEYS_BY_CODE.get(code) or (_TEMPLATE_KEYS if code in _TEMPLATE_CODES else _STOP_KEYS)
+    for key_path in keys:
+        try:
+            span = find_value_span(text, key_path)
+        except ValueError:  # the path crosses a value that is not an object
+            continue
+        if span is not None:
+            return text.count("\n", 0, span[0]) + 1
+    return None
+
+
+def locate(r: RepoResult, cwd: Path) -> dict[tuple[str, str], Location]:
+    """(code, file) of each finding of ``r`` -> where it is; ``("", "")`` -> the unit."""
+    base = _base(r, cwd)
+    out = {("", ""): Location(base)}
+    if r.check is None:
+        return out
+    for f in r.check.findings:
+        if r.container == "gguf":
+            out[(f.code, f.file)] = Location(base, key=f.file or None)
+            continue
+        name = f.file.split(", ")[0]  # a template finding may name several template files
+        if not name:
+            out[(f.code, f.file)] = Location(base)
+            continue
+        file = name if base == "." else f"{base}/{name}"
+        json_file = r.check.repo.files.get(name)
+        line = None if json_file is None else _line(json_file.text, f.code)
+        out[(f.code, f.file)] = Location(file, line)
+    return out
+
+
+def locate_all(results: Sequence[RepoResult], cwd: Path) -> list[dict[tuple[str, str], Location]]:
+    return [locate(r, cwd) for r in results]

@@ -1,0 +1,103 @@
+"""``eosfix upload REPO_ID FOLDER``: upload a folder only if it stops at the end of every turn.
+
+The arguments come in the order ``hf upload`` takes them. The order of eosfix 0.1.0 (``FOLDER
+REPO_ID``) still works for this release, with a deprecation line on stderr: it is recognised
+when the first argument is an existing folder and the second is not.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from eosfix.cli.hub import _quiet_hub, _token_option
+from eosfix.cli.term import color_option
+from eosfix.core.outcome import EXIT_FINDINGS, EXIT_INPUT, EXIT_OK
+from eosfix.render.report import RENDERER_BY_NAME, Report
+
+OLD_ORDER = (
+    "eosfix upload FOLDER REPO_ID is deprecated and will stop working in the next release: "
+    "give REPO_ID FOLDER, the order hf upload takes"
+)
+
+
+def _repo_and_folder(first: str, second: str) -> tuple[str, Path]:
+    """(repo id, folder) from the two arguments, in either order (see the module doc)."""
+    if Path(first).is_dir() and not Path(second).is_dir():
+        click.echo(f"warning: {OLD_ORDER} (eosfix upload {second} {first})", err=True)
+        first, second = second, first
+    folder = Path(second)
+    if not folder.is_dir():
+        reason = "not a folder" if folder.exists() else "no such folder"
+        raise click.BadParameter(f"{second!r}: {reason}", param_hint="'FOLDER'")
+    return first, folder
+
+
+@click.command()
+@click.argument("repo_id")
+@click.argument("folder")
+@click.option("--fix", "do_fix", is_flag=True, help="Fix the folder first (minimal edit).")
+@click.option("--revision", metavar="BRANCH", help="Branch to upload to (default: main).")
+@click.option("--create-pr", is_flag=True, help="Upload as a pull request.")
+@click.option("--private", is_flag=True, help="Create the repo as private if it does not exist.")
+@click.option("--commit-message", default=None, help="Commit title.")
+@_token_option
+@color_option
+def upload(
+    repo_id: str,
+    folder: str,
+    do_fix: bool,
+    revision: str | None,
+    create_pr: bool,
+    private: bool,
+    commit_message: str | None,
+    token: str | None,
+) -> None:
+    """Upload FOLDER to REPO_ID only if it stops at the end of every turn.
+
+    The arguments come in the order hf upload takes them (FOLDER REPO_ID, the order of eosfix
+    0.1.0, still works with a deprecation line, for this release only). The folder is checked
+    (and with --fix, fixed) first; a folder that would not stop is refused and nothing is
+    uploaded (exit 1). Otherwise it is uploaded with huggingface_hub's upload_folder and the
+    commit URL is printed.
+
+    \b
+    Example:
+        eosfix upload me/model-mlx-4bit ./out --fix
+    """
+    from eosfix.batch.hubapi import check_before_upload, refusal_reason
+    from eosfix.sources.hubhttp import describe_error, hub_errors
+    from eosfix.sources.hubwrite import upload as upload_folder
+
+    repo_id, path = _repo_and_folder(repo_id, folder)
+    result = check_before_upload(path, fix=do_fix)
+    for name in result.written:
+        click.echo(f"Fixing {path / name}", err=True)
+    reason = refusal_reason(result)
+    if reason is not None:
+        if result.check is not None:
+            click.echo(RENDERER_BY_NAME["text"]([result], Report([result])))
+        click.echo(f"refusing to upload {path} to {repo_id}: {reason}", err=True)
+        sys.exit(EXIT_FINDINGS)
+    try:
+        with _quiet_hub():
+            commit = upload_folder(
+                path,
+                repo_id,
+                token=token,
+                create=True,
+                private=private,
+                revision=revision,
+                create_pr=create_pr,
+                commit_message=commit_message,
+            )
+    except Exception as exc:
+        if not isinstance(exc, hub_errors()):
+            raise
+        message, _ = describe_error(exc)
+        click.echo(f"{repo_id}: error: {message}", err=True)
+        sys.exit(EXIT_INPUT)
+    click.echo(commit.pr_url or commit.commit_url)
+    sys.exit(EXIT_OK)

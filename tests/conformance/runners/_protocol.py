@@ -1,0 +1,58 @@
+"""The protocol every runner speaks: folders in, one JSON document out.
+
+A runner is a script run by the Python of the runtime's own virtualenv (it imports neither
+eosfix nor the tests): ``python RUNNER --out FILE [--scan N] FOLDER...``. For each folder it asks
+the runtime's own code for the set of token ids generation stops on, and confirms every id below
+``--scan`` (and every id of the set) with the runtime's own per-token stop check, so the set is
+what the runtime's loop does, not only what its fields hold. It writes
+``{"runtime", "version", "details", "sets": {folder: {"ids": [...]} or {"error": "Type: msg"}}}``.
+A folder the runtime refuses is an ``error`` for that folder, never the runner's failure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import traceback
+from collections.abc import Callable, Iterable
+
+
+class Disagrees(AssertionError):
+    """The runtime's stop check disagrees with the set its fields hold."""
+
+
+def confirm(declared: Iterable[int], stops: Callable[[int], bool], scan: int) -> list[int]:
+    """``declared`` as a sorted list, after checking ``stops(i) == (i in declared)`` for every
+    id below ``scan`` and every declared id."""
+    ids = set(declared)
+    for token_id in sorted(set(range(scan)) | ids):
+        if stops(token_id) != (token_id in ids):
+            raise Disagrees(f"id {token_id}: stop check {stops(token_id)}, set {sorted(ids)}")
+    return sorted(ids)
+
+
+def main(
+    runtime: str,
+    version: str,
+    details: dict[str, str],
+    stop_set: Callable[[str, int], list[int]],
+) -> int:
+    parser = argparse.ArgumentParser(description=f"{runtime}'s stop set for each folder")
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--scan", type=int, default=256)
+    parser.add_argument("folders", nargs="+")
+    args = parser.parse_args()
+    sets: dict[str, dict[str, object]] = {}
+    for folder in args.folders:
+        try:
+            sets[folder] = {"ids": stop_set(folder, args.scan)}
+        except Disagrees:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the runtime's refusal is the result
+            traceback.print_exc(file=sys.stderr)
+            sets[folder] = {"error": f"{type(exc).__name__}: {exc}"}
+    document = {"runtime": runtime, "version": version, "details": details, "sets": sets}
+    with open(args.out, "w", encoding="utf-8") as f:
+        json.dump(document, f, indent=1)
+    return 0

@@ -1,0 +1,75 @@
+"""The ``eos_token_id`` default of every config class a runtime builds from config.json.
+
+vLLM and SGLang read the config *object* transformers builds from config.json: where the file
+has no ``eos_token_id`` key, the attribute is the config class's default (``LlamaConfig``: 2),
+or absent when the class has none. The class is transformers' for the ``model_type``
+(``CONFIG_MAPPING``) unless the runtime registers its own (``_CONFIG_REGISTRY`` in
+``vllm/transformers_utils/config.py`` and ``sglang/srt/utils/hf_transformers/common.py``).
+
+``python config_defaults.py --out FILE TABLE...`` (``transformers``, ``vllm``, ``sglang``) writes
+``{TABLE: {"transformers": version, "defaults": {model_type: default}}}``, listing every class
+that has the attribute (``null``: it defaults to None); a class missing from the list has none,
+and a class that cannot be built without arguments is listed under ``errors``. eosfix keeps these
+tables in ``eosfix/runtimes/config_defaults.py``; tests/conformance compares the two.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.metadata
+import json
+import logging
+import sys
+import warnings
+
+
+def _registry(runtime: str) -> dict[str, type]:
+    if runtime == "vllm":
+        module = importlib.import_module("vllm.transformers_utils.config")
+    elif runtime == "sglang":
+        module = importlib.import_module("sglang.srt.utils.hf_transformers.common")
+    else:
+        return {}
+    registry = module._CONFIG_REGISTRY
+    return {name: registry[name] for name in list(registry.keys())}
+
+
+def _table(runtime: str) -> dict[str, object]:
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+    classes: dict[str, type] = {name: CONFIG_MAPPING[name] for name in CONFIG_MAPPING}
+    classes.update(_registry(runtime))
+    defaults: dict[str, object] = {}
+    errors: dict[str, str] = {}
+    for model_type, cls in sorted(classes.items()):
+        try:
+            config = cls()
+        except Exception as exc:  # noqa: BLE001 - a class that needs arguments is reported
+            errors[model_type] = type(exc).__name__
+            continue
+        if hasattr(config, "eos_token_id"):
+            defaults[model_type] = config.eos_token_id
+    return {
+        "runtime": runtime,
+        "transformers": importlib.metadata.version("transformers"),
+        "defaults": defaults,
+        "errors": errors,
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--out", required=True)
+    parser.add_argument("tables", nargs="+", choices=["transformers", "vllm", "sglang"])
+    args = parser.parse_args()
+    warnings.filterwarnings("ignore")
+    logging.disable(logging.WARNING)
+    document = {name: _table(name) for name in args.tables}
+    with open(args.out, "w", encoding="utf-8") as f:
+        json.dump(document, f, indent=1, sort_keys=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
