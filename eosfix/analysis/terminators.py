@@ -55,7 +55,7 @@ from eosfix.analysis.shapes import (
     reasoning_part_specs,
     several_calls_specs,
 )
-from eosfix.analysis.template import compile_template, parse_template
+from eosfix.analysis.template import compile_template, parse_template, strike_scope
 from eosfix.analysis.toolcalls import in_call_tokens
 from eosfix.core.errors import TemplateError
 from eosfix.core.repo import ChatTemplate, ModelRepo
@@ -287,15 +287,16 @@ def _positions(
     out: dict[str, dict[str, None]] = {}
     for s in sightings:
         out.setdefault(s.token, {})[s.where] = None
-    for token in in_turn:
+    for token in sorted(in_turn):  # sets: sorted, or the order would change per process
         out.setdefault(token, {})[IN_TURN] = None
-    for token in in_call:
+    for token in sorted(in_call):
         out.setdefault(token, {})[IN_TOOL_CALL] = None
-    for token in openers:
+    for token in sorted(openers):
         out.setdefault(token, {})[TURN_OPENER] = None
     return tuple((token, tuple(wheres)) for token, wheres in out.items())
 
 
+@strike_scope()  # a hostile template costs one render's budget per repo, and only per repo
 def find_terminators(repo: ModelRepo) -> TerminatorSet:
     """Analyze every named template of the repo and collect its turn terminators."""
     scan = scanner_for(repo)

@@ -28,6 +28,7 @@ BATCH = 8  # jobs sent to a worker at once
 
 Job = Callable[[Path, Detail | None], Verdict]
 DIED = Verdict("error", error="the analysis process died (out of memory?)")
+RETRY_CODE = "EOS103"  # a template could not finish in the backstop's seconds: retry
 
 
 def _mp_context() -> Any:
@@ -49,7 +50,20 @@ def _worker_signals() -> None:
 
 
 def _run_batch(fn: Job, paths: Sequence[Path], detail: Detail | None) -> list[Verdict]:
-    return [fn(path, detail) for path in paths]
+    return [run_job(fn, path, detail) for path in paths]
+
+
+def run_job(fn: Job, path: Path, detail: Detail | None) -> Verdict:
+    """``fn(path, detail)``, run once more when it could not finish on this machine (EOS103:
+    a render ran into the wall-clock backstop, which says nothing about the repo); the
+    second outcome is reported, whatever it is."""
+    found = fn(path, detail)
+    return fn(path, detail) if retryable(found) else found
+
+
+def retryable(found: Verdict) -> bool:
+    """Not a verdict on the repo: the machine was too busy to finish its analysis."""
+    return RETRY_CODE in found.codes
 
 
 class _Batch:

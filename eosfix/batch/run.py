@@ -329,6 +329,7 @@ class _Settle:
             found = got.result()
             if self.run._pending.get(self.key) is got:
                 del self.run._pending[self.key]
-                self.run._lru.put(self.key, found)
+                if not pool.retryable(found):  # a unit that could not finish is not shared
+                    self.run._lru.put(self.key, found)
             got = found
         return self.unit.but(verdict=got)

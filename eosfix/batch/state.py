@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 from typing import IO, Any
 
+from eosfix.batch.pool import RETRY_CODE
 from eosfix.batch.verdict import Verdict
 from eosfix.core.errors import EosfixError
 
@@ -61,13 +62,15 @@ class StateFile:
             offset += len(line)
 
     def recorded(self, repo_id: str, sha: str | None) -> dict[str, Any] | None:
-        """The record of ``repo_id`` at commit ``sha``, unless it failed (errors are retried)."""
+        """The record of ``repo_id`` at commit ``sha``, unless it failed or could not finish
+        (errors and EOS103 are retried)."""
         found = self._done.get(repo_id)
         if sha is None or found is None or found[0] != sha:
             return None
         self._in.seek(found[1])
         record: dict[str, Any] = json.loads(self._in.readline())
-        return None if record.get("verdict") == "error" else record
+        unfinished = RETRY_CODE in record.get("codes", ())
+        return None if record.get("verdict") == "error" or unfinished else record
 
     def record(
         self, repo_id: str, sha: str | None, verdict: Verdict, extra: dict[str, Any]

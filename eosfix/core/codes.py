@@ -99,6 +99,10 @@ CODES: dict[str, Code] = {
         Code("EOS101", _E, False, "a template exceeded a render limit"),
         Code("EOS102", _E, False, "a template tried to reach an attribute the sandbox hides"),
         Code(
+            "EOS103", _E, False,
+            "a template could not finish rendering in time on this machine: retry",
+        ),
+        Code(
             "EOS201", _E, True,
             "a GGUF's terminator is not in llama.cpp's end-of-generation set",
         ),

@@ -5,13 +5,18 @@ A write is *atomic*: the new bytes go to a temp file in the same directory, are 
 and ``os.replace`` swaps it in, so readers (and a crash) see the old or the new file,
 never a mix. Symlinks are never written through: in the Hugging Face cache a snapshot
 file links into ``blobs/``, shared by every revision with the same content.
+
+Locks: on POSIX, ``flock`` on the directory itself (no lock file) and on each temp file
+while it is written. Where there is no ``fcntl`` (Windows), the directory lock is a
+``filelock`` lock file, ``.eosfix.lock`` in the directory (Windows removes it on release),
+and a temp file counts as left over once it is a minute old (Windows refuses to delete a
+file another process still has open).
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
-import fcntl
 import os
 import stat
 import tempfile
@@ -19,10 +24,18 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
 
 from eosfix.core.errors import WriteError
 
+_fcntl: ModuleType | None
+try:
+    import fcntl as _fcntl
+except ImportError:  # Windows
+    _fcntl = None
+
 _TMP_SUFFIX = ".eosfix-tmp"
+_LOCK_FILE = ".eosfix.lock"  # the directory lock where there is no fcntl
 _STALE_SECONDS = 60.0  # a temp file this old is left over from a killed process
 _held = threading.local()  # per thread: {(st_dev, st_ino) of a locked dir: depth}
 
@@ -36,27 +49,58 @@ def locked_dir(path: Path) -> Iterator[None]:
     """
     directory = path if path.is_dir() else path.parent
     try:
-        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+        info = os.stat(directory)
     except OSError as exc:
         raise WriteError(f"cannot lock directory: {exc.strerror or exc}", path=directory) from None
-    try:
-        info = os.fstat(fd)
-        key = (info.st_dev, info.st_ino)
-        held: dict[tuple[int, int], int] = _held.__dict__.setdefault("dirs", {})
+    key = (info.st_dev, info.st_ino)
+    held: dict[tuple[int, int], int] = _held.__dict__.setdefault("dirs", {})
+    with contextlib.ExitStack() as stack:
         if not held.get(key):
-            _flock_best_effort(fd)
+            stack.enter_context(_dir_lock(directory))
         held[key] = held.get(key, 0) + 1
         try:
             yield
         finally:
             held[key] -= 1
+
+
+@contextlib.contextmanager
+def _dir_lock(directory: Path) -> Iterator[None]:
+    """The exclusive lock itself: flock on the directory, or a lock file without fcntl."""
+    if _fcntl is None:
+        with _lock_file(directory):
+            yield
+        return
+    try:
+        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError as exc:
+        raise WriteError(f"cannot lock directory: {exc.strerror or exc}", path=directory) from None
+    try:
+        _flock_best_effort(fd)
+        yield
     finally:
         os.close(fd)  # closing the last fd of the open file releases the flock
 
 
-def _flock_best_effort(fd: int) -> None:
+@contextlib.contextmanager
+def _lock_file(directory: Path) -> Iterator[None]:
+    from filelock import FileLock  # msvcrt.locking on Windows
+
+    lock = FileLock(directory / _LOCK_FILE)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        lock.acquire()
+    except OSError as exc:
+        raise WriteError(f"cannot lock directory: {exc.strerror or exc}", path=directory) from None
+    try:
+        yield
+    finally:
+        lock.release()
+
+
+def _flock_best_effort(fd: int) -> None:
+    assert _fcntl is not None
+    try:
+        _fcntl.flock(fd, _fcntl.LOCK_EX)
     except OSError as exc:
         # Some network file systems have no flock; the write itself is still atomic.
         if exc.errno not in (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EINVAL):
@@ -111,8 +155,10 @@ def check_writable(path: Path, *, allow_symlink_replace: bool = False) -> None:
 
 def _try_flock(fd: int) -> bool | None:
     """Take an exclusive lock without waiting: True taken, False held elsewhere, None no flock."""
+    if _fcntl is None:
+        return None
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        _fcntl.flock(fd, _fcntl.LOCK_EX | _fcntl.LOCK_NB)
     except BlockingIOError:
         return False
     except OSError:
@@ -130,24 +176,30 @@ def remove_stale_temps(directory: Path) -> list[Path]:
     removed = []
     for tmp in directory.glob(f".*{_TMP_SUFFIX}"):
         try:
-            fd = os.open(tmp, os.O_RDONLY | os.O_NOFOLLOW)
+            fd = os.open(tmp, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
         except OSError:
             continue
         try:
             taken = _try_flock(fd)
             old = time.time() - os.fstat(fd).st_mtime > _STALE_SECONDS
-            if taken or (taken is None and old):
+            if taken:  # POSIX may unlink an open file; the lock is held until it is gone
                 os.unlink(tmp)
                 removed.append(tmp)
         except OSError:
-            pass
+            taken = False
         finally:
             os.close(fd)
+        if taken is None and old:  # no flock: closed first (Windows won't unlink an open file)
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+                removed.append(tmp)
     return removed
 
 
 def fsync_dir(directory: Path) -> None:
     """Persist the rename itself; best effort (not every file system allows it)."""
+    if not hasattr(os, "O_DIRECTORY"):  # Windows: a directory cannot be opened (nor needs it)
+        return
     with contextlib.suppress(OSError):
         fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
         try:
@@ -179,7 +231,10 @@ def write_atomic(path: Path, data: bytes, *, allow_symlink_replace: bool = False
                 tmp.write(data)
                 tmp.flush()
                 os.fsync(tmp.fileno())
-                os.fchmod(tmp.fileno(), mode)
+                if hasattr(os, "fchmod"):
+                    os.fchmod(tmp.fileno(), mode)
+            if not hasattr(os, "fchmod"):  # Windows before Python 3.13
+                os.chmod(tmp.name, mode)
             os.replace(tmp.name, path)
         except BaseException as exc:
             with contextlib.suppress(OSError):

@@ -16,12 +16,21 @@ operation allocates where the size can be predicted, and on every result otherwi
 - **allocation**: the characters all those operations build in one render, garbage
   included (a loop filling a macro's buffer with fresh strings);
 - **loop iterations** and **calls** (functions, methods, macros) per render;
-- **time**: a deadline per render, checked on every loop iteration, call and output piece;
-- **recursion** depth is Python's own (``RecursionError``) and turns into the same refusal.
+- **depth**: macros and recursive loops nested in one another (Python's own
+  ``RecursionError`` turns into the same refusal, should it come first).
 
-Each violation raises :class:`RenderLimitExceeded` (``.limit`` names the bound); an attempt
-to reach an unsafe attribute (``__class__``, ``__globals__``, ``__subclasses__``...) raises
+These are counts: the same template and input hit the same bound at the same place on any
+machine under any load, so a refusal is a verdict on the template. Each raises
+:class:`RenderLimitExceeded` (``.limit`` names the bound); an attempt to reach an unsafe
+attribute (``__class__``, ``__globals__``, ``__subclasses__``...) raises
 :class:`SandboxEscape` at once, instead of Jinja's silent empty string.
+
+Time is not a budget but a backstop: a render still running after ``max_seconds`` of wall
+clock (checked on every loop iteration, call and output piece) raises
+:class:`RenderDeadline`, a runaway the counts missed or a machine too busy to finish. The
+counts stop every known hostile template in well under a second of CPU, and the slowest real
+template renders in milliseconds, so the backstop sits far beyond both; when it fires, it
+says nothing about the template, only about this machine at this moment: retry.
 
 The in-process budgets keep one render small and short; the hard ceiling for batch runs is
 :func:`set_memory_ceiling` (``RLIMIT_AS``) in each worker process, e.g. as a
@@ -35,6 +44,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import os
 import re
 import threading
 import time
@@ -48,12 +58,20 @@ from jinja2.compiler import CodeGenerator, Frame
 from jinja2.runtime import Context, LoopContext, Macro, Undefined
 from jinja2.sandbox import ImmutableSandboxedEnvironment, SecurityError, modifies_known_mutable
 
+# Measured on a 2-core machine: the slowest real render (corpus, sample repos, the 53 render
+# goldens) takes ~10 ms (~95 ms with compiling), the slowest whole repo check 0.16 s; every
+# hostile template of tests/test_hostile.py is stopped by a count in at most 0.4 s of CPU.
+# 30 s is ~75 times the worst hostile render: only a machine stalled for half a minute (or a
+# runaway no count catches) gets there.
+BACKSTOP_SECONDS = 30.0
+
 
 @dataclass(frozen=True)
 class RenderLimits:
     """The budget of one render. Real chat templates use a tiny fraction of each."""
 
-    max_seconds: float = 1.0
+    # The wall-clock backstop (RenderDeadline), not a budget: see the module docstring.
+    max_seconds: float = BACKSTOP_SECONDS
     max_size: int = 1_000_000  # characters of one string / items of one list
     max_output: int = 1_000_000  # characters of one render's text
     max_int_bits: int = 65_536
@@ -62,6 +80,10 @@ class RenderLimits:
     # Characters built by the template over the whole render, garbage included: this is
     # what bounds memory when a loop builds big strings into a macro's or block's buffer.
     max_allocated: int = 20_000_000
+    # Macros and recursive loops nested in one another: a level takes ~6 Python frames, so
+    # 100 levels stay below Python's recursion limit (1000) from any caller, and the refusal
+    # is the same whatever the stack depth the render started at.
+    max_depth: int = 100
 
 
 DEFAULT_LIMITS = RenderLimits()
@@ -73,6 +95,31 @@ class RenderLimitExceeded(jinja2.TemplateError):
     def __init__(self, limit: str, detail: str) -> None:
         super().__init__(f"render limit exceeded: {limit} ({detail})")
         self.limit = limit
+
+
+def machine_load() -> str:
+    """``"load 3.2 on 2 cores"``: what the machine was doing when a render ran out of time."""
+    cores = os.cpu_count() or 1
+    try:
+        one_minute = os.getloadavg()[0]
+    except (AttributeError, OSError):  # Windows has no load average
+        return f"{cores} cores, load unknown"
+    return f"load {one_minute:.1f} on {cores} cores"
+
+
+class RenderDeadline(RenderLimitExceeded):
+    """A render still running at the wall-clock backstop: about this machine, not the template.
+
+    Its message is the one a finding shows (EOS103): it names the seconds and the machine's
+    load, and says the outcome is worth a retry.
+    """
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__("time", f"over {seconds:g} s")
+        self.args = (
+            f"could not finish in {seconds:g} s on this machine ({machine_load()}): retry",
+        )
+        self.seconds = seconds
 
 
 class SandboxEscape(SecurityError):
@@ -91,10 +138,11 @@ class _Budget:
         self.iterations = 0
         self.calls = 0
         self.allocated = 0
+        self.depth = 0
 
     def tick(self) -> None:
         if time.monotonic() > self.deadline:
-            raise RenderLimitExceeded("time", f"over {self.limits.max_seconds:g} s")
+            raise RenderDeadline(self.limits.max_seconds)
 
 
 _active = threading.local()
@@ -271,8 +319,11 @@ def _filter_estimate(name: str, value: Any, extra: tuple[Any, ...], cap: int) ->
     return 0
 
 
-# Filters that spend seconds on a maximal input (sort's per-item key, urlize's regexes):
-# their input is held to a tenth of the size budget so one call stays well under a second.
+# Filters that spend ~1 microsecond per item (sort's per-item key, urlize's regexes), ~100 times
+# what building a character costs: their input counts _SLOW_WEIGHT times, against the size of
+# one call (at most 10,000 items) and against the render's allocation budget (at most ~20 such
+# calls), so a loop of them is stopped by a count in a fraction of a second of CPU.
+_SLOW_WEIGHT = 100
 _SLOW_FILTERS = frozenset(
     {
         "sort",
@@ -307,7 +358,9 @@ def _guard_filter(name: str, func: Callable[..., Any]) -> Callable[..., Any]:
             raise RenderLimitExceeded("size", f"filter {name!r} given a width over {cap}")
         estimate = _filter_estimate(name, value, extra, cap)
         if slow:
-            estimate = max(estimate, weight(value, cap) * 10)
+            work = weight(value, cap) * _SLOW_WEIGHT
+            _refuse_size(work, f"filter {name!r}")
+            _charge(work)
         _refuse_size(estimate, f"filter {name!r}")
         return _check_result(func(*args, **kwargs), f"filter {name!r}")
 
@@ -399,8 +452,8 @@ class GuardedSandbox(ImmutableSandboxedEnvironment):
             budget.tick()
         if not self.is_safe_callable(obj):
             raise SandboxEscape(f"sandbox escape attempt: {obj!r} is not safely callable")
-        if isinstance(obj, (Macro, LoopContext)):
-            return context.call(obj, *args, **kwargs)  # their output is bounded by concat
+        if isinstance(obj, (Macro, LoopContext)):  # their output is bounded by concat
+            return _nested(context, obj, args, kwargs, budget)
         cap = _limits().max_size
         _refuse_size(_call_estimate(obj, args, kwargs, cap), "a call")
         result = context.call(obj, *args, **kwargs)
@@ -436,6 +489,27 @@ class GuardedSandbox(ImmutableSandboxedEnvironment):
         return "".join(parts)
 
 
+def _nested(
+    context: Context,
+    obj: Any,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    budget: _Budget | None,
+) -> Any:
+    """Call a macro or a recursive loop one level deeper, within ``max_depth``."""
+    if budget is None:
+        return context.call(obj, *args, **kwargs)
+    if budget.depth >= budget.limits.max_depth:
+        raise RenderLimitExceeded(
+            "recursion depth", f"over {budget.limits.max_depth} nested macro or loop calls"
+        )
+    budget.depth += 1
+    try:
+        return context.call(obj, *args, **kwargs)
+    finally:
+        budget.depth -= 1
+
+
 def guarded_finalize(value: Any) -> Any:
     """``finalize`` hook: a ``{{ value }}`` may not print more than the size budget."""
     if not isinstance(value, str):
@@ -467,10 +541,13 @@ def set_memory_ceiling(max_bytes: int) -> None:
     a template that exhausts memory then raises ``MemoryError`` inside its render, kept
     as a refusal, instead of the kernel killing a process. The limit counts virtual
     memory, so leave room for the interpreter and libraries (1 GiB is plenty for eosfix).
-    Only lowers the limit; never raises it above the current hard limit.
+    Only lowers the limit; never raises it above the current hard limit. POSIX only: on
+    Windows it does nothing.
     """
-    import resource
-
+    try:
+        import resource
+    except ImportError:  # Windows: no RLIMIT_AS; the per-render counts still bound each render
+        return
     soft, hard = resource.getrlimit(resource.RLIMIT_AS)
     if hard != resource.RLIM_INFINITY:
         max_bytes = min(max_bytes, hard)

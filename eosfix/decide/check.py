@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from eosfix.analysis.inturn import closers_inside_a_call, closers_inside_a_turn
 from eosfix.analysis.terminators import STOP_STRING, Terminator, TerminatorSet, find_terminators
@@ -82,6 +82,11 @@ class RepoCheck:
         )
 
     @property
+    def unfinished(self) -> bool:
+        """A render ran into the wall-clock backstop (EOS103): nothing is planned from it."""
+        return any(f.code == "EOS103" for f in self.findings)
+
+    @property
     def stop_strings(self) -> tuple[str, ...]:
         """Turn ends that are plain text: no id can express them."""
         return tuple(t.content for t in self.terminators.terminators if t.kind == STOP_STRING)
@@ -145,7 +150,10 @@ def _template_findings(ts: TerminatorSet) -> list[Finding]:
     out = []
     for ta in ts.templates:
         limited = next((p for p in ta.probes if p.limit is not None), None)
-        if limited is not None:  # named first: it explains why the probes failed
+        if limited is not None and limited.limit == "time":  # this machine, not the repo
+            msg = f"template {ta.name!r} {limited.refusal}"
+            out.append(finding("EOS103", ta.file, msg))
+        elif limited is not None:  # named first: it explains why the probes failed
             escape = limited.limit == "sandbox"
             what = "was stopped by the sandbox" if escape else "exceeded a render limit"
             msg = f"template {ta.name!r} {what}: {limited.refusal}"
@@ -173,8 +181,13 @@ def check(
     keep = tuple(dict.fromkeys(keep_ids))
     ts = find_terminators(repo)
     decision = keys.decide(repo, ts, keep=keep, config_json=config_json)
+    template_findings = _template_findings(ts)
+    if any(f.code == "EOS103" for f in template_findings):
+        # An analysis this machine could not finish proposes nothing: fix writes nothing.
+        no_removal = replace(decision.review, remove=frozenset(), config_remove=frozenset())
+        decision = replace(decision, proposed=None, review=no_removal)
     findings = [
-        *_template_findings(ts),
+        *template_findings,
         *decision.missing,
         *_terminator_findings(repo, ts),
         *decision.findings,

@@ -10,13 +10,12 @@ modelled from the runtime's source, not executed.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
-from eosfix.runtimes.config_defaults import Default
+from packaging.version import InvalidVersion, Version
 
-_VERSION = re.compile(r"\d+(\.\d+)*")
+from eosfix.runtimes.config_defaults import Default
 
 
 @dataclass(frozen=True)
@@ -57,17 +56,17 @@ class StopInputs:
         return self.generation_config_has_eos_key or self.generation_config_eos is not None
 
 
-def parse_version(text: str) -> tuple[int, ...]:
-    """``"0.32.2"`` -> ``(0, 32, 2)``; ValueError for anything but dot-separated numbers."""
-    if not _VERSION.fullmatch(text):
-        raise ValueError(f"{text!r} is not a version like 0.32.2")
-    return tuple(int(part) for part in text.split("."))
+def parse_version(text: str) -> Version:
+    """A PEP 440 version (``"0.32.2"``, ``"4.57.0.dev0"``, ``"2.13.0+cpu"``); ValueError for
+    anything else."""
+    try:
+        return Version(text)
+    except InvalidVersion:
+        raise ValueError(f"{text!r} is not a version like 0.32.2") from None
 
 
 def _cmp(a: str, b: str) -> int:
     x, y = parse_version(a), parse_version(b)
-    width = max(len(x), len(y))
-    x, y = x + (0,) * (width - len(x)), y + (0,) * (width - len(y))
     return (x > y) - (x < y)
 
 

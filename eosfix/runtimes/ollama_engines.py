@@ -24,6 +24,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+from packaging.version import Version
+
 from eosfix.runtimes.base import parse_version
 from eosfix.runtimes.llamacpp import (
     CURRENT_RULES,
@@ -38,7 +40,7 @@ FLOOR = "0.6.0"  # the first release that picks the Go engine by architecture (a
 LLAMA_SERVER_SINCE = "0.30.0"  # 9db4bdbad
 
 
-def _v(text: str) -> tuple[int, ...]:
+def _v(text: str) -> Version:
     return parse_version(text)
 
 
