@@ -8,6 +8,7 @@ analyses). Every snapshot needs a fix.
 
     python benchmarks/bench_cache.py               # N = 100, 1000, 5000
     python benchmarks/bench_cache.py 1000 --workers 1
+    python benchmarks/bench_cache.py 2000 --baseline DIR [--pairs 3]
 
 Each phase runs the real command (`eosfix cache`, output to a file) in a fresh process:
 check (text table), check --format json, --fix (text), then a json recheck. Peak RSS is
@@ -18,6 +19,12 @@ the driver's own peak, its scan_cache_dir() of the whole cache: 94 MB at N=5000.
 driver checks afterwards that every blob is byte-identical and that scan_cache_dir() has
 no warnings; it times scan_cache_dir alone, and eosfix's own scan alone (every snapshot and
 its key, no analysis; ``scan``). Target: 10,000 snapshots checked in 5 s.
+
+``--baseline DIR`` compares this checkout with another one (DIR holds its ``eosfix`` package,
+e.g. a ``git worktree`` of the commit before a change) on one cache of N snapshots:
+``eosfix cache --format json`` of each, in pairs run back to back in alternating order after a
+warm-up, so machine load hits both alike; medians of CPU (user + system) and wall time, the
+median of the paired ratios, and whether the two printed the same bytes.
 """
 
 from __future__ import annotations
@@ -25,7 +32,9 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -194,6 +203,49 @@ def _scan_alone(root: Path, n: int) -> float:
     return float(out[1])
 
 
+def _cache_run(src: Path, root: Path) -> tuple[float, float, bytes]:
+    """CPU, wall time and output of ``eosfix cache --format json`` with ``src``'s eosfix."""
+    cmd = [sys.executable, "-m", "eosfix", "cache", "--cache-dir", str(root), "--format", "json"]
+    env = {**os.environ, "PYTHONPATH": str(src)}
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t = time.perf_counter()  # run from src: the current folder comes first on sys.path
+    out = subprocess.run(cmd, capture_output=True, env=env, cwd=src, check=False)
+    wall = time.perf_counter() - t
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if out.returncode not in (0, 1):
+        raise SystemExit(f"{src}: eosfix cache failed ({out.returncode}):\n{out.stderr.decode()}")
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return cpu, wall, out.stdout
+
+
+def compare(baseline: Path, n: int, pairs: int) -> None:
+    """Paired runs of this checkout and ``baseline`` on one cache of ``n`` snapshots."""
+    sides = {"baseline": baseline, "this": HERE.parent}
+    with tempfile.TemporaryDirectory(prefix="eosfix-bench-") as tmp:
+        root = Path(tmp)
+        build(root, n)
+        outputs = {name: _cache_run(src, root)[2] for name, src in sides.items()}  # warm-up
+        runs: dict[str, list[tuple[float, float]]] = {name: [] for name in sides}
+        for i in range(pairs):
+            order = list(sides.items()) if i % 2 == 0 else list(sides.items())[::-1]
+            for name, src in order:
+                cpu, wall, _ = _cache_run(src, root)
+                runs[name].append((cpu, wall))
+    load = os.getloadavg()[0]
+    print(f"N={n}, {pairs} pairs, eosfix cache --format json; load average {load:.1f} at the end")
+    print(f"baseline: {baseline}")
+    for i, label in ((0, "CPU"), (1, "wall")):
+        base, this = (statistics.median(r[i] for r in runs[k]) for k in ("baseline", "this"))
+        ratio = statistics.median(
+            t[i] / b[i] for b, t in zip(runs["baseline"], runs["this"], strict=True)
+        )
+        print(
+            f"{label:<5} median baseline {base:6.2f}s, this {this:6.2f}s; paired ratio {ratio:.2f}"
+        )
+    same = outputs["baseline"] == outputs["this"]
+    print(f"the same output, byte for byte: {'yes' if same else 'NO'}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("sizes", nargs="*", type=int, default=[100, 1000, 5000])
@@ -201,7 +253,13 @@ def main() -> None:
     parser.add_argument("--measure", metavar="CACHE", help=argparse.SUPPRESS)
     parser.add_argument("--phase", choices=PHASES, help=argparse.SUPPRESS)
     parser.add_argument("--json", action="store_true", help="print every result as JSON")
+    parser.add_argument("--baseline", type=Path, help="another checkout to compare with")
+    parser.add_argument("--pairs", type=int, default=3, help="pairs with --baseline (default 3)")
     args = parser.parse_args()
+    if args.baseline is not None:
+        for n in args.sizes:
+            compare(args.baseline, n, args.pairs)
+        return
     if args.measure:
         print(json.dumps(measure(Path(args.measure), args.sizes[0], args.workers, args.phase)))
         return
