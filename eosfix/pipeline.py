@@ -16,10 +16,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from eosfix.containers.folder.container import open_folder
 from eosfix.containers.folder.plan import FilePatch
-from eosfix.containers.folder.write import AfterWrite, write_patches
 from eosfix.containers.target import is_gguf, resolve
 from eosfix.core.errors import EosfixError, VerificationError
-from eosfix.core.fileio import locked_dir
 from eosfix.core.repo import ModelRepo
 from eosfix.decide.check import RepoCheck, Status
 from eosfix.decide.check import check as check_repo
@@ -28,6 +26,7 @@ from eosfix.decide.verdicts import RuntimeTable
 from eosfix.runtimes import Pins
 
 if TYPE_CHECKING:
+    from eosfix.containers.folder.write import AfterWrite
     from eosfix.containers.gguf.write import Progress
 
 
@@ -214,6 +213,9 @@ def fix(
         return RepoResult(Path(path), error=exc, label=label)
     if is_gguf(root):
         return fix_gguf(root, label=label, keep_ids=keep_ids, pins=pins)
+    from eosfix.containers.folder.write import write_patches  # only a fix writes
+    from eosfix.core.fileio import locked_dir
+
     try:
         with locked_dir(root):
             planned = _analyze(open_folder(root), config_json, keep_ids, pins)
