@@ -8,6 +8,7 @@ analyses). Every snapshot needs a fix.
 
     python benchmarks/bench_cache.py               # N = 100, 1000, 5000
     python benchmarks/bench_cache.py 1000 --workers 1
+    python benchmarks/bench_cache.py 2000 --baseline DIR [--pairs 3]
 
 Each phase runs the real command (`eosfix cache`, output to a file) in a fresh process:
 check (text table), check --format json, --fix (text), then a json recheck. Peak RSS is
@@ -16,7 +17,14 @@ its largest worker child, so it is eosfix's alone; flat memory means the same pe
 every N. (ru_maxrss of the process itself would not do: it survives execve, so it reported
 the driver's own peak, its scan_cache_dir() of the whole cache: 94 MB at N=5000.) The
 driver checks afterwards that every blob is byte-identical and that scan_cache_dir() has
-no warnings (and times scan_cache_dir alone).
+no warnings; it times scan_cache_dir alone, and eosfix's own scan alone (every snapshot and
+its key, no analysis; ``scan``). Target: 10,000 snapshots checked in 5 s.
+
+``--baseline DIR`` compares this checkout with another one (DIR holds its ``eosfix`` package,
+e.g. a ``git worktree`` of the commit before a change) on one cache of N snapshots:
+``eosfix cache --format json`` of each, in pairs run back to back in alternating order after a
+warm-up, so machine load hits both alike; medians of CPU (user + system) and wall time, the
+median of the paired ratios, and whether the two printed the same bytes.
 """
 
 from __future__ import annotations
@@ -24,7 +32,9 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -33,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
+TARGET_N, TARGET_S = 10_000, 5.0  # snapshots, seconds for `eosfix cache` to check them
 sys.path.insert(0, str(HERE.parent))
 
 from tests.cachebuilder import CacheBuilder, chatml_files, hash_blobs
@@ -98,7 +109,7 @@ def _json_footer(path: Path) -> dict[str, Any]:
 def measure(root: Path, n: int, workers: int, phase: str) -> dict[str, Any]:
     """One phase of `eosfix cache` in this (fresh) process: time, CPU, peak memory."""
     from eosfix.batch import pool
-    from eosfix.cli.cache import cache
+    from eosfix.cli import main
 
     pool.WORKERS = workers
     base = _peak_mb()[0]
@@ -106,10 +117,8 @@ def measure(root: Path, n: int, workers: int, phase: str) -> dict[str, Any]:
         out = Path(tmp) / "out"
         t, cpu = time.perf_counter(), _cpu()
         with out.open("w") as f, contextlib.redirect_stdout(f):
-            try:
-                cache.main(["--cache-dir", str(root), *PHASES[phase]], standalone_mode=False)
-            except SystemExit as exc:
-                code = exc.code
+            sys.argv = ["eosfix", "cache", "--cache-dir", str(root), *PHASES[phase]]
+            code = main()  # as the console script runs it
         seconds, cpu = time.perf_counter() - t, _cpu() - cpu
         own, child = _peak_mb()
         result: dict[str, Any] = {
@@ -149,6 +158,7 @@ def bench(n: int, workers: int) -> dict[str, Any]:
         t = time.perf_counter()
         assert not scan_cache_dir(root).warnings
         scan_dir_s = time.perf_counter() - t
+        scan_s = _scan_alone(root, n)
         blobs = hash_blobs(root)
         phases = {}
         for phase in PHASES:
@@ -171,7 +181,69 @@ def bench(n: int, workers: int) -> dict[str, Any]:
             phases[phase] = json.loads(out)
         assert hash_blobs(root) == blobs, "a blob changed"
         assert not scan_cache_dir(root).warnings
-    return {"n": n, "build_s": build_s, "scan_cache_dir_s": scan_dir_s, **phases}
+    return {"n": n, "build_s": build_s, "scan_cache_dir_s": scan_dir_s, "scan_s": scan_s, **phases}
+
+
+def _scan_alone(root: Path, n: int) -> float:
+    """Seconds eosfix's own scan of the cache takes (every snapshot and its key), in a fresh
+    process (no analysis)."""
+    code = (
+        "import sys, time; from pathlib import Path; from eosfix.sources.cache import scan_cache;"
+        "t = time.perf_counter(); k = sum(1 for _ in scan_cache(Path(sys.argv[1])));"
+        "print(k, time.perf_counter() - t)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(root)],
+        check=True,
+        capture_output=True,
+        text=True,
+        cwd=HERE.parent,
+    ).stdout.split()
+    assert int(out[0]) == n, out
+    return float(out[1])
+
+
+def _cache_run(src: Path, root: Path) -> tuple[float, float, bytes]:
+    """CPU, wall time and output of ``eosfix cache --format json`` with ``src``'s eosfix."""
+    cmd = [sys.executable, "-m", "eosfix", "cache", "--cache-dir", str(root), "--format", "json"]
+    env = {**os.environ, "PYTHONPATH": str(src)}
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t = time.perf_counter()  # run from src: the current folder comes first on sys.path
+    out = subprocess.run(cmd, capture_output=True, env=env, cwd=src, check=False)
+    wall = time.perf_counter() - t
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if out.returncode not in (0, 1):
+        raise SystemExit(f"{src}: eosfix cache failed ({out.returncode}):\n{out.stderr.decode()}")
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return cpu, wall, out.stdout
+
+
+def compare(baseline: Path, n: int, pairs: int) -> None:
+    """Paired runs of this checkout and ``baseline`` on one cache of ``n`` snapshots."""
+    sides = {"baseline": baseline, "this": HERE.parent}
+    with tempfile.TemporaryDirectory(prefix="eosfix-bench-") as tmp:
+        root = Path(tmp)
+        build(root, n)
+        outputs = {name: _cache_run(src, root)[2] for name, src in sides.items()}  # warm-up
+        runs: dict[str, list[tuple[float, float]]] = {name: [] for name in sides}
+        for i in range(pairs):
+            order = list(sides.items()) if i % 2 == 0 else list(sides.items())[::-1]
+            for name, src in order:
+                cpu, wall, _ = _cache_run(src, root)
+                runs[name].append((cpu, wall))
+    load = os.getloadavg()[0]
+    print(f"N={n}, {pairs} pairs, eosfix cache --format json; load average {load:.1f} at the end")
+    print(f"baseline: {baseline}")
+    for i, label in ((0, "CPU"), (1, "wall")):
+        base, this = (statistics.median(r[i] for r in runs[k]) for k in ("baseline", "this"))
+        ratio = statistics.median(
+            t[i] / b[i] for b, t in zip(runs["baseline"], runs["this"], strict=True)
+        )
+        print(
+            f"{label:<5} median baseline {base:6.2f}s, this {this:6.2f}s; paired ratio {ratio:.2f}"
+        )
+    same = outputs["baseline"] == outputs["this"]
+    print(f"the same output, byte for byte: {'yes' if same else 'NO'}")
 
 
 def main() -> None:
@@ -181,13 +253,19 @@ def main() -> None:
     parser.add_argument("--measure", metavar="CACHE", help=argparse.SUPPRESS)
     parser.add_argument("--phase", choices=PHASES, help=argparse.SUPPRESS)
     parser.add_argument("--json", action="store_true", help="print every result as JSON")
+    parser.add_argument("--baseline", type=Path, help="another checkout to compare with")
+    parser.add_argument("--pairs", type=int, default=3, help="pairs with --baseline (default 3)")
     args = parser.parse_args()
+    if args.baseline is not None:
+        for n in args.sizes:
+            compare(args.baseline, n, args.pairs)
+        return
     if args.measure:
         print(json.dumps(measure(Path(args.measure), args.sizes[0], args.workers, args.phase)))
         return
     mem = "peak MB: base / self + worker"
     print(
-        f"{'N':>6} {'analyses':>8} {'hub scan':>8} {'check':>7} {'(cpu)':>7} {'check/s':>7} "
+        f"{'N':>6} {'analyses':>8} {'hub scan':>8} {'scan':>6} {'check':>7} {'(cpu)':>7} {'check/s':>7} "
         f"{'json':>7} {'fix':>7} {'fix/s':>6} {'recheck':>7}   {mem} (check, json, fix)"
     )
     for n in args.sizes:
@@ -201,11 +279,18 @@ def main() -> None:
             for p in (c, j, f)
         )
         print(
-            f"{n:>6} {j['analyses']:>8} {r['scan_cache_dir_s']:>7.2f}s {c['s']:>6.2f}s "
-            f"{c['cpu_s']:>6.2f}s {n / c['s']:>7.0f} {j['s']:>6.2f}s {f['s']:>6.2f}s "
+            f"{n:>6} {j['analyses']:>8} {r['scan_cache_dir_s']:>7.2f}s {r['scan_s']:>5.2f}s "
+            f"{c['s']:>6.2f}s {c['cpu_s']:>6.2f}s {n / c['s']:>7.0f} {j['s']:>6.2f}s {f['s']:>6.2f}s "
             f"{n / f['s']:>6.0f} {rc['s']:>6.2f}s   {peaks}",
             flush=True,
         )
+        if n >= TARGET_N:
+            met = "met" if c["s"] <= TARGET_S else "NOT met"
+            print(
+                f"target {TARGET_N} snapshots checked in <= {TARGET_S:.0f} s: {met} "
+                f"({c['s']:.1f} s; scan {r['scan_s']:.1f} s, scan_cache_dir "
+                f"{r['scan_cache_dir_s']:.1f} s)"
+            )
 
 
 if __name__ == "__main__":

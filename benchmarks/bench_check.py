@@ -1,13 +1,15 @@
 """Time `eosfix check` against the by-hand check with transformers, each as a whole process.
 
-    python benchmarks/bench_check.py [-n 5] [--corpus DIR]
+    python benchmarks/bench_check.py [-n 7] [--corpus DIR] [--repo NAME ...]
     python benchmarks/bench_check.py --baseline DIR [-n 15] [--corpus DIR]
 
-Per corpus repo that ships tokenizer.json: the median wall time of
+Per corpus repo that ships tokenizer.json (Qwen--Qwen3-4B: an 11 MB one), pairs of
 ``python -m eosfix check DIR --format json`` and of a process that does what people do by
-hand (``AutoTokenizer.from_pretrained`` + ``apply_chat_template`` +
-``GenerationConfig.from_pretrained``), and their ratio. Then ``eosfix check`` on a small sample
-repo. Targets: eosfix >= 10x faster per repo; a small sample repo < 0.35 s.
+hand, with transformers and without torch (``AutoTokenizer.from_pretrained`` +
+``apply_chat_template`` + ``GenerationConfig.from_pretrained``; torch is made unimportable,
+as if it were not installed, and the run fails if anything imported it): medians, and the
+median of the paired ratios (``benchmarks/paired.py``). Targets: eosfix >= 10x faster (CPU)
+and <= 40 MiB peak.
 
 ``--baseline DIR`` compares this checkout with another one (DIR holds its ``eosfix``
 package, e.g. ``git archive`` of the commit before a change) on the whole corpus, in pairs
@@ -29,14 +31,18 @@ import sys
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from paired import compile_bytecode, machine, paired, table
+
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = Path(os.environ.get("EOSFIX_CORPUS", ROOT.parent / "shared" / "corpus"))
-SAMPLE = ROOT / "sample_repos" / "llama3-healthy"
 RATIO_TARGET = 10.0
-SAMPLE_TARGET_S = 0.35
+PEAK_TARGET_MIB = 40.0
 
 BY_HAND = """
 import sys, warnings
+sys.modules["torch"] = None  # transformers without torch: as if it were not installed
 warnings.simplefilter("ignore")
 from transformers import AutoTokenizer, GenerationConfig
 folder = sys.argv[1]
@@ -47,21 +53,11 @@ try:
     GenerationConfig.from_pretrained(folder)
 except OSError:  # no generation_config.json: transformers falls back to config.json
     pass
+loaded = [m for m, mod in sys.modules.items() if m.split(".")[0] == "torch" and mod is not None]
+if loaded:  # exit 4: the benchmark stops (1 would read as "findings")
+    print(f"torch was imported: {loaded[:3]}", file=sys.stderr)
+    sys.exit(4)
 """
-
-
-def _time(cmd: list[str], repeats: int) -> float:
-    """Median wall time of ``cmd`` (one warm-up run first, so the OS file cache is warm)."""
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_VERBOSITY": "error"}
-    subprocess.run(cmd, capture_output=True, env=env, check=False)
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        proc = subprocess.run(cmd, capture_output=True, env=env, check=False)
-        times.append(time.perf_counter() - start)
-        if proc.returncode not in (0, 1):
-            raise SystemExit(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stderr.decode()}")
-    return statistics.median(times)
 
 
 def eosfix_cmd(folder: Path) -> list[str]:
@@ -136,33 +132,47 @@ def compare(baseline: Path, corpus: Path, repeats: int) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("-n", "--repeats", type=int, default=5)
+    parser.add_argument("-n", "--repeats", type=int, default=7, help="pairs (default 7)")
     parser.add_argument("--corpus", type=Path, default=CORPUS)
+    parser.add_argument("--repo", action="append", help="corpus folder name (repeatable)")
     parser.add_argument("--baseline", type=Path, help="another checkout to compare with")
     args = parser.parse_args(argv)
     if args.baseline is not None:
         return compare(args.baseline, args.corpus, args.repeats)
 
     repos = sorted(p for p in args.corpus.glob("*/") if (p / "tokenizer.json").is_file())
+    if args.repo:
+        repos = [args.corpus / name for name in args.repo]
+        missing = [str(p) for p in repos if not (p / "tokenizer.json").is_file()]
+        if missing:
+            print(f"no tokenizer.json in {', '.join(missing)} (set EOSFIX_CORPUS)", file=sys.stderr)
+            return 1
     if not repos:
         print(f"no corpus repo with tokenizer.json under {args.corpus}", file=sys.stderr)
-    print(f"median of {args.repeats} runs, whole processes ({sys.executable})")
-    print(f"{'repo':<34} {'eosfix':>9} {'by hand':>9} {'ratio':>7}")
+        return 1
+    compile_bytecode()
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_VERBOSITY": "error"}
+    print(f"{machine()}; {args.repeats} pairs each, whole processes ({sys.executable})")
     ok = True
     for repo in repos:
-        ours = _time(eosfix_cmd(repo), args.repeats)
-        theirs = _time([sys.executable, "-c", BY_HAND, str(repo)], args.repeats)
-        ratio = theirs / ours
-        ok &= ratio >= RATIO_TARGET
-        print(f"{repo.name:<34} {ours:>8.3f}s {theirs:>8.3f}s {ratio:>6.1f}x")
-    sample = _time(eosfix_cmd(SAMPLE), args.repeats)
-    print(f"{'sample_repos/' + SAMPLE.name:<34} {sample:>8.3f}s")
-    print()
-    met_ratio = "met" if ok and repos else "NOT met"
-    met_sample = "met" if sample < SAMPLE_TARGET_S else "NOT met"
-    print(f"target eosfix >= {RATIO_TARGET:.0f}x faster per repo: {met_ratio}")
-    print(f"target sample repo < {SAMPLE_TARGET_S} s: {met_sample} ({sample:.3f} s)")
-    return 0 if (ok and sample < SAMPLE_TARGET_S) else 1
+        pairs = paired(
+            [sys.executable, "-c", BY_HAND, str(repo)], eosfix_cmd(repo), args.repeats, env=env
+        )
+        speedup, peak = pairs.ratio("cpu"), pairs.median("b", "peak")
+        ok &= speedup >= RATIO_TARGET and peak <= PEAK_TARGET_MIB
+        size = (repo / "tokenizer.json").stat().st_size / 1e6
+        print(f"\n{repo.name} (tokenizer.json {size:.1f} MB): A by hand, B eosfix check")
+        print(table(pairs, "by hand", "eosfix"))
+        print(
+            f"eosfix is {speedup:.1f}x faster (CPU), {pairs.ratio('wall'):.1f}x (wall); "
+            f"peak {peak:.1f} MiB"
+        )
+    met = "met" if ok else "NOT met"
+    print(
+        f"\ntargets >= {RATIO_TARGET:.0f}x faster (CPU) and <= {PEAK_TARGET_MIB:.0f} MiB peak, "
+        f"every repo: {met}"
+    )
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

@@ -16,10 +16,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from eosfix.containers.folder.container import open_folder
 from eosfix.containers.folder.plan import FilePatch
-from eosfix.containers.folder.write import AfterWrite, write_patches
 from eosfix.containers.target import is_gguf, resolve
 from eosfix.core.errors import EosfixError, RepoLoadError, VerificationError
-from eosfix.core.fileio import hard_link_note, locked_dir
 from eosfix.core.repo import ModelRepo
 from eosfix.decide.check import RepoCheck, Status
 from eosfix.decide.check import check as check_repo
@@ -28,6 +26,7 @@ from eosfix.decide.verdicts import RuntimeTable
 from eosfix.runtimes import Pins
 
 if TYPE_CHECKING:
+    from eosfix.containers.folder.write import AfterWrite
     from eosfix.containers.gguf.write import Progress
 
 
@@ -114,12 +113,12 @@ class _Analysis:
     container: str
 
 
-def _open(path: Path) -> Container:
+def _open(path: Path, model: bool = True) -> Container:
     if is_gguf(path):
         from eosfix.containers.gguf.container import open_gguf  # only a GGUF needs its reader
 
         return open_gguf(path)
-    return open_folder(path)
+    return open_folder(path, model=model)
 
 
 def _analyze(
@@ -176,14 +175,17 @@ def check_folder(
     label: str | None = None,
     keep_ids: Iterable[int] = (),
     pins: Pins | None = None,
+    model: bool = True,
 ) -> RepoResult:
     """Analyze a folder (or GGUF file) as it is, whatever it holds (cache snapshots, the Hub
     store): a folder without tokenizer files is a repo without a chat template here, not an
-    error."""
+    error. ``model``: False when the source knows the repo holds no model (a Hub repo or cache
+    snapshot with tokenizer files only): nothing is proposed, every runtime is not applicable.
+    """
     root = Path(path)
     kind = "gguf" if is_gguf(root) else "folder"
     try:
-        analysis = _analyze(_open(root), config_json, keep_ids, pins)
+        analysis = _analyze(_open(root, model), config_json, keep_ids, pins)
     except (EosfixError, OSError) as exc:
         return RepoResult(root, error=_one_line(exc, root), label=label, container=kind)
     return _result(root, analysis, label)
@@ -211,6 +213,9 @@ def fix(
         return RepoResult(Path(path), error=_one_line(exc, Path(path)), label=label)
     if is_gguf(root):
         return fix_gguf(root, label=label, keep_ids=keep_ids, pins=pins)
+    from eosfix.containers.folder.write import write_patches  # only a fix writes
+    from eosfix.core.fileio import hard_link_note, locked_dir
+
     try:
         with locked_dir(root):
             planned = _analyze(open_folder(root), config_json, keep_ids, pins)
@@ -256,6 +261,7 @@ def fix_gguf(
     """
     from eosfix.containers.gguf.container import open_gguf
     from eosfix.containers.gguf.write import copy_gguf, is_in_place, write_token_ids
+    from eosfix.core.fileio import hard_link_note
 
     root = Path(path)
     out = None if output is None else Path(output)

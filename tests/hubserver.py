@@ -270,6 +270,33 @@ class _Quota:
         return self.used <= self.limit, max(0, self.limit - self.used), reset
 
 
+@dataclass
+class _CountQuota:
+    """A quota counted in requests, not seconds (``FakeHub.rate_limit_count``)."""
+
+    limit: int
+    retry_after: int
+    seen: int = 0
+
+    def take(self) -> bool:
+        """Count one request: False for every (limit + 1)-th one of the bucket."""
+        self.seen += 1
+        return self.seen % (self.limit + 1) != 0
+
+
+@dataclass
+class Hold:
+    """Requests kept unanswered until ``release()`` (``FakeHub.hold``)."""
+
+    match: re.Pattern[str]
+    query: str | None
+    arrived: threading.Event = field(default_factory=threading.Event)
+    released: threading.Event = field(default_factory=threading.Event)
+
+    def release(self) -> None:
+        self.released.set()
+
+
 class _HTTPError(Exception):
     def __init__(
         self, status: int, message: str, code: str | None = None, headers: dict | None = None
@@ -343,6 +370,8 @@ class FakeHub:
         self.discussions_page_size = 50
         self.latency = 0.0
         self._quotas: dict[str, _Quota] = {}
+        self._count_quotas: dict[str, _CountQuota] = {}
+        self._holds: list[Hold] = []
         self.url = ""
         self._failures: list[_Failure] = []
         self._lock = threading.RLock()
@@ -438,6 +467,15 @@ class FakeHub:
                 )
             )
 
+    def hold(self, match: str, *, query: str | None = None) -> Hold:
+        """Keep requests whose raw path matches the regex ``match`` (and whose query string
+        contains ``query``) unanswered until ``release()``: a test waits for ``arrived`` (an
+        event, set when the first such request came in) instead of a wall-clock window."""
+        hold = Hold(re.compile(match), query)
+        with self._lock:
+            self._holds.append(hold)
+        return hold
+
     def clear_failures(self) -> None:
         with self._lock:
             self._failures.clear()
@@ -453,10 +491,29 @@ class FakeHub:
         with self._lock:
             self._quotas[bucket] = _Quota(limit, window)
 
+    def rate_limit_count(
+        self, limit: int, retry_after: int = 1, *, bucket: str = "resolvers"
+    ) -> None:
+        """A quota counted in requests, not seconds: of a bucket's requests (as in
+        `rate_limit`), `limit` are served, the next one gets 429 with `Retry-After:
+        <retry_after>` (and no `RateLimit` headers), the next `limit` are served, and so on.
+        How many 429s a run gets depends only on how many requests it sends (each refused one
+        sent again counts too), not on the machine's speed: no window runs out while a slow
+        run is still sending."""
+        if bucket not in ("resolvers", "api"):
+            raise ValueError(f"unknown bucket {bucket!r}")
+        with self._lock:
+            self._count_quotas[bucket] = _CountQuota(limit, retry_after)
+
     def _quota_headers(self, raw_path: str) -> tuple[bool, dict[str, str]]:
         """Count a request against its bucket's quota: (allowed, headers to send)."""
         bucket = "resolvers" if "/resolve/" in raw_path else "api"
         with self._lock:
+            counted = self._count_quotas.get(bucket)
+            if counted is not None and (bucket == "resolvers" or raw_path.startswith("/api/")):
+                if counted.take():
+                    return True, {}
+                return False, {"Retry-After": str(counted.retry_after)}
             quota = self._quotas.get(bucket)
             if quota is None or (bucket == "api" and not raw_path.startswith("/api/")):
                 return True, {}
@@ -671,6 +728,16 @@ class _Handler(BaseHTTPRequestHandler):
         self.extra_headers: dict[str, str] = {}
         self.cut: int | None = None
         try:
+            with hub._lock:
+                holds = [
+                    h
+                    for h in hub._holds
+                    if h.match.search(raw_path) and (h.query is None or h.query in split.query)
+                ]
+            for hold in holds:
+                hold.arrived.set()
+                while not (hold.released.wait(0.05) or hub._stopping.is_set()):
+                    pass
             if hub.latency:
                 hub._stopping.wait(hub.latency)
             allowed, self.extra_headers = hub._quota_headers(raw_path)

@@ -22,6 +22,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("eosfix.batch",),
     ("eosfix.api",),
     ("eosfix.render",),
+    ("eosfix.serve",),
     ("eosfix.cli", "eosfix.__main__"),
 )
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from eosfix import pipeline
 from eosfix.batch import pool
-from eosfix.batch.run import Done, Pending, Run, Unit, in_order
+from eosfix.batch.run import Done, Failure, Pending, Run, Unit, in_order
 from eosfix.batch.verdict import Detail, Verdict, to_verdict
 from eosfix.containers.folder.write import (
     drop_no_exist_marker,
@@ -54,9 +54,12 @@ class CacheSource:
         )
         self.stage = "fixing" if fix else "checking"
         self.corrupted: list[Corrupted] = []
+        self.stopping = False  # Run.stop: no new snapshot, no new fix
 
     def units(self) -> Iterator[Unit]:
         for item in self.scan:
+            if self.stopping:
+                return
             if isinstance(item, Corrupted):
                 self.corrupted.append(item)
             else:
@@ -73,7 +76,9 @@ class CacheSource:
         def start(unit: Unit) -> Pending:
             assert unit.verdict is not None
             assert unit.path is not None
-            if not unit.verdict.has_patches and not stale_no_exist_markers(unit.path):
+            if (
+                not unit.verdict.has_patches and not stale_no_exist_markers(unit.path)
+            ) or self.stopping:  # interrupted: not fixed
                 return Done(unit)
             return _Fixed(unit, run.jobs.submit(self.fixer, unit.path))
 
@@ -84,6 +89,9 @@ class CacheSource:
 
     def failed(self) -> bool:
         return bool(self.corrupted)
+
+    def failures(self) -> list[Failure]:
+        return [Failure(c.repo_id or c.name, c.message) for c in self.corrupted]
 
     def head(self) -> dict[str, Any]:
         return {"cache_dir": str(self.scan.cache_dir)}
@@ -97,6 +105,9 @@ class CacheSource:
 
     def summary(self) -> dict[str, Any]:
         return {"corrupted": len(self.corrupted)}
+
+    def stop(self) -> None:
+        self.stopping = True
 
     def close(self) -> None:
         pass

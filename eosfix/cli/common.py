@@ -36,8 +36,6 @@ def repo_dirs(paths: Sequence[str]) -> list[Path | HubRepo]:
     passes) means its folder. Any other path stays as given, unless its folder is analyzed
     anyway: ``api.check`` then says why it is not checked (missing, not a model folder...).
     """
-    from eosfix.containers.gguf.read import first_shard, iter_gguf_files
-
     out: dict[Path | HubRepo, None] = {}
     others: list[Path] = []
     for raw in paths:
@@ -47,12 +45,14 @@ def repo_dirs(paths: Sequence[str]) -> list[Path | HubRepo]:
             continue
         path = Path(raw)
         if path.is_dir():
-            ggufs = list(iter_gguf_files(path))
+            ggufs = _ggufs_under(path)
             if not ggufs or is_model_folder(path):
                 out[path] = None
             below = model_folders_below(path) if ggufs else []
             out.update(dict.fromkeys(sorted([*below, *ggufs])))
         elif is_gguf(path):
+            from eosfix.containers.gguf.read import first_shard
+
             try:
                 out[first_shard(path)] = None
             except EosfixError:
@@ -65,6 +65,16 @@ def repo_dirs(paths: Sequence[str]) -> list[Path | HubRepo]:
         if not (path.exists() and path.parent in out):
             out[path] = None
     return list(out)
+
+
+def _ggufs_under(folder: Path) -> list[Path]:
+    """``iter_gguf_files(folder)``; the GGUF reader is imported only when the folder holds a
+    ``*.gguf`` at all (a check of a model folder does not import it)."""
+    if next(folder.rglob("*.gguf"), None) is None:
+        return []
+    from eosfix.containers.gguf.read import iter_gguf_files
+
+    return list(iter_gguf_files(folder))
 
 
 def emit(results: list[Any], report: Report, fmt: str, *, err: bool = False, **kwargs: Any) -> None:

@@ -289,7 +289,12 @@ def _fix_gguf(
 @click.command()
 @click.argument("path", type=click.Path())
 @click.option(
-    "--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="text: the probes, terminators and runtimes for a person; json: all of it, for scripts.",
 )
 @keep_id_option
 @runtime_option

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from eosfix.core.errors import RepoLoadError, reading
-from eosfix.core.models import GenerationConfigModel, ModelConfigModel, TokenizerConfigModel
+from eosfix.core.models import GenerationConfig, ModelConfig, TokenizerConfig
 from eosfix.core.saferead import MAX_TOKENIZER_JSON_BYTES, read_regular
 
 GENERATION_CONFIG = "generation_config.json"
@@ -188,9 +188,9 @@ class ModelRepo:
     root: Path
     files: dict[str, JsonFile] = field(default_factory=dict)
     templates: tuple[ChatTemplate, ...] = ()
-    tokenizer_config: TokenizerConfigModel | None = None
-    generation_config: GenerationConfigModel | None = None
-    config: ModelConfigModel | None = None
+    tokenizer_config: TokenizerConfig | None = None
+    generation_config: GenerationConfig | None = None
+    config: ModelConfig | None = None
     special_tokens: dict[str, str] = field(default_factory=dict)  # name -> content
     added_tokens: dict[str, TokenInfo] = field(default_factory=dict)  # content -> info
     vocabulary: Vocabulary | None = None

@@ -5,8 +5,6 @@ punctuation mark starts in markdown, code and prose). Pure.
 
 from __future__ import annotations
 
-import unicodedata
-
 
 def shown(text: str) -> str:
     """A token's text as a person reads it in a message: quoted, escapes visible."""
@@ -67,6 +65,8 @@ def _piece_kind(stripped: str) -> str:
             if whole
             else (f"{shown(stripped)} starts with {shown(first)}, which {role}")
         )
+    import unicodedata  # only a piece that starts with a symbol needs its name
+
     try:
         name = unicodedata.name(first).lower()
     except ValueError:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from packaging.version import InvalidVersion, Version
 
@@ -56,6 +57,7 @@ class StopInputs:
         return self.generation_config_has_eos_key or self.generation_config_eos is not None
 
 
+@lru_cache(maxsize=512)  # the rules compare a few dozen fixed bounds ~180 times a check
 def parse_version(text: str) -> Version:
     """A PEP 440 version (``"0.32.2"``, ``"4.57.0.dev0"``, ``"2.13.0+cpu"``); ValueError for
     anything else."""

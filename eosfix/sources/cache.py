@@ -7,9 +7,12 @@ Layout (huggingface_hub 2.x)::
     <cache>/models--org--name/refs/main                       the commit sha
     <cache>/models--org--name/.no_exist/<commit>/<path>       "not in this commit" marker
 
-Snapshots are found with the scanner of ``huggingface_hub.scan_cache_dir``, run repo by repo
-(its ``CorruptedCacheException`` warnings name the corrupted repos, reported and skipped), so
-memory does not grow with the cache. The key of a snapshot is its (repo path, blob hash)
+A model repo is read by a plain walk of its folders (``eosfix.sources.cachewalk``) that
+accepts only the ordinary layout; anything else (a broken link, a ref to a missing commit, a
+file where a folder belongs, any other top-level folder) goes to the scanner of
+``huggingface_hub.scan_cache_dir``, run repo by repo, whose ``CorruptedCacheException``
+warnings name the corrupted repos (reported and skipped). So the answer is scan_cache_dir's,
+without its object per file of every snapshot, and memory does not grow with the cache. The key of a snapshot is its (repo path, blob hash)
 pairs, and a blob's name *is* its content hash, so revisions and repos that share files share
 one analysis (``eosfix.batch.cache`` runs them on the batch engine). Fixing a snapshot
 replaces its link by a regular file and never writes a blob: ``eosfix.containers.folder.write``.
@@ -21,7 +24,6 @@ from __future__ import annotations
 import dataclasses
 import fnmatch
 import functools
-import hashlib
 import itertools
 import os
 import re
@@ -33,11 +35,8 @@ from typing import Any
 
 from eosfix.core.errors import EosfixError
 from eosfix.core.repo import READ_FILES, is_read_file
-from eosfix.core.saferead import read_regular
-from eosfix.sources import Key
-
-_HASH_NAME = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")
-_HASH_LIMIT = 4 * 1024 * 1024  # regular files up to this size are keyed by content hash
+from eosfix.sources import Key, holds_a_model
+from eosfix.sources.cachewalk import file_identity, walk_repo
 
 
 def default_cache_dir(env: dict[str, str] | None = None) -> Path:
@@ -65,6 +64,7 @@ class Snapshot:
     refs: tuple[str, ...]
     path: Path  # <cache>/models--org--name/snapshots/<commit>
     key: Key
+    model: bool = True  # False: the repo holds no model (sources.holds_a_model), per .no_exist
 
     @property
     def short(self) -> str:
@@ -95,25 +95,6 @@ class Corrupted:
     name: str  # top-level folder name in the cache, "" when unknown
     repo_id: str | None
     message: str
-
-
-def git_sha1_file(path: Path, limit: int = _HASH_LIMIT) -> str:
-    data = read_regular(path, limit)  # a /dev/zero link or a FIFO: refused, not read forever
-    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
-
-
-def file_identity(file_path: Path, blob_path: Path) -> str:
-    """What decides a file's content: its blob's name (a content hash) for a link into
-    ``blobs/``; the git sha1 of a regular file (a snapshot file eosfix already replaced)."""
-    if blob_path != file_path:
-        return blob_path.name if _HASH_NAME.match(blob_path.name) else str(blob_path)
-    try:
-        st = file_path.stat()
-        if st.st_size <= _HASH_LIMIT:
-            return git_sha1_file(file_path)
-    except (OSError, EosfixError):
-        return f"unreadable:{file_path}"
-    return f"file:{st.st_dev}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}"
 
 
 def _repo_id_of(folder: str) -> tuple[str, str] | None:
@@ -173,6 +154,15 @@ def _scan_all(root: Path) -> Iterator[Any]:
     yield from info.warnings
 
 
+def _no_model(repo: Any, rev: Any) -> bool:
+    """The snapshot has no config, no weights, and the Hub said the commit has no config.json
+    (a ``.no_exist`` marker, left by a loader that asked for it): tokenizer files only. A
+    snapshot merely missing files it was never asked for is a model's, as far as we know."""
+    names = [f.file_path.relative_to(rev.snapshot_path).as_posix() for f in rev.files]
+    marker = repo.repo_path / ".no_exist" / rev.commit_hash / "config.json"
+    return not holds_a_model(names) and marker.exists()
+
+
 def _snapshots_of(repo: Any) -> Iterator[Snapshot]:
     for rev in repo.revisions:
         pairs = []
@@ -187,6 +177,7 @@ def _snapshots_of(repo: Any) -> Iterator[Snapshot]:
             tuple(sorted(rev.refs)),
             rev.snapshot_path,
             tuple(sorted(pairs)),
+            not _no_model(repo, rev),
         )
 
 
@@ -259,6 +250,14 @@ class CacheScan:
                 path = self.cache_dir / name
                 kind_id = _repo_id_of(name)
                 repo_id = kind_id[1] if kind_id else None
+                walked = walk_repo(path)
+                if walked is not None and repo_id is not None:
+                    group.extend(
+                        Snapshot(repo_id, *rev)
+                        for rev in walked
+                        if _rev_ok(rev.commit, rev.refs, self.revisions)
+                    )
+                    continue
                 try:
                     item = scan(path)
                 except (OSError, ValueError) as exc:  # unreadable: that repo only

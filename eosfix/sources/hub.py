@@ -36,6 +36,7 @@ from huggingface_hub.errors import RemoteEntryNotFoundError
 
 from eosfix.core.errors import EosfixError
 from eosfix.core.repo import TOKENIZER_JSON, is_relevant_file
+from eosfix.sources import holds_a_model
 from eosfix.sources.hubhttp import HubHttp, describe_error, hub_errors
 from eosfix.sources.hubstore import Manifest, Store, git_sha1
 
@@ -63,6 +64,7 @@ class HubEntry:
     sha: str | None = None
     files: tuple[str, ...] | None = None  # its stop-relevant files (None: not known yet)
     tokenizer_json: bool = False  # it has tokenizer.json
+    model: bool = True  # False: no config, no weights (``eosfix.sources.holds_a_model``)
 
     @property
     def revision_cell(self) -> str:
@@ -88,6 +90,7 @@ def entry_of(data: dict[str, Any], revision: str = "main") -> HubEntry:
         data.get("sha"),
         tuple(sorted(n for n in names if is_relevant(n))),
         TOKENIZER_JSON in names,
+        holds_a_model(names) or not data.get("siblings"),  # no file list: assume a model
     )
 
 
@@ -102,6 +105,7 @@ class FetchedRepo:
     path: Path
     files: tuple[str, ...]
     has_tokenizer_json: bool
+    model: bool = True  # False: the repo holds no config and no weights (tokenizer files only)
 
 
 class HubReader:
@@ -142,7 +146,11 @@ class HubReader:
             if kept is not None:
                 files = tuple(sorted(p for p in kept.files if p != TOKENIZER_JSON))
                 return dataclasses.replace(
-                    entry, sha=entry.revision, files=files, tokenizer_json=kept.tokenizer_json
+                    entry,
+                    sha=entry.revision,
+                    files=files,
+                    tokenizer_json=kept.tokenizer_json,
+                    model=kept.model,
                 )
         rev = quote(entry.revision, safe="")
         url = f"{self.endpoint}/api/models/{entry.repo_id}/revision/{rev}"
@@ -163,7 +171,7 @@ class HubReader:
         files = {
             p: self.store.add_blob(self._file(entry.repo_id, entry.sha, p)) for p in entry.files
         }
-        manifest = Manifest(files, entry.tokenizer_json)
+        manifest = Manifest(files, entry.tokenizer_json, entry.model)
         self.store.publish(entry.sha, manifest)
         return manifest
 
@@ -243,4 +251,5 @@ def fetch_repo_files(
         reader.store.snapshot(entry.sha),
         tuple(sorted(manifest.files)),
         entry.tokenizer_json,
+        entry.model,
     )

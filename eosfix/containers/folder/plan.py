@@ -9,7 +9,6 @@ about generation changes.
 
 from __future__ import annotations
 
-import difflib
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -106,6 +105,8 @@ class FilePatch:
         new = self.new_text.splitlines(keepends=True)
         path = f"{name.rstrip('/')}/{self.file}" if name else self.file
         src = "/dev/null" if self.created else f"a/{path}"
+        import difflib  # only a diff needs it (a check that finds nothing to fix shows none)
+
         lines = difflib.unified_diff(old, new, src, f"b/{path}")
         return "".join(
             line if line.endswith("\n") else line + "\n\\ No newline at end of file\n"

@@ -1,26 +1,31 @@
 """Load a model repository folder: every source transformers reads, with file provenance.
 
 ``load_repo(path) -> ModelRepo`` only reads. Of tokenizer.json (often 10-35 MB) only the head
-is decoded here, its ``added_tokens`` and post-processor (``read_tokenizer_head``); the
-vocabulary is loaded with the ``tokenizers`` library only if an id must come from it.
+is read here, through a memory map, and decoded: its ``added_tokens`` and post-processor
+(``read_tokenizer_head``); the vocabulary is loaded with the ``tokenizers`` library only if an
+id must come from it. Each JSON file is checked against its view in ``eosfix.core.models``
+(plain Python; pydantic only words the error of a malformed file).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import mmap
+import os
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, TypeVar
-
-from pydantic import BaseModel, ValidationError
+from typing import Any, Protocol, TypeVar
 
 from eosfix.core.errors import RepoLoadError, reading
 from eosfix.core.models import (
-    AddedTokenModel,
-    ChatTemplateJsonModel,
-    GenerationConfigModel,
-    ModelConfigModel,
-    SpecialTokensMapModel,
-    TokenizerConfigModel,
+    SCHEMAS,
+    AddedToken,
+    ChatTemplateJson,
+    GenerationConfig,
+    ModelConfig,
+    SpecialTokensMap,
+    TokenizerConfig,
     token_content,
 )
 from eosfix.core.repo import (
@@ -44,6 +49,7 @@ from eosfix.core.saferead import (
     MAX_JSON_DEPTH,
     MAX_TOKENIZER_JSON_BYTES,
     json_depth_over,
+    open_regular,
     read_regular,
 )
 
@@ -51,13 +57,36 @@ from eosfix.core.saferead import (
 # ones are refused before reading, so a hostile repo cannot make eosfix hold hundreds of MB.
 # tokenizer.json (10-35 MB, read lazily) has its own, larger bound.
 _MAX_FILE_BYTES = 16 * 1024 * 1024
-M = TypeVar("M", bound=BaseModel)
+
+
+class _Checked(Protocol):
+    """A view of ``eosfix.core.models``: built from a JSON object its ``accepts`` vouches for."""
+
+    def __init__(self, data: dict[str, Any]) -> None: ...
+
+    @staticmethod
+    def accepts(data: dict[str, Any]) -> bool: ...
+
+
+M = TypeVar("M", bound=_Checked)
+
+
+def _readable(path: Path) -> None:
+    """Refuse a dangling link, a directory, or a file over its size limit (one-line errors)."""
+    if path.is_symlink() and not path.exists():
+        raise RepoLoadError("dangling symlink (its target is missing)", path=path)
+    limit = MAX_TOKENIZER_JSON_BYTES if path.name == TOKENIZER_JSON else _MAX_FILE_BYTES
+    with reading(path):
+        if path.is_dir():
+            raise IsADirectoryError
+        size = path.stat().st_size
+        if size > limit:
+            raise RepoLoadError(f"too large ({size} bytes, limit {limit})", path=path)
 
 
 def read_bytes(path: Path) -> bytes:
     """Read a repo file, turning every OS problem into a one-line ``RepoLoadError``."""
-    if path.is_symlink() and not path.exists():
-        raise RepoLoadError("dangling symlink (its target is missing)", path=path)
+    _readable(path)
     limit = MAX_TOKENIZER_JSON_BYTES if path.name == TOKENIZER_JSON else _MAX_FILE_BYTES
     with reading(path):  # only a regular file, and at most limit bytes (not st_size's word)
         return read_regular(path, limit)
@@ -105,12 +134,27 @@ def _data_path(data: Any, loc: tuple[Any, ...]) -> str:
     return ".".join(parts)
 
 
-def validate(model: type[M], data: Any, path: Path) -> M:
-    """Check the shape of a parsed file; the first problem becomes a one-line error."""
+def validate(view: type[M], data: Any, path: Path) -> M:
+    """Check the shape of a parsed file; the first problem becomes a one-line error.
+
+    The view's plain check vouches for a well-formed file; anything else goes to its pydantic
+    model (imported only then), which refuses it with the message or accepts it after all."""
     if not isinstance(data, dict):
         raise RepoLoadError(f"expected a JSON object, got {type(data).__name__}", path=path)
+    if not view.accepts(data):
+        _refuse(view, data, path)
+    return view(data)
+
+
+def _refuse(view: type, data: dict[str, Any], path: Path) -> None:
+    """Raise the one-line error of pydantic's first problem with ``data``; return when the
+    model accepts it (a plain check may doubt what the model allows, e.g. an id >= 2**63)."""
+    from pydantic import ValidationError
+
+    from eosfix.core import schemas
+
     try:
-        return model.model_validate(data)
+        getattr(schemas, SCHEMAS[view]).model_validate(data)
     except ValidationError as exc:
         err = exc.errors()[0]
         where = _data_path(data, tuple(err["loc"]))
@@ -138,7 +182,7 @@ def _read_template(root: Path, rel: str) -> ChatTemplate:
     return ChatTemplate(name, decode_text(read_bytes(path), path), rel)
 
 
-def _load_templates(root: Path, tok: TokenizerConfigModel | None) -> tuple[ChatTemplate, ...]:
+def _load_templates(root: Path, tok: TokenizerConfig | None) -> tuple[ChatTemplate, ...]:
     """Templates with transformers' precedence: .jinja files replace tokenizer_config's entry."""
     rels = []
     if (root / CHAT_TEMPLATE_JINJA).exists() or (root / CHAT_TEMPLATE_JINJA).is_symlink():
@@ -158,20 +202,17 @@ def _load_templates(root: Path, tok: TokenizerConfigModel | None) -> tuple[ChatT
 def _load_processor_templates(root: Path) -> tuple[ChatTemplate, ...]:
     """Vision/audio repos: processor_config.json's ``chat_template`` beats chat_template.json."""
     for name in (PROCESSOR_CONFIG, CHAT_TEMPLATE_JSON):
-        loaded = _load_json(root, name, ChatTemplateJsonModel)
+        loaded = _load_json(root, name, ChatTemplateJson)
         if loaded is not None and loaded[1].chat_template is not None:
             return (ChatTemplate("default", loaded[1].chat_template, name),)
     return ()
 
 
-def _special_tokens(
-    tok: TokenizerConfigModel | None, stm: SpecialTokensMapModel | None
-) -> dict[str, str]:
+def _special_tokens(tok: TokenizerConfig | None, stm: SpecialTokensMap | None) -> dict[str, str]:
     """The special-token variables a template sees (``eos_token``, ``bos_token``, ...)."""
     out: dict[str, str] = {}
     if tok is not None:
-        raw = tok.model_dump(exclude_none=True)
-        for key, value in raw.items():
+        for key, value in tok.items():
             # bos/eos/unk/sep/pad/cls/mask and any model-specific ``*_token`` (image_token...)
             content = token_content(value) if isinstance(value, (str, dict)) else None
             if content is not None and key.endswith("_token"):
@@ -183,14 +224,14 @@ def _special_tokens(
                     out[key] = content
     # special_tokens_map.json overrides only in the legacy layout (no added_tokens_decoder).
     if stm is not None and (tok is None or tok.added_tokens_decoder is None):
-        for key, value in stm.model_dump(exclude_none=True).items():
+        for key, value in stm.items():
             content = token_content(value) if isinstance(value, (str, dict)) else None
             if content is not None and key.endswith("_token"):
                 out[key] = content
     return out
 
 
-def _tokens_from_decoder(tok: TokenizerConfigModel, root: Path) -> dict[str, TokenInfo]:
+def _tokens_from_decoder(tok: TokenizerConfig, root: Path) -> dict[str, TokenInfo]:
     out: dict[str, TokenInfo] = {}
     for key, tinfo in (tok.added_tokens_decoder or {}).items():
         if not key.isdigit():
@@ -203,25 +244,52 @@ def _tokens_from_decoder(tok: TokenizerConfigModel, root: Path) -> dict[str, Tok
     return out
 
 
-_WINDOW = 4 * 1024 * 1024  # decode this much after a key before falling back to the file
+_WINDOW = 64 * 1024  # decode this much after a key first; 16 times more while the value is longer
 
 
-def _decode_at(raw: bytes, key: bytes, path: Path) -> tuple[bool, Any]:
+def _decode_at(raw: bytes | mmap.mmap, key: bytes, path: Path) -> tuple[bool, Any]:
     """(found, the JSON value) of the first ``"key":`` in ``raw``, decoding only a window
-    after it (the whole rest of the file when the value is longer)."""
+    after it, grown while the value runs on (up to the whole rest of the file)."""
     at = raw.find(key)
     if at < 0:
         return False, None
     colon = raw.find(b":", at + len(key))
-    for end in (colon + 1 + _WINDOW, len(raw)):
+    size = _WINDOW
+    while True:
+        end = min(colon + 1 + size, len(raw))
         text = raw[colon + 1 : end].decode("utf-8", "ignore").lstrip()
         try:
-            return True, _shallow(json.JSONDecoder().raw_decode(text)[0], path)
+            value, stop = json.JSONDecoder().raw_decode(text)
+            if stop < len(text) or end == len(raw):  # the value ended inside the window
+                return True, _shallow(value, path)
         except json.JSONDecodeError:
-            continue
+            if end == len(raw):
+                return True, None
         except RecursionError:
             raise RepoLoadError("invalid JSON: nested too deeply", path=path) from None
-    return True, None
+        size *= 16
+
+
+@contextlib.contextmanager
+def _mapped(path: Path) -> Iterator[bytes | mmap.mmap]:
+    """The file's bytes as a read-only memory map: pages are read as they are touched, so
+    finding the head of a 10-35 MB tokenizer.json reads (and keeps) only its first kilobytes.
+    The same checks and errors as ``read_bytes``; the whole file when it cannot be mapped."""
+    _readable(path)
+    with reading(path):  # a device or FIFO is refused here, without blocking on it
+        fd, _ = open_regular(path)
+    mapped = None
+    try:
+        mapped = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
+    except (OSError, ValueError):  # an empty file, or one the OS cannot map
+        pass
+    finally:
+        os.close(fd)
+    if mapped is None:
+        yield read_bytes(path)
+        return
+    with mapped:
+        yield mapped
 
 
 def _trailing_special(post: Any) -> str | None:
@@ -245,11 +313,11 @@ def _trailing_special(post: Any) -> str | None:
 def read_tokenizer_head(path: Path) -> TokenizerHead:
     """tokenizer.json's ``added_tokens`` and post-processor, without parsing the vocabulary
     (both sit near the top of the file; an unusual layout is parsed whole)."""
-    raw = read_bytes(path)
-    found, items = _decode_at(raw, b'"added_tokens"', path)
-    _, post = _decode_at(raw, b'"post_processor"', path)
+    with _mapped(path) as head:
+        found, items = _decode_at(head, b'"added_tokens"', path)
+        _, post = _decode_at(head, b'"post_processor"', path)
     if not isinstance(items, list):
-        data = parse_json_text(decode_text(raw, path), path)
+        data = parse_json_text(decode_text(read_bytes(path), path), path)
         items = data.get("added_tokens", []) if isinstance(data, dict) else []
         if not found and isinstance(data, dict):
             post = data.get("post_processor")
@@ -257,7 +325,7 @@ def read_tokenizer_head(path: Path) -> TokenizerHead:
     for item in items if isinstance(items, list) else ():
         if not isinstance(item, dict) or not isinstance(item.get("id"), int):
             raise RepoLoadError("added_tokens: each entry needs an integer id", path=path)
-        tinfo = validate(AddedTokenModel, item, path)
+        tinfo = validate(AddedToken, item, path)
         added.append(
             TokenInfo(tinfo.content, item["id"], tinfo.special, tinfo.normalized, TOKENIZER_JSON)
         )
@@ -265,7 +333,7 @@ def read_tokenizer_head(path: Path) -> TokenizerHead:
 
 
 def _added_tokens(
-    root: Path, tok: TokenizerConfigModel | None, head: TokenizerHead | None
+    root: Path, tok: TokenizerConfig | None, head: TokenizerHead | None
 ) -> dict[str, TokenInfo]:
     """content -> id, from the first source transformers would use."""
     if tok is not None and tok.added_tokens_decoder is not None:
@@ -287,10 +355,10 @@ def load_repo(path: str | Path) -> ModelRepo:
     if not root.is_dir():
         raise RepoLoadError("not a directory", path=root)
     repo = ModelRepo(root=root)
-    tok = _load_json(root, TOKENIZER_CONFIG, TokenizerConfigModel)
-    stm = _load_json(root, SPECIAL_TOKENS_MAP, SpecialTokensMapModel)
-    gen = _load_json(root, GENERATION_CONFIG, GenerationConfigModel)
-    cfg = _load_json(root, CONFIG, ModelConfigModel)
+    tok = _load_json(root, TOKENIZER_CONFIG, TokenizerConfig)
+    stm = _load_json(root, SPECIAL_TOKENS_MAP, SpecialTokensMap)
+    gen = _load_json(root, GENERATION_CONFIG, GenerationConfig)
+    cfg = _load_json(root, CONFIG, ModelConfig)
     for loaded in (tok, stm, gen, cfg):
         if loaded is not None:
             repo.files[loaded[0].name] = loaded[0]
