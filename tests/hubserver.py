@@ -222,6 +222,7 @@ class _Failure:
     match: re.Pattern[str] | None
     method: str | None
     until: threading.Event | None = None
+    cut: int | None = None
 
 
 class Headers(dict):
@@ -429,6 +430,7 @@ class FakeHub:
         match: str | None = None,
         method: str | None = None,
         until: threading.Event | None = None,
+        cut: int | None = None,
     ) -> None:
         """Inject failures for requests concerning `repo_id` ("*" = any request).
 
@@ -446,6 +448,9 @@ class FakeHub:
         method: only requests with this HTTP method.
         until: hold each matching request until this event is set (or the server stops), then
             answer it: a run that cannot finish before the test lets it (no timing guess).
+        cut: with status 200, answer normally but send only the first `cut` bytes of the body
+            (Content-Length says so too: a well-formed response whose JSON or file is cut
+            short, as a proxy or a dying connection can deliver; the etag is the whole file's).
         """
         with self._lock:
             self._failures.append(
@@ -458,6 +463,7 @@ class FakeHub:
                     re.compile(match) if match else None,
                     method.upper() if method else None,
                     until,
+                    cut,
                 )
             )
 
@@ -686,6 +692,10 @@ class _Handler(BaseHTTPRequestHandler):
             **getattr(self, "extra_headers", {}),
         }
         all_headers.update(headers or {})
+        cut = getattr(self, "cut", None)
+        if cut is not None and self.command != "HEAD":
+            body = body[:cut]
+            all_headers["Content-Length"] = str(len(body))
         for key, value in all_headers.items():
             if value is not None:
                 self.send_header(key, value)
@@ -716,6 +726,7 @@ class _Handler(BaseHTTPRequestHandler):
             hub.request_log.append(self.record)
         body = self._read_body()
         self.extra_headers: dict[str, str] = {}
+        self.cut: int | None = None
         try:
             with hub._lock:
                 holds = [
@@ -741,6 +752,8 @@ class _Handler(BaseHTTPRequestHandler):
             if failure is not None and (failure.status == 0 or failure.status >= 400):
                 self._inject(failure)
                 return
+            if failure is not None:
+                self.cut = failure.cut
             authed = hub._authenticated(self.headers)
             with hub._lock:
                 self._route(method, raw_path, body, authed)

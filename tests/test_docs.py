@@ -184,3 +184,19 @@ def test_readme_runtime_table_says_what_is_executed():
         else:
             assert rows[r.name].startswith("executed with "), r.name
             assert r.executed.split(" (")[0] in rows[r.name], r.name
+
+
+def test_every_safety_guarantee_names_a_test_that_exists():
+    """docs/safety.md states each guarantee with the test that proves it: every test it names
+    is a test function of tests/test_faults.py, and every guarantee names at least one."""
+    page = (DOCS / "safety.md").read_text()
+    named = set(re.findall(r"`(test_[a-z0-9_]+)`", page))
+    faults = (ROOT / "tests" / "test_faults.py").read_text()
+    defined = set(re.findall(r"^def (test_[a-z0-9_]+)\(", faults, re.MULTILINE))
+    assert named, "docs/safety.md names no test"
+    assert named <= defined, sorted(named - defined)
+    guarantees = re.findall(r"^- \*\*(.+?)\*\*(.*?)(?=^- \*\*|\Z)", page, re.MULTILINE | re.DOTALL)
+    assert len(guarantees) >= 10
+    assert all("`test_" in body for _, body in guarantees), [
+        title for title, body in guarantees if "`test_" not in body
+    ]

@@ -26,7 +26,7 @@ from typing import Any
 
 from eosfix.batch.prs import PrPlan, carried_over, pr_extra
 from eosfix.batch.run import Done, Failure, Pending, Run, Unit, in_order
-from eosfix.batch.state import StateFile, verdict_of_record
+from eosfix.batch.state import StateError, StateFile, verdict_of_record
 from eosfix.batch.verdict import Verdict
 from eosfix.core.repo import TOKENIZER_JSON
 from eosfix.sources.hub import HubEntry, HubError, HubReader
@@ -57,6 +57,9 @@ class HubSource:
         self.state = state
         self.prs = prs
         self.errors: list[tuple[str, str]] = []  # (author, why its listing failed)
+        # The state file could not be written (a full disk): the audit goes on unrecorded,
+        # and the command ends with this one line and exit 2.
+        self.state_error: StateError | None = None
         self.resumed = 0
         self.carried = 0  # resumed repos whose pull request an earlier run opened
         self.stopping = False  # Run.stop: no new repo, no new request, no new pull request
@@ -201,11 +204,14 @@ class HubSource:
                 continue
             # every entry has the same keys, checked now or carried over
             unit = _named(unit.but(extra={"resumed": False, **pr_extra(), **unit.extra}))
-            if self.state is not None and not unit.extra["resumed"]:
+            if self.state is not None and not self.state_error and not unit.extra["resumed"]:
                 assert unit.verdict is not None
                 item = unit.item
                 assert isinstance(item, HubEntry)
-                self.state.record(item.repo_id, item.sha, unit.verdict, dict(unit.extra))
+                try:
+                    self.state.record(item.repo_id, item.sha, unit.verdict, dict(unit.extra))
+                except StateError as exc:
+                    self.state_error = exc
             yield unit
 
     # --- what the run asks ----------------------------------------------------------------------
@@ -213,7 +219,8 @@ class HubSource:
         return None if self.author else len(self.repo_ids)
 
     def failed(self) -> bool:
-        return bool(self.errors) or (self.prs is not None and self.prs.failed > 0)
+        failed_prs = self.prs is not None and self.prs.failed > 0
+        return bool(self.errors) or failed_prs or self.state_error is not None
 
     def failures(self) -> list[Failure]:
         return [Failure(a, f"cannot list its repos: {m}") for a, m in self.errors]

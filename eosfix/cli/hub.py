@@ -320,6 +320,8 @@ def hub(
         click.echo(f"{name}: error: {message}", err=True)
     if author and not run.count and not source.errors:
         click.echo(f"{author}: no model repos on the Hub under this author", err=True)
+    if source.state_error is not None:
+        click.echo(f"error: {source.state_error}", err=True)
     sys.exit(run.exit_code)
 
 

@@ -19,7 +19,9 @@ import sys
 from pathlib import Path
 from typing import NamedTuple
 
+from eosfix.core.errors import EosfixError
 from eosfix.core.repo import READ_FILES, is_read_file
+from eosfix.core.saferead import read_regular
 from eosfix.sources import Key, holds_a_model
 
 _HASH_NAME = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")
@@ -34,8 +36,8 @@ class Revision(NamedTuple):
     model: bool  # False: tokenizer files only, and the Hub said the commit has no config.json
 
 
-def git_sha1_file(path: Path) -> str:
-    data = path.read_bytes()
+def git_sha1_file(path: Path, limit: int = _HASH_LIMIT) -> str:
+    data = read_regular(path, limit)  # a /dev/zero link or a FIFO: refused, not read forever
     return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
 
 
@@ -48,7 +50,7 @@ def file_identity(file_path: Path, blob_path: Path) -> str:
         st = file_path.stat()
         if st.st_size <= _HASH_LIMIT:
             return git_sha1_file(file_path)
-    except OSError:
+    except (OSError, EosfixError):
         return f"unreadable:{file_path}"
     return f"file:{st.st_dev}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}"
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -29,6 +30,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+import httpx2
 from huggingface_hub import constants
 from huggingface_hub.errors import RemoteEntryNotFoundError
 
@@ -129,7 +131,7 @@ class HubReader:
         url: str | None = f"{self.endpoint}/api/models"
         params: list[tuple[str, str]] | None = [("author", author), *_EXPAND]
         while url is not None:
-            response = self.http.get(url, params)
+            response = self.http.get_checked(url, params, _json_problem)
             for data in response.json():
                 yield entry_of(data)
             url, params = response.links.get("next", {}).get("url"), None
@@ -152,7 +154,8 @@ class HubReader:
                 )
         rev = quote(entry.revision, safe="")
         url = f"{self.endpoint}/api/models/{entry.repo_id}/revision/{rev}"
-        found = entry_of(self.http.get(url, _EXPAND).json(), entry.revision)
+        answer = self.http.get_checked(url, _EXPAND, _json_problem)
+        found = entry_of(answer.json(), entry.revision)
         if found.sha is None:
             raise HubError("the Hub did not return a commit sha", repo_id=entry.repo_id)
         return dataclasses.replace(found, repo_id=entry.repo_id)
@@ -186,13 +189,25 @@ class HubReader:
 
     def _file(self, repo_id: str, revision: str, path: str, *, check: bool = True) -> bytes:
         rev = quote(revision, safe="")
-        response = self.http.get(f"{self.endpoint}/{repo_id}/resolve/{rev}/{quote(path)}")
-        data = response.content
-        etag = response.headers.get("x-linked-etag") or response.headers.get("etag") or ""
-        etag = etag.removeprefix("W/").strip('"')
-        if check and not _matches(data, etag):
-            raise HubError(f"{path}: downloaded bytes do not match the Hub's hash", repo_id=repo_id)
-        return data
+        url = f"{self.endpoint}/{repo_id}/resolve/{rev}/{quote(path)}"
+
+        def problem(response: httpx2.Response) -> str | None:
+            etag = response.headers.get("x-linked-etag") or response.headers.get("etag") or ""
+            if not check or _matches(response.content, etag.removeprefix("W/").strip('"')):
+                return None
+            return f"{path}: downloaded bytes do not match the Hub's hash"
+
+        return self.http.get_checked(url, None, problem).content
+
+
+def _json_problem(response: httpx2.Response) -> str | None:
+    """Why a Hub API answer is not a JSON document (cut short by a proxy or a dropped
+    connection that still ended cleanly), or None."""
+    try:
+        json.loads(response.content)
+    except ValueError:
+        return "the Hub's answer is not complete JSON (cut short?)"
+    return None
 
 
 def _matches(data: bytes, etag: str) -> bool:

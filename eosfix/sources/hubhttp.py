@@ -27,7 +27,7 @@ import random
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timezone
 from typing import Any
 from urllib.parse import urlsplit
@@ -196,6 +196,11 @@ def backoff(attempt: int) -> float:
     return random.uniform(0, min(MAX_WAIT, BASE_WAIT * 2 ** (attempt - 1)))
 
 
+class BadAnswer(ConnectionError):
+    """The Hub answered 200 with a body that is wrong every time it was asked (JSON cut
+    short, a file whose bytes do not match its hash): a transfer fault, the repo's error."""
+
+
 class HubHttp:
     """GET requests to the Hub through one RateGate; the token is never logged."""
 
@@ -215,6 +220,25 @@ class HubHttp:
         response = self._request(url, list(params) if params else None)
         hf_raise_for_status(response)
         return response
+
+    def get_checked(
+        self,
+        url: str,
+        params: Iterable[tuple[str, Any]] | None,
+        problem: Callable[[httpx2.Response], str | None],
+    ) -> httpx2.Response:
+        """GET ``url`` as ``get`` does, and retry (like a 5xx) an answer whose body
+        ``problem`` finds wrong (JSON cut short, bytes not matching the Hub's hash); after
+        MAX_ATTEMPTS such answers, raise ``BadAnswer`` with what was wrong."""
+        for attempt in range(1, MAX_ATTEMPTS + 1):
+            response = self.get(url, params)
+            why = problem(response)
+            if why is None:
+                return response
+            if attempt < MAX_ATTEMPTS:
+                self.stats["retries"] += 1
+                _sleep(backoff(attempt), self.gate.stopping)
+        raise BadAnswer(f"{why} ({MAX_ATTEMPTS} attempts): {url}")
 
     def _request(self, url: str, params: list[tuple[str, Any]] | None) -> httpx2.Response:
         kind = "resolve" if "/resolve/" in url else "api"
@@ -274,6 +298,8 @@ class HubHttp:
 def describe_error(exc: BaseException) -> tuple[str, int | None]:
     """A one-line reason (and HTTP status) for a failed Hub call; never includes a token."""
     for err in _chain(exc):
+        if isinstance(err, BadAnswer):
+            return str(err), None
         status = _status(err)
         if isinstance(err, GatedRepoError):
             return f"gated repository: request access and log in ({status})", status
