@@ -341,6 +341,65 @@ def test_injected_errors_leave_all_files_old_or_all_new(tmp_path, monkeypatch, f
     assert k > 1
 
 
+# A SIGKILL at each write-path call in turn (a process killed, not an error raised): every file
+# is whole, old or new; a kill between the two renames may leave one new and one old (the
+# guarantee docs/safety.md states); and running the fix again always ends with every file new
+# and no temp file left.
+_KILLER = """
+import os, signal, sys
+func, k = sys.argv[1], int(sys.argv[2])
+real = getattr(os, func)
+calls = 0
+def killing(*args, **kwargs):
+    global calls
+    calls += 1
+    if calls == k:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return real(*args, **kwargs)
+setattr(os, func, killing)
+from eosfix.cli import main
+code = main(["fix", sys.argv[3], "--config-json"])
+print(calls, flush=True)
+sys.exit(code)
+"""
+
+
+@pytest.mark.parametrize("func", ["fsync", "fchmod", "replace"])
+def test_a_kill_at_each_write_call_leaves_whole_files_and_the_rerun_completes(tmp_path, func):
+    base = copy_repo(SAMPLES / "chatml-missing-im-end", tmp_path / "base")
+    old, new = _fix_outcome(base)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    killed = 0
+    for k in range(1, 50):
+        repo = copy_repo(base, tmp_path / f"r{func}{k}")
+        proc = subprocess.run(
+            [sys.executable, "-c", _KILLER, func, str(k), str(repo)],
+            check=False,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        files = {
+            name: data
+            for name, data in _snapshot_files(repo).items()
+            if name in (GEN, "config.json")
+        }
+        for name, data in files.items():  # each file whole: its old bytes or its new bytes
+            assert data in (old[name], new[name]), (func, k, name)
+        if proc.returncode != -9:  # the fix ran to its end: every call point was tried
+            assert proc.returncode == 1, proc.stderr
+            assert files == {n: new[n] for n in files}
+            assert int(proc.stdout.strip().splitlines()[-1]) < k
+            break
+        killed += 1
+        rerun = CliRunner().invoke(cli, ["fix", str(repo), "--config-json"])
+        assert rerun.exit_code in (0, 1), rerun.output
+        assert _snapshot_files(repo) == new, (func, k, "the rerun did not complete the fix")
+        assert not [p for p in repo.iterdir() if p.name.endswith(".eosfix-tmp")]
+    assert killed >= 1
+
+
 # --- 9. a leftover GGUF temp file on a tight disk -----------------------------------------------
 
 
