@@ -290,12 +290,12 @@ def test_diagnose_ran_past_the_terminator_and_invented_turns(chatml, capsys):
     ran, turn = data["problems"]
     at = len(tok.encode(ANSWER).ids)
     assert (ran["position"], ran["id"]) == (at, 248046)
-    assert ran["message"].startswith(f"token {at} is <|im_end|> (248046), which ends the turn")
+    assert ran["message"].startswith(f"token {at + 1} is <|im_end|> (248046), which ends the turn")
     assert "stop when the sampled id is in [248044, 248046]" in ran["message"]
     assert "the repo's files list only [248044]: run `eosfix fix`" in ran["message"]
     assert turn["message"] == (
-        f"the model wrote 2 turns of its own: a system turn at token {at + 2} (empty), then a "
-        f"user turn at token {at + 7}: 'What is the capital of Spain?'"
+        f"the model wrote 2 turns of its own: a system turn at token {at + 3} (empty), then a "
+        f"user turn at token {at + 8}: 'What is the capital of Spain?'"
     )
     assert data["exit_code"] == 1
 
@@ -397,12 +397,12 @@ def test_diagnose_text_decoded_without_special_tokens(chatml, capsys):
     lines = out.splitlines()[1:]
     assert lines[0].startswith(
         f"hidden_terminator: the text reads as an answer, then '\\nsystem\\n' at character "
-        f"{len(ANSWER)} where the template writes '<|im_start|>system\\n', and no control token"
+        f"{len(ANSWER) + 1} where the template writes '<|im_start|>system\\n', and no control token"
     )
     assert "hid the terminator (<|im_end|> (248046))" in lines[0]
     assert lines[1] == (
         f"invented_turn: the model wrote 2 turns of its own: a system turn at character "
-        f"{len(ANSWER)} (empty), then a user turn at character {len(ANSWER) + 8}: "
+        f"{len(ANSWER) + 1} (empty), then a user turn at character {len(ANSWER) + 9}: "
         "'What is the capital of Spain?'"
     )
 
@@ -422,7 +422,7 @@ def test_diagnose_text_with_control_tokens_and_trailing_newline(chatml, capsys):
     assert code == 0
     code, out, _ = run(capsys, "diagnose", repo, "--text", ANSWER + "<|im_end|>\n" + INVENTED)
     assert code == 1
-    assert f"ran_past_stop: character {len(ANSWER)} is <|im_end|> (248046)" in out
+    assert f"ran_past_stop: character {len(ANSWER) + 1} is <|im_end|> (248046)" in out
 
 
 def test_diagnose_llama3_plain_header_only_when_glued(tmp_path, capsys):
@@ -440,16 +440,16 @@ def test_diagnose_next_turn_opener_template(capsys):
     code, out, _ = run(capsys, "diagnose", SAMPLES / "glm-next-turn-opener", "--text",
                        "Paris.<|user|>\nAnd Italy?")  # fmt: skip
     assert code == 1
-    assert "ran_past_stop: character 6 is <|user|> (151336)" in out
-    assert "a user turn at character 6: 'And Italy?'" in out
+    assert "ran_past_stop: character 7 is <|user|> (151336)" in out
+    assert "a user turn at character 7: 'And Italy?'" in out
 
 
 def test_diagnose_ids_without_tokenizer_json(capsys):
     code, out, _ = run(capsys, "diagnose", SAMPLES / CHATML, "--ids", "17,248046,248045,5,248046")
     assert code == 1
-    assert "ran_past_stop: token 1 is <|im_end|> (248046)" in out
+    assert "ran_past_stop: token 2 is <|im_end|> (248046)" in out
     # "(empty)" until #27: the content is unknown without tokenizer.json, not empty
-    assert "a turn (<|im_start|>) at token 2 (content unknown without tokenizer.json)" in out
+    assert "a turn (<|im_start|>) at token 3 (content unknown without tokenizer.json)" in out
     assert "note: without tokenizer.json only control ids can be read, not the text" in out
 
 
@@ -553,11 +553,11 @@ def test_diagnose_text_terminator_without_id_and_plain_text_stop(tmp_path, capsy
     assert code == 0, out
     code, out, _ = run(capsys, "diagnose", repo, "--text", "Paris.<|im_end|>\n<|im_start|>user\nHi")
     assert code == 1
-    assert "ran_past_stop: character 6 is '<|im_end|>', which ends the turn" in out
+    assert "ran_past_stop: character 7 is '<|im_end|>', which ends the turn" in out
     code, out, _ = run(capsys, "diagnose", SAMPLES / "plain-text-turns", "--text",
                        "Paris.\n\n### Instruction:\nAnd Italy?")  # fmt: skip
     assert code == 1
-    assert "ran_past_stop: character 8 is '### Instruction:'" in out
+    assert "ran_past_stop: character 9 is '### Instruction:'" in out
 
 
 def test_diagnose_prompt_ids_without_tokenizer_is_a_note(capsys):
@@ -579,7 +579,7 @@ def test_diagnose_reply_that_opens_its_own_turn(capsys):
         "generation prompt (render it with `eosfix render`)"
     )
     assert invented == (
-        "invented_turn: the model wrote 1 turn of its own: an assistant turn at character 0: "
+        "invented_turn: the model wrote 1 turn of its own: an assistant turn at character 1: "
         "'Paris.'"
     )
 
@@ -593,14 +593,14 @@ def test_diagnose_names_ids_that_are_no_token(chatml, capsys):
     code, out, _ = run(capsys, "diagnose", repo, "--ids", f"{answer},99999,248046")
     assert code == 1  # was "ok": 99999 decoded to nothing
     n = len(answer.split(","))
-    assert f"not_a_token: token {n} is 99999, which is no token: tokenizer.json has " in out
+    assert f"not_a_token: token {n + 1} is 99999, which is no token: tokenizer.json has " in out
     code, out, _ = run(capsys, "diagnose", repo, "--ids", "60000")
     assert code == 1
-    assert "not_a_token: token 0 is 60000, which is no token" in out
+    assert "not_a_token: token 1 is 60000, which is no token" in out
     assert "prompt not templated" not in out
     assert "only whitespace" not in out
     code, out, _ = run(capsys, "diagnose", repo, "--ids", answer, "--prompt-ids", "60000")
-    assert "not_a_token: prompt token 0 is 60000, which is no token" in out
+    assert "not_a_token: prompt token 1 is 60000, which is no token" in out
 
 
 @pytest.mark.parametrize(

@@ -64,7 +64,8 @@ NOT_A_TOKEN = "not_a_token"
 class Problem:
     kind: str
     message: str
-    position: int | None = None  # token index (ids) or character offset (text)
+    position: int | None = None  # token index (ids) or character offset (text), from 0;
+    # the message counts from 1 ("token 2"), as explain does ("generated token 2")
     token_id: int | None = None
 
 
@@ -118,7 +119,7 @@ def _turn_list(turns: Sequence[TurnFound], unit: str) -> str:
             said = " (content unknown without tokenizer.json)"
         else:
             said = f": {f.content!r}" if f.content else " (empty)"
-        parts.append(f"{role} at {unit} {f.pos}{said}")
+        parts.append(f"{role} at {unit} {f.pos + 1}{said}")
     more = f", and {len(turns) - 4} more" if len(turns) > 4 else ""
     return ", then ".join(parts) + more
 
@@ -162,7 +163,7 @@ def _transcript_problems(
             n = t.length - (stop.pos + (1 if t.kind == "ids" else len(stop.text or "")))
             more = f"1 more {t.unit} follows" if n == 1 else f"{n} more {t.unit}s follow"
             msg = (
-                f"{t.unit} {stop.pos} is {_name(stop, stops)}, which ends the turn, but {more}: "
+                f"{t.unit} {stop.pos + 1} is {_name(stop, stops)}, which ends the turn, but {more}: "
                 f"the loop does not compare stop ids; {_compare(stops)}"
             )
             problems.append(Problem(RAN_PAST_STOP, msg, stop.pos, stop.token_id))
@@ -205,7 +206,7 @@ def _plain_problems(
         f = after[0]
         terms = stops.named_ends() or "the stop id"
         msg = (
-            f"the text reads as an answer, then {f.header.plain!r} at character {f.pos} where the "
+            f"the text reads as an answer, then {f.header.plain!r} at character {f.pos + 1} where the "
             f"template writes {f.header.text!r}, and no control token: it was decoded with "
             f"skip_special_tokens=True, which hid the terminator ({terms}) the model wrote, and "
             f"the loop went on past it; {_compare(stops)}"
@@ -316,7 +317,7 @@ def _no_token(check: RepoCheck, ids: Sequence[int], what: str) -> list[Problem]:
         if token_id in dead and token_id not in seen:
             seen.add(token_id)
             msg = (
-                f"{what} {pos} is {token_id}, which is no token: {dead[token_id].reason} (a "
+                f"{what} {pos + 1} is {token_id}, which is no token: {dead[token_id].reason} (a "
                 "loop sampling past the tokenizer's vocabulary, or ids of another model)"
             )
             out.append(Problem(NOT_A_TOKEN, msg, pos, token_id))
