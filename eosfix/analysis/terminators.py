@@ -221,12 +221,9 @@ def _unreached_literals(
 def analyze_template(
     template: ChatTemplate, repo: ModelRepo, scanner: SpecialScanner
 ) -> TemplateAnalysis:
-    """Run every probe on one template (``TemplateError`` if it is not valid Jinja).
-
-    The analysis reads of the repo only its special-token texts (never an id), so repos that
-    share a template and those texts share one analysis, kept in a process-wide memo: a cache
-    of thousands of fine-tunes of one base analyses its template once.
-    """
+    """Run every probe on one template (``TemplateError`` if it is not valid Jinja). Of the
+    repo it reads only the special-token texts, never an id: repos that share a template and
+    those texts share one analysis, kept in a process-wide memo."""
     try:
         compile_template(template.source)
     except TemplateError as exc:  # with the repo's own path, never memoized
@@ -234,54 +231,43 @@ def analyze_template(
     limits = current_limits()
     tokens = tuple(sorted(repo.special_tokens.items()))
     if is_struck(template.source, limits):  # refused at once in this repo's scope: no memo
-        return _analysis(template.source, template.name, template.file, tokens, scanner)
+        return _analysis(template, tokens, scanner)
     try:
-        return _memo_analysis(
-            template.source, template.name, template.file, tokens, scanner, limits
-        )
+        return _memo_analysis(template, tokens, scanner, limits)
     except _Unkept as unkept:
         return unkept.analysis
 
 
 class _Unkept(Exception):
-    """An analysis one of whose renders was refused by a bound, the backstop or the sandbox.
-
-    It depends on the repo's strike scope (a refusal makes the template's later renders
-    refused at once) and, for the backstop, on the machine at that moment (EOS103 must stay
-    retryable), so it is never memoized: ``functools.lru_cache`` keeps no raised result.
-    """
+    """An analysis a bound, the backstop or the sandbox refused a render of: it depends on
+    the repo's strike scope and, for the backstop, on the machine then (EOS103 stays
+    retryable), so it is never kept (``functools.lru_cache`` keeps no raised result)."""
 
     def __init__(self, analysis: TemplateAnalysis) -> None:
         super().__init__()
         self.analysis = analysis
 
 
+_Tokens = tuple[tuple[str, str], ...]  # (name, content) of each special token, sorted
+
+
 @functools.lru_cache(maxsize=256)
 def _memo_analysis(
-    source: str,
-    name: str,
-    file: str,
-    tokens: tuple[tuple[str, str], ...],
-    scanner: SpecialScanner,
-    limits: RenderLimits,
+    template: ChatTemplate, tokens: _Tokens, scanner: SpecialScanner, limits: RenderLimits
 ) -> TemplateAnalysis:
     """``_analysis``, keyed by everything it depends on (``limits``: those every render
     gets); raises ``_Unkept`` for an analysis that must not be kept."""
     before = refused_renders()
-    analysis = _analysis(source, name, file, tokens, scanner)
+    analysis = _analysis(template, tokens, scanner)
     if refused_renders() != before or any(p.limit is not None for p in analysis.probes):
         raise _Unkept(analysis)
     return analysis
 
 
 def _analysis(
-    source: str,
-    name: str,
-    file: str,
-    special: tuple[tuple[str, str], ...],
-    scanner: SpecialScanner,
+    template: ChatTemplate, special: _Tokens, scanner: SpecialScanner
 ) -> TemplateAnalysis:
-    tokens = dict(special)
+    source, name, tokens = template.source, template.name, dict(special)
     probes = [run_probe(source, name, s, tokens) for s in SPECS]
     probes += [run_probe(source, name, s, tokens) for s in reasoning_part_specs(source)]
     flagged = flagged_reasoning_spec(source, probes)
@@ -295,7 +281,7 @@ def _analysis(
     texts = [p.text for p in probes if p.text is not None]
     return TemplateAnalysis(
         name,
-        file,
+        template.file,
         tuple(probes),
         run_generation_prompt(source, tokens),
         _unreached_literals(source, texts, scanner, tokens),
