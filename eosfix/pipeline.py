@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from eosfix.containers.folder.container import open_folder
 from eosfix.containers.folder.plan import FilePatch
 from eosfix.containers.target import is_gguf, resolve
-from eosfix.core.errors import EosfixError, VerificationError
+from eosfix.core.errors import EosfixError, RepoLoadError, VerificationError
 from eosfix.core.repo import ModelRepo
 from eosfix.decide.check import RepoCheck, Status
 from eosfix.decide.check import check as check_repo
@@ -113,12 +113,12 @@ class _Analysis:
     container: str
 
 
-def _open(path: Path) -> Container:
+def _open(path: Path, model: bool = True) -> Container:
     if is_gguf(path):
         from eosfix.containers.gguf.container import open_gguf  # only a GGUF needs its reader
 
         return open_gguf(path)
-    return open_folder(path)
+    return open_folder(path, model=model)
 
 
 def _analyze(
@@ -163,8 +163,8 @@ def check(
     """
     try:
         root = resolve(path)
-    except EosfixError as exc:
-        return RepoResult(Path(path), error=exc, label=label)
+    except (EosfixError, OSError) as exc:
+        return RepoResult(Path(path), error=_one_line(exc, Path(path)), label=label)
     return check_folder(root, config_json=config_json, label=label, keep_ids=keep_ids, pins=pins)
 
 
@@ -175,16 +175,19 @@ def check_folder(
     label: str | None = None,
     keep_ids: Iterable[int] = (),
     pins: Pins | None = None,
+    model: bool = True,
 ) -> RepoResult:
     """Analyze a folder (or GGUF file) as it is, whatever it holds (cache snapshots, the Hub
     store): a folder without tokenizer files is a repo without a chat template here, not an
-    error."""
+    error. ``model``: False when the source knows the repo holds no model (a Hub repo or cache
+    snapshot with tokenizer files only): nothing is proposed, every runtime is not applicable.
+    """
     root = Path(path)
     kind = "gguf" if is_gguf(root) else "folder"
     try:
-        analysis = _analyze(_open(root), config_json, keep_ids, pins)
-    except EosfixError as exc:
-        return RepoResult(root, error=exc, label=label, container=kind)
+        analysis = _analyze(_open(root, model), config_json, keep_ids, pins)
+    except (EosfixError, OSError) as exc:
+        return RepoResult(root, error=_one_line(exc, root), label=label, container=kind)
     return _result(root, analysis, label)
 
 
@@ -206,17 +209,18 @@ def fix(
     """
     try:
         root = resolve(path)
-    except EosfixError as exc:
-        return RepoResult(Path(path), error=exc, label=label)
+    except (EosfixError, OSError) as exc:
+        return RepoResult(Path(path), error=_one_line(exc, Path(path)), label=label)
     if is_gguf(root):
         return fix_gguf(root, label=label, keep_ids=keep_ids, pins=pins)
     from eosfix.containers.folder.write import write_patches  # only a fix writes
-    from eosfix.core.fileio import locked_dir
+    from eosfix.core.fileio import hard_link_note, locked_dir
 
     try:
         with locked_dir(root):
             planned = _analyze(open_folder(root), config_json, keep_ids, pins)
             patches = tuple(p for p in planned.patches if isinstance(p, FilePatch))
+            links = {p.file: hard_link_note(root / p.file) for p in patches}
             written = write_patches(
                 root,
                 patches,
@@ -227,11 +231,12 @@ def fix(
                 return _result(root, planned, label)
             # the state after writing, read back
             now = _analyze(open_folder(root), config_json, keep_ids, pins)
-    except EosfixError as exc:
-        return RepoResult(root, error=exc, label=label)
+    except (EosfixError, OSError) as exc:
+        return RepoResult(root, error=_one_line(exc, root), label=label)
+    notes = [note for name in written if (note := links.get(name))]
     return RepoResult(
         root, now.check, patches, tuple(written), label=label, before=planned.check,
-        runtimes=now.runtimes,
+        runtimes=now.runtimes, extra={"notes": notes} if notes else {},
     )  # fmt: skip
 
 
@@ -256,6 +261,7 @@ def fix_gguf(
     """
     from eosfix.containers.gguf.container import open_gguf
     from eosfix.containers.gguf.write import copy_gguf, is_in_place, write_token_ids
+    from eosfix.core.fileio import hard_link_note
 
     root = Path(path)
     out = None if output is None else Path(output)
@@ -270,6 +276,7 @@ def fix_gguf(
             extra = {"write": _write_json(copied)}
             return _result(root, planned, label, extra=extra, output=copied.path)
         values = container.values(planned.patches)
+        link = hard_link_note(header.path) if out is None or is_in_place(header, out) else None
         written = write_token_ids(
             header, values, output=out, shards=shards, force=force, progress=progress
         )
@@ -277,14 +284,25 @@ def fix_gguf(
         proposed = set(planned.check.proposed or ())
         if again.patches or set(again.check.stop.ids or ()) != proposed:
             raise VerificationError("the written file does not stop as planned", path=written.path)
-    except EosfixError as exc:
-        return RepoResult(root, error=exc, label=label, container="gguf")
+    except (EosfixError, OSError) as exc:
+        return RepoResult(root, error=_one_line(exc, root), label=label, container="gguf")
     # ``check`` is the file as written (``output`` when given), ``before`` the one planned on
     return RepoResult(
         root, again.check, planned.patches, tuple(str(p) for p in written.paths), label=label,
-        extra={"write": _write_json(written)}, before=planned.check, runtimes=again.runtimes,
+        extra={"write": _write_json(written),
+               **({"notes": [link]} if link and written.mode == "rewrite" else {})},
+        before=planned.check, runtimes=again.runtimes,
         container="gguf", output=written.path if out is not None else None,
     )  # fmt: skip
+
+
+def _one_line(exc: EosfixError | OSError, root: Path) -> EosfixError:
+    """The repo's error: an ``EosfixError`` as it is; an OS error that escaped while reading
+    (EMFILE or EIO in a scandir, a stat, an open) as one line naming its file."""
+    if isinstance(exc, EosfixError):
+        return exc
+    where = Path(exc.filename) if isinstance(exc.filename, (str, Path)) else root
+    return RepoLoadError(f"cannot read: {exc.strerror or exc}", path=where)
 
 
 def _write_json(written: Any) -> dict[str, object]:

@@ -222,6 +222,7 @@ class _Failure:
     match: re.Pattern[str] | None
     method: str | None
     until: threading.Event | None = None
+    cut: int | None = None
 
 
 class Headers(dict):
@@ -267,6 +268,33 @@ class _Quota:
         self.used += 1
         reset = max(1, math.ceil(self.start + self.window - now))
         return self.used <= self.limit, max(0, self.limit - self.used), reset
+
+
+@dataclass
+class _CountQuota:
+    """A quota counted in requests, not seconds (``FakeHub.rate_limit_count``)."""
+
+    limit: int
+    retry_after: int
+    seen: int = 0
+
+    def take(self) -> bool:
+        """Count one request: False for every (limit + 1)-th one of the bucket."""
+        self.seen += 1
+        return self.seen % (self.limit + 1) != 0
+
+
+@dataclass
+class Hold:
+    """Requests kept unanswered until ``release()`` (``FakeHub.hold``)."""
+
+    match: re.Pattern[str]
+    query: str | None
+    arrived: threading.Event = field(default_factory=threading.Event)
+    released: threading.Event = field(default_factory=threading.Event)
+
+    def release(self) -> None:
+        self.released.set()
 
 
 class _HTTPError(Exception):
@@ -342,6 +370,8 @@ class FakeHub:
         self.discussions_page_size = 50
         self.latency = 0.0
         self._quotas: dict[str, _Quota] = {}
+        self._count_quotas: dict[str, _CountQuota] = {}
+        self._holds: list[Hold] = []
         self.url = ""
         self._failures: list[_Failure] = []
         self._lock = threading.RLock()
@@ -400,6 +430,7 @@ class FakeHub:
         match: str | None = None,
         method: str | None = None,
         until: threading.Event | None = None,
+        cut: int | None = None,
     ) -> None:
         """Inject failures for requests concerning `repo_id` ("*" = any request).
 
@@ -417,6 +448,9 @@ class FakeHub:
         method: only requests with this HTTP method.
         until: hold each matching request until this event is set (or the server stops), then
             answer it: a run that cannot finish before the test lets it (no timing guess).
+        cut: with status 200, answer normally but send only the first `cut` bytes of the body
+            (Content-Length says so too: a well-formed response whose JSON or file is cut
+            short, as a proxy or a dying connection can deliver; the etag is the whole file's).
         """
         with self._lock:
             self._failures.append(
@@ -429,8 +463,18 @@ class FakeHub:
                     re.compile(match) if match else None,
                     method.upper() if method else None,
                     until,
+                    cut,
                 )
             )
+
+    def hold(self, match: str, *, query: str | None = None) -> Hold:
+        """Keep requests whose raw path matches the regex ``match`` (and whose query string
+        contains ``query``) unanswered until ``release()``: a test waits for ``arrived`` (an
+        event, set when the first such request came in) instead of a wall-clock window."""
+        hold = Hold(re.compile(match), query)
+        with self._lock:
+            self._holds.append(hold)
+        return hold
 
     def clear_failures(self) -> None:
         with self._lock:
@@ -447,10 +491,29 @@ class FakeHub:
         with self._lock:
             self._quotas[bucket] = _Quota(limit, window)
 
+    def rate_limit_count(
+        self, limit: int, retry_after: int = 1, *, bucket: str = "resolvers"
+    ) -> None:
+        """A quota counted in requests, not seconds: of a bucket's requests (as in
+        `rate_limit`), `limit` are served, the next one gets 429 with `Retry-After:
+        <retry_after>` (and no `RateLimit` headers), the next `limit` are served, and so on.
+        How many 429s a run gets depends only on how many requests it sends (each refused one
+        sent again counts too), not on the machine's speed: no window runs out while a slow
+        run is still sending."""
+        if bucket not in ("resolvers", "api"):
+            raise ValueError(f"unknown bucket {bucket!r}")
+        with self._lock:
+            self._count_quotas[bucket] = _CountQuota(limit, retry_after)
+
     def _quota_headers(self, raw_path: str) -> tuple[bool, dict[str, str]]:
         """Count a request against its bucket's quota: (allowed, headers to send)."""
         bucket = "resolvers" if "/resolve/" in raw_path else "api"
         with self._lock:
+            counted = self._count_quotas.get(bucket)
+            if counted is not None and (bucket == "resolvers" or raw_path.startswith("/api/")):
+                if counted.take():
+                    return True, {}
+                return False, {"Retry-After": str(counted.retry_after)}
             quota = self._quotas.get(bucket)
             if quota is None or (bucket == "api" and not raw_path.startswith("/api/")):
                 return True, {}
@@ -629,6 +692,10 @@ class _Handler(BaseHTTPRequestHandler):
             **getattr(self, "extra_headers", {}),
         }
         all_headers.update(headers or {})
+        cut = getattr(self, "cut", None)
+        if cut is not None and self.command != "HEAD":
+            body = body[:cut]
+            all_headers["Content-Length"] = str(len(body))
         for key, value in all_headers.items():
             if value is not None:
                 self.send_header(key, value)
@@ -659,7 +726,18 @@ class _Handler(BaseHTTPRequestHandler):
             hub.request_log.append(self.record)
         body = self._read_body()
         self.extra_headers: dict[str, str] = {}
+        self.cut: int | None = None
         try:
+            with hub._lock:
+                holds = [
+                    h
+                    for h in hub._holds
+                    if h.match.search(raw_path) and (h.query is None or h.query in split.query)
+                ]
+            for hold in holds:
+                hold.arrived.set()
+                while not (hold.released.wait(0.05) or hub._stopping.is_set()):
+                    pass
             if hub.latency:
                 hub._stopping.wait(hub.latency)
             allowed, self.extra_headers = hub._quota_headers(raw_path)
@@ -674,6 +752,8 @@ class _Handler(BaseHTTPRequestHandler):
             if failure is not None and (failure.status == 0 or failure.status >= 400):
                 self._inject(failure)
                 return
+            if failure is not None:
+                self.cut = failure.cut
             authed = hub._authenticated(self.headers)
             with hub._lock:
                 self._route(method, raw_path, body, authed)

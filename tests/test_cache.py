@@ -90,6 +90,7 @@ def test_check_json_shape_and_exit_code(hub_cache):
         "warned": 0,
         "ok": 1,
         "no_template": 1,
+        "not_a_model": 0,
         "error": 0,
         "corrupted": 0,
     }
@@ -122,7 +123,7 @@ def test_check_text_table_and_no_progress_when_piped(hub_cache):
     assert "org/qwen" in line
     assert "(refs/pr/1)" in line
     assert "<|im_end|> 1002" in line
-    assert "won't stop -> [1000, 1002]" in line
+    assert "runs on -> [1000, 1002]" in line  # transformers misses <|im_end|> (issue 23)
     assert "2000 (from config.json)" in out
     assert out.rstrip().splitlines()[-1] == (
         "5 snapshots of 4 repos: 3 would be fixed (run with --fix), 1 stops correctly, "
@@ -609,7 +610,28 @@ def test_csv_and_markdown_reports(hub_cache):
     assert err.startswith("5 snapshots of 4 repos: 3 would be fixed")
     code, out, _ = run("--cache-dir", str(b.root), "--format", "markdown")
     lines = out.splitlines()
-    assert lines[0] == "| repo | ends a turn | eos now | verdict | pull request |"
-    assert "| `org/qwen` | `<\\|im_end\\|>` 1002 | 1000 | won't stop -> [1000, 1002] |  |" in lines
+    assert lines[0] == "| repo | revision | ends a turn | eos now | verdict | pull request |"
+    qwen_pr = f"| `org/qwen` | {shas['qwen_pr'][:8]} (refs/pr/1) | `<\\|im_end\\|>` 1002 | 1000 |"
+    assert f"{qwen_pr} runs on -> [1000, 1002] |  |" in lines
     assert lines[-1].startswith("5 snapshots of 4 repos: 3 would be fixed")
     assert len(lines) == 2 + 5 + 2
+
+
+def test_tokenizer_only_snapshot_is_not_a_model_when_the_hub_said_so(tmp_path):
+    """A snapshot without config.json is a model's unless a loader learned the commit has
+    none (a ``.no_exist/<commit>/config.json`` marker) and it has no weights: then it is
+    tokenizer files only, not a model repo for any runtime, and --fix leaves it (item 6)."""
+    b = CacheBuilder(tmp_path / "hub")
+    files = chatml_files(1000)
+    keep = ("tokenizer_config.json", "chat_template.jinja")
+    tok_only = {k: v for k, v in files.items() if k in keep}
+    b.add_revision("org/tokenizer", tok_only, no_exist=["config.json", GEN])
+    b.add_revision("org/partial", tok_only)  # only the tokenizer was downloaded: unknown
+    code, payload = run_json("--cache-dir", str(b.root))
+    verdicts = {e["repo_id"]: e["verdict"] for e in payload["repos"]}
+    assert verdicts == {"org/partial": "fixable", "org/tokenizer": "not_a_model"}
+    assert code == 1
+    code, out, _ = run("--cache-dir", str(b.root), "--fix")
+    snapshot = next((b.repo_dir("org/tokenizer") / "snapshots").iterdir())
+    assert not (snapshot / GEN).exists()
+    assert "not a model repo" in out

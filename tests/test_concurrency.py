@@ -32,11 +32,12 @@ _RACER = textwrap.dedent(
 )
 
 
-def test_two_processes_fixing_the_same_repos(tmp_path):
-    roots = [copy_repo(SAMPLE, tmp_path / f"r{i}") for i in range(30)]
+def race(racer: str, roots: list[Path], timeout: float) -> list[int]:
+    """Two processes running ``racer`` on ``roots``, started together (each says ready, then
+    both are told to go); what each printed, an int. Both must exit 0."""
     procs = [
         subprocess.Popen(
-            [sys.executable, "-c", _RACER, *map(str, roots)],
+            [sys.executable, "-c", racer, *map(str, roots)],
             env=ENV,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
@@ -51,8 +52,14 @@ def test_two_processes_fixing_the_same_repos(tmp_path):
         assert p.stdin is not None
         p.stdin.write("go\n")
         p.stdin.flush()
-    counts = [int(p.communicate(timeout=60)[0]) for p in procs]
+    counts = [int(p.communicate(timeout=timeout)[0]) for p in procs]
     assert all(p.returncode == 0 for p in procs)
+    return counts
+
+
+def test_two_processes_fixing_the_same_repos(tmp_path):
+    roots = [copy_repo(SAMPLE, tmp_path / f"r{i}") for i in range(30)]
+    counts = race(_RACER, roots, timeout=60)
     assert sum(counts) == len(roots)  # each repo written exactly once, by one of them
     for root in roots:
         data = (root / "generation_config.json").read_bytes()

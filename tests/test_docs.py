@@ -1,4 +1,4 @@
-"""README and --help stay in sync with the code."""
+"""README, docs/ and --help stay in sync with the code."""
 
 from __future__ import annotations
 
@@ -11,6 +11,9 @@ from eosfix.cli import cli
 from tests.conftest import ROOT
 
 README = (ROOT / "README.md").read_text()
+DOCS = ROOT / "docs"
+# The README and the reference pages under docs/ (docs/_codes/ is folded into docs/codes.md).
+ALL_DOCS = README + "".join(p.read_text() for p in sorted(DOCS.glob("*.md")))
 
 
 def test_readme_starts_with_two_working_commands():
@@ -38,17 +41,65 @@ def test_every_command_has_help_and_is_in_readme():
         assert f"eosfix {name}" in README, name
 
 
+def _gen_codes():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("gen_codes", ROOT / "tools" / "gen_codes.py")
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def test_every_finding_code_is_documented():
-    """The README lists every code of the one registry, with its title, and no other."""
+    """docs/codes.md lists every code of the one registry, with its title and its anchor
+    (``Code.anchor``), and no other."""
     from eosfix.core.codes import CODES
 
-    documented = set(re.findall(r"^### (EOS\d{3})", README, flags=re.MULTILINE))
-    assert documented == set(CODES)
+    page = (DOCS / "codes.md").read_text()
+    documented = re.findall(r"^## (EOS\d{3})", page, flags=re.MULTILINE)
+    assert documented == list(CODES)
     for code, entry in CODES.items():
-        assert f"### {code} — {entry.title}" in README, code
+        assert f"## {code} — {entry.title} (" in page, code
+        assert f"{{ #{entry.anchor} }}\n" in page, code
+
+
+def test_codes_page_is_generated_from_the_registry():
+    """The committed docs/codes.md is exactly what tools/gen_codes.py writes: a code added,
+    retitled or made fixable in eosfix/core/codes.py fails here until the page is regenerated;
+    every prose file of docs/_codes/ names a registered code and is on the page."""
+    gen = _gen_codes()
+    assert (DOCS / "codes.md").read_text(encoding="utf-8") == gen.markdown(), (
+        "docs/codes.md is out of date: run python tools/gen_codes.py"
+    )
+    page = gen.markdown()
+    for prose in (DOCS / "_codes").glob("*.md"):
+        assert prose.read_text(encoding="utf-8").strip("\n") in page, prose.name
+
+
+def test_codes_page_generator_follows_the_registry(monkeypatch):
+    """The generator reads the registry, not a copy: a changed entry changes the page, and
+    prose for an unknown code is refused."""
+    import dataclasses
+
+    from eosfix.core import codes
+
+    gen = _gen_codes()
+    entry = codes.CODES["EOS004"]
+    changed = dict(codes.CODES)
+    changed["EOS004"] = dataclasses.replace(entry, fixable=True, title="a new title")
+    monkeypatch.setattr(gen, "CODES", changed)
+    page = gen.markdown()
+    assert "## EOS004 — a new title (fixable, warning) { #eos004 }" in page
+    assert "| [EOS004](#eos004) | warning | yes | a new title |" in page
+    del changed["EOS001"]
+    with pytest.raises(SystemExit, match="EOS001"):
+        gen.markdown()  # docs/_codes/EOS001.md names a code the registry no longer holds
 
 
 def test_every_long_option_is_in_readme():
+    """Every long option is in the README or a docs page (its reference)."""
     ctx = click.Context(cli)
     for name in cli.list_commands(ctx):
         cmd = cli.get_command(ctx, name)
@@ -56,11 +107,12 @@ def test_every_long_option_is_in_readme():
         for param in cmd.params:
             if isinstance(param, click.Option):
                 opts = [o for o in (*param.opts, *param.secondary_opts) if o.startswith("--")]
-                assert any(o in README for o in opts), (name, opts)
+                assert any(o in ALL_DOCS for o in opts), (name, opts)
 
 
 def _python_api_snippet() -> str:
-    section = README[README.index("## Python API") :]
+    page = (DOCS / "python-api.md").read_text()
+    section = page[page.index("# Python API") :]
     block = re.search(r"```python\n(.*?)\n```", section, re.DOTALL)
     assert block is not None
     return block.group(1)
@@ -85,7 +137,7 @@ def test_readme_python_api_snippet_runs_on_every_kind_of_path(target, tmp_path, 
     else:
         path = copy_repo(SAMPLES / target, tmp_path / target)
     code = _python_api_snippet().replace('"./my-model"', repr(str(path)))
-    exec(compile(code, "README.md", "exec"), {})  # noqa: S102 - the README's own example
+    exec(compile(code, "docs/python-api.md", "exec"), {})  # noqa: S102 - the docs' own example
     out = capsys.readouterr().out.splitlines()
     if target == "chatml-missing-im-end":
         assert out == [
@@ -119,7 +171,8 @@ def test_readme_runtime_table_says_what_is_executed():
     while ``explain`` said executed)."""
     from eosfix.runtimes import RUNTIMES
 
-    table = README[README.index("| runtime | current rule |") :].split("\n\n")[0]
+    page = (DOCS / "runtimes.md").read_text()
+    table = page[page.index("| runtime | current rule | versions") :].split("\n\n")[0]
     rows = {
         line.split(" | ")[0].removeprefix("| "): line.rstrip(" |").split(" | ")[-1]
         for line in table.splitlines()[2:]
@@ -131,3 +184,19 @@ def test_readme_runtime_table_says_what_is_executed():
         else:
             assert rows[r.name].startswith("executed with "), r.name
             assert r.executed.split(" (")[0] in rows[r.name], r.name
+
+
+def test_every_safety_guarantee_names_a_test_that_exists():
+    """docs/safety.md states each guarantee with the test that proves it: every test it names
+    is a test function of tests/test_faults.py, and every guarantee names at least one."""
+    page = (DOCS / "safety.md").read_text()
+    named = set(re.findall(r"`(test_[a-z0-9_]+)`", page))
+    faults = (ROOT / "tests" / "test_faults.py").read_text()
+    defined = set(re.findall(r"^def (test_[a-z0-9_]+)\(", faults, re.MULTILINE))
+    assert named, "docs/safety.md names no test"
+    assert named <= defined, sorted(named - defined)
+    guarantees = re.findall(r"^- \*\*(.+?)\*\*(.*?)(?=^- \*\*|\Z)", page, re.MULTILINE | re.DOTALL)
+    assert len(guarantees) >= 10
+    assert all("`test_" in body for _, body in guarantees), [
+        title for title, body in guarantees if "`test_" not in body
+    ]

@@ -61,19 +61,19 @@ def test_hub_pr_explains_the_removal(fake_hub, run_eosfix):
     (commit,) = fake_hub.commits_received
     assert commit["files"] == {GEN: (SAMPLES / HARMONY / "fixed" / GEN).read_bytes()}
     desc = commit["description"]
-    assert "so that generation stops where the chat template ends an assistant turn, and " \
-        "nowhere inside one" in desc  # fmt: skip
+    # what was wrong, in one sentence (issue 23 item 11: the body is for the repo's owner)
+    assert desc.startswith(
+        "Generation stops in the middle of a reply: `eos_token_id` holds `<|end|>` (200007)"
+    )
     # where each terminator is written (report.placement_text)
-    assert "- `<|return|>` (id 200002): written after the last reply only (earlier replies " \
-        "end with <|end|>)" in desc  # fmt: skip
-    assert "- `<|call|>` (id 200012): written after a tool call" in desc
-    assert "### What is removed, and why" in desc
+    assert "`<|return|>` (200002, after the last reply only (earlier replies end with " \
+        "<|end|>))" in desc  # fmt: skip
+    assert "`<|call|>` (200012, after a tool call)" in desc
     assert (
-        "- `<|end|>` (id 200007): the chat template writes it *inside* an assistant turn "
-        "(between the reasoning and the answer), so generation that stops there ends the "
-        "reply before it is complete. Rendered:"
+        "`<|end|>` (id 200007) is written inside an assistant turn (between the reasoning "
+        "and the answer):"
     ) in desc
-    assert "Eosfixthink1<|end|><|start|>assistant" in desc  # the evidence, as for additions
+    assert "analysis<|message|>…<|end|><|start|>assistant" in desc  # the evidence, no sentinel
     assert "-    200012,\n-    200007\n+    200012\n" in desc
     assert "| transformers | generation_config.json (config.json if missing) | yes | " \
         "`<\\|end\\|>` | yes |" in desc  # fmt: skip
@@ -91,9 +91,8 @@ def test_pr_marks_an_added_terminator(fake_hub, run_eosfix):
     assert run_eosfix("hub", REPO, "--pr").exit_code == 1
     (commit,) = fake_hub.commits_received
     desc = commit["description"]
-    assert "- `<|call|>` (id 200012): written after a tool call (template default, probe " \
-        "`default/tool_call`). **Added by this PR.** Rendered:" in desc  # fmt: skip
-    assert "### What is removed" not in desc
+    assert "`chat_template.jinja` writes `<|call|>` (id 200012) after a tool call:" in desc
+    assert "is written inside an assistant turn" not in desc  # nothing is removed
 
 
 def test_keep_id_reaches_worker_processes(tmp_path, monkeypatch):

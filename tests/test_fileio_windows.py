@@ -18,6 +18,7 @@ import time
 from eosfix import api
 from eosfix.core import fileio
 from tests.conftest import ROOT, SAMPLES, copy_repo
+from tests.test_concurrency import race
 
 SAMPLE = SAMPLES / "chatml-missing-im-end"
 NEW = (SAMPLE / "fixed" / "generation_config.json").read_bytes()
@@ -81,25 +82,7 @@ def test_every_command_runs_without_fcntl(tmp_path):
 
 def test_two_processes_without_fcntl_write_each_repo_once(tmp_path):
     roots = [copy_repo(SAMPLE, tmp_path / f"r{i}") for i in range(20)]
-    procs = [
-        subprocess.Popen(
-            [sys.executable, "-c", _RACER, *map(str, roots)],
-            env=ENV,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        for _ in range(2)
-    ]
-    for p in procs:
-        assert p.stdout is not None
-        assert p.stdout.readline() == "ready\n"
-    for p in procs:
-        assert p.stdin is not None
-        p.stdin.write("go\n")
-        p.stdin.flush()
-    counts = [int(p.communicate(timeout=300)[0]) for p in procs]
-    assert all(p.returncode == 0 for p in procs)
+    counts = race(_RACER, roots, timeout=300)
     assert sum(counts) == len(roots)  # the lock file made each fix exclusive
     for root in roots:
         assert (root / "generation_config.json").read_bytes() == NEW

@@ -409,4 +409,5 @@ def test_a_file_that_needs_no_fix_never_reads_as_still_failing(tmp_path, capsys)
         assert code == 0, args
         assert "still" not in out
         assert "after fix" not in out
-        assert "  caveat        llama.cpp stops mid-reply at '</s>' (96)" in out
+        # llama.cpp and ollama (issue 27's row) cut alike: one line (issue 23 item 13)
+        assert "  caveat        llama.cpp, ollama stop mid-reply at '</s>' (96)" in out

@@ -4,17 +4,22 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 
 import pytest
 
 from eosfix.batch.hubapi import HubSession
 from eosfix.render.pr import pr_description
 from eosfix.sources.hub import is_relevant
-from eosfix.sources.hubwrite import PR_TITLE_PREFIX
+from eosfix.sources.hubwrite import PR_TITLE_PREFIX, PrOutcome
 from tests.conftest import SAMPLES
 
 BROKEN = "org/chatml-broken"
 HEALTHY = "org/llama3-healthy"
+FIXABLE_SAMPLES = [
+    "chatml-missing-im-end", "foreign-stop-ids", "ordinary-stop-id", "stop-inside-turn",
+    "vlm-text-config-eos", "glm-next-turn-opener", "reasoning-channel",
+]  # fmt: skip
 WEIGHTS = b"\0" * 8192
 TOKEN = "hf_fake_secret_token_1234567890"
 
@@ -89,6 +94,25 @@ def test_check_by_id_reports_like_check_and_downloads_no_weights(hub_repos, run_
     assert not hub_repos.commits_received
 
 
+def test_several_ids_print_each_report_once(hub_repos, run_eosfix):
+    """Repo ids give each repo's block, once: no table repeating them (issue 23 item 13)."""
+    out = run_eosfix("hub", BROKEN, HEALTHY).stdout
+    assert out.count(BROKEN) == out.count(f"{BROKEN}/generation_config.json") + 1
+    assert out.count(HEALTHY) == 1
+    assert "┃" not in out
+
+
+def test_pr_urls_are_printed_once_and_whole(hub_repos, run_eosfix):
+    hub_repos.add_repo("org/second-broken", sample_files("chatml-missing-im-end"))
+    out = run_eosfix("hub", "--author", "org", "--pr").stdout
+    for repo_id in (BROKEN, "org/second-broken"):
+        url = f"{hub_repos.url}/{repo_id}/discussions/1"
+        assert out.count(url) == 1, out
+        assert f"{repo_id}: pull request opened: {url}\n" in out
+        (row,) = [ln for ln in out.splitlines() if ln.startswith(f" {repo_id} ")]
+        assert row.rstrip().endswith("│ opened (#1)")
+
+
 def test_healthy_repo_exits_zero(hub_repos, run_eosfix):
     result = run_eosfix("hub", HEALTHY)
     assert result.exit_code == 0, result.output
@@ -154,7 +178,7 @@ def test_pr_sends_one_commit_with_the_fixed_bytes(hub_repos, run_eosfix):
     desc = commit["description"]
     assert "<|im_end|>" in desc
     assert "248046" in desc
-    assert "`eos_token_id` = `248044`" in desc
+    assert "Today this prints `'<|endoftext|>'`" in desc  # what eos_token_id 248044 is
     assert (
         '-  "eos_token_id": 248044,\n+  "eos_token_id": [\n+    248044,\n+    248046\n+  ],' in desc
     )
@@ -165,6 +189,45 @@ def test_pr_sends_one_commit_with_the_fixed_bytes(hub_repos, run_eosfix):
     assert repo.head == analysed  # main untouched
 
 
+def _table_cells(line: str) -> list[str]:
+    """A Markdown table row's cells, split on the pipes GFM splits on (not ``\\|``)."""
+    return re.split(r"(?<!\\)\|", line.strip())[1:-1]
+
+
+@pytest.mark.parametrize("name", FIXABLE_SAMPLES)
+def test_pr_description_is_written_for_the_repos_owner(name):
+    """What was wrong in one sentence, the diff, the evidence from their own template, three
+    lines of transformers, the runtimes folded; no probe sentinel, no eosfix command or code,
+    no raw HTML or stray cell break in a table (issue 23 item 11)."""
+    from eosfix import pipeline
+
+    result = pipeline.check(SAMPLES / name, label=f"org/{name}")
+    desc = pr_description(result)
+    first, rest = desc.split("\n\n", 1)
+    assert first.endswith(".")
+    assert ". " not in first.replace("e.g. ", "")  # one sentence
+    assert re.search(r"(?i)eosfix[a-z0-9_]", desc) is None  # Eosfixassistant1, eosfix_probe
+    assert "a1b2c3d4e" not in desc
+    assert re.search(r"\bEOS\d{3}\b", desc) is None
+    prose = re.sub(r"```.*?```", "", desc, flags=re.DOTALL)
+    assert "--" not in prose.replace("| --- ", "").replace("--- |", "")  # no CLI options
+    assert "eosfix fix" not in desc
+    assert "eosfix check" not in desc
+    sections = [ln for ln in desc.splitlines() if ln.startswith("#")]
+    assert sections == ["### What your chat template writes", "### Check it with transformers"]
+    assert rest.index("```diff") < rest.index("### What your chat template writes")
+    code = desc.split("```python\n", 1)[1].split("\n```", 1)[0]
+    assert len(code.splitlines()) == 3
+    assert f'"org/{name}"' in code
+    rows = [ln for ln in desc.splitlines() if ln.startswith("| ")]
+    assert rows
+    for row in rows:
+        cells = _table_cells(row)
+        assert len(cells) == 5, row
+        outside_code = re.sub(r"`[^`]*`", "", row)
+        assert "<" not in outside_code, row  # </s> would be an HTML tag
+
+
 def test_repeated_pr_sends_nothing_and_prints_existing(hub_repos, run_eosfix):
     assert run_eosfix("hub", BROKEN, "--pr").exit_code == 1
     result = run_eosfix("hub", BROKEN, "--pr")
@@ -173,7 +236,9 @@ def test_repeated_pr_sends_nothing_and_prints_existing(hub_repos, run_eosfix):
     assert f"pull request already open: {hub_repos.url}/{BROKEN}/discussions/1" in result.stdout
 
 
-def test_new_pr_when_the_open_one_proposes_something_else(hub_repos, run_eosfix):
+def test_an_open_eosfix_pr_proposing_something_else_is_updated_never_doubled(hub_repos, run_eosfix):
+    """An open "[eosfix]" PR whose file differs from today's fix gets a commit with the new
+    bytes on its own branch (issue 23 item 5; a second PR used to be opened)."""
     from huggingface_hub import CommitOperationAdd, HfApi
 
     HfApi().create_commit(
@@ -185,7 +250,63 @@ def test_new_pr_when_the_open_one_proposes_something_else(hub_repos, run_eosfix)
     result = run_eosfix("hub", BROKEN, "--pr")
     assert result.exit_code == 1, result.output
     assert len(hub_repos.commits_received) == 2
-    assert "discussions/2" in result.stdout
+    assert hub_repos.commits_received[1]["revision"] == "refs/pr/1"
+    assert hub_repos.repos[BROKEN].pr_files(1)["generation_config.json"] == fixed_gen()
+    assert f"{BROKEN}: pull request updated: {hub_repos.url}/{BROKEN}/discussions/1" in (
+        result.stdout
+    )
+    assert "discussions/2" not in result.stdout
+    assert "0 pull requests opened, 1 updated" in result.stdout
+
+
+def test_unrelated_upstream_edit_updates_the_open_pr(hub_repos, run_eosfix):
+    """After someone edits generation_config.json upstream (another key), today's fix has
+    other bytes than the open PR: the PR is updated, not doubled; a third run finds it."""
+    assert run_eosfix("hub", BROKEN, "--pr").exit_code == 1
+    gen = hub_repos.repos[BROKEN].files["generation_config.json"]
+    edited = gen.replace(b"{", b'{\n  "temperature": 0.6,', 1)
+    hub_repos.push(BROKEN, {"generation_config.json": edited}, message="tune sampling")
+    result = run_eosfix("hub", BROKEN, "--pr")
+    assert result.exit_code == 1, result.output
+    assert [c["revision"] for c in hub_repos.commits_received] == ["main", "refs/pr/1"]
+    pr_file = hub_repos.repos[BROKEN].pr_files(1)["generation_config.json"]
+    assert b'"temperature": 0.6' in pr_file
+    assert b"248046" in pr_file
+    assert "pull request updated" in result.stdout
+    again = run_eosfix("hub", BROKEN, "--pr")
+    assert len(hub_repos.commits_received) == 2
+    assert "pull request already open" in again.stdout
+    assert len([d for d in hub_repos.repos[BROKEN].discussions if d.is_pull_request]) == 1
+
+
+def test_a_pr_branch_that_cannot_be_read_is_never_doubled(hub_repos, run_eosfix):
+    """The PR is found by its title and branch, not by reading its file: a failed read
+    (issue 28 item 13: another PR every run) pushes the fix onto it instead."""
+    assert run_eosfix("hub", BROKEN, "--pr").exit_code == 1
+    hub_repos.fail(BROKEN, 500, match=r"/resolve/refs%2Fpr%2F1/")
+    result = run_eosfix("hub", BROKEN, "--pr")
+    assert result.exit_code == 1, result.output
+    assert [c["create_pr"] for c in hub_repos.commits_received] == [True]  # same bytes: no-op
+    assert len([d for d in hub_repos.repos[BROKEN].discussions if d.is_pull_request]) == 1
+    assert f"{BROKEN}: pull request updated: {hub_repos.url}/{BROKEN}/discussions/1" in (
+        result.stdout
+    )
+
+
+@pytest.mark.parametrize("fake_hub", [{"token": TOKEN}], indirect=True)
+def test_someone_elses_eosfix_pr_is_left_as_it_is(fake_hub, run_eosfix):
+    fake_hub.add_repo(BROKEN, sample_files("chatml-missing-im-end"))
+    assert run_eosfix("hub", BROKEN, "--pr", "--token", TOKEN).exit_code == 1
+    (pr,) = fake_hub.repos[BROKEN].discussions
+    pr.author = "someone-else"
+    fake_hub.push(BROKEN, {"README.md": "new\n", "generation_config.json": b'{"eos_token_id": 3}'})
+    result = run_eosfix("hub", BROKEN, "--pr", "--token", TOKEN)
+    assert result.exit_code == 1, result.output
+    assert len(fake_hub.commits_received) == 1
+    assert (
+        f"{BROKEN}: pull request left open: opened by someone-else, not by eosfix-user: left "
+        "as it is: "
+    ) in result.stdout
 
 
 def test_pr_not_opened_for_healthy_repo(hub_repos, run_eosfix):
@@ -227,7 +348,7 @@ def test_organisation_scan_goes_on_past_errors(hub_repos, run_eosfix):
         "verdict",
     ]
     for repo_id, verdict in [
-        (BROKEN, "won't stop -> [248044, 248046]"),
+        (BROKEN, "runs on -> [248044, 248046]"),
         (HEALTHY, "ok"),
         ("org/gone", "error: repository not found (404)"),
         ("org/gated", "error: gated repository"),
@@ -285,7 +406,38 @@ def test_timeout_is_one_line(hub_repos, run_eosfix):
     hub_repos.fail(BROKEN, 200, delay=2.0)
     result = run_eosfix("hub", BROKEN, HEALTHY, "--timeout", "0.3")
     assert result.exit_code == 2, result.output
-    assert result.stderr.strip() == f"{BROKEN}: error: timed out waiting for the Hub"
+    # the address waited for, and how often (issue 23 item 12: it said "the Hub")
+    url = f"{hub_repos.url}/api/models/{BROKEN}/revision/main"
+    assert result.stderr.strip() == (
+        f"{BROKEN}: error: timed out waiting for {url} (ReadTimeout: timed out; 6 attempts)"
+    )
+
+
+def test_an_unreachable_endpoint_is_named_and_no_request_is_counted(run_eosfix, monkeypatch):
+    """A Hub that cannot be reached (a wrong HF_ENDPOINT, a dead proxy) is named in the
+    error; attempts that never connected are not counted as requests made."""
+    import socket
+
+    from huggingface_hub import constants
+
+    with socket.socket() as sock:  # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    monkeypatch.setenv("HF_ENDPOINT", dead)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")
+    monkeypatch.setattr(constants, "ENDPOINT", dead)
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr("eosfix.sources.hubhttp._sleep", lambda seconds, stopping: None)
+    result = run_eosfix("hub", BROKEN, "--format", "json")
+    payload = json.loads(result.stdout)
+    (entry,) = payload["repos"]
+    assert entry["error"].startswith(f"cannot connect to {dead} (HF_ENDPOINT) (ConnectError: ")
+    assert entry["error"].endswith("; 6 attempts)")
+    assert payload["summary"]["requests"] == 0
+    assert payload["summary"]["unreachable"] == 6
+    listing = run_eosfix("hub", "--author", "org")
+    assert listing.stderr.startswith(f"org: error: cannot connect to {dead} (HF_ENDPOINT)")
+    assert "; 0 requests for listings and files; 6 attempts could not connect" in listing.stdout
 
 
 def test_dropped_connection_is_one_line(hub_repos, run_eosfix):
@@ -378,6 +530,41 @@ def test_session_api_checks_many_in_order(hub_repos, tmp_path):
     assert again is not None
     assert not again.created
     assert again.url == pr.url
+
+
+@pytest.mark.parametrize("fake_hub", [{"token": TOKEN}], indirect=True)
+def test_session_pr_outcome_says_opened_unchanged_updated_or_left(fake_hub):
+    """The API a caller (the Hub bot) reads: ``PullRequest.outcome`` says whether the PR was
+    opened, already carried the fix, was updated (never doubled) after an upstream edit, or
+    was left as it is (someone else's), with ``created``/``updated`` agreeing (issue 23 item 5)."""
+    fake_hub.add_repo(BROKEN, sample_files("chatml-missing-im-end"))
+    session = HubSession(token=TOKEN, describe=pr_description)
+
+    def outcome():
+        pr = session.open_pr(session.check(BROKEN))
+        assert pr is not None
+        assert pr.url == f"{fake_hub.url}/{BROKEN}/discussions/1"  # one PR, ever
+        assert (pr.created, pr.updated) == (
+            pr.outcome is PrOutcome.OPENED,
+            pr.outcome is PrOutcome.UPDATED,
+        )
+        return pr.outcome, pr.left
+
+    assert outcome() == (PrOutcome.OPENED, None)
+    assert outcome() == (PrOutcome.UNCHANGED, None)
+    gen = fake_hub.repos[BROKEN].files["generation_config.json"]
+    edited = gen.replace(b"{", b'{\n  "temperature": 0.6,', 1)
+    fake_hub.push(BROKEN, {"generation_config.json": edited}, message="tune sampling")
+    assert outcome() == (PrOutcome.UPDATED, None)
+    assert outcome() == (PrOutcome.UNCHANGED, None)
+    (pr,) = fake_hub.repos[BROKEN].discussions
+    pr.author = "someone-else"
+    fake_hub.push(BROKEN, {"generation_config.json": gen.replace(b"{", b'{\n  "top_k": 5,', 1)})
+    got, why = outcome()
+    assert got is PrOutcome.LEFT
+    assert why == "opened by someone-else, not by eosfix-user: left as it is"
+    assert [c["create_pr"] for c in fake_hub.commits_received] == [True, False]
+    assert [d.is_pull_request for d in fake_hub.repos[BROKEN].discussions] == [True]
 
 
 def test_unreadable_file_is_named_by_repo_path(fake_hub, run_eosfix):

@@ -434,13 +434,20 @@ def test_markdown_report_is_a_table_to_paste(fake_hub, run_eosfix):
     run_eosfix("hub", "--author", "org", "--pr", "--max-prs", "1")
     result = run_eosfix("hub", "--author", "org", "--format", "markdown")
     lines = result.stdout.splitlines()
-    assert lines[0] == "| repo | ends a turn | eos now | verdict | pull request |"
-    assert lines[1] == "| --- | --- | --- | --- | --- |"
-    assert lines[2] == "| `org/m000` | `<\\|im_end\\|>` 1002 | [1000, 1002] | ok |  |"
+    assert lines[0] == "| repo | revision | ends a turn | eos now | verdict | pull request |"
+    assert lines[1] == "| --- | --- | --- | --- | --- | --- |"
+    rev = {r: f"{fake_hub.repos[r].head[:8]} (main)" for r in ("org/m000", "org/m001", "org/m002")}
     assert (
-        lines[3] == "| `org/m001` | `<\\|im_end\\|>` 1012 | 1010 | won't stop -> [1010, 1012] |  |"
+        lines[2]
+        == f"| `org/m000` | {rev['org/m000']} | `<\\|im_end\\|>` 1002 | [1000, 1002] | ok |  |"
     )
-    assert lines[4] == "| `org/m002` | - | - | error: repository not found (404) |  |"
+    assert lines[3] == (
+        f"| `org/m001` | {rev['org/m001']} | `<\\|im_end\\|>` 1012 | 1010 | runs on -> [1010, 1012] |  |"
+    )
+    assert (
+        lines[4]
+        == f"| `org/m002` | {rev['org/m002']} | - | - | error: repository not found (404) |  |"
+    )
     assert lines[5] == ""
     assert lines[6].startswith("1 repo would be fixed")
     assert len(lines) == 7
@@ -464,3 +471,113 @@ def test_repo_ids_and_author_together_and_explicit_ids_resume(fake_hub, run_eosf
         ("GET", "/api/models"),
         ("GET", "/api/models/other/x/revision/main"),
     ]
+
+
+# --- tokenizer-only repos (issue 23 item 6) ---------------------------------------------------
+
+
+def tokenizer_only_files() -> dict[str, bytes | str]:
+    """A tokenizer re-hosted on its own (Xenova/Llama-3.2-Tokenizer): a template, its tokens,
+    no config.json, no generation_config.json, no weights."""
+    files = chatml_files(1000)
+    return {k: v for k, v in files.items() if k in ("tokenizer_config.json", "chat_template.jinja")}
+
+
+def test_tokenizer_only_repo_is_not_a_model_for_any_runtime_and_gets_no_pr(fake_hub, run_eosfix):
+    org(fake_hub, 2)  # m001 is fixable
+    fake_hub.add_repo("org/tokenizer", tokenizer_only_files())
+    code, payload, _ = audit(run_eosfix, "--pr")
+    assert code == 1  # m001's fix; the tokenizer repo adds nothing to fix
+    entry = by_repo(payload)["org/tokenizer"]
+    assert entry["verdict"] == "not_a_model"
+    assert entry["proposed_eos_token_id"] is None
+    assert entry["findings"] == []
+    assert entry["runtimes"]
+    assert not any(r["applicable"] for r in entry["runtimes"])
+    assert "pr" not in entry or entry["pr"] is None
+    assert [c["repo_id"] for c in fake_hub.commits_received] == ["org/m001"]
+    assert payload["summary"]["not_a_model"] == 1
+    table = run_eosfix("hub", "--author", "org")
+    (line,) = [ln for ln in table.stdout.splitlines() if "org/tokenizer" in ln]
+    assert "not a model repo" in line
+    assert "1 repo with no model (tokenizer files only)" in table.stdout
+    one = run_eosfix("hub", "org/tokenizer", "--pr")
+    assert one.exit_code == 0, one.output
+    assert "org/tokenizer: not a model repo: no config.json, generation_config.json or weights" in (
+        one.stdout
+    )
+    assert len(fake_hub.commits_received) == 1
+
+
+def test_a_repo_with_weights_or_a_config_is_a_model(fake_hub, run_eosfix):
+    """Only the whole file list decides: weights, or either config, make it a model."""
+    fake_hub.add_repo("org/weights", {**tokenizer_only_files(), "model.safetensors": b"\0" * 8})
+    fake_hub.add_repo("org/gen", {**tokenizer_only_files(), "generation_config.json": "{}\n"})
+    _, payload, _ = audit(run_eosfix)
+    assert {e["repo_id"]: e["verdict"] for e in payload["repos"]} == {
+        "org/gen": "fixable",
+        "org/weights": "fixable",
+    }
+
+
+# --- a rerun with --state: carried-over PRs and whole entries (issue 23 items 2, 3) ----------
+
+
+def test_a_rerun_reports_carried_over_prs_as_opened_earlier(fake_hub, run_eosfix, tmp_path):
+    org(fake_hub, 3)  # m001, m002 are fixable
+    state = tmp_path / "s.jsonl"
+    first = run_eosfix("hub", "--author", "org", "--pr", "--state", state)
+    assert first.stdout.count(": pull request opened: ") == 2
+    assert "; 2 pull requests opened; " in first.stdout
+    second = run_eosfix("hub", "--author", "org", "--pr", "--state", state)
+    assert ": pull request opened: " not in second.stdout
+    for repo_id in ("org/m001", "org/m002"):
+        url = f"{fake_hub.url}/{repo_id}/discussions/1"
+        assert f"{repo_id}: pull request opened earlier (#1): {url}" in second.stdout
+    summary = second.stdout.splitlines()[-1]
+    assert "; 0 pull requests opened; 2 pull requests opened earlier (--state); " in summary
+    _, payload, _ = audit(run_eosfix, "--pr", "--state", str(state))
+    entries = by_repo(payload)
+    for repo_id in ("org/m001", "org/m002"):
+        assert entries[repo_id]["pr"] == "opened earlier"
+        assert entries[repo_id]["pr_created"] is False
+        assert entries[repo_id]["pr_num"] == 1
+    assert sum(e["pr_created"] for e in payload["repos"]) == payload["summary"]["prs_opened"] == 0
+    assert payload["summary"]["prs_opened_earlier"] == 2
+    assert len(fake_hub.commits_received) == 2
+
+
+def test_a_resumed_entry_has_every_key_of_a_fresh_one(fake_hub, run_eosfix, tmp_path):
+    """JSON loses nothing on a resumed run: the record is re-derived from the store (no
+    request for its files), so the entry is the one a fresh check gives, plus resumed."""
+    org(fake_hub, 3)
+    state = tmp_path / "s.jsonl"
+    _, fresh, _ = audit(run_eosfix, "--state", str(state))
+    start = len(fake_hub.requests)
+    _, again, _ = audit(run_eosfix, "--state", str(state))
+    assert again["summary"]["resumed"] == 3
+    assert requests_since(fake_hub, start) == [("GET", "/api/models")]
+    for old, new in zip(fresh["repos"], again["repos"], strict=True):
+        assert list(new) == list(old)
+        assert (old["resumed"], new["resumed"]) == (False, True)
+        assert {**new, "resumed": False} == old
+    for name in ("text", "csv", "markdown"):  # the compact formats read the record alone
+        result = run_eosfix("hub", "--author", "org", "--state", state, "--format", name)
+        assert result.exit_code == 1, result.output
+
+
+def test_a_commit_published_twice_keeps_the_first_snapshot(tmp_path):
+    """Two repos with one commit (identical files) are fetched by two threads: the second
+    publish must not replace the folder the first repo's analysis is reading (it did: 'not a
+    directory' errors when two repos of an org shared a commit)."""
+    from eosfix.sources.hubstore import Manifest, Store
+
+    store = Store(tmp_path / "store")
+    files = {"config.json": store.add_blob(b"{}\n")}
+    commit = "ab" * 20
+    first = store.publish(commit, Manifest(files, False))
+    inode = first.stat().st_ino
+    second = store.publish(commit, Manifest(files, False))
+    assert second == first
+    assert second.stat().st_ino == inode
+    assert (second / "config.json").read_bytes() == b"{}\n"

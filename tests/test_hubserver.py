@@ -612,3 +612,15 @@ def test_commit_sha_is_deterministic():
         assert a.head == b.head
         assert len(a.head) == 40
         assert json.loads(json.dumps(a.commits)) == [a.head]
+
+
+def test_count_quota_refuses_every_nth_request_whatever_the_time(fake_hub, repo):
+    fake_hub.rate_limit_count(2, retry_after=3)
+    url = f"{fake_hub.url}/{REPO}/resolve/main/config.json"
+    answers = []
+    for _ in range(7):
+        r = httpx2.get(url)
+        answers.append((r.status_code, r.headers.get("Retry-After"), "RateLimit" in r.headers))
+    ok, refused = (200, None, False), (429, "3", False)
+    assert answers == [ok, ok, refused, ok, ok, refused, ok]
+    assert httpx2.get(f"{fake_hub.url}/api/models/{REPO}").status_code == 200  # other bucket

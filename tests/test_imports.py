@@ -72,6 +72,7 @@ CHECK = CLI_ONLY | {
     "eosfix.core.limits",
     "eosfix.core.models",
     "eosfix.core.repo",
+    "eosfix.core.saferead",  # every repo file is read through it: regular files only, bounded
     "eosfix.core.tokentext",
     "eosfix.decide",
     "eosfix.decide.check",

@@ -1,5 +1,5 @@
 """The house keeps its floors: every import in eosfix/ goes to its own layer or one below, and
-no import closes a cycle. A newcomer reads the flow top-down (README "Where things live")."""
+no import closes a cycle. A newcomer reads the flow top-down (docs/development.md, "Where things live")."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("eosfix.batch",),
     ("eosfix.api",),
     ("eosfix.render",),
+    ("eosfix.serve",),
     ("eosfix.cli", "eosfix.__main__"),
 )
 

@@ -125,14 +125,14 @@ def test_malformed_input_is_one_line_and_untouched(tmp_path, capsys, case, comma
 def test_unreadable_file_is_named(tmp_path, capsys, monkeypatch, command):
     root = copy_repo(SAMPLES / SAMPLE, tmp_path / "repo")
     before = _snapshot(root)
-    real = Path.read_bytes
+    real = os.open  # repo files are read through os.open (eosfix.core.saferead)
 
-    def read_bytes(self: Path) -> bytes:
-        if self.name == "tokenizer_config.json":
-            raise PermissionError(13, "Permission denied", str(self))
-        return real(self)
+    def os_open(path, *args, **kwargs):
+        if Path(path).name == "tokenizer_config.json":
+            raise PermissionError(13, "Permission denied", str(path))
+        return real(path, *args, **kwargs)
 
-    monkeypatch.setattr(Path, "read_bytes", read_bytes)
+    monkeypatch.setattr(os, "open", os_open)
     code = main([command, str(root)])
     out, err = capsys.readouterr()
     monkeypatch.undo()

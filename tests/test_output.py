@@ -3,6 +3,7 @@ caveats, suggested commands, explain's evidence, exit codes, colour, --quiet, pi
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
@@ -398,10 +399,11 @@ def test_cache_table_never_breaks_repo_ids_mid_word():
     ids = [r.repo_id for r in rows]
     allowed = {*ids, *(p for rid in ids for p in (rid.split("/")[0] + "/", rid.split("/")[1]))}
     for width in (60, 80, 100, 200):
-        with open(os.devnull, "w") as sink:
-            console = Console(width=width, color_system=None, record=True, file=sink)
-            print_table(rows, console)
-        lines = console.export_text().splitlines()
+        sink = io.StringIO()
+        console = Console(width=width, color_system=None, file=sink)
+        print_table(rows, console)
+        lines = sink.getvalue().splitlines()
+        assert all(len(line) <= width and not line.endswith(" ") for line in lines)
         body = lines[next(i for i, ln in enumerate(lines) if "━" in ln) + 1 :]
         cells = [c for c in (ln.split("│")[0].strip() for ln in body) if c]
         assert cells, width
@@ -410,3 +412,70 @@ def test_cache_table_never_breaks_repo_ids_mid_word():
                 cell.endswith("…") and any(p.startswith(cell[:-1]) for p in allowed)
             )
             assert ok, (width, cell)
+
+
+# --- wording (issue 23 item 13) ----------------------------------------------------------------
+
+
+def test_keep_id_not_in_the_list_is_said(sample_repo, run_eosfix):
+    repo = sample_repo("ordinary-stop-id")
+    out = run_eosfix("check", repo, "--keep-id", "2", "--keep-id", "999").stdout
+    assert (
+        "  keep          --keep-id 999: 999 is not a stop id of this repo, so it keeps nothing"
+        in (out)
+    )
+    assert "--keep-id 2:" not in out  # 2 is listed: it is kept, as the finding says
+
+
+def test_runtimes_cut_alike_share_one_caveat_line(sample_repo, run_eosfix):
+    """--keep-id an in-turn id: six runtimes stop inside the turn, one line says so (there
+    were six near-identical lines)."""
+    out = run_eosfix("check", sample_repo("stop-inside-turn"), "--keep-id", "200007").stdout
+    caveats = [ln.strip() for ln in out.splitlines() if ln.startswith("  caveat")]
+    # the two runtimes that keep one id miss <|call|> (their own lines, issue 24's rules); the
+    # six that stop inside the turn share one
+    assert caveats == [
+        (
+            "caveat        TGI-transformers would not stop on <|call|> (200012): it stops only "
+            "on the tokenizer's eos_token"
+        ),
+        (
+            "caveat        ExLlamaV2 would not stop on <|call|> (200012) (config.json (first "
+            "id), else tokenizer eos, else 2)"
+        ),
+        "caveat        transformers, vLLM, SGLang, TGI, mlx-lm, mlx-vlm stop inside a turn at <|end|>",
+    ]
+
+
+def test_runtimes_a_fix_cannot_reach_are_told_why_and_what_would(sample_repo, run_eosfix):
+    """The VLM sample: candle and ExLlamaV2 read config.json's top level, where no id is (the
+    ids are under text_config), and fix --config-json edits only ids already there: say so,
+    and what would make them stop (it said "after fix: candle, ExLlamaV2" and nothing more)."""
+    repo = sample_repo("vlm-text-config-eos")
+    why = (
+        "candle, ExLlamaV2 read only config.json's top-level eos_token_id, which is not set (its "
+        "ids are under text_config), so they miss <|im_end|> (151645); fix --config-json edits "
+        'only ids already there: add "eos_token_id": [151645] at config.json\'s top level to '
+        "make them stop"
+    )
+    tgi = "TGI-transformers: it stops only on the tokenizer's eos_token"  # issue 24's rule
+    after = f"after fix: TGI-transformers, candle, ExLlamaV2 ({why}; {tgi})"
+    assert after in run_eosfix("check", repo).stdout
+    before = (repo / "config.json").read_bytes()
+    fixed = run_eosfix("fix", "--config-json", repo)
+    assert (repo / "config.json").read_bytes() == before  # left alone...
+    assert f"  caveat        {why}" in fixed.stdout  # ...and the output says why
+
+
+def test_every_format_option_has_help():
+    import click
+
+    from eosfix.cli import cli
+
+    ctx = click.Context(cli)
+    for name in cli.list_commands(ctx):
+        cmd = cli.get_command(ctx, name)
+        assert cmd is not None
+        for param in cmd.params:
+            if isinstance(param, click.Option) and "--format" in param.opts:
+                assert param.help, name

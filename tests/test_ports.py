@@ -185,8 +185,7 @@ def test_refused_conversation_unknown_template_no_template_exit_2(capsys, refusi
     code, _, err = run(capsys, "render", SAMPLES / CHATML, "--template", "tool_use")
     assert code == 2
     assert (
-        err
-        == f"error: {SAMPLES / CHATML}: no template named 'tool_use'; this repo has ['default']\n"
+        err == f"error: {SAMPLES / CHATML}: no template named 'tool_use'; this repo has: default\n"
     )
     code, _, err = run(capsys, "render", SAMPLES / "base-model")
     assert (code, err.count("\n")) == (2, 1)
@@ -206,7 +205,7 @@ def test_goldens_cover_every_case_on_every_template(capsys, tmp_path):
     out_file = tmp_path / "g.jsonl"
     code, out, err = run(capsys, "goldens", SAMPLES / "named-templates", "-o", out_file)
     assert (code, out) == (0, "")
-    assert err == f"14 cases on 2 template(s) (12 ok, 2 unsupported) -> {out_file}\n"
+    assert err == f"14 cases on 2 templates (12 ok, 2 unsupported) -> {out_file}\n"
     records = [json.loads(line) for line in out_file.read_text().splitlines()]
     assert [(r["template"], r["case"]) for r in records] == [
         (t, c.name) for t in ("default", "tool_use") for c in GOLDEN_CASES
@@ -263,7 +262,7 @@ def test_goldens_write_nothing_on_error(capsys, tmp_path):
 
 
 def test_every_golden_case_is_documented():
-    readme = (SAMPLES.parent / "README.md").read_text()
+    readme = (SAMPLES.parent / "docs" / "ports.md").read_text()
     for case in GOLDEN_CASES:
         assert f"`{case.name}`" in readme, case.name
 
@@ -487,7 +486,7 @@ def test_diagnose_usage_errors_exit_2(capsys, args, expected):
     assert err.endswith(f"Error: {expected}\n")
 
 
-# --- the README's port test -----------------------------------------------------------------
+# --- the port test of docs/ports.md -----------------------------------------------------------------
 
 MY_PORT = """
 from pathlib import Path
@@ -514,7 +513,7 @@ def encode(text):
 
 
 def _readme_port_test() -> str:
-    readme = (SAMPLES.parent / "README.md").read_text()
+    readme = (SAMPLES.parent / "docs" / "ports.md").read_text()
     section = readme.split("### `eosfix goldens`", 1)[1]
     return section.split("```python\n", 1)[1].split("```", 1)[0]
 

@@ -168,7 +168,7 @@ def test_try_repo_fixes_then_passes(tmp_path):
 
 
 def _readme_precommit_config() -> str:
-    readme = (ROOT / "README.md").read_text()
+    readme = (ROOT / "docs" / "ci.md").read_text()
     section = readme[readme.index("## Use as a pre-commit hook") :]
     block = re.search(r"```yaml\n(.*?)\n```", section, re.DOTALL)
     assert block is not None
@@ -176,7 +176,8 @@ def _readme_precommit_config() -> str:
 
 
 def test_readme_snippet_names_the_released_tag():
-    """The README's ``rev:`` is the tag of this version (issue 23: v0.1.0 did not exist)."""
+    """The ``rev:`` of docs/ci.md's snippet is the tag of this version (issue 23: v0.1.0 did
+    not exist)."""
     from eosfix import __version__
 
     rev = re.search(r"^\s+rev: (\S+)", _readme_precommit_config(), re.MULTILINE)
@@ -185,7 +186,7 @@ def test_readme_snippet_names_the_released_tag():
 
 
 def test_the_readme_tag_exists_in_this_checkout():
-    """The tag the README names is in the repository (skipped outside a git checkout, and in
+    """The tag docs/ci.md names is in the repository (skipped outside a git checkout, and in
     a clone made without tags)."""
     from eosfix import __version__
 
@@ -202,8 +203,8 @@ def test_the_readme_tag_exists_in_this_checkout():
 @pytest.mark.slow
 @pytest.mark.package_index  # the hook's virtualenv pip-installs eosfix's dependencies
 def test_readme_snippet_runs_with_real_pre_commit(tmp_path):
-    """The README's .pre-commit-config.yaml, its repo URL pointed at a local clone tagged as
-    the README's rev: the hook fixes, stays quiet about healthy repos, and takes [tool.eosfix]
+    """The .pre-commit-config.yaml of docs/ci.md, its repo URL pointed at a local clone tagged as
+    its rev: the hook fixes, stays quiet about healthy repos, and takes [tool.eosfix]
     from the project's pyproject.toml."""
     from eosfix import __version__
 

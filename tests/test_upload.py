@@ -96,6 +96,15 @@ def test_upload_checked_fixes_and_uploads(target, sample_repo):
     assert (folder / "generation_config.json").read_bytes() == fixed_gen()
 
 
+def test_cli_refusal_speaks_cli_and_api_refusal_speaks_python(target, sample_repo, run_eosfix):
+    folder = sample_repo("chatml-missing-im-end")
+    err = run_eosfix("upload", REPO, folder).stderr
+    assert "(eosfix can fix this: run again with --fix)" in err
+    assert "fix=True" not in err
+    with pytest.raises(UploadRefusedError, match=r"eosfix can fix this: pass fix=True\)"):
+        upload_checked(folder, REPO)
+
+
 # --- the argument order of hf upload (issue 23) ------------------------------------------------
 
 

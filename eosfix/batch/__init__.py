@@ -5,8 +5,8 @@
 - ``eosfix.batch.pool``: worker processes;
 - ``eosfix.batch.state``: the state file of a resumable audit;
 - ``eosfix.batch.cache``, ``eosfix.batch.hub``: the HF cache and a Hub organisation as
-  batches (fix a snapshot, open pull requests); ``eosfix.batch.hubapi``: a few Hub repos
-  from Python, and the checked upload.
+  batches (fix a snapshot; ``eosfix.batch.prs``: open pull requests); ``eosfix.batch.hubapi``:
+  a few Hub repos from Python, and the checked upload.
 
 Where repos come from and how they are written lives in ``eosfix.sources`` and the
 containers; how they go through the pipeline in numbers lives here. The renderers

@@ -9,6 +9,7 @@ writer, ``eosfix.containers.folder.write``).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -16,9 +17,14 @@ from typing import Any
 
 from eosfix import pipeline
 from eosfix.batch import pool
-from eosfix.batch.run import Done, Pending, Run, Unit, in_order
+from eosfix.batch.run import Done, Failure, Pending, Run, Unit, in_order
 from eosfix.batch.verdict import Detail, Verdict, to_verdict
-from eosfix.containers.folder.write import drop_no_exist_marker
+from eosfix.containers.folder.write import (
+    drop_no_exist_marker,
+    drop_stale_no_exist,
+    stale_no_exist_markers,
+)
+from eosfix.core.errors import EosfixError
 from eosfix.sources.cache import CacheScan, Corrupted
 
 
@@ -26,6 +32,8 @@ def fix_snapshot(path: Path, detail: Detail | None, keep_ids: tuple[int, ...] = 
     """Fix one snapshot (a worker job): replace the link, never the blob; drop the .no_exist
     marker. ``keep_ids``: stop ids to keep (--keep-id)."""
     callback = functools.partial(drop_no_exist_marker, path)
+    with contextlib.suppress(EosfixError):  # else reported by the fix below, which fails too
+        drop_stale_no_exist(path)  # a run killed between a write and its marker's removal
     result = pipeline.fix(path, replace_symlinks=True, after_write=callback, keep_ids=keep_ids)
     return to_verdict(result, detail)
 
@@ -46,9 +54,12 @@ class CacheSource:
         )
         self.stage = "fixing" if fix else "checking"
         self.corrupted: list[Corrupted] = []
+        self.stopping = False  # Run.stop: no new snapshot, no new fix
 
     def units(self) -> Iterator[Unit]:
         for item in self.scan:
+            if self.stopping:
+                return
             if isinstance(item, Corrupted):
                 self.corrupted.append(item)
             else:
@@ -65,7 +76,9 @@ class CacheSource:
         def start(unit: Unit) -> Pending:
             assert unit.verdict is not None
             assert unit.path is not None
-            if not unit.verdict.has_patches:
+            if (
+                not unit.verdict.has_patches and not stale_no_exist_markers(unit.path)
+            ) or self.stopping:  # interrupted: not fixed
                 return Done(unit)
             return _Fixed(unit, run.jobs.submit(self.fixer, unit.path))
 
@@ -76,6 +89,9 @@ class CacheSource:
 
     def failed(self) -> bool:
         return bool(self.corrupted)
+
+    def failures(self) -> list[Failure]:
+        return [Failure(c.repo_id or c.name, c.message) for c in self.corrupted]
 
     def head(self) -> dict[str, Any]:
         return {"cache_dir": str(self.scan.cache_dir)}
@@ -89,6 +105,9 @@ class CacheSource:
 
     def summary(self) -> dict[str, Any]:
         return {"corrupted": len(self.corrupted)}
+
+    def stop(self) -> None:
+        self.stopping = True
 
     def close(self) -> None:
         pass

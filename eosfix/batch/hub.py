@@ -10,33 +10,30 @@ Stages, in order, each with at most WINDOW repos in flight:
 4. **after**: tokenizer.json for a repo whose ids are only there, and its analysis; pull
    requests, one at a time (``PrPlan``); errors named by their repo path; the state line.
 
-The Hub is read by ``eosfix.sources.hub`` and written by ``eosfix.sources.hubwrite``; a PR's
-description is rendered by the function the caller passes (the CLI: ``eosfix.render.pr``).
+A resumed repo is analysed again from the store when the output wants whole entries (JSON,
+text blocks), so its entry is a fresh one's. Stopped early (``stop``, Ctrl-C), no new repo or
+request starts and those in flight finish. The Hub is read by ``eosfix.sources.hub``; pull
+requests are ``eosfix.batch.prs``'s (written by ``eosfix.sources.hubwrite``).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Any
 
-from huggingface_hub import HfApi
-
-from eosfix import pipeline
-from eosfix.batch.run import Done, Pending, Run, Unit, in_order
-from eosfix.batch.state import StateFile, verdict_of_record
+from eosfix.batch.prs import PrPlan, carried_over, pr_extra
+from eosfix.batch.run import Done, Failure, Pending, Run, Unit, in_order
+from eosfix.batch.state import StateError, StateFile, verdict_of_record
 from eosfix.batch.verdict import Verdict
-from eosfix.containers.folder.plan import FilePatch
-from eosfix.core.repo import GENERATION_CONFIG, TOKENIZER_JSON
-from eosfix.pipeline import RepoResult
+from eosfix.core.repo import TOKENIZER_JSON
 from eosfix.sources.hub import HubEntry, HubError, HubReader
-from eosfix.sources.hubhttp import describe_error, hub_errors
-from eosfix.sources.hubwrite import PrError, PullRequest, find_open_pr, open_pr
+from eosfix.sources.hubhttp import Stopped, describe_error, hub_errors
+from eosfix.sources.hubwrite import PrOutcome
 
-Describe = Callable[[RepoResult], str]  # a fix PR's description (eosfix.render.pr)
+STOPPED = Verdict("error", error="not checked: interrupted")  # left out of every output
 
 
 class HubSource:
@@ -60,7 +57,14 @@ class HubSource:
         self.state = state
         self.prs = prs
         self.errors: list[tuple[str, str]] = []  # (author, why its listing failed)
+        # The state file could not be written (a full disk): the audit goes on unrecorded,
+        # and the command ends with this one line and exit 2.
+        self.state_error: StateError | None = None
         self.resumed = 0
+        self.carried = 0  # resumed repos whose pull request an earlier run opened
+        self.stopping = False  # Run.stop: no new repo, no new request, no new pull request
+        self.listed = False  # every repo of the listing (or every id) was given out
+        self.seen = 0  # repos of the listing so far
         self._lock = threading.Lock()
         workers = reader.http.gate.max
         self._io = ThreadPoolExecutor(workers, thread_name_prefix="eosfix-hub")
@@ -69,19 +73,27 @@ class HubSource:
     # --- 1. units -----------------------------------------------------------------------------
     def units(self) -> Iterator[Unit]:
         for repo_id in self.repo_ids:
+            if self.stopping:
+                return
             yield Unit(HubEntry(repo_id, self.revision or "main"))
         if not self.author:
+            self.listed = True
             return
         given = set(self.repo_ids)
         try:
             for entry in self.reader.list_author(self.author):
+                if self.stopping:
+                    return
+                self.seen += 1
                 if entry.repo_id in given:
                     continue
                 if self.revision is not None:  # the listing describes main only
                     entry = HubEntry(entry.repo_id, self.revision)
                 yield self._resumed(entry) or Unit(entry)
+            self.listed = True
         except hub_errors() as exc:
-            self.errors.append((self.author, describe_error(exc)[0]))
+            if not self.stopping:  # interrupted: not a failure of the listing
+                self.errors.append((self.author, describe_error(exc)[0]))
 
     def _resumed(self, entry: HubEntry) -> Unit | None:
         if self.state is None or entry.sha is None:
@@ -91,22 +103,45 @@ class HubSource:
         if record is None:
             return None
         found, extra = verdict_of_record(record)
-        unit = Unit(entry, verdict=found, extra={**extra, "resumed": True})
+        unit = Unit(entry, verdict=found, extra={**carried_over(extra), "resumed": True})
         if self.prs is not None and self.prs.wants(unit):
             return None  # its pull request is still to be opened: check it again
         with self._lock:
             self.resumed += 1
+            self.carried += unit.extra["pr"] == PrOutcome.CARRIED_OVER.value
         return unit
 
     # --- 2. files in ----------------------------------------------------------------------------
     def before(self, units: Iterable[Unit], run: Run) -> Iterator[Unit]:
+        detail = run.detail is not None
+
         def start(unit: Unit) -> Pending:
             if unit.verdict is not None:
+                if detail and unit.extra.get("resumed"):
+                    return self._io.submit(self._rederive, unit)
                 return Done(unit)
             assert isinstance(unit.item, HubEntry)
             return self._io.submit(self._prepare, unit.item)
 
         return in_order(units, start)
+
+    def _rederive(self, unit: Unit) -> Unit:
+        """A repo carried over from the state file, when the output wants each repo's whole
+        entry (JSON, text blocks): its files from the store (no request; fetched again only
+        if the store was emptied), analysed again, so its entry has every key of a repo
+        checked now. Its pull request stays the record's."""
+        entry = unit.item
+        assert isinstance(entry, HubEntry)
+        assert entry.sha is not None
+        try:
+            manifest = self.reader.download(entry)
+        except Exception as exc:  # noqa: BLE001 - one repo's failure is its error line
+            why = self._error(exc)
+            if why is STOPPED:
+                return unit.but(verdict=STOPPED)
+            error = f"recorded in the state file, but its files cannot be read again: {why.error}"
+            return unit.but(verdict=Verdict("error", error=error))
+        return unit.but(path=self.reader.store.snapshot(entry.sha), key=manifest.key, verdict=None)
 
     def _prepare(self, entry: HubEntry) -> Unit:
         try:
@@ -121,6 +156,8 @@ class HubSource:
         return Unit(entry, self.reader.store.snapshot(entry.sha), manifest.key)
 
     def _error(self, exc: Exception) -> Verdict:
+        if self.stopping and isinstance(exc, Stopped):
+            return STOPPED
         if isinstance(exc, HubError):
             return Verdict("error", error=exc.message)
         if isinstance(exc, hub_errors()):
@@ -163,12 +200,18 @@ class HubSource:
 
     def _finished(self, units: Iterable[Unit]) -> Iterator[Unit]:
         for unit in units:
-            unit = _named(unit)
-            if self.state is not None and not unit.extra.get("resumed"):
+            if unit.verdict is STOPPED:  # its requests were cut short: not checked
+                continue
+            # every entry has the same keys, checked now or carried over
+            unit = _named(unit.but(extra={"resumed": False, **pr_extra(), **unit.extra}))
+            if self.state is not None and not self.state_error and not unit.extra["resumed"]:
                 assert unit.verdict is not None
                 item = unit.item
                 assert isinstance(item, HubEntry)
-                self.state.record(item.repo_id, item.sha, unit.verdict, dict(unit.extra))
+                try:
+                    self.state.record(item.repo_id, item.sha, unit.verdict, dict(unit.extra))
+                except StateError as exc:
+                    self.state_error = exc
             yield unit
 
     # --- what the run asks ----------------------------------------------------------------------
@@ -176,7 +219,11 @@ class HubSource:
         return None if self.author else len(self.repo_ids)
 
     def failed(self) -> bool:
-        return bool(self.errors) or (self.prs is not None and self.prs.failed > 0)
+        failed_prs = self.prs is not None and self.prs.failed > 0
+        return bool(self.errors) or failed_prs or self.state_error is not None
+
+    def failures(self) -> list[Failure]:
+        return [Failure(a, f"cannot list its repos: {m}") for a, m in self.errors]
 
     def head(self) -> dict[str, Any]:
         return {"author": self.author} if self.author else {}
@@ -191,11 +238,24 @@ class HubSource:
             "requests": stats["requests"],
             "retries": stats["retries"],
             "rate_limited": stats["rate_limited"],
+            "unreachable": stats["unreachable"],  # attempts that made no connection
         }
         if self.prs is not None:
-            key = "prs_would_open" if self.prs.dry_run else "prs_opened"
-            out[key] = self.prs.new
+            if self.prs.dry_run:
+                out["prs_would_open"] = self.prs.new
+            else:
+                out.update(prs_opened=self.prs.new, prs_updated=self.prs.updated)
+        if self.state is not None:
+            out["prs_opened_earlier"] = self.carried
         return out
+
+    def stop(self) -> None:
+        """No new repo and no new request (those waiting for their turn give up, and their
+        repos are left out as not checked); pull requests not begun are not opened."""
+        self.stopping = True
+        self.reader.http.gate.stop()
+        if self.prs is not None:
+            self.prs.stopping = True
 
     def close(self) -> None:
         self.reader.http.gate.stop()
@@ -211,99 +271,3 @@ def _named(unit: Unit) -> Unit:
     error = f"{unit.item.repo_id}/{v.error}"
     detail = None if v.detail is None else {**v.detail, "error": error}
     return unit.but(verdict=dataclasses.replace(v, error=error, error_file=None, detail=detail))
-
-
-# --- pull requests ----------------------------------------------------------------------------
-
-
-def fix_bytes(result: RepoResult) -> bytes | None:
-    """The generation_config.json a fix PR carries, or None when there is nothing to fix."""
-    patch = next(
-        (p for p in result.patches if isinstance(p, FilePatch) and p.file == GENERATION_CONFIG),
-        None,
-    )
-    return None if result.check is None or patch is None else patch.new_text.encode("utf-8")
-
-
-def open_fix_pr(
-    hf_api: HfApi, reader: HubReader, result: RepoResult, describe: Describe
-) -> PullRequest | None:
-    """Open one PR with the generation_config.json fix, unless an eosfix PR has it already.
-
-    ``result.extra`` holds the repo's ``sha`` and ``revision``. Returns None when there is
-    nothing to fix; raises PrError when the Hub refuses.
-    """
-    new_bytes = fix_bytes(result)
-    if new_bytes is None:
-        return None
-    return open_pr(
-        hf_api,
-        reader,
-        result.name,
-        new_bytes,
-        revision=str(result.extra.get("revision", "main")),
-        parent_commit=str(result.extra.get("sha")),
-        description=describe(result),
-    )
-
-
-@dataclass
-class PrPlan:
-    """Pull requests across a batch: ``max_prs`` new ones at most (in the batch's order);
-    ``dry_run`` opens none and says which it *would* open. Writes go one at a time."""
-
-    hf_api: HfApi
-    reader: HubReader
-    describe: Describe
-    max_prs: int | None = None
-    dry_run: bool = False
-    new: int = 0  # opened (or, in a dry run, that would be)
-    failed: int = 0
-    keep_ids: tuple[int, ...] = ()  # stop ids the fix keeps (--keep-id)
-
-    def wants(self, unit: Unit) -> bool:
-        v = unit.verdict
-        return v is not None and v.has_patches and not unit.extra.get("pr_url")
-
-    def handle(self, unit: Unit) -> Unit:
-        """Open (or find) the PR of one fixable repo; its outcome goes into ``unit.extra``."""
-        assert unit.path is not None
-        item = unit.item
-        fields = item.fields()
-        result = dataclasses.replace(
-            pipeline.check(unit.path, label=item.repo_id, keep_ids=self.keep_ids),
-            extra={"sha": fields.get("sha"), "revision": fields.get("revision", "main")},
-        )
-        extra: dict[str, Any] = dict(unit.extra)
-        try:
-            extra.update(self._decide(result))
-        except PrError as exc:
-            self.failed += 1
-            extra.update(pr=f"error: {exc.message}", pr_error=exc.message)
-        return unit.but(extra=extra)
-
-    def _decide(self, result: RepoResult) -> dict[str, Any]:
-        new_bytes = fix_bytes(result)
-        if new_bytes is None:
-            return {}
-        over = self.max_prs is not None and self.new >= self.max_prs
-        if self.dry_run or over:
-            try:
-                found = find_open_pr(self.hf_api, self.reader, result.name, new_bytes)
-            except hub_errors() as exc:
-                raise PrError(f"cannot look for pull requests: {describe_error(exc)[0]}") from None
-            if found is not None:
-                return {"pr_url": found.url, "pr_created": False, "pr": "already open"}
-            if over:
-                return {"pr": f"not opened: --max-prs {self.max_prs} reached"}
-            self.new += 1
-            return {"pr": "would open (dry run)"}
-        pr = open_fix_pr(self.hf_api, self.reader, result, self.describe)
-        if pr is None:
-            return {}
-        self.new += pr.created
-        return {
-            "pr_url": pr.url,
-            "pr_created": pr.created,
-            "pr": "opened" if pr.created else "already open",
-        }

@@ -18,7 +18,7 @@ from typing import Any
 from huggingface_hub import CommitInfo, HfApi
 
 from eosfix import pipeline
-from eosfix.batch.hub import Describe, open_fix_pr
+from eosfix.batch.prs import Describe, open_fix_pr
 from eosfix.batch.verdict import needs_tokenizer_json
 from eosfix.core.errors import EosfixError
 from eosfix.decide.check import Status
@@ -48,6 +48,19 @@ class HubSession:
         self.reader = HubReader(token=token, timeout=timeout, store=store)
         self.api = hf_api or HfApi(token=token)
         self.describe = describe
+        self._user: str | None = None
+        self._asked = False  # whoami was asked (once)
+
+    def _me(self) -> str | None:
+        """The token's user, asked once (an eosfix PR of someone else is left, never
+        updated); None when the Hub does not say (no token)."""
+        if not self._asked:
+            self._asked = True
+            try:
+                self._user = str(self.api.whoami()["name"])
+            except Exception:  # noqa: BLE001 - no token, offline...: the author is not checked
+                self._user = None
+        return self._user
 
     def list_author(self, author: str) -> list[str]:
         """Model repo ids of a user or organisation."""
@@ -61,12 +74,13 @@ class HubSession:
         """Bring the stop-relevant files of ``repo_id`` in and analyze them (read-only)."""
         try:
             fetched = fetch_repo_files(repo_id, revision, reader=self.reader)
-            result = pipeline.check_folder(fetched.path, label=repo_id)
+            model = fetched.model
+            result = pipeline.check_folder(fetched.path, label=repo_id, model=model)
             if fetched.has_tokenizer_json and needs_tokenizer_json(result):
                 fetched = fetch_repo_files(
                     repo_id, fetched.sha, reader=self.reader, tokenizer_json=True
                 )
-                result = pipeline.check_folder(fetched.path, label=repo_id)
+                result = pipeline.check_folder(fetched.path, label=repo_id, model=model)
         except HubError as exc:
             return RepoResult(Path(repo_id), error=exc, label=repo_id)
         extra: dict[str, object] = {
@@ -85,14 +99,18 @@ class HubSession:
             return list(pool.map(lambda r: self.check(r, revision), list(repo_ids)))
 
     def open_pr(self, result: RepoResult) -> PullRequest | None:
-        """Open one PR with the generation_config.json fix, unless an eosfix PR has it already.
+        """Open one PR with the generation_config.json fix; a repo with an open eosfix PR
+        never gets a second: that PR is updated with the fix, or left as it is (someone
+        else's, or the Hub refuses the commit). ``PullRequest.outcome`` says which
+        (``eosfix.sources.hubwrite.PrOutcome``: OPENED, UPDATED, UNCHANGED, LEFT).
 
-        Returns None when there is nothing to fix; raises HubError when the Hub refuses.
+        Returns None when there is nothing to fix; raises HubError when the Hub refuses to
+        list or open PRs.
         """
         if self.describe is None:
             raise TypeError("HubSession(describe=...) writes a PR's description; none given")
         try:
-            return open_fix_pr(self.api, self.reader, result, self.describe)
+            return open_fix_pr(self.api, self.reader, result, self.describe, self._me())
         except PrError as exc:
             raise HubError(exc.message, repo_id=result.name) from None
 
@@ -121,8 +139,9 @@ class UploadRefusedError(EosfixError):
         self.result = result
 
 
-def refusal_reason(result: RepoResult) -> str | None:
-    """Why an upload must not go ahead, or None when the folder stops correctly."""
+def refusal_reason(result: RepoResult, *, how_to_fix: str = "pass fix=True") -> str | None:
+    """Why an upload must not go ahead, or None when the folder stops correctly;
+    ``how_to_fix``: the words for having eosfix fix it first (the CLI says "--fix")."""
     if result.error is not None:
         return str(result.error)
     if result.status in (Status.FIXABLE, Status.PROBLEMS):
@@ -130,7 +149,7 @@ def refusal_reason(result: RepoResult) -> str | None:
         errors = [
             f"{f.code} {f.message}" for f in result.check.findings if f.severity.value == "error"
         ]
-        hint = " (eosfix can fix this: --fix / fix=True)" if result.status is Status.FIXABLE else ""
+        hint = f" (eosfix can fix this: {how_to_fix})" if result.status is Status.FIXABLE else ""
         return "would not stop at the end of a turn: " + "; ".join(errors) + hint
     return None
 

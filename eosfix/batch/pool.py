@@ -9,12 +9,14 @@ the run, and a worker finishes the jobs it holds, so no snapshot is left half fi
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
 import signal
 import sys
 import threading
-from collections.abc import Callable, Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
@@ -43,10 +45,72 @@ def _mp_context() -> Any:
     return ctx
 
 
-def _worker_signals() -> None:
-    """In a worker: Ctrl-C is the main process's to handle; SIGTERM (``terminate``) kills."""
+def _worker_signals(parent: int | None) -> None:
+    """In a worker: Ctrl-C is the main process's to handle; SIGTERM (``terminate``) kills;
+    and the worker dies with ``parent`` (the process that started the pool), so a ``kill -9``
+    of the main process leaves no worker fixing on or holding its stdout open."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    if hasattr(signal, "pthread_sigmask"):  # forked while the main process held them
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOPPING)
+    if hasattr(signal, "SIGHUP"):
+        signal.signal(signal.SIGHUP, signal.SIG_DFL)
+    _die_with(os.getppid() if parent is None else parent)
+
+
+_PR_SET_PDEATHSIG = 1  # linux/prctl.h
+_LIVENESS_POLL = 1.0  # seconds between checks where the kernel cannot signal a parent's death
+
+
+def _die_with(parent: int) -> None:
+    """Exit when ``parent`` does: PR_SET_PDEATHSIG on Linux (the kernel sends SIGTERM), a
+    thread that checks the parent elsewhere. Either way the parent may already be gone."""
+    armed = False
+    if sys.platform == "linux":
+        try:
+            import ctypes
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            armed = libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0) == 0
+        except (OSError, AttributeError):
+            armed = False
+    if not armed:
+        threading.Thread(target=_watch_parent, args=(parent,), daemon=True).start()
+    _exit_if_orphaned(parent)
+
+
+def _exit_if_orphaned(parent: int) -> None:
+    """The parent died (this process was re-parented): stop at once."""
+    if os.getppid() != parent:
+        os._exit(1)
+
+
+def _watch_parent(parent: int) -> None:
+    while True:
+        _exit_if_orphaned(parent)
+        time.sleep(_LIVENESS_POLL)
+
+
+# Signals that stop a run: a handler raising KeyboardInterrupt in the middle of os.fork's
+# bookkeeping is swallowed ("Exception ignored"), and the run would go on; so they wait while
+# workers are forked, and are delivered as soon as the fork is done.
+_STOPPING = tuple(
+    getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name)
+)
+
+
+@contextlib.contextmanager
+def _signals_held() -> Iterator[None]:
+    if not hasattr(signal, "pthread_sigmask") or threading.current_thread() is not (
+        threading.main_thread()
+    ):
+        yield
+        return
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, _STOPPING)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 def _run_batch(fn: Job, paths: Sequence[Path], detail: Detail | None) -> list[Verdict]:
@@ -140,11 +204,17 @@ class Jobs:
             batch.verdicts = [DIED] * len(batch.paths)
         elif self.goes_to_pool():
             if self.pool is None:
+                ctx = _mp_context()
                 self.pool = ProcessPoolExecutor(
-                    self.workers, mp_context=_mp_context(), initializer=_worker_signals
+                    self.workers,
+                    mp_context=ctx,
+                    initializer=_worker_signals,
+                    # a forkserver's worker is the server's child (the server exits with us)
+                    initargs=(None if ctx.get_start_method() == "forkserver" else os.getpid(),),
                 )
             try:
-                batch.future = self.pool.submit(_run_batch, batch.fn, batch.paths, self.detail)
+                with _signals_held():  # submit forks the workers
+                    batch.future = self.pool.submit(_run_batch, batch.fn, batch.paths, self.detail)
             except BrokenProcessPool:
                 self.broken = True
                 batch.verdicts = [DIED] * len(batch.paths)

@@ -25,7 +25,7 @@ from typing import Any, Protocol
 
 from eosfix.batch import pool, verdict
 from eosfix.batch.verdict import Detail, Verdict
-from eosfix.core.outcome import VERDICTS, exit_code
+from eosfix.core.outcome import EXIT_INTERRUPTED, VERDICTS, exit_code
 from eosfix.sources import Key
 
 WINDOW = 128  # units in flight in a stage: bounds memory, keeps the workers fed
@@ -41,6 +41,9 @@ class Item(Protocol):
 
     @property
     def revision_cell(self) -> str: ...  # the table's revision: "1a2b3c4d (main)"
+
+    @property
+    def model(self) -> bool: ...  # False: the repo holds no model (tokenizer files only)
 
     def fields(self) -> dict[str, Any]: ...  # the first keys of its JSON entry
 
@@ -62,6 +65,15 @@ class Unit:
 Stage = Callable[[Iterable[Unit]], Iterator[Unit]]
 
 
+@dataclass(frozen=True, slots=True)
+class Failure:
+    """What a source could not turn into units: a corrupted cache entry, a listing that
+    failed. Every output gives it a row (the JSON its own footer key)."""
+
+    name: str  # the repo id, or the folder or author it is about
+    error: str
+
+
 class Source(Protocol):
     noun: str  # what a unit is: "snapshot", "repo"
     stage: str  # what the progress bar says: "checking", "fixing"
@@ -71,9 +83,11 @@ class Source(Protocol):
     def after(self, units: Iterable[Unit], run: Run) -> Iterator[Unit]: ...
     def estimate(self) -> int | None: ...
     def failed(self) -> bool: ...  # something outside the units failed (exit code 2)
+    def failures(self) -> list[Failure]: ...  # ... what it was, once the units are done
     def head(self) -> dict[str, Any]: ...  # JSON keys before "repos"
     def footer(self) -> dict[str, Any]: ...  # JSON keys after "repos", before "summary"
     def summary(self) -> dict[str, Any]: ...  # more summary counts
+    def stop(self) -> None: ...  # start no new unit; those in flight finish (Run.stop)
     def close(self) -> None: ...
 
 
@@ -163,7 +177,8 @@ class Row:
     eos: str  # current stop ids: "151643", "[1, 2] (from config.json)"
     verdict: str  # one of VERDICTS
     note: str  # after the verdict: " -> [proposed ids]", ": error message"
-    pr: str = ""  # the pull request: its URL, "would open", why not...
+    pr: str = ""  # the pull request: "opened (#3)", "would open", why not...
+    problem: str = ""  # what is wrong (one of PROBLEMS), for a fixable or problems verdict
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,18 +202,25 @@ class Result:
 
     def row(self) -> Row:
         terms, eos, note = self.verdict.cells
-        pr, url = self.unit.extra.get("pr", ""), self.unit.extra.get("pr_url")
-        pr = f"{pr}: {url}" if url else str(pr)
-        return Row(
-            self.item.repo_id, self.item.revision_cell, terms, eos, self.verdict.name, note, pr
-        )
+        v = self.verdict
+        pr, num = str(self.unit.extra.get("pr") or ""), self.unit.extra.get("pr_num")
+        pr += f" (#{num})" if pr and num is not None else ""
+        cell = self.item.revision_cell
+        return Row(self.item.repo_id, cell, terms, eos, v.name, note, pr, v.problem or "")
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON entry: the item's fields, the verdict, result_to_dict's keys (as `eosfix
         check` per folder), then what later stages added (pull request)."""
         v = self.verdict
         entry = {**self.item.fields(), "verdict": v.name}
-        entry.update(v.detail or {"status": v.status, "error": v.error, "written": list(v.written)})
+        if v.detail is not None:
+            entry.update(v.detail)
+        else:  # not analysed (a Hub repo that could not be fetched): an error entry's keys
+            entry.update(
+                container="folder", status=v.status, verdict=v.name, problem=v.problem,
+                runs_on=list(v.runs_on), stops_early=list(v.stops_early), error=v.error,
+                written=list(v.written),
+            )  # fmt: skip
         entry.update(self.unit.extra)
         return entry
 
@@ -219,11 +241,15 @@ class Run:
     ) -> None:
         self.source = source
         self.detail = detail
-        # One job function per run (the pool batches jobs by function): --keep-id bound in.
+        # One job function per run (the pool batches jobs by function): --keep-id bound in;
+        # another for repos that hold no model (their key says so, so they share apart).
         self.analyze: pool.Job = (
             functools.partial(verdict.analyze_folder, keep_ids=keep_ids)
             if keep_ids
             else verdict.analyze_folder
+        )
+        self.analyze_no_model: pool.Job = functools.partial(
+            verdict.analyze_folder, keep_ids=keep_ids, model=False
         )
         self.jobs = pool.Jobs(detail, workers)
         self.analyses = 0  # analyses run (distinct keys)
@@ -245,8 +271,19 @@ class Run:
             pass
         return self
 
+    interrupted = False  # stopped early (Ctrl-C): the exit code is 130
+
+    def stop(self) -> None:
+        """Stop early but whole (the first Ctrl-C): the source starts no new unit, and those
+        already in flight finish and come out as usual, so every file written is reported
+        and every output stays whole. Safe to call from a signal handler (it sets flags)."""
+        self.interrupted = True
+        self.source.stop()
+
     def close(self) -> None:
-        """Stop early (Ctrl-C): workers and the source's threads are shut down."""
+        """Stop at once (a second Ctrl-C): workers and the source's threads are shut down;
+        what was in flight is not reported."""
+        self.interrupted = True
         self._stream.close()
 
     @property
@@ -259,7 +296,10 @@ class Run:
     @property
     def exit_code(self) -> int:
         """``eosfix.core.outcome.exit_code`` of the verdicts so far; the source's own failures
-        (a listing, a corrupted cache entry, a pull request) count as unreadable input."""
+        (a listing, a corrupted cache entry, a pull request) count as unreadable input; 130
+        once interrupted."""
+        if self.interrupted:
+            return EXIT_INTERRUPTED
         return exit_code(self._counts, strict=self.strict, failed=self.source.failed())
 
     def counts(self) -> dict[str, int]:
@@ -278,10 +318,12 @@ class Run:
             return Done(unit)
         assert unit.path is not None, unit
         assert unit.key is not None, unit
-        key = key_digest(unit.key)
+        model = unit.item.model
+        key = key_digest(unit.key if model else (*unit.key, ("", "no model")))
         got: Verdict | pool.Ticket | None = self._lru.get(key) or self._pending.get(key)
         if got is None:
-            got = self._pending[key] = self.jobs.submit(self.analyze, unit.path)
+            job = self.analyze if model else self.analyze_no_model
+            got = self._pending[key] = self.jobs.submit(job, unit.path)
             self.analyses += 1
         return _Settle(self, unit, key, got)
 

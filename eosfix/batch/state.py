@@ -1,14 +1,17 @@
 """A state file: every finished repo of a batch, one JSON line each, so a rerun goes on.
 
-Each line is written whole and flushed before the next repo is reported, so an interrupted
-run (Ctrl-C) leaves every line complete; a line cut short by a harder stop (power loss,
-SIGKILL) is dropped when the file is read again. A later line for the same repo replaces an
+Each line is written whole (unbuffered, straight to the file) before the next repo is
+reported, so an interrupted run (Ctrl-C) leaves every line complete; a write that fails part
+way (a full disk) is cut back to the last whole line; a line cut short by a harder stop
+(power loss, SIGKILL) is dropped when the file is read again. A later line for the same repo replaces an
 earlier one. Only the repo id, commit and offset of each line stay in memory.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 from pathlib import Path
 from typing import IO, Any
 
@@ -30,7 +33,8 @@ class StateFile:
         self._done: dict[str, tuple[str, int]] = {}  # repo id -> (sha, offset of its line)
         try:
             self._load()
-            self._out: IO[str] = self.path.open("a", encoding="utf-8")
+            flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
+            self._out = os.open(self.path, flags | getattr(os, "O_BINARY", 0), 0o666)
             self._in: IO[bytes] = self.path.open("rb")
         except OSError as exc:
             raise StateError(
@@ -78,16 +82,25 @@ class StateFile:
         """Append one finished repo, whole, and flush it."""
         line = {"repo_id": repo_id, "sha": sha, "verdict": verdict.name, **verdict.to_state()}
         line["extra"] = {k: v for k, v in extra.items() if k != "resumed"}
-        text = json.dumps(line, ensure_ascii=False) + "\n"
+        data = (json.dumps(line, ensure_ascii=False) + "\n").encode("utf-8")
         try:
-            self._out.write(text)
-            self._out.flush()
+            end = os.fstat(self._out).st_size
         except OSError as exc:
+            raise StateError(f"cannot write: {exc.strerror or exc}", path=self.path) from None
+        try:
+            view = memoryview(data)
+            while view:  # os.write may write part of it
+                view = view[os.write(self._out, view) :]
+        except OSError as exc:
+            with contextlib.suppress(OSError):  # the last line is whole or absent
+                os.ftruncate(self._out, end)
             raise StateError(f"cannot write: {exc.strerror or exc}", path=self.path) from None
         self.written += 1
 
     def close(self) -> None:
-        self._out.close()
+        """Nothing is buffered: closing cannot fail with a write error (or hide one)."""
+        with contextlib.suppress(OSError):
+            os.close(self._out)
         self._in.close()
 
 

@@ -20,7 +20,7 @@ from typing import Any, Literal
 from eosfix import pipeline
 from eosfix.analysis.terminators import STOP_STRING
 from eosfix.core.errors import EosfixError
-from eosfix.core.outcome import verdict_of
+from eosfix.core.outcome import problem_of, verdict_of
 from eosfix.core.repo import TOKENIZER_JSON
 
 LABEL = "\ue000"  # stands for the repo's name in Verdict.text (a private-use character)
@@ -44,11 +44,14 @@ class Detail:
 class Verdict:
     """What one analysis (or fix) of a folder found: a few ids and codes, no texts."""
 
-    status: str  # ok | fixable | problems | no_template | error
+    status: str  # ok | fixable | problems | no_template | not_a_model | error
     terminators: tuple[tuple[str, int | None], ...] = ()
     eos: tuple[int, ...] | None = None  # current stop ids, as transformers reads them
     eos_source: str | None = None
+    eos_list: bool = False  # eos_token_id is written as a list (a one-id list shows as [id])
     proposed: tuple[int, ...] | None = None
+    runs_on: tuple[str, ...] = ()  # runtimes that miss a terminator now (RuntimeTable)
+    stops_early: tuple[str, ...] = ()  # runtimes that stop now at an id that cuts a reply
     codes: tuple[str, ...] = ()  # finding codes
     has_patches: bool = False
     written: tuple[str, ...] = ()
@@ -63,17 +66,27 @@ class Verdict:
         """The verdict of the table and the counts: fixed | warned | ... | the status."""
         return verdict_of(self.status, written=bool(self.written), has_findings=bool(self.codes))
 
+    @property
+    def problem(self) -> str | None:
+        """What is wrong (``eosfix.core.outcome.PROBLEMS``), for a fixable or problems verdict."""
+        return problem_of(
+            self.name,
+            runs_on=bool(self.runs_on),
+            stops_early=bool(self.stops_early),
+            never_fires="EOS013" in self.codes,
+        )
+
     @functools.cached_property
     def cells(self) -> tuple[str, str, str]:
         """(ends a turn, stops on, note after the verdict) of the table, made once per
         verdict: the rows of repos sharing an analysis share these strings."""
         terms = "\n".join(f"{c} {i}" if i is not None else c for c, i in self.terminators)
-        eos = "" if self.status == "error" else ids_text(self.eos)
+        eos = "" if self.status == "error" else ids_text(self.eos, as_list=self.eos_list)
         if self.eos_source not in (None, "none", "generation_config.json") and eos:
             eos += f" (from {self.eos_source})"  # never "(from none)": "(not set)" says it
         note = ""
         if self.name in ("fixable", "fixed", "problems") and self.proposed is not None:
-            note += f" -> {ids_text(self.proposed)}"
+            note += f" -> {ids_text(self.proposed, as_list=True)}"  # always written as a list
         if self.error:
             note += f": {self.error}"
         return terms or "-", eos, note
@@ -98,10 +111,13 @@ def _tuples(value: Any) -> Any:
     return tuple(_tuples(v) for v in value) if isinstance(value, list) else value
 
 
-def ids_text(ids: tuple[int, ...] | None) -> str:
+def ids_text(ids: tuple[int, ...] | None, *, as_list: bool = False) -> str:
+    """``151645`` for an id written alone, ``[151645]`` for a list (of one or more)."""
     if ids is None:
         return "(not set)"
-    return str(ids[0]) if len(ids) == 1 else "[" + ", ".join(map(str, ids)) + "]"
+    if len(ids) == 1 and not as_list:
+        return str(ids[0])
+    return "[" + ", ".join(map(str, ids)) + "]"
 
 
 def _relative(exc: EosfixError, root: Path) -> str | None:
@@ -155,12 +171,16 @@ def to_verdict(result: pipeline.RepoResult, detail: Detail | None) -> Verdict:
     c = result.check
     assert c is not None
     planned = result.before if result.before is not None else c  # what fix wrote, if it did
+    table = result.runtimes
     return Verdict(
         status=c.status.value,
         terminators=tuple((t.content, t.id) for t in c.terminators.terminators),
         eos=c.stop.ids,
         eos_source=c.stop.source,
+        eos_list=isinstance(c.stop.raw, list),
         proposed=planned.proposed,
+        runs_on=table.runs_on if table is not None else (),
+        stops_early=table.stops_early if table is not None else (),
         codes=tuple(f.code for f in c.findings),
         has_patches=bool(result.patches),
         written=result.written,
@@ -170,6 +190,9 @@ def to_verdict(result: pipeline.RepoResult, detail: Detail | None) -> Verdict:
     )
 
 
-def analyze_folder(path: Path, detail: Detail | None, keep_ids: tuple[int, ...] = ()) -> Verdict:
-    """Check one folder (read only). Runs in a worker process. ``keep_ids``: --keep-id."""
-    return to_verdict(pipeline.check_folder(path, keep_ids=keep_ids), detail)
+def analyze_folder(
+    path: Path, detail: Detail | None, keep_ids: tuple[int, ...] = (), model: bool = True
+) -> Verdict:
+    """Check one folder (read only). Runs in a worker process. ``keep_ids``: --keep-id;
+    ``model``: False for a repo the source knows holds no model (tokenizer files only)."""
+    return to_verdict(pipeline.check_folder(path, keep_ids=keep_ids, model=model), detail)

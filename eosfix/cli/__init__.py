@@ -68,6 +68,12 @@ class LazyGroup(click.Group):
             return super().invoke(ctx)
         except KeyboardInterrupt:
             raise Interrupted() from None
+        except BrokenPipeError:  # a reader that stopped early: survive_closed_pipe's
+            raise
+        except OSError as exc:  # EMFILE, EIO outside any one repo (finding the paths...)
+            where = f"{exc.filename}: " if exc.filename is not None else ""
+            click.echo(f"error: {where}cannot read: {exc.strerror or exc}", err=True)
+            ctx.exit(EXIT_INPUT)
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -99,6 +105,7 @@ LazyGroup.lazy = {
     "render": "eosfix.cli.ports:render",
     "goldens": "eosfix.cli.ports:goldens",
     "diagnose": "eosfix.cli.ports:diagnose",
+    "serve": "eosfix.cli.serve:serve",
 }
 # The first sentence of each command's help, as --help lists it (tests/test_imports.py holds
 # each to its command's).
@@ -116,6 +123,8 @@ LazyGroup.summaries = {
     "goldens": "Write golden prompts for a port's tests: one JSON line per conversation and "
     "template.",
     "diagnose": "Say what went wrong in what a hand-written generation loop produced.",
+    "serve": "Watch Hub repos: check every push to a watched model repo at its new commit, and "
+    "open (or update) the fix pull request, or report, by policy.",
 }
 
 
@@ -189,12 +198,15 @@ def _sigterm_interrupts() -> Iterator[None]:
             return
         raise KeyboardInterrupt
 
+    # SIGHUP (the terminal closed, an ssh session dropped) too
+    signums = [signal.SIGTERM, *([signal.SIGHUP] if hasattr(signal, "SIGHUP") else [])]
     try:
-        previous = signal.signal(signal.SIGTERM, interrupt)
+        previous = {signum: signal.signal(signum, interrupt) for signum in signums}
     except ValueError:  # not the main thread (main() called from a thread): leave it
         yield
         return
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)

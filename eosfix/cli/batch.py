@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import contextlib
+import os
+import signal
 import sys
+import threading
 from collections.abc import Callable, Iterator, Sequence
+from types import FrameType
 from typing import Any
 
 import click
 
 from eosfix.batch.run import Progress, Row, Run
 from eosfix.cli.term import colors_on, progress_allowed
-from eosfix.render.batch import VERDICT_TEXT, write_csv, write_json, write_markdown
+from eosfix.render.batch import verdict_words, write_csv, write_json, write_markdown
 
 STYLE = {
     "fixed": "bold green",
@@ -20,6 +24,7 @@ STYLE = {
     "warned": "yellow",
     "ok": "green",
     "no_template": "dim",
+    "not_a_model": "dim",
     "error": "bold red",
 }
 HEADERS = ("repo", "revision", "ends a turn", "stops on", "verdict")
@@ -87,6 +92,32 @@ def progress_bar(show: bool) -> Iterator[Progress | None]:
         yield RichProgress(bar)
 
 
+STOPPING = b"stopping: finishing what is in progress (Ctrl-C again to stop at once)\n"
+
+
+@contextlib.contextmanager
+def stoppable(run: Run) -> Iterator[None]:
+    """While the block runs, the first Ctrl-C stops the run early but whole (``Run.stop``:
+    what is in flight finishes and is reported, every output stays whole); a second one
+    raises KeyboardInterrupt, which stops at once. Only from the main thread."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        if run.interrupted:
+            raise KeyboardInterrupt
+        run.stop()
+        with contextlib.suppress(OSError):
+            os.write(2, STOPPING)  # raw: the handler may run inside a write to stderr
+
+    previous = signal.signal(signal.SIGINT, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def stream(run: Run, fmt: str, summary: Callable[[], str]) -> None:
     """Write a run in a streamed format (json, csv, markdown) to stdout as it is made."""
     if fmt == "json":
@@ -103,7 +134,7 @@ def _cells(row: Row, with_pr: bool) -> tuple[str, ...]:
         row.revision,
         row.terminators,
         row.eos,
-        VERDICT_TEXT[row.verdict] + row.note,
+        verdict_words(row.verdict, row.problem) + row.note,
     )
     return (*cells, row.pr) if with_pr else cells
 
@@ -154,7 +185,10 @@ def fit_repo_id(repo_id: str, width: int) -> str:
 
 def print_table(rows: Sequence[Row], console: Any) -> None:
     """The table, CHUNK rows at a time, each chunk a rich Table with the same column widths
-    and no outer edge: they print as one table, and memory does not grow with the rows."""
+    and no outer edge: they print as one table, and memory does not grow with the rows. No
+    line ends in the padding of its last cell (piped output is not 200 columns of blanks).
+    The pull request column says what happened ("opened (#3)"); the URLs are printed after
+    the table by the caller, each once and whole."""
     from rich.table import Table
     from rich.text import Text
 
@@ -166,12 +200,16 @@ def print_table(rows: Sequence[Row], console: Any) -> None:
         for i, (name, width) in enumerate(zip(headers, widths, strict=True)):
             table.add_column(name, width=width, overflow="ellipsis" if i == 0 else "fold")
         for row in rows[start : start + CHUNK]:
-            verdict = Text(VERDICT_TEXT[row.verdict], style=STYLE[row.verdict])
+            words = verdict_words(row.verdict, row.problem)
+            verdict = Text(words, style=STYLE[row.verdict])
             verdict.append(row.note)
             repo = Text(fit_repo_id(row.repo_id, widths[0]), no_wrap=True)
             cells = [repo, Text(row.revision), Text(row.terminators), Text(row.eos)]
             table.add_row(*cells, verdict, *([Text(row.pr)] if with_pr else []))
-        console.print(table)
+        with console.capture() as captured:
+            console.print(table)
+        lines = captured.get().splitlines()
+        console.file.write("".join(line.rstrip(" ") + "\n" for line in lines))
 
 
 def stdout_console() -> Any:

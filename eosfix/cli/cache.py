@@ -11,7 +11,7 @@ from eosfix.batch.run import Progress
 from eosfix.cli import batch as batchcli
 from eosfix.cli.common import keep_id_option, quiet_option, strict_option
 from eosfix.cli.term import color_option
-from eosfix.core.outcome import EXIT_INPUT, Interrupted
+from eosfix.core.outcome import EXIT_INPUT, QUIET, Interrupted
 from eosfix.render.batch import JSON_DETAIL
 from eosfix.render.report import summary_parts
 from eosfix.sources import cache as cachelib
@@ -26,7 +26,25 @@ def summary_line(run: CacheRun) -> str:
     body = ", ".join(f"{k} {what}" for k, what in parts) or "nothing checked"
     k = len(run.corrupted)
     tail = f"; {k} corrupted repo{'s' * (k != 1)} skipped" if k else ""
-    return f"{head}: {body}{tail}"
+    stopped = "; interrupted" if run.interrupted else ""
+    return f"{head}: {body}{tail}{stopped}"
+
+
+def _plural(n: int, noun: str) -> str:
+    return f"{n} {noun}{'s' * (n != 1)}"
+
+
+def interrupted_kept(run: CacheRun, total: int) -> str:
+    """What an interrupted run did and did not do: ``61 snapshots fixed, 12 checked and left
+    as they were, 248 not checked`` (``total``: how many snapshots the run would have seen)."""
+    left = max(0, total - run.count)
+    if not run.fixing:
+        return f"{_plural(run.count, 'snapshot')} checked, {left} not checked"
+    fixed = run.counts()["fixed"]
+    return (
+        f"{_plural(fixed, 'snapshot')} fixed, {run.count - fixed} checked and left as they "
+        f"were, {left} not checked; run the same command again to go on"
+    )
 
 
 def _render_text(run: CacheRun, quiet: bool) -> None:
@@ -34,7 +52,7 @@ def _render_text(run: CacheRun, quiet: bool) -> None:
     from rich.markup import escape
 
     console = batchcli.stdout_console()
-    rows = [r for r in run.results if not quiet or r.verdict not in ("ok", "no_template")]
+    rows = [r for r in run.results if not quiet or r.verdict not in QUIET]
     batchcli.print_table(rows, console)
     for c in run.corrupted:
         console.print(
@@ -136,13 +154,13 @@ def cache(
         )
         run.strict = strict
         try:
-            if text:
-                run.drain()
-            else:
-                batchcli.stream(run, fmt, lambda: summary_line(run))
-        except KeyboardInterrupt:
+            with batchcli.stoppable(run):  # Ctrl-C: what is in flight finishes, is reported
+                if text:
+                    run.drain()
+                else:
+                    batchcli.stream(run, fmt, lambda: summary_line(run))
+        except KeyboardInterrupt:  # a second Ctrl-C, or SIGTERM: stop at once
             run.close()  # the worker processes stop; a file being written is left whole
-            raise Interrupted() from None
         return run
 
     try:
@@ -153,8 +171,10 @@ def cache(
         click.echo(f"error: {exc}", err=True)
         sys.exit(EXIT_INPUT)
     if text:
-        _render_text(run, quiet)
+        _render_text(run, quiet)  # interrupted: the snapshots done so far
     elif fmt == "csv":
         click.echo(summary_line(run), err=True)
     sys.stdout.flush()
+    if run.interrupted:
+        raise Interrupted(interrupted_kept(run, scan.estimate()))
     sys.exit(run.exit_code)

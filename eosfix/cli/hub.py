@@ -17,7 +17,7 @@ import click
 from eosfix.cli import batch as batchcli
 from eosfix.cli.common import keep_id_option, quiet_option, strict_option
 from eosfix.cli.term import color_option
-from eosfix.core.outcome import EXIT_INPUT, Interrupted
+from eosfix.core.outcome import EXIT_INPUT, QUIET, Interrupted
 from eosfix.render.report import summary_parts
 
 if TYPE_CHECKING:
@@ -63,12 +63,20 @@ def summary_line(run: Run) -> str:
     if "prs_opened" in stats:
         n = stats["prs_opened"]
         text += f"; {n} pull request{'s' * (n != 1)} opened"
+        text += f", {stats['prs_updated']} updated" if stats["prs_updated"] else ""
     elif "prs_would_open" in stats:
         n = stats["prs_would_open"]
         text += f"; {n} pull request{'s' * (n != 1)} would be opened (dry run)"
+    if stats.get("prs_opened_earlier"):
+        n = stats["prs_opened_earlier"]
+        text += f"; {n} pull request{'s' * (n != 1)} opened earlier (--state)"
     n = stats["requests"]
     text += f"; {n} request{'s' * (n != 1)} for listings and files"
-    return text + (f"; {_rate_note(run)}" if stats["rate_limited"] else "")
+    if stats["unreachable"]:
+        n = stats["unreachable"]
+        text += f"; {n} attempt{'s' * (n != 1)} could not connect"
+    text += f"; {_rate_note(run)}" if stats["rate_limited"] else ""
+    return text + ("; interrupted" if run.interrupted else "")
 
 
 def _rate_note(run: Run) -> str:
@@ -82,20 +90,21 @@ def _rate_note(run: Run) -> str:
 
 
 def _pr_line(repo_id: str, extra: Any) -> str | None:
-    if extra.get("pr_url"):
-        verb = "opened" if extra.get("pr_created") else "already open"
-        return f"{repo_id}: pull request {verb}: {extra['pr_url']}"
-    pr = extra.get("pr")
-    if pr and not extra.get("pr_error"):
-        return f"{repo_id}: pull request {pr}"
-    return None
+    """``org/name: pull request opened: URL`` (``opened earlier (#3)`` for one an earlier run
+    opened, recorded in --state), or what happened instead; None without a PR."""
+    pr, url, num = extra.get("pr"), extra.get("pr_url"), extra.get("pr_num")
+    if not pr or extra.get("pr_error"):
+        return None
+    if pr == "opened earlier" and num is not None:
+        pr = f"{pr} (#{num})"
+    return f"{repo_id}: pull request {pr}" + (f": {url}" if url else "")
 
 
 def _emit_text(run: Run, *, blocks: bool, hint: bool, quiet: bool = False) -> None:
     """Text: each repo's block (repo ids) or the table (--author), PR lines, the summary
     (``quiet``: only repos with something to say)."""
     from eosfix.batch.verdict import LABEL
-    from eosfix.render.batch import VERDICT_TEXT
+    from eosfix.render.batch import verdict_words
 
     pr_lines: list[str] = []
     fixable = first = False
@@ -103,10 +112,11 @@ def _emit_text(run: Run, *, blocks: bool, hint: bool, quiet: bool = False) -> No
         repo, v = result.item.repo_id, result.verdict
         if v.status == "error":
             click.echo(f"{repo}: error: {v.error}", err=True)
-        elif quiet and v.name in ("ok", "no_template"):
+        elif quiet and v.name in QUIET:
             pass
         elif blocks:
-            text = v.text.replace(LABEL, repo) if v.text else f"{repo}: {VERDICT_TEXT[v.name]}"
+            words = verdict_words(v.name, v.problem)
+            text = v.text.replace(LABEL, repo) if v.text else f"{repo}: {words}"
             click.echo(text if not first else "\n" + text)
             first = True
         if result.unit.extra.get("pr_error"):
@@ -116,7 +126,7 @@ def _emit_text(run: Run, *, blocks: bool, hint: bool, quiet: bool = False) -> No
             pr_lines.append(line)
         fixable = fixable or v.name == "fixable"
     if run.rows is not None:
-        rows = [r for r in run.results if not quiet or r.verdict not in ("ok", "no_template")]
+        rows = [r for r in run.results if not quiet or r.verdict not in QUIET]
         batchcli.print_table(rows, batchcli.stdout_console())
     for line in pr_lines:
         click.echo(line)
@@ -144,14 +154,30 @@ def _open_state(path: Path | None) -> Iterator[StateFile | None]:
         state.close()
 
 
-def _interrupted(state: StateFile | None) -> Interrupted:
-    """What Ctrl-C leaves: with --state, the repos recorded, to go on from."""
-    if state is None:
-        return Interrupted()
-    return Interrupted(
-        f"{state.written} repo(s) recorded in {state.path}; run the same command again to go "
-        "on from there"
-    )
+def _plural(n: int, noun: str) -> str:
+    return f"{n} {noun}{'s' * (n != 1)}"
+
+
+def interrupted_kept(run: Run, state: StateFile | None) -> str:
+    """What an interrupted audit did and did not do: ``40 repos checked, 3 pull requests
+    opened, 12 listed but not checked; the listing of my-org was not finished; 40 repos
+    recorded in audit.jsonl: run the same command again to go on from there``."""
+    source: HubSource = run.source  # type: ignore[assignment]
+    parts = [f"{_plural(run.count, 'repo')} checked"]
+    prs = source.prs
+    if prs is not None and not prs.dry_run:
+        parts.append(f"{_plural(prs.new, 'pull request')} opened")
+    left = max(0, len(source.repo_ids) + source.seen - run.count)
+    parts.append(f"{left} listed but not checked" if source.author else f"{left} not checked")
+    text = ", ".join(parts)
+    if source.author and not source.listed:
+        text += f"; the listing of {source.author} was not finished"
+    if state is not None:
+        text += (
+            f"; {_plural(state.written, 'repo')} recorded in {state.path}: run the same command "
+            "again to go on from there"
+        )
+    return text
 
 
 @click.command()
@@ -253,7 +279,8 @@ def hub(
         raise click.UsageError("--max-prs and --dry-run go with --pr")
     from huggingface_hub import HfApi
 
-    from eosfix.batch.hub import HubSource, PrPlan
+    from eosfix.batch.hub import HubSource
+    from eosfix.batch.prs import PrPlan
     from eosfix.batch.run import Run
     from eosfix.render.batch import JSON_DETAIL, TEXT_DETAIL
     from eosfix.render.pr import pr_description
@@ -275,22 +302,26 @@ def hub(
                 source,
                 detail=JSON_DETAIL if fmt == "json" else TEXT_DETAIL if blocks else None,
                 progress=progress,
-                keep_rows=fmt == "text" and many,
+                keep_rows=fmt == "text" and not blocks,  # repo ids: each block once, no table
                 keep_ids=keep_ids,
             )
             run.strict = strict
             try:
-                if fmt == "text":
-                    _emit_text(run, blocks=blocks, hint=not open_prs, quiet=quiet)
-                else:
-                    _stream(run, fmt)
-            except KeyboardInterrupt:
+                with batchcli.stoppable(run):  # Ctrl-C: what is in flight finishes, reported
+                    if fmt == "text":
+                        _emit_text(run, blocks=blocks, hint=not open_prs, quiet=quiet)
+                    else:
+                        _stream(run, fmt)
+            except KeyboardInterrupt:  # a second Ctrl-C, or SIGTERM: stop at once
                 run.close()
-                raise _interrupted(state) from None
+            if run.interrupted:
+                raise Interrupted(interrupted_kept(run, state))
     for name, message in source.errors:
         click.echo(f"{name}: error: {message}", err=True)
     if author and not run.count and not source.errors:
         click.echo(f"{author}: no model repos on the Hub under this author", err=True)
+    if source.state_error is not None:
+        click.echo(f"error: {source.state_error}", err=True)
     sys.exit(run.exit_code)
 
 

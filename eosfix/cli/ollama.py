@@ -145,7 +145,14 @@ def _write_modelfiles(out_dir: str, results: list[Any], texts: list[str | None])
     type=click.Path(file_okay=False),
     help="Write each fixing Modelfile into this folder (never into the store).",
 )
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="text: one block per model and the Modelfile lines that fix it; json: for scripts.",
+)
 @runtime_option
 @color_option
 def ollama(models_dir: str | None, out_dir: str | None, fmt: str, pins: dict[str, str]) -> None:

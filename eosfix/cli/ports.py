@@ -1,4 +1,8 @@
-"""``eosfix render``, ``goldens`` and ``diagnose``: the kit for porting a model by hand."""
+"""``eosfix render``, ``goldens`` and ``diagnose``: the kit for porting a model by hand.
+
+One module: the three commands load a repo through one ``open_repo``, read messages and
+tools with the same helpers and share their options; split, each would import the others.
+"""
 
 from __future__ import annotations
 
@@ -141,14 +145,19 @@ def _stops_line(stops: LoopStops) -> str:
     return line
 
 
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'s' * (n != 1)}"
+
+
 def _render_text(spec: str, rp: RenderedPrompt, check: RepoCheck) -> str:
     from eosfix.ports.turns import scanner_for
 
     conv = rp.conversation
     lines = [
         f"{spec}: template {rp.template!r} ({rp.template_file}), "
-        f"{len(conv.messages)} message(s), add_generation_prompt={conv.add_generation_prompt}"
-        + (f", {len(conv.tools)} tool(s)" if conv.tools is not None else ""),
+        f"{_count(len(conv.messages), 'message')}, "
+        f"add_generation_prompt={conv.add_generation_prompt}"
+        + (f", {_count(len(conv.tools), 'tool')}" if conv.tools is not None else ""),
         *_visible(rp.text, scanner_for(check).find(rp.text)),
     ]
     if rp.ids is not None:
@@ -282,7 +291,8 @@ def goldens(path: str, output: str) -> None:
     where = "stdout" if output == "-" else output
     summary = ", ".join(f"{n} {status}" for status, n in counts.items())
     templates = len({r["template"] for r in records})
-    click.echo(f"{len(records)} cases on {templates} template(s) ({summary}) -> {where}", err=True)
+    on = f"{templates} template{'s' * (templates != 1)}"
+    click.echo(f"{len(records)} cases on {on} ({summary}) -> {where}", err=True)
     sys.exit(EXIT_OK)
 
 
@@ -335,7 +345,12 @@ def _diagnosis_text(path: str, d: Diagnosis) -> str:
 @_tools_option
 @_template_option
 @click.option(
-    "--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="text: where the reply stopped and why, for a person; json: the same, for scripts.",
 )
 @color_option
 def diagnose(

@@ -212,6 +212,9 @@ def fix(
             result = api.fix(target, config_json=config_json, keep_ids=keep_ids, pins=pins)
             for name in result.written:
                 click.echo(f"Fixing {target / name}", err=True)
+        notes = result.extra.get("notes")
+        for note in notes if isinstance(notes, list) else ():  # a hard link split: said, no fail
+            click.echo(f"warning: {note}", err=True)
         report.record(result)
     flags = fix_flags(config_json, pins, keep_ids)
     if show_diff:
@@ -286,7 +289,12 @@ def _fix_gguf(
 @click.command()
 @click.argument("path", type=click.Path())
 @click.option(
-    "--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="text: the probes, terminators and runtimes for a person; json: all of it, for scripts.",
 )
 @keep_id_option
 @runtime_option

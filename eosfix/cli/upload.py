@@ -75,7 +75,7 @@ def upload(
     result = check_before_upload(path, fix=do_fix)
     for name in result.written:
         click.echo(f"Fixing {path / name}", err=True)
-    reason = refusal_reason(result)
+    reason = refusal_reason(result, how_to_fix="run again with --fix")
     if reason is not None:
         if result.check is not None:
             click.echo(RENDERER_BY_NAME["text"]([result], Report([result])))

@@ -110,10 +110,13 @@ OLLAMA_BLOB = re.compile(r"^sha256-[0-9a-f]{64}$")
 def is_gguf(path: Path) -> bool:
     """A GGUF file (checked as llama.cpp loads it), as opposed to a model folder: a ``.gguf``
     name, or a file starting with the GGUF magic bytes (an ollama blob, ``sha256-<hex>``)."""
-    if path.suffix.lower() == ".gguf":
-        return not path.is_dir()
-    if path.suffix.lower() in (".json", ".jinja") or not path.is_file():
-        return False
+    try:
+        if path.suffix.lower() == ".gguf":
+            return not path.is_dir()
+        if path.suffix.lower() in (".json", ".jinja") or not path.is_file():
+            return False
+    except OSError:  # EMFILE, EIO: the reader that follows says so in one line
+        return path.suffix.lower() == ".gguf"
     try:
         with open(path, "rb") as fh:
             return fh.read(4) == GGUF_MAGIC

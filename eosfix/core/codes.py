@@ -6,8 +6,8 @@ from the table, so a code means the same thing wherever it is raised (a model fo
 file, an ollama model). A few codes depend on the case (a stop id the user keeps with
 ``--keep-id`` is reported as a warning; an early stop that no file can change is not
 fixable): ``finding`` takes an explicit override then, and the table's ``varies`` says so.
-The JSON output carries the code, severity and fixability; the docs' codes page and the
-README's list are checked against this table (tests/test_docs.py).
+The JSON output carries the code, severity and fixability; docs/codes.md is generated from
+this table and docs/_codes/ by tools/gen_codes.py (tests/test_docs.py checks it).
 """
 
 from __future__ import annotations

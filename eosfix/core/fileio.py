@@ -1,5 +1,7 @@
 """Safely rewriting the text files of a model repository (reading is the container's:
-``eosfix.containers.folder.read``).
+``eosfix.containers.folder.read``). One module, over 400 lines: the lock, the temp file, the
+checks before the rename (another program's edit is never lost) and the metadata the temp
+file carries over are the steps of one write.
 
 A write is *atomic*: the new bytes go to a temp file in the same directory, are fsynced,
 and ``os.replace`` swaps it in, so readers (and a crash) see the old or the new file,
@@ -22,7 +24,7 @@ import stat
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType
 
@@ -208,11 +210,113 @@ def fsync_dir(directory: Path) -> None:
             os.close(fd)
 
 
-def write_atomic(path: Path, data: bytes, *, allow_symlink_replace: bool = False) -> None:
+def stamp(path: Path) -> tuple[int, ...] | None:
+    """What says a file was not replaced or edited: (device, inode, size, mtime_ns) of the
+    entry itself and, for a symlink, of its target; None when nothing is there."""
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise WriteError(f"cannot stat: {exc.strerror or exc}", path=path) from None
+    own = (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns)
+    if not stat.S_ISLNK(info.st_mode):
+        return own
+    try:
+        target = os.stat(path)
+    except OSError:
+        return own
+    return (*own, target.st_dev, target.st_ino, target.st_size, target.st_mtime_ns)
+
+
+CHANGED = (
+    "changed since eosfix read it (another program wrote it); nothing written, run eosfix again"
+)
+
+
+def _read_or_none(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise WriteError(f"cannot read before writing: {exc.strerror or exc}", path=path) from None
+
+
+def _still(path: Path, seen: tuple[int, ...] | None, current: bytes | None) -> Callable[[], None]:
+    """A check that ``path`` is still what was read (``seen``, its ``stamp``; ``current``, its
+    bytes): run just before the rename, it refuses an edit another program made meanwhile,
+    even one that kept the size and the mtime (a timestamp tick is milliseconds)."""
+
+    def check() -> None:
+        if stamp(path) != seen or _read_or_none(path) != current:
+            raise WriteError(CHANGED, path=path)
+
+    return check
+
+
+_NOT_HERE = {errno.ENOTSUP, errno.EOPNOTSUPP, errno.EPERM, errno.EACCES, errno.ENODATA}
+
+
+def copy_metadata(src: Path | int, dst_fd: int) -> None:
+    """Give the temp file ``dst_fd`` the owner, group and extended attributes (POSIX ACLs,
+    SELinux labels, ``user.*``) of ``src`` (a path, symlinks followed, or an fd), so the
+    file renamed over ``src`` keeps them; the permission bits are the caller's (``fchmod``
+    after this: a chown clears set-id bits). What this process may not set (another owner
+    unless root, an attribute the file system lacks) is left as it is, not an error."""
+    info = os.stat(src) if isinstance(src, Path) else os.fstat(src)
+    if hasattr(os, "fchown"):
+        mine = os.fstat(dst_fd)
+        if (info.st_uid, info.st_gid) != (mine.st_uid, mine.st_gid):
+            try:
+                os.fchown(dst_fd, info.st_uid, info.st_gid)
+            except PermissionError:  # not root: the group still, if this user is in it
+                with contextlib.suppress(PermissionError):
+                    os.fchown(dst_fd, -1, info.st_gid)
+    if not hasattr(os, "listxattr"):
+        return
+    try:
+        names = os.listxattr(src)
+    except OSError as exc:
+        if exc.errno in _NOT_HERE:
+            return
+        raise
+    for name in names:
+        try:
+            os.setxattr(dst_fd, name, os.getxattr(src, name))
+        except OSError as exc:
+            if exc.errno not in _NOT_HERE:
+                raise
+
+
+def hard_link_note(path: Path) -> str | None:
+    """A regular file with other names (hard links): replacing it gives this name the new
+    bytes and leaves the others on the old file. One line to tell the user, or None."""
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return None
+    if not stat.S_ISREG(info.st_mode) or info.st_nlink < 2:
+        return None
+    others = info.st_nlink - 1
+    return (
+        f"{path}: had {info.st_nlink} hard links; only this name has the fix, "
+        f"{others} other name(s) still lead to the old file"
+    )
+
+
+def write_atomic(
+    path: Path,
+    data: bytes,
+    *,
+    allow_symlink_replace: bool = False,
+    before_replace: Callable[[], None] | None = None,
+) -> None:
     """Replace ``path`` with ``data`` atomically; on any failure the old file is intact.
 
     A symlink at ``path`` is refused, or with ``allow_symlink_replace`` the link itself
-    is replaced by a regular file, leaving its target untouched.
+    is replaced by a regular file, leaving its target untouched. ``before_replace`` runs
+    just before the rename, the temp file complete: an exception there writes nothing.
     """
     with locked_dir(path):
         mode = _target_mode(path, allow_symlink_replace)
@@ -228,6 +332,8 @@ def write_atomic(path: Path, data: bytes, *, allow_symlink_replace: bool = False
         try:
             with tmp:
                 _try_flock(tmp.fileno())  # marks it in use for remove_stale_temps
+                if os.path.isfile(path):  # owner, group, xattrs (ACLs) kept; mode below
+                    copy_metadata(path, tmp.fileno())
                 tmp.write(data)
                 tmp.flush()
                 os.fsync(tmp.fileno())
@@ -235,35 +341,63 @@ def write_atomic(path: Path, data: bytes, *, allow_symlink_replace: bool = False
                     os.fchmod(tmp.fileno(), mode)
             if not hasattr(os, "fchmod"):  # Windows before Python 3.13
                 os.chmod(tmp.name, mode)
+            if before_replace is not None:
+                before_replace()
             os.replace(tmp.name, path)
         except BaseException as exc:
             with contextlib.suppress(OSError):
                 os.unlink(tmp.name)
-            if isinstance(exc, Exception):
+            if isinstance(exc, Exception) and not isinstance(exc, WriteError):
                 reason = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
                 raise WriteError(f"write failed, file left unchanged: {reason}", path=path) from exc
             raise
     fsync_dir(path.parent)
 
 
-def write_if_changed(path: Path, new_text: str, *, allow_symlink_replace: bool = False) -> bool:
+def write_if_changed(
+    path: Path,
+    new_text: str,
+    *,
+    allow_symlink_replace: bool = False,
+    old_text: str | bool | None = True,
+) -> bool:
     """Write ``new_text`` (bytes exactly as the str, UTF-8) unless the file already holds it.
 
     Returns True when the file was written. An unchanged file is not touched at all.
+    ``old_text``: what the file held when eosfix read it (None: it did not exist); a file
+    that now holds something else, or changes before the rename, is refused with a
+    ``WriteError`` and nothing is written: another program's edit is never lost
+    (``True``: not checked).
     """
     try:
         data = new_text.encode("utf-8")
     except UnicodeEncodeError as exc:  # a lone surrogate: no UTF-8 form exists
         raise WriteError(f"text cannot be encoded as UTF-8: {exc.reason}", path=path) from None
     with locked_dir(path):
-        try:
-            if path.read_bytes() == data:
-                return False
-        except FileNotFoundError:
-            pass
-        except OSError as exc:
-            raise WriteError(
-                f"cannot read before writing: {exc.strerror or exc}", path=path
-            ) from None
-        write_atomic(path, data, allow_symlink_replace=allow_symlink_replace)
+        seen = stamp(path)
+        current = _read_or_none(path)
+        if current == data:
+            return False
+        if old_text is not True and not _holds(current, old_text):
+            raise WriteError(CHANGED, path=path)
+        write_atomic(
+            path,
+            data,
+            allow_symlink_replace=allow_symlink_replace,
+            before_replace=None if old_text is True else _still(path, seen, current),
+        )
     return True
+
+
+def check_holds(path: Path, old_text: str | None) -> None:
+    """Raise ``WriteError`` unless ``path`` still holds ``old_text`` (None: no file there),
+    what eosfix read; call it for every file of a multi-file fix before writing any."""
+    if not _holds(_read_or_none(path), old_text):
+        raise WriteError(CHANGED, path=path)
+
+
+def _holds(current: bytes | None, old_text: str | bool | None) -> bool:
+    """Whether ``current`` (None: no file) is what eosfix read as ``old_text``."""
+    if old_text is None or current is None:
+        return old_text is None and current is None
+    return isinstance(old_text, str) and current == old_text.encode("utf-8", "surrogateescape")

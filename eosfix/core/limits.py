@@ -284,9 +284,8 @@ def _str_method_estimate(owner: str, name: str, args: tuple[Any, ...], cap: int)
     """Upper bound of ``owner.<name>(*args)`` for the str methods that can grow a string."""
     if name in ("format", "format_map"):
         return _format_estimate(owner, args, cap)
-    if name == "join" and args:
-        items = args[0] if isinstance(args[0], (list, tuple, str)) else list(args[0])
-        return weight(items, cap) + len(owner) * len(items)
+    if name == "join" and args and isinstance(args[0], _SEQUENCE):  # call() made it a list
+        return weight(args[0], cap) + len(owner) * len(args[0])
     if name == "replace" and len(args) >= 2 and isinstance(args[0], str):
         hits = owner.count(args[0]) if args[0] else len(owner) + 1
         return len(owner) + hits * weight(args[1], cap)
@@ -303,6 +302,21 @@ def _call_estimate(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], cap
     if isinstance(owner, str):
         return _str_method_estimate(owner, wrapped.__name__, (*args, *kwargs.values()), cap)
     return 0
+
+
+def _items(iterable: Any, cap: int) -> list[Any]:
+    """The items of an iterable a join is about to read, refusing more than ``cap``."""
+    out: list[Any] = []
+    for item in iterable:
+        out.append(item)
+        if len(out) > cap:
+            raise RenderLimitExceeded("size", f"joining over {cap} items")
+    return out
+
+
+def _is_str_join(func: Any) -> bool:
+    wrapped = getattr(func, "__wrapped__", func)  # the sandbox wraps str methods
+    return isinstance(getattr(wrapped, "__self__", None), str) and wrapped.__name__ == "join"
 
 
 def _filter_estimate(name: str, value: Any, extra: tuple[Any, ...], cap: int) -> int:
@@ -356,6 +370,10 @@ def _guard_filter(name: str, func: Callable[..., Any]) -> Callable[..., Any]:
         )
         if any(isinstance(v, int) and not isinstance(v, bool) and v > cap for v in extra):
             raise RenderLimitExceeded("size", f"filter {name!r} given a width over {cap}")
+        if name == "join" and len(args) > skip and not isinstance(value, _SEQUENCE):
+            # range(8000)|join(sep), a map(...) generator: count the items before joining
+            value = _items(value, cap)
+            args = (*args[:skip], value, *args[skip + 1 :])
         estimate = _filter_estimate(name, value, extra, cap)
         if slow:
             work = weight(value, cap) * _SLOW_WEIGHT
@@ -455,6 +473,10 @@ class GuardedSandbox(ImmutableSandboxedEnvironment):
         if isinstance(obj, (Macro, LoopContext)):  # their output is bounded by concat
             return _nested(context, obj, args, kwargs, budget)
         cap = _limits().max_size
+        if args and _is_str_join(obj) and not isinstance(args[0], _SEQUENCE):
+            # sep.join(a generator): counted as a list, and joined from that list (counting
+            # must not consume what the join then reads)
+            args = (_items(args[0], cap), *args[1:])
         _refuse_size(_call_estimate(obj, args, kwargs, cap), "a call")
         result = context.call(obj, *args, **kwargs)
         return _check_result(result, f"calling {getattr(obj, '__name__', 'a function')}")

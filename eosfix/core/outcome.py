@@ -17,14 +17,42 @@ EXIT_INPUT = 2  # usage error, a path not checked, or an input that cannot be re
 EXIT_INTERNAL = 3  # a bug: rerun with EOSFIX_DEBUG=1 for the traceback
 EXIT_INTERRUPTED = 130  # Ctrl-C or SIGTERM, as a shell reports SIGINT
 
-# What one repo (or cache snapshot, or GGUF file) comes to, in the order summaries list them.
-VERDICTS = ("fixed", "fixable", "problems", "warned", "ok", "no_template", "error")
+# What one repo (or cache snapshot, or GGUF file) comes to, in the order summaries list them:
+# the one vocabulary of every output (the ``verdict`` of check's, cache's and hub's JSON, the
+# CSV column, the tables' words; docs/schema/). ``not_a_model``: tokenizer files only (no
+# config.json, no generation_config.json): no runtime loads a model from it.
+VERDICTS = (
+    "fixed", "fixable", "problems", "warned", "ok", "no_template", "not_a_model", "error",
+)  # fmt: skip
 _FAILING = frozenset(("fixed", "fixable", "problems"))
+QUIET = frozenset(("ok", "no_template", "not_a_model"))  # nothing to say: left out by --quiet
+
+
+# What is wrong with a repo that needs a fix (``fixable``) or has problems eosfix cannot fix
+# (``problems``), as every output says it (JSON ``problem``, the CSV column, the tables'
+# words), from the per-runtime verdicts of the files as they are: ``runs_on``: some runtime
+# misses a terminator (generation runs past the turn end); ``stops_early``: some runtime stops
+# at an id that cuts a reply; both; ``never_fires``: only ids that are no token (EOS013).
+PROBLEMS = ("runs_on", "stops_early", "runs_on_and_stops_early", "never_fires")
+
+
+def problem_of(
+    verdict: str, *, runs_on: bool, stops_early: bool, never_fires: bool = False
+) -> str | None:
+    """One of PROBLEMS for a ``fixable`` or ``problems`` verdict, else None (nothing is wrong,
+    or the verdict says it all: ``not_a_model``, ``no_template``, ``error``)."""
+    if verdict not in ("fixable", "problems"):
+        return None
+    if runs_on and stops_early:
+        return "runs_on_and_stops_early"
+    if runs_on or stops_early:
+        return "runs_on" if runs_on else "stops_early"
+    return "never_fires" if never_fires else None
 
 
 def verdict_of(status: str, *, written: bool, has_findings: bool, has_patches: bool = False) -> str:
     """One of VERDICTS from a check's status ("ok", "fixable", "problems", "no_template",
-    "error"): ``error`` (not checked), ``fixed`` (files written), ``fixable`` (a fix is planned,
+    "not_a_model", "error"): ``error`` (not checked), ``fixed`` (files written), ``fixable`` (a fix is planned,
     e.g. config.json's with --config-json), ``warned`` (stops on every id but has warnings),
     else the status itself."""
     if status == "error":

@@ -13,8 +13,9 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Protocol
 
-from eosfix.core.errors import RepoLoadError
+from eosfix.core.errors import RepoLoadError, reading
 from eosfix.core.models import GenerationConfig, ModelConfig, TokenizerConfig
+from eosfix.core.saferead import MAX_TOKENIZER_JSON_BYTES, read_regular
 
 GENERATION_CONFIG = "generation_config.json"
 CONFIG = "config.json"
@@ -123,8 +124,10 @@ class TokenizerJson:
     def _tokenizer(self) -> Any:
         from tokenizers import Tokenizer  # imported lazily: only vocab lookups need it
 
+        with reading(self.path):  # the same bound as every read of it: a regular file, capped
+            raw = read_regular(self.path, MAX_TOKENIZER_JSON_BYTES)
         try:
-            return Tokenizer.from_file(str(self.path))
+            return Tokenizer.from_buffer(raw)
         except Exception as exc:  # noqa: BLE001 (the tokenizers library raises a bare Exception)
             raise RepoLoadError(f"cannot load tokenizer: {exc}", path=self.path) from None
 

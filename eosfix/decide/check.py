@@ -28,6 +28,7 @@ class Status(enum.Enum):
     FIXABLE = "fixable"  # eosfix fix would repair it
     PROBLEMS = "problems"  # errors eosfix cannot fix by writing ids
     NO_TEMPLATE = "no_template"  # a base model: nothing to check
+    NOT_A_MODEL = "not_a_model"  # no runtime loads a model from it (tokenizer files only)
     ERROR = "error"  # not checked: RepoResult.error says why (never a RepoCheck's status)
 
 
@@ -51,11 +52,14 @@ class RepoCheck:
     keep_ids: tuple[int, ...] = ()  # ids the user keeps (--keep-id), never removed
     unplaced: tuple[Terminator, ...] = ()
     instead: dict[str, str] = field(default_factory=dict)
+    model: bool = True  # False: a tokenizer-only folder, no runtime loads a model from it
 
     @property
     def status(self) -> Status:
         if not self.repo.templates:
             return Status.NO_TEMPLATE
+        if not self.model:
+            return Status.NOT_A_MODEL
         errors = [f for f in self.findings if f.severity is Severity.ERROR]
         if any(not f.fixable for f in errors):
             return Status.PROBLEMS
@@ -194,5 +198,5 @@ def check(
     ]
     return RepoCheck(
         repo, ts, decision.stop, decision.tokenizer_eos, decision.proposed, tuple(findings),
-        decision.review, keep, decision.unplaced, dict(decision.instead),
+        decision.review, keep, decision.unplaced, dict(decision.instead), decision.model,
     )  # fmt: skip

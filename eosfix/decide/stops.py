@@ -84,6 +84,7 @@ class StopDecision:
     findings: tuple[Finding, ...]
     unplaced: tuple[Terminator, ...] = ()
     instead: Mapping[str, str] = field(default_factory=dict)
+    model: bool = True  # False: no runtime loads a model from this container (NOT_A_MODEL)
 
 
 class StopKeys(Protocol):

@@ -98,6 +98,16 @@ class RuntimeTable:
     def applicable(self) -> tuple[RuntimeRow, ...]:
         return tuple(r for r in self.rows if r.runtime not in self.not_applicable)
 
+    @property
+    def runs_on(self) -> tuple[str, ...]:
+        """Runtimes that miss a terminator now: generation runs past the turn end."""
+        return tuple(r.label for r in self.applicable if r.misses_before)
+
+    @property
+    def stops_early(self) -> tuple[str, ...]:
+        """Runtimes that stop now at an id that cuts a reply."""
+        return tuple(r.label for r in self.applicable if r.early_before)
+
     def failing_after(self) -> list[str]:
         """Runtimes that still miss a terminator after the planned fix."""
         return [r.label for r in self.rows if r.misses_after]

@@ -179,14 +179,16 @@ def select_template(repo: ModelRepo, name: str | None, tools: object) -> ChatTem
         raise PortInputError("no chat template: this repo cannot render a conversation")
     if name is not None:
         if name not in by_name:
-            raise PortInputError(f"no template named {name!r}; this repo has {sorted(by_name)}")
+            have = ", ".join(sorted(by_name))
+            raise PortInputError(f"no template named {name!r}; this repo has: {have}")
         return by_name[name]
     if tools is not None and "tool_use" in by_name:
         return by_name["tool_use"]
     if "default" in by_name:
         return by_name["default"]
     raise PortInputError(
-        f"several chat templates and no default: choose one of {sorted(by_name)} with --template"
+        "several chat templates and no default: choose one of "
+        f"{', '.join(sorted(by_name))} with --template"
     )
 
 

@@ -14,7 +14,7 @@ import json
 from collections.abc import Callable
 from typing import Any, TextIO
 
-from eosfix.batch.run import Result, Run
+from eosfix.batch.run import Failure, Result, Run
 from eosfix.batch.verdict import Detail, ids_text
 from eosfix.render.report import render_repo_text, result_to_dict
 
@@ -22,15 +22,34 @@ from eosfix.render.report import render_repo_text, result_to_dict
 JSON_DETAIL = Detail("json", result_to_dict)
 TEXT_DETAIL = Detail("text", functools.partial(render_repo_text, fixing=True))
 
+# The words of each verdict (eosfix.core.outcome.VERDICTS) in the tables; a fixable or
+# problems verdict says what is wrong instead (PROBLEM_TEXT), as `eosfix check`'s runtimes
+# line does ("would not stop: ...", "stop inside a turn at ...").
 VERDICT_TEXT = {
     "fixed": "fixed",
-    "fixable": "won't stop",
-    "problems": "problems (not fixable)",
+    "fixable": "would be fixed",
+    "problems": "problems eosfix cannot fix",
     "warned": "ok, with warnings",
     "ok": "ok",
     "no_template": "no chat template",
+    "not_a_model": "not a model repo",
     "error": "error",
 }
+PROBLEM_TEXT = {
+    "runs_on": "runs on",
+    "stops_early": "stops early",
+    "runs_on_and_stops_early": "runs on and stops early",
+    "never_fires": "lists ids that never fire",
+}
+
+
+def verdict_words(verdict: str, problem: str | None) -> str:
+    """``runs on``, ``stops early``... for a repo that needs a fix; ``... (eosfix cannot fix
+    it)`` for problems; else the verdict's words."""
+    if not problem:
+        return VERDICT_TEXT[verdict]
+    words = PROBLEM_TEXT[problem]
+    return f"{words} (eosfix cannot fix it)" if verdict == "problems" else words
 
 
 def _dumps(value: Any, indent: str) -> str:
@@ -41,22 +60,35 @@ def _dumps(value: Any, indent: str) -> str:
 def write_json(run: Run, out: TextIO) -> None:
     """Stream the run as JSON, each entry written as soon as it is made: the same text as
     json.dumps(document, indent=2), where the document is {**head, "repos": [Result.to_dict()
-    ...], **footer, "summary", "exit_code"} (head and footer come from the source)."""
+    ...], **footer, "summary", "exit_code"} (head and footer come from the source). An
+    interrupted run (Ctrl-C) still ends in a whole document, with ``"interrupted": true``
+    before ``exit_code`` (130); a second Ctrl-C closes it with the entries written so far."""
     head = run.source.head()
     out.write("{")
     out.writelines(f"\n  {json.dumps(key)}: {_dumps(value, '  ')}," for key, value in head.items())
     out.write('\n  "repos": [')
     sep = "\n    "
-    for result in run:
-        out.write(sep + _dumps(result.to_dict(), "    "))
-        out.flush()
-        sep = ",\n    "
+    hard_stop = False
+    try:
+        for result in run:
+            text = sep + _dumps(result.to_dict(), "    ")  # made whole before it is written
+            out.write(text)
+            out.flush()
+            sep = ",\n    "
+    except KeyboardInterrupt:
+        run.interrupted = hard_stop = True
     out.write("]" if sep == "\n    " else "\n  ]")
-    footer = {**run.source.footer(), "summary": run.summary(), "exit_code": run.exit_code}
+    footer = {**run.source.footer(), "summary": run.summary()}
+    if run.interrupted:
+        footer["interrupted"] = True
+    footer["exit_code"] = run.exit_code
     out.writelines(
         f",\n  {json.dumps(key)}: " + _dumps(value, "  ") for key, value in footer.items()
     )
     out.write("\n}\n")
+    out.flush()
+    if hard_stop:
+        raise KeyboardInterrupt
 
 
 CSV_COLUMNS = (
@@ -64,6 +96,9 @@ CSV_COLUMNS = (
     "revision",
     "commit",
     "verdict",
+    "problem",
+    "runs_on",
+    "stops_early",
     "ends_a_turn",
     "eos_token_id",
     "proposed_eos_token_id",
@@ -72,27 +107,43 @@ CSV_COLUMNS = (
 )
 
 
+def _revision_and_commit(result: Result) -> tuple[str, str]:
+    fields = result.item.fields()
+    if "sha" in fields:  # a Hub repo: the revision asked, then its commit
+        return fields["revision"], fields["sha"] or ""
+    return " ".join(fields.get("refs", ())), fields["revision"]  # a cache snapshot: refs, commit
+
+
 def _csv_row(result: Result) -> list[str]:
     v, row = result.verdict, result.row()
     terms = "; ".join(f"{c} {i}" if i is not None else c for c, i in v.terminators)
-    pr = str(result.unit.extra.get("pr_url") or result.unit.extra.get("pr", ""))
-    eos = "" if v.status == "error" else ids_text(v.eos)
-    proposed = ids_text(v.proposed) if v.proposed is not None else ""
-    fields = result.item.fields()
-    if "sha" in fields:  # a Hub repo: the revision asked, then its commit
-        revision, commit = fields["revision"], fields["sha"] or ""
-    else:  # a cache snapshot: its refs, then its commit
-        revision, commit = " ".join(fields.get("refs", ())), fields["revision"]
-    cells = [row.repo_id, revision, commit, row.verdict, terms, eos, proposed]
+    pr = str(result.unit.extra.get("pr_url") or result.unit.extra.get("pr") or "")
+    eos = "" if v.status == "error" else ids_text(v.eos, as_list=v.eos_list)
+    proposed = ids_text(v.proposed, as_list=True) if v.proposed is not None else ""
+    revision, commit = _revision_and_commit(result)
+    cells = [row.repo_id, revision, commit, row.verdict, row.problem]
+    cells += ["; ".join(v.runs_on), "; ".join(v.stops_early), terms, eos, proposed]
     return [*cells, v.error or "", pr]
 
 
+def _csv_failure(f: Failure) -> list[str]:
+    cells = dict.fromkeys(CSV_COLUMNS, "")
+    cells.update(repo_id=f.name, verdict="error", error=f.error)
+    return list(cells.values())
+
+
 def write_csv(run: Run, out: TextIO) -> None:
-    """One CSV line per result (RFC 4180 quoting), with a header line."""
+    """One CSV line per result (RFC 4180 quoting), with a header line; then one line per
+    failure of the source (a corrupted cache entry, a listing), verdict ``error``."""
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(CSV_COLUMNS)
-    for result in run:
-        writer.writerow(_csv_row(result))
+    try:
+        for result in run:
+            writer.writerow(_csv_row(result))
+            out.flush()
+    finally:  # interrupted too: every line written is whole
+        for failure in run.source.failures():
+            writer.writerow(_csv_failure(failure))
         out.flush()
 
 
@@ -101,24 +152,39 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", "<br>")
 
 
+def _text(text: str) -> str:
+    """Plain text in a Markdown cell: no HTML either (``</s>`` in an error message)."""
+    return _cell(text.replace("<", "&lt;"))
+
+
+MARKDOWN_COLUMNS = ("repo", "revision", "ends a turn", "eos now", "verdict", "pull request")
+
+
 def _markdown_row(result: Result) -> str:
     v, row = result.verdict, result.row()
     terms = "<br>".join(
         f"`{_cell(c)}` {i}" if i is not None else f"`{_cell(c)}`" for c, i in v.terminators
     )
-    url, words = result.unit.extra.get("pr_url"), str(result.unit.extra.get("pr", ""))
-    pr = f"[{words or 'pull request'}]({url})" if url else words
-    verdict = VERDICT_TEXT[row.verdict] + row.note
-    cells = (f"`{row.repo_id}`", terms or "-", row.eos or "-", verdict, pr or "")
-    return "| " + " | ".join(_cell(c) if i != 1 else c for i, c in enumerate(cells)) + " |"
+    url, words = result.unit.extra.get("pr_url"), str(result.unit.extra.get("pr") or "")
+    pr = f"[{_text(words or 'pull request')}]({url})" if url else _text(words)
+    verdict = _text(verdict_words(row.verdict, row.problem) + row.note)
+    cells = (f"`{_cell(row.repo_id)}`", _text(row.revision), terms or "-", _text(row.eos or "-"))
+    return "| " + " | ".join((*cells, verdict, pr)) + " |"
+
+
+def _markdown_failure(f: Failure) -> str:
+    return f"| `{_cell(f.name)}` | - | - | - | {_text('error: ' + f.error)} |  |"
 
 
 def write_markdown(run: Run, out: TextIO, summary: Callable[[], str]) -> None:
-    """A GitHub-flavoured Markdown table (repo, what ends a turn, eos now, verdict, pull
-    request), then the summary line as a paragraph."""
-    out.write("| repo | ends a turn | eos now | verdict | pull request |\n")
-    out.write("| --- | --- | --- | --- | --- |\n")
-    for result in run:
-        out.write(_markdown_row(result) + "\n")
-        out.flush()
+    """A GitHub-flavoured Markdown table (MARKDOWN_COLUMNS), a row per result and per failure
+    of the source, then the summary line as a paragraph."""
+    out.write("| " + " | ".join(MARKDOWN_COLUMNS) + " |\n")
+    out.write("|" + " --- |" * len(MARKDOWN_COLUMNS) + "\n")
+    try:
+        for result in run:
+            out.write(_markdown_row(result) + "\n")
+            out.flush()
+    finally:  # interrupted too: the table stays whole
+        out.writelines(_markdown_failure(failure) + "\n" for failure in run.source.failures())
     out.write(f"\n{summary()}\n")

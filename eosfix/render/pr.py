@@ -1,107 +1,222 @@
-"""The body of a fix pull request, in Markdown: what ends a turn (with the rendered evidence),
-what the configuration said, what is removed and why, the diff, and the runtimes before and
-after. ``eosfix.sources.hubwrite`` sends it as it is given.
+"""The body of a fix pull request, in Markdown, for the repo's owner: what was wrong in one
+sentence, the diff, the evidence from their own chat template, how to check it with
+transformers in three lines, and (folded) the runtimes before and after.
+
+Nothing in it speaks of eosfix's command line or its finding codes, and no probe sentinel
+shows: the template's own text is quoted, with ``…`` where a probe message stood.
+``eosfix.sources.hubwrite`` sends it as it is given.
 """
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterable, Sequence
+
+from eosfix.analysis.shapes import CALL_ID, CALL_ID2
+from eosfix.analysis.terminators import Terminator
 from eosfix.core.repo import GENERATION_CONFIG
 from eosfix.decide.check import RepoCheck
-from eosfix.decide.stopids import IN_TURN_KIND, ORDINARY
+from eosfix.decide.stopids import CUTTING, IN_TURN_KIND, ORDINARY, StopId
 from eosfix.decide.verdicts import RuntimeTable
 from eosfix.pipeline import RepoResult
-from eosfix.render.report import placement_text, runtimes_line
+from eosfix.render.text import placement_text
+
+# What the probes put into messages (eosfix.analysis.shapes: "Eosfixassistant1", the tool
+# "eosfix_probe", call ids): never shown to the repo's owner.
+_SENTINEL = re.compile(rf"(?i)eosfix\w*|{CALL_ID}|{CALL_ID2}")
 
 
-def pr_description(result: RepoResult) -> str:
-    """The PR body: what ends a turn (evidence), what the config said, what is removed and
-    why (evidence), the diff, the runtimes before and after."""
-    check = result.check
+def neutral(text: str) -> str:
+    """Rendered text with every probe sentinel replaced by ``…`` (runs of them by one)."""
+    return re.sub(r"…(\s*…)+", "…", _SENTINEL.sub("…", text))
+
+
+def code(text: str, *, in_table: bool = False) -> str:
+    """``text`` as a Markdown code span; in a table cell its pipes are escaped (GFM splits
+    cells on them even inside code spans, and shows the backslash nowhere else)."""
+    fence = "``" if "`" in text else "`"
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    span = f"{fence}{pad}{text}{pad}{fence}"
+    return span.replace("|", "\\|") if in_table else span
+
+
+def cell(text: str) -> str:
+    """Plain text in a Markdown table cell: no HTML (``</s>``), no cell break (``|``)."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace("|", "\\|")
+
+
+def _names(items: Sequence[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def _removed(check: RepoCheck) -> list[StopId]:
+    """The stop ids this PR takes out of the list, classified."""
+    kept = set(check.proposed or ())
+    ids = [i for i in dict.fromkeys(check.stop.ids or ()) if check.proposed and i not in kept]
+    return [s for i in ids if (s := check.review.by_id(i)) is not None]
+
+
+def _added(check: RepoCheck) -> list[Terminator]:
+    have, proposed = set(check.stop.ids or ()), set(check.proposed or ())
+    return [t for t in check.id_terminators if t.id not in have and t.id in proposed]
+
+
+def what_was_wrong(result: RepoResult) -> str:
+    """One sentence: where generation runs on past a turn's end (which runtimes, on which
+    tokens), which ids cut replies, which never fire."""
+    check, table = result.check, result.runtimes
     assert check is not None
-    lines = [
-        (
-            "This pull request was opened by [eosfix](https://pypi.org/project/eosfix/). It "
-            "changes only `eos_token_id` in `generation_config.json`, so that generation stops "
-            "where the chat template ends an assistant turn, and nowhere inside one."
-        ),
-        "",
-        "### What ends an assistant turn",
-        "",
-    ]
-    have = set(check.stop.ids or ())
-    for t in check.terminators.terminators:
-        templates = ", ".join(t.templates)
-        added = " **Added by this PR.**" if t.id is not None and t.id not in have else ""
-        lines.append(
-            f"- `{t.content}` ({t.id_str}): {placement_text(t)} "
-            f"(template {templates}, probe `{t.probe}`).{added} Rendered:"
+    parts = []
+    if table is not None:
+        fixed = [r for r in table.applicable if r.misses_before and not r.misses_after]
+        missed = list(
+            dict.fromkeys(c for r in fixed for c, ok in r.stops_before.items() if ok is False)
         )
-        lines += _fenced(t.evidence)
-    lines += [
-        "",
-        "### What the configuration said",
-        "",
-        f"`eos_token_id` = `{check.stop.raw}` (from `{check.stop.source}`).",
-        "",
-    ]
-    lines += [f"- **{f.code}** `{f.file}`: `{f.message}`" for f in check.findings]
-    lines += _removed_lines(check)
-    lines += ["", "### What changes", "", "```diff"]
-    lines += [p.diff().rstrip("\n") for p in result.patches if p.file == GENERATION_CONFIG]
-    lines += ["```", "", "### Which runtimes this affects", ""]
-    if result.runtimes is not None:
-        lines += _runtime_lines(result.runtimes)
-    return "\n".join(lines)
+        if fixed and missed:
+            tokens = _names([f"{code(c)} ({table.terminators[c]})" for c in missed])
+            who, verb = ("it", "does") if len(fixed) == 1 else ("they", "do")
+            parts.append(
+                f"generation runs on past the end of a reply in {_names([r.label for r in fixed])}"
+                f": {who} {verb} not stop on {tokens}, which the chat template writes where an "
+                "assistant turn ends"
+            )
+    removed = _removed(check)
+    cutting = [s for s in removed if s.kind in CUTTING]
+    if cutting:
+        labels = _names([code(s.token or s.text or str(s.id)) + f" ({s.id})" for s in cutting])
+        parts.append(
+            f"generation stops in the middle of a reply: `eos_token_id` holds {labels}, which "
+            "the model writes before a reply is complete"
+        )
+    never = [s for s in removed if s.kind not in CUTTING]
+    if never:
+        ids = _names([str(s.id) for s in never])
+        what = "it never fires" if len(never) == 1 else "they never fire"
+        parts.append(f"`eos_token_id` holds {ids}, which no token of this model has: {what}")
+    text = "; and ".join(parts) if parts else check.findings[0].message
+    return text[0].upper() + text[1:] + "."
 
 
 def _fenced(text: str) -> list[str]:
-    if not text:
-        return []
-    return ["", "  ```text", *(f"  {line}" for line in text.splitlines()), "  ```"]
+    return ["", "```text", *neutral(text).splitlines(), "```", ""] if text else [""]
 
 
-def _removed_lines(check: RepoCheck) -> list[str]:
-    """Each id the PR takes out of the list: which token it is, and why it must go."""
-    kept = set(check.proposed or ())
-    removed = [i for i in dict.fromkeys(check.stop.ids or ()) if check.proposed and i not in kept]
-    if not removed:
-        return []
-    lines = ["", "### What is removed, and why", ""]
-    for token_id in removed:
-        s = check.review.by_id(token_id)
-        if s is None:
-            continue
+def _template_files(check: RepoCheck, names: Iterable[str]) -> str:
+    files = {ta.name: ta.file for ta in check.terminators.templates}
+    return _names([code(files.get(n, n)) for n in dict.fromkeys(names)])
+
+
+def _evidence(check: RepoCheck) -> list[str]:
+    """What the repo's own template writes: each terminator added, each id removed, and the
+    terminators already listed (in one line)."""
+    lines: list[str] = []
+    added = _added(check)
+    kept = [t for t in check.id_terminators if t not in added]
+    if kept:
+        listed = "; ".join(
+            f"{code(t.content)} ({t.id}, {placement_text(t).removeprefix('written ')})"
+            for t in kept
+        )
+        lines += [f"Already stop ids, where the template ends a turn: {listed}.", ""]
+    for t in added:
+        lines.append(
+            f"{_template_files(check, t.templates)} writes {code(t.content)} (id {t.id}) "
+            f"{placement_text(t).removeprefix('written ')}:"
+        )
+        lines += _fenced(t.evidence)
+    for s in _removed(check):
+        name = code(s.token or s.text or str(s.id))
         if s.kind == IN_TURN_KIND:
-            lines.append(
-                f"- `{s.token}` (id {s.id}): the chat template writes it *inside* an assistant "
-                f"turn ({s.reason}), so generation that stops there ends the reply before it "
-                "is complete. Rendered:"
-            )
+            where = neutral(s.reason)
+            lines.append(f"{name} (id {s.id}) is written inside an assistant turn ({where}):")
             lines += _fenced(s.evidence)
         elif s.kind == ORDINARY:
-            lines.append(
-                f"- `{s.text}` (id {s.id}): an ordinary text token, not a special or added "
-                f"token: {s.reason}."
-            )
+            lines += [f"{name} (id {s.id}) is an ordinary text token: {neutral(s.reason)}.", ""]
         else:
-            lines.append(f"- `{s.id}`: no token has this id ({s.reason}); it never fires.")
-    lines.append("")
-    lines.append("The other ids keep their order; the tokenizer's `eos_token` is never removed.")
+            lines += [f"{s.id} is no token of this model ({neutral(s.reason)}).", ""]
     return lines
 
 
+def _verify(repo_id: str, check: RepoCheck) -> list[str]:
+    """Three lines of transformers that show the stop tokens, now and with this PR."""
+    known: dict[int, str | None] = {s.id: s.token for s in check.review.stop_ids}
+    known |= {t.id: t.content for t in check.terminators.terminators if t.id is not None}
+
+    def printed(ids: int | Sequence[int] | None) -> str:  # what convert_ids_to_tokens gives
+        if ids is None:
+            return "None"
+        if isinstance(ids, int):
+            return repr(known.get(ids))
+        return "[" + ", ".join(repr(known.get(i)) for i in ids) + "]"
+
+    now = check.stop.raw if isinstance(check.stop.raw, int) else check.stop.ids
+    return [
+        "```python",
+        "from transformers import AutoTokenizer, GenerationConfig",
+        (
+            f'tok, gen = AutoTokenizer.from_pretrained("{repo_id}"), '
+            f'GenerationConfig.from_pretrained("{repo_id}")'
+        ),
+        "print(tok.convert_ids_to_tokens(gen.eos_token_id))",
+        "```",
+        "",
+        (
+            f"Today this prints `{printed(now)}`; with this pull request merged, "
+            f"`{printed(check.proposed)}`. To try this pull request before merging it, pass its "
+            'branch to `GenerationConfig.from_pretrained` as `revision="refs/pr/…"` (the '
+            "number in its address)."
+        ),
+    ]
+
+
+def pr_description(result: RepoResult) -> str:
+    """The PR body (see the module)."""
+    check = result.check
+    assert check is not None
+    lines = [
+        what_was_wrong(result),
+        "",
+        "This pull request changes only `eos_token_id` in `generation_config.json`:",
+        "",
+        "```diff",
+        *(p.diff().rstrip("\n") for p in result.patches if p.file == GENERATION_CONFIG),
+        "```",
+        "",
+        "### What your chat template writes",
+        "",
+        *_evidence(check),
+        "### Check it with transformers",
+        "",
+        *_verify(result.name, check),
+        "",
+    ]
+    if result.runtimes is not None:
+        lines += _runtime_lines(result.runtimes)
+    lines.append("<sub>Prepared with eosfix, which reads a repo's chat template and tokenizer "
+                 "files and changes nothing but the stop ids.</sub>")  # fmt: skip
+    return "\n".join(lines)
+
+
 def _runtime_lines(table: RuntimeTable) -> list[str]:
-    head = "| runtime | reads | stops at every turn end now | stops inside a reply now |"
-    lines = [f"{head} after this PR |", "| --- | --- | --- | --- | --- |"]
+    """The runtimes before and after, folded: for the curious, not needed to review."""
+    lines = [
+        "<details><summary>Which runtimes stop where, before and after</summary>",
+        "",
+        (
+            "| runtime | reads | stops at every turn end now | stops inside a reply now "
+            "| after this pull request |"
+        ),
+        "| --- | --- | --- | --- | --- |",
+    ]
     for row in table.rows:
+        reads = cell(row.reads)
         if row.runtime in table.not_applicable:
-            lines.append(f"| {row.runtime} | {row.reads} | n/a (no config.json) | | |")
+            lines.append(f"| {row.runtime} | {reads} | not applicable (no config.json) | | |")
             continue
-        # a pipe splits a table cell even inside a code span unless escaped
-        early = ", ".join(f"`{text}`".replace("|", "\\|") for text in row.early_before) or "no"
+        early = ", ".join(code(text, in_table=True) for text in row.early_before) or "no"
         stops = _yes(not row.misses_before)
-        lines.append(f"| {row.runtime} | {row.reads} | {stops} | {early} | {_yes(row.ok_after)} |")
-    return [*lines, "", runtimes_line(table), ""]
+        lines.append(f"| {row.runtime} | {reads} | {stops} | {early} | {_yes(row.ok_after)} |")
+    return [*lines, "", "</details>", ""]
 
 
 def _yes(ok: bool) -> str:

@@ -19,8 +19,10 @@ from eosfix.core.outcome import (
     EXIT_INPUT,
     EXIT_INTERNAL,
     EXIT_OK,
+    QUIET,
     VERDICTS,
     exit_code,
+    problem_of,
     verdict_of,
 )
 from eosfix.decide.check import Finding
@@ -58,6 +60,7 @@ _PHRASES: dict[str, tuple[str, str]] = {  # verdict -> (singular, plural)
     "problems": ("with problems eosfix cannot fix", "with problems eosfix cannot fix"),
     "warned": ("with warnings only", "with warnings only"),
     "no_template": ("without a chat template", "without a chat template"),
+    "not_a_model": ("with no model (tokenizer files only)", "with no model (tokenizer files only)"),
     "error": ("could not be checked", "could not be checked"),
 }
 
@@ -186,13 +189,26 @@ def result_to_dict(r: RepoResult) -> dict[str, Any]:
     ``fix`` wrote files, the keys describe the repo as written and ``before`` what it was."""
     out: dict[str, Any] = {"path": str(r.path), "name": r.name, "container": r.container}
     if r.error is not None:
-        out.update(status="error", error=str(r.error), written=list(r.written))
+        out.update(
+            status="error", verdict="error", problem=None, runs_on=[], stops_early=[],
+            error=str(r.error), written=list(r.written),
+        )  # fmt: skip
         return out
     c = r.check
     assert c is not None
     texts = c.stop_strings_needed
+    name = verdict(r)
+    table = r.runtimes
+    runs_on, early = (table.runs_on, table.stops_early) if table is not None else ((), ())
+    never_fires = any(f.code == "EOS013" for f in c.findings)
     out.update(
         status=c.status.value,
+        verdict=name,
+        problem=problem_of(
+            name, runs_on=bool(runs_on), stops_early=bool(early), never_fires=never_fires
+        ),
+        runs_on=list(runs_on),
+        stops_early=list(early),
         templates=[
             {
                 "name": ta.name,
@@ -262,7 +278,7 @@ def render_text(
     Results with an error are left out: the CLI prints them on stderr."""
     blocks, caveats = [], 0
     for r in results:
-        if r.error is not None or (quiet and verdict(r) in ("ok", "no_template")):
+        if r.error is not None or (quiet and verdict(r) in QUIET):
             continue
         block = render_repo_text(r, fixing=fixing, show_diff=show_diff, fix_flags=fix_flags)
         caveats += verdict(r) == "ok" and "\n  caveat " in block

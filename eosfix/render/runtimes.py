@@ -7,6 +7,7 @@ from its facts (``eosfix.runtimes.base.Runtime``), never from its name.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Sequence
 
 from eosfix.decide.verdicts import RuntimeRow, RuntimeTable
@@ -29,8 +30,45 @@ def _why_still(table: RuntimeTable, still: list[str]) -> list[str]:
             for r in rows
             if r.first_id_only
         ]
+    else:
+        untold = [r for r in rows if _no_top_level_applies(table, r)]
+        if untold:
+            why.append(_no_top_level(table, untold))
     why += [f"{r.label}: {r.remedy}" for r in rows if r.remedy]
     return why
+
+
+def _no_top_level_applies(table: RuntimeTable, row: RuntimeRow) -> bool:
+    """A runtime reading only config.json, which has no top-level eos_token_id that
+    --config-json could edit (first_config_id: its first id after the fix, None: none)."""
+    return (
+        row.config_only
+        and table.has_config_json
+        and table.first_config_id is None
+        and row.label not in table.fixed_by_config_json()
+    )
+
+
+def _no_top_level(table: RuntimeTable, rows: Sequence[RuntimeRow]) -> str:
+    """Why runtimes that read only config.json miss a terminator when config.json has no
+    top-level eos_token_id (a VLM's ids live under text_config, which they do not read), and
+    what would make them stop: eosfix edits only ids a file already lists there."""
+    contents = _missed(table, rows)
+    ids = [table.terminators[c] for c in contents]
+    names = ", ".join(r.label for r in rows)
+    reads, they = ("reads", "it misses") if len(rows) == 1 else ("read", "they miss")
+    return (
+        f"{names} {reads} only config.json's top-level eos_token_id, which is not set (its ids "
+        f"are under text_config), so {they} "
+        f"{', '.join(f'{c} ({table.terminators[c]})' for c in contents)}; fix --config-json "
+        f'edits only ids already there: add "eos_token_id": {json.dumps(ids)} at config.json\'s '
+        f"top level to make {'it' if len(rows) == 1 else 'them'} stop"
+    )
+
+
+def _missed(table: RuntimeTable, rows: Sequence[RuntimeRow]) -> list[str]:
+    """The terminators these runtimes miss after the planned fix."""
+    return list(dict.fromkeys(c for r in rows for c, ok in r.stops_after.items() if ok is False))
 
 
 def _na_note(table: RuntimeTable) -> str:
@@ -142,18 +180,26 @@ def settled_lines(table: RuntimeTable) -> list[str]:
     note = _na_note(table)
     lines = [f"runtimes      {head}" + (f" ({note})" if note else "")]
     stuck, by_config_json = table.early_from_tokenizer_eos(), table.fixed_by_config_json()
+    early: dict[tuple[tuple[int, ...], str], list[str]] = {}  # one line per cut and reason
+    untold = [r for r in failing if _no_top_level_applies(table, r) and _missed(table, [r])]
+    if untold:
+        lines.append(f"caveat        {_no_top_level(table, untold)}")
     for row in failing:
         missed = ", ".join(
             f"{c} ({table.terminators[c]})" for c, ok in row.stops_after.items() if ok is False
         )
-        if missed:
+        if missed and row not in untold:
             lines.append(f"caveat        {_caveat(row, table, missed)}")
         if row.early_after:
-            where = early_stop_text(table, row.early_after.values(), "stops")
             why = ""
             if row.label in stuck:
                 why = f": {_eos_cut_reason(table)}"
             elif row.label in by_config_json:
-                why = " (it reads config.json: eosfix fix --config-json removes the id)"
-            lines.append(f"caveat        {row.label} {where}{why}")
+                why = " ({} config.json: eosfix fix --config-json removes the id)"
+            early.setdefault((tuple(row.early_after.values()), why), []).append(row.label)
+    for (ids, why), labels in early.items():
+        one = len(labels) == 1
+        where = early_stop_text(table, ids, "stops" if one else "stop")
+        said = why.format("it reads" if one else "they read")
+        lines.append(f"caveat        {', '.join(labels)} {where}{said}")
     return lines

@@ -38,6 +38,10 @@ NO_TEMPLATE_TEXT = (
     "no chat template: nothing to check (fine for a base model; a chat model without one has "
     "lost its template)"
 )
+NOT_A_MODEL_TEXT = (
+    "not a model repo: no config.json, generation_config.json or weights, so no runtime loads "
+    "a model from it (tokenizer files only); nothing to fix"
+)
 
 # What each kind of terminator is, in a few words (the PR description uses it too).
 KIND_TEXT = {
@@ -170,6 +174,7 @@ def _pending_lines(r: RepoResult, c: RepoCheck, run: str | None) -> list[str]:
     lines = [f"  stops on      {ids_text(c.stop.raw)}  ({stop_source_text(c)})"]
     lines += _unchecked_lines(c)
     lines += ["  " + finding_line(r.name, f) for f in c.findings]
+    lines += keep_lines(c)
     if r.patches:
         lines.append(
             f"  fix           {changes_text(r.patches)}" + (f"  (run: {run})" if run else "")
@@ -195,7 +200,16 @@ def _written_lines(r: RepoResult, before: RepoCheck, now: RepoCheck) -> list[str
     new = "the new file " if r.output is not None else ""
     lines.append(f"  stops on      {new}{ids_text(now.stop.raw)}  ({stop_source_text(now)})")
     lines += _unchecked_lines(now)
-    return lines + ["  " + finding_line(r.name, f) for f in now.findings]
+    return [*lines, *("  " + finding_line(r.name, f) for f in now.findings), *keep_lines(now)]
+
+
+def keep_lines(c: RepoCheck) -> list[str]:
+    """``--keep-id`` ids that no stop key of the repo lists: they keep nothing, say so."""
+    absent = [i for i in c.keep_ids if c.review.by_id(i) is None]
+    return [
+        f"  keep          --keep-id {i}: {i} is not a stop id of this repo, so it keeps nothing"
+        for i in absent
+    ]
 
 
 def _unchecked_lines(c: RepoCheck) -> list[str]:
@@ -253,6 +267,8 @@ def render_repo_text(
     assert c is not None
     if c.status is Status.NO_TEMPLATE:
         return f"{r.name}: {NO_TEMPLATE_TEXT}"
+    if c.status is Status.NOT_A_MODEL:
+        return f"{r.name}: {NOT_A_MODEL_TEXT}"
     lines = [click.style(r.name, bold=True), *_terminator_lines(c)]
     if r.written and r.before is not None:
         lines += _written_lines(r, r.before, c)

@@ -35,7 +35,7 @@ from typing import Any
 
 from eosfix.core.errors import EosfixError
 from eosfix.core.repo import READ_FILES, is_read_file
-from eosfix.sources import Key
+from eosfix.sources import Key, holds_a_model
 from eosfix.sources.cachewalk import file_identity, walk_repo
 
 
@@ -64,6 +64,7 @@ class Snapshot:
     refs: tuple[str, ...]
     path: Path  # <cache>/models--org--name/snapshots/<commit>
     key: Key
+    model: bool = True  # False: the repo holds no model (sources.holds_a_model), per .no_exist
 
     @property
     def short(self) -> str:
@@ -153,6 +154,15 @@ def _scan_all(root: Path) -> Iterator[Any]:
     yield from info.warnings
 
 
+def _no_model(repo: Any, rev: Any) -> bool:
+    """The snapshot has no config, no weights, and the Hub said the commit has no config.json
+    (a ``.no_exist`` marker, left by a loader that asked for it): tokenizer files only. A
+    snapshot merely missing files it was never asked for is a model's, as far as we know."""
+    names = [f.file_path.relative_to(rev.snapshot_path).as_posix() for f in rev.files]
+    marker = repo.repo_path / ".no_exist" / rev.commit_hash / "config.json"
+    return not holds_a_model(names) and marker.exists()
+
+
 def _snapshots_of(repo: Any) -> Iterator[Snapshot]:
     for rev in repo.revisions:
         pairs = []
@@ -167,6 +177,7 @@ def _snapshots_of(repo: Any) -> Iterator[Snapshot]:
             tuple(sorted(rev.refs)),
             rev.snapshot_path,
             tuple(sorted(pairs)),
+            not _no_model(repo, rev),
         )
 
 

@@ -19,8 +19,10 @@ import sys
 from pathlib import Path
 from typing import NamedTuple
 
+from eosfix.core.errors import EosfixError
 from eosfix.core.repo import READ_FILES, is_read_file
-from eosfix.sources import Key
+from eosfix.core.saferead import read_regular
+from eosfix.sources import Key, holds_a_model
 
 _HASH_NAME = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")
 _HASH_LIMIT = 4 * 1024 * 1024  # regular files up to this size are keyed by content hash
@@ -31,10 +33,11 @@ class Revision(NamedTuple):
     refs: tuple[str, ...]  # sorted
     path: Path  # <cache>/models--org--name/snapshots/<commit>
     key: Key
+    model: bool  # False: tokenizer files only, and the Hub said the commit has no config.json
 
 
-def git_sha1_file(path: Path) -> str:
-    data = path.read_bytes()
+def git_sha1_file(path: Path, limit: int = _HASH_LIMIT) -> str:
+    data = read_regular(path, limit)  # a /dev/zero link or a FIFO: refused, not read forever
     return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
 
 
@@ -47,7 +50,7 @@ def file_identity(file_path: Path, blob_path: Path) -> str:
         st = file_path.stat()
         if st.st_size <= _HASH_LIMIT:
             return git_sha1_file(file_path)
-    except OSError:
+    except (OSError, EosfixError):
         return f"unreadable:{file_path}"
     return f"file:{st.st_dev}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}"
 
@@ -94,11 +97,13 @@ def _walk_refs(refs: str) -> dict[str, list[str]] | None:
     return out
 
 
-def _walk_snapshot(top: str) -> list[tuple[str, str]] | None:
+def _walk_snapshot(top: str) -> tuple[list[tuple[str, str]], bool] | None:
     """(repo-relative path, identity) of each file a check reads, after checking every file's
     link as scan_cache_dir does (its glob: every file at any depth, links to folders skipped
-    and not entered); None at the first broken link."""
+    and not entered), and whether any file is a model's (``holds_a_model``); None at the
+    first broken link."""
     out: list[tuple[str, str]] = []
+    names: list[str] = []
     stack = [("", top)]
     while stack:
         prefix, folder = stack.pop()
@@ -116,11 +121,12 @@ def _walk_snapshot(top: str) -> list[tuple[str, str]] | None:
                 elif e.is_dir(follow_symlinks=False):
                     stack.append((f"{prefix}{e.name}/", e.path))
                     continue
+                names.append(prefix + e.name)
                 if e.name in READ_FILES or e.name.endswith(".jinja"):
                     rel = prefix + e.name
                     if is_read_file(rel):
                         out.append((sys.intern(rel), _identity(e.path, blob)))
-    return out
+    return out, holds_a_model(names)
 
 
 def walk_repo(path: Path) -> list[Revision] | None:
@@ -141,11 +147,14 @@ def walk_repo(path: Path) -> list[Revision] | None:
         for e in revisions:
             if e.is_symlink() or not e.is_dir() or e.name in _HUB_IGNORES:
                 return None
-            files = _walk_snapshot(e.path)
-            if files is None:
+            walked = _walk_snapshot(e.path)
+            if walked is None:
                 return None
+            files, holds = walked
             found = tuple(sorted(refs.pop(e.name, ())))
-            out.append(Revision(e.name, found, Path(e.path), tuple(sorted(files))))
+            # as sources.cache._no_model: no model file, and a .no_exist marker for config.json
+            model = holds or not (path / ".no_exist" / e.name / "config.json").exists()
+            out.append(Revision(e.name, found, Path(e.path), tuple(sorted(files)), model))
     except (OSError, ValueError):
         return None
     return None if refs else out  # a ref left over names a missing commit

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -29,11 +30,13 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+import httpx2
 from huggingface_hub import constants
 from huggingface_hub.errors import RemoteEntryNotFoundError
 
 from eosfix.core.errors import EosfixError
 from eosfix.core.repo import TOKENIZER_JSON, is_relevant_file
+from eosfix.sources import holds_a_model
 from eosfix.sources.hubhttp import HubHttp, describe_error, hub_errors
 from eosfix.sources.hubstore import Manifest, Store, git_sha1
 
@@ -61,6 +64,7 @@ class HubEntry:
     sha: str | None = None
     files: tuple[str, ...] | None = None  # its stop-relevant files (None: not known yet)
     tokenizer_json: bool = False  # it has tokenizer.json
+    model: bool = True  # False: no config, no weights (``eosfix.sources.holds_a_model``)
 
     @property
     def revision_cell(self) -> str:
@@ -86,6 +90,7 @@ def entry_of(data: dict[str, Any], revision: str = "main") -> HubEntry:
         data.get("sha"),
         tuple(sorted(n for n in names if is_relevant(n))),
         TOKENIZER_JSON in names,
+        holds_a_model(names) or not data.get("siblings"),  # no file list: assume a model
     )
 
 
@@ -100,6 +105,7 @@ class FetchedRepo:
     path: Path
     files: tuple[str, ...]
     has_tokenizer_json: bool
+    model: bool = True  # False: the repo holds no config and no weights (tokenizer files only)
 
 
 class HubReader:
@@ -125,7 +131,7 @@ class HubReader:
         url: str | None = f"{self.endpoint}/api/models"
         params: list[tuple[str, str]] | None = [("author", author), *_EXPAND]
         while url is not None:
-            response = self.http.get(url, params)
+            response = self.http.get_checked(url, params, _json_problem)
             for data in response.json():
                 yield entry_of(data)
             url, params = response.links.get("next", {}).get("url"), None
@@ -140,11 +146,16 @@ class HubReader:
             if kept is not None:
                 files = tuple(sorted(p for p in kept.files if p != TOKENIZER_JSON))
                 return dataclasses.replace(
-                    entry, sha=entry.revision, files=files, tokenizer_json=kept.tokenizer_json
+                    entry,
+                    sha=entry.revision,
+                    files=files,
+                    tokenizer_json=kept.tokenizer_json,
+                    model=kept.model,
                 )
         rev = quote(entry.revision, safe="")
         url = f"{self.endpoint}/api/models/{entry.repo_id}/revision/{rev}"
-        found = entry_of(self.http.get(url, _EXPAND).json(), entry.revision)
+        answer = self.http.get_checked(url, _EXPAND, _json_problem)
+        found = entry_of(answer.json(), entry.revision)
         if found.sha is None:
             raise HubError("the Hub did not return a commit sha", repo_id=entry.repo_id)
         return dataclasses.replace(found, repo_id=entry.repo_id)
@@ -160,7 +171,7 @@ class HubReader:
         files = {
             p: self.store.add_blob(self._file(entry.repo_id, entry.sha, p)) for p in entry.files
         }
-        manifest = Manifest(files, entry.tokenizer_json)
+        manifest = Manifest(files, entry.tokenizer_json, entry.model)
         self.store.publish(entry.sha, manifest)
         return manifest
 
@@ -178,13 +189,25 @@ class HubReader:
 
     def _file(self, repo_id: str, revision: str, path: str, *, check: bool = True) -> bytes:
         rev = quote(revision, safe="")
-        response = self.http.get(f"{self.endpoint}/{repo_id}/resolve/{rev}/{quote(path)}")
-        data = response.content
-        etag = response.headers.get("x-linked-etag") or response.headers.get("etag") or ""
-        etag = etag.removeprefix("W/").strip('"')
-        if check and not _matches(data, etag):
-            raise HubError(f"{path}: downloaded bytes do not match the Hub's hash", repo_id=repo_id)
-        return data
+        url = f"{self.endpoint}/{repo_id}/resolve/{rev}/{quote(path)}"
+
+        def problem(response: httpx2.Response) -> str | None:
+            etag = response.headers.get("x-linked-etag") or response.headers.get("etag") or ""
+            if not check or _matches(response.content, etag.removeprefix("W/").strip('"')):
+                return None
+            return f"{path}: downloaded bytes do not match the Hub's hash"
+
+        return self.http.get_checked(url, None, problem).content
+
+
+def _json_problem(response: httpx2.Response) -> str | None:
+    """Why a Hub API answer is not a JSON document (cut short by a proxy or a dropped
+    connection that still ended cleanly), or None."""
+    try:
+        json.loads(response.content)
+    except ValueError:
+        return "the Hub's answer is not complete JSON (cut short?)"
+    return None
 
 
 def _matches(data: bytes, etag: str) -> bool:
@@ -228,4 +251,5 @@ def fetch_repo_files(
         reader.store.snapshot(entry.sha),
         tuple(sorted(manifest.files)),
         entry.tokenizer_json,
+        entry.model,
     )

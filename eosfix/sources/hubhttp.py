@@ -22,13 +22,15 @@ from __future__ import annotations
 
 import email.utils
 import math
+import os
 import random
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timezone
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx2
 from huggingface_hub.errors import (
@@ -56,6 +58,38 @@ RETRY_ERRORS = (httpx2.TimeoutException, httpx2.NetworkError, httpx2.RemoteProto
 
 class Stopped(Exception):
     """The batch is ending (Ctrl-C): a request that waits for its turn gives up."""
+
+
+class Unreachable(Exception):
+    """A request got no answer in MAX_ATTEMPTS tries (no connection, timed out, dropped);
+    its message names the address, so a wrong ``HF_ENDPOINT`` or a proxy is easy to spot."""
+
+    def __init__(self, url: str, attempts: int, cause: BaseException) -> None:
+        self.url = url
+        self.attempts = attempts
+        self.cause = cause
+        super().__init__(_unreachable_text(url, attempts, cause))
+
+
+def _origin(url: str) -> str:
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}" if parts.netloc else url
+
+
+def _unreachable_text(url: str, attempts: int, cause: BaseException) -> str:
+    name = type(cause).__name__
+    detail = str(cause).strip()
+    why = f"{name}: {detail}" if detail and detail != name else name
+    tries = f"{attempts} attempts" if attempts != 1 else "1 attempt"
+    origin = _origin(url)
+    endpoint = " (HF_ENDPOINT)" if os.environ.get("HF_ENDPOINT") and url.startswith(
+        os.environ["HF_ENDPOINT"].rstrip("/")
+    ) else ""  # fmt: skip
+    if isinstance(cause, (httpx2.ConnectError, httpx2.ConnectTimeout)):
+        return f"cannot connect to {origin}{endpoint} ({why}; {tries})"
+    if isinstance(cause, httpx2.TimeoutException):
+        return f"timed out waiting for {url} ({why}; {tries})"
+    return f"no answer from {url} ({why}; {tries})"
 
 
 def _clock() -> float:
@@ -95,7 +129,9 @@ class RateGate:
         self.last_cut = -math.inf
         self.streak = 0
         self.stopping = threading.Event()
-        self.stats: Counter[str] = Counter()  # requests, api, resolve, retries, rate_limited
+        # requests (sent and answered, or timed out after being sent), unreachable (no
+        # connection made: never counted as a request), api, resolve, retries, rate_limited
+        self.stats: Counter[str] = Counter()
         self.waited = 0.0  # seconds every request was paused in all
         self._cond = threading.Condition()
 
@@ -109,7 +145,6 @@ class RateGate:
                 wait = self.paused_until - now
                 if wait <= 0 and self.in_flight < self.limit:
                     self.in_flight += 1
-                    self.stats["requests"] += 1
                     return now
                 if wait <= 0:
                     self._cond.wait(0.5)
@@ -161,6 +196,11 @@ def backoff(attempt: int) -> float:
     return random.uniform(0, min(MAX_WAIT, BASE_WAIT * 2 ** (attempt - 1)))
 
 
+class BadAnswer(ConnectionError):
+    """The Hub answered 200 with a body that is wrong every time it was asked (JSON cut
+    short, a file whose bytes do not match its hash): a transfer fault, the repo's error."""
+
+
 class HubHttp:
     """GET requests to the Hub through one RateGate; the token is never logged."""
 
@@ -181,26 +221,47 @@ class HubHttp:
         hf_raise_for_status(response)
         return response
 
+    def get_checked(
+        self,
+        url: str,
+        params: Iterable[tuple[str, Any]] | None,
+        problem: Callable[[httpx2.Response], str | None],
+    ) -> httpx2.Response:
+        """GET ``url`` as ``get`` does, and retry (like a 5xx) an answer whose body
+        ``problem`` finds wrong (JSON cut short, bytes not matching the Hub's hash); after
+        MAX_ATTEMPTS such answers, raise ``BadAnswer`` with what was wrong."""
+        for attempt in range(1, MAX_ATTEMPTS + 1):
+            response = self.get(url, params)
+            why = problem(response)
+            if why is None:
+                return response
+            if attempt < MAX_ATTEMPTS:
+                self.stats["retries"] += 1
+                _sleep(backoff(attempt), self.gate.stopping)
+        raise BadAnswer(f"{why} ({MAX_ATTEMPTS} attempts): {url}")
+
     def _request(self, url: str, params: list[tuple[str, Any]] | None) -> httpx2.Response:
         kind = "resolve" if "/resolve/" in url else "api"
         for attempt in range(1, MAX_ATTEMPTS + 1):
             last = attempt == MAX_ATTEMPTS
             started = self.gate.acquire()
-            self.stats[kind] += 1
             try:
                 response = get_session().get(
                     url, params=params, headers=self.headers, timeout=self.timeout
                 )
-            except RETRY_ERRORS:
+            except RETRY_ERRORS as exc:
                 self.gate.release()
+                connected = not isinstance(exc, (httpx2.ConnectError, httpx2.ConnectTimeout))
+                self._count(kind if connected else None)
                 if last:
-                    raise
+                    raise Unreachable(url, attempt, exc) from exc
                 self.stats["retries"] += 1  # timed out, dropped: try again after a backoff
                 _sleep(backoff(attempt), self.gate.stopping)
                 continue
             except BaseException:
                 self.gate.release()
                 raise
+            self._count(kind)
             status = response.status_code
             retry = status in RETRY_STATUS and not last
             wait = retry_after(response.headers) if retry and status in (429, 503) else None
@@ -220,6 +281,16 @@ class HubHttp:
                 _sleep(backoff(attempt), self.gate.stopping)
         raise AssertionError("unreachable")  # pragma: no cover
 
+    def _count(self, kind: str | None) -> None:
+        """One more request made (``kind``: api or resolve), or, None, one that never
+        connected."""
+        with self.gate._cond:
+            if kind is None:
+                self.stats["unreachable"] += 1
+            else:
+                self.stats["requests"] += 1
+                self.stats[kind] += 1
+
 
 # --- one line per failure ------------------------------------------------------------------
 
@@ -227,6 +298,8 @@ class HubHttp:
 def describe_error(exc: BaseException) -> tuple[str, int | None]:
     """A one-line reason (and HTTP status) for a failed Hub call; never includes a token."""
     for err in _chain(exc):
+        if isinstance(err, BadAnswer):
+            return str(err), None
         status = _status(err)
         if isinstance(err, GatedRepoError):
             return f"gated repository: request access and log in ({status})", status
@@ -241,6 +314,10 @@ def describe_error(exc: BaseException) -> tuple[str, int | None]:
             return _http_reason(status), status
         if isinstance(err, OfflineModeIsEnabled):
             return "HF_HUB_OFFLINE is set: cannot reach the Hub", None
+        if isinstance(err, Unreachable):
+            return str(err), None
+        if isinstance(err, httpx2.RequestError) and _has_request(err):
+            return _unreachable_text(str(err.request.url), 1, err), None
         if isinstance(err, httpx2.TimeoutException):
             return "timed out waiting for the Hub", None
         if isinstance(err, (httpx2.TransportError, ConnectionError)):
@@ -250,6 +327,13 @@ def describe_error(exc: BaseException) -> tuple[str, int | None]:
     if isinstance(exc, LocalEntryNotFoundError):
         return "cannot reach the Hub and the file is not cached", None
     return f"Hub request failed ({type(exc).__name__})", None
+
+
+def _has_request(err: httpx2.RequestError) -> bool:
+    try:
+        return err.request is not None
+    except RuntimeError:  # raised without a request (httpx2 allows it)
+        return False
 
 
 def _chain(exc: BaseException) -> Iterable[BaseException]:
@@ -288,4 +372,5 @@ def hub_errors() -> tuple[type[BaseException], ...]:
         ConnectionError,
         TimeoutError,
         Stopped,
+        Unreachable,
     )

@@ -50,6 +50,7 @@ class Manifest:
 
     files: dict[str, str]  # path in the repo -> git sha1 of its bytes
     tokenizer_json: bool  # the repo has tokenizer.json (fetched only when an id needs it)
+    model: bool = True  # the repo holds a model (False: tokenizer files only)
 
     @property
     def key(self) -> Key:
@@ -68,7 +69,8 @@ class Store:
         """The commit's manifest, or None when the store does not hold it (complete)."""
         try:
             data = json.loads(self._manifest_path(commit).read_text(encoding="utf-8"))
-            return Manifest(dict(data["files"]), bool(data["tokenizer_json"]))
+            model = bool(data.get("model", True))
+            return Manifest(dict(data["files"]), bool(data["tokenizer_json"]), model)
         except (OSError, ValueError, KeyError, TypeError):
             return None
 
@@ -88,6 +90,8 @@ class Store:
 
     def _publish(self, commit: str, manifest: Manifest) -> Path:
         final = self.snapshot(commit)
+        if self.manifest(commit) is not None:  # published meanwhile (two repos, one commit):
+            return final  # keep it; replacing it would pull the folder from under a reader
         final.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{commit}.", dir=final.parent))
         try:
@@ -119,7 +123,7 @@ class Store:
             tmp = link.with_name(f".{link.name}.{os.getpid()}.tmp")
             self._link(tmp, self.add_blob(data))
             os.replace(tmp, link)
-        new = Manifest({**old.files, path: git_sha1(data)}, old.tokenizer_json)
+        new = Manifest({**old.files, path: git_sha1(data)}, old.tokenizer_json, old.model)
         self._write_manifest(commit, new)
         return new
 
@@ -138,7 +142,11 @@ class Store:
             shutil.copyfile(blob, at)
 
     def _write_manifest(self, commit: str, manifest: Manifest) -> None:
-        data = {"files": manifest.files, "tokenizer_json": manifest.tokenizer_json}
+        data = {
+            "files": manifest.files,
+            "tokenizer_json": manifest.tokenizer_json,
+            "model": manifest.model,
+        }
         _write_atomic(self._manifest_path(commit), json.dumps(data, sort_keys=True).encode())
 
 

@@ -34,13 +34,14 @@ class Folder:
         return runtime_table(check, patches, pins)
 
 
-def open_folder(path: Path) -> Folder:
-    """Read every stop-relevant file of the folder (``RepoLoadError`` when one is invalid)."""
-    return Folder(load_repo(path))
+def open_folder(path: Path, *, model: bool = True) -> Folder:
+    """Read every stop-relevant file of the folder (``RepoLoadError`` when one is invalid).
+    ``model``: False when its source knows the repo holds no model (tokenizer files only)."""
+    return Folder(load_repo(path), FolderStops(model))
 
 
 def check_repo(
-    repo: ModelRepo, *, keep_ids: Iterable[int] = (), config_json: bool = False
+    repo: ModelRepo, *, keep_ids: Iterable[int] = (), config_json: bool = False, model: bool = True
 ) -> RepoCheck:
     """The one check of a folder already read (tests, fuzzing, scripts holding a ModelRepo)."""
-    return check(repo, FolderStops(), keep_ids=keep_ids, config_json=config_json)
+    return check(repo, FolderStops(model), keep_ids=keep_ids, config_json=config_json)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import mmap
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
@@ -44,12 +45,18 @@ from eosfix.core.repo import (
     TokenInfo,
     TokenizerHead,
 )
+from eosfix.core.saferead import (
+    MAX_JSON_DEPTH,
+    MAX_TOKENIZER_JSON_BYTES,
+    json_depth_over,
+    open_regular,
+    read_regular,
+)
 
 # Real config files and templates are kB to a few MB (a huge added_tokens_decoder); bigger
 # ones are refused before reading, so a hostile repo cannot make eosfix hold hundreds of MB.
 # tokenizer.json (10-35 MB, read lazily) has its own, larger bound.
 _MAX_FILE_BYTES = 16 * 1024 * 1024
-_MAX_TOKENIZER_JSON_BYTES = 256 * 1024 * 1024
 
 
 class _Checked(Protocol):
@@ -68,11 +75,11 @@ def _readable(path: Path) -> None:
     """Refuse a dangling link, a directory, or a file over its size limit (one-line errors)."""
     if path.is_symlink() and not path.exists():
         raise RepoLoadError("dangling symlink (its target is missing)", path=path)
+    limit = MAX_TOKENIZER_JSON_BYTES if path.name == TOKENIZER_JSON else _MAX_FILE_BYTES
     with reading(path):
         if path.is_dir():
             raise IsADirectoryError
         size = path.stat().st_size
-        limit = _MAX_TOKENIZER_JSON_BYTES if path.name == TOKENIZER_JSON else _MAX_FILE_BYTES
         if size > limit:
             raise RepoLoadError(f"too large ({size} bytes, limit {limit})", path=path)
 
@@ -80,8 +87,9 @@ def _readable(path: Path) -> None:
 def read_bytes(path: Path) -> bytes:
     """Read a repo file, turning every OS problem into a one-line ``RepoLoadError``."""
     _readable(path)
-    with reading(path):
-        return path.read_bytes()
+    limit = MAX_TOKENIZER_JSON_BYTES if path.name == TOKENIZER_JSON else _MAX_FILE_BYTES
+    with reading(path):  # only a regular file, and at most limit bytes (not st_size's word)
+        return read_regular(path, limit)
 
 
 def decode_text(raw: bytes, path: Path) -> str:
@@ -95,13 +103,23 @@ def parse_json_text(text: str, path: Path) -> Any:
     if not text.strip():
         raise RepoLoadError("empty file, expected JSON", path=path)
     try:
-        return json.loads(text.removeprefix("\ufeff"))
+        data = json.loads(text.removeprefix("\ufeff"))
     except json.JSONDecodeError as exc:
         raise RepoLoadError(
             f"invalid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}", path=path
         ) from None
     except RecursionError:
         raise RepoLoadError("invalid JSON: nested too deeply", path=path) from None
+    return _shallow(data, path)
+
+
+def _shallow(data: Any, path: Path) -> Any:
+    """``data``, unless it nests deeper than any real file (later walks would recurse)."""
+    if json_depth_over(data):
+        raise RepoLoadError(
+            f"invalid JSON: nested too deeply (more than {MAX_JSON_DEPTH} levels)", path=path
+        )
+    return data
 
 
 def _data_path(data: Any, loc: tuple[Any, ...]) -> str:
@@ -243,7 +261,7 @@ def _decode_at(raw: bytes | mmap.mmap, key: bytes, path: Path) -> tuple[bool, An
         try:
             value, stop = json.JSONDecoder().raw_decode(text)
             if stop < len(text) or end == len(raw):  # the value ended inside the window
-                return True, value
+                return True, _shallow(value, path)
         except json.JSONDecodeError:
             if end == len(raw):
                 return True, None
@@ -258,12 +276,15 @@ def _mapped(path: Path) -> Iterator[bytes | mmap.mmap]:
     finding the head of a 10-35 MB tokenizer.json reads (and keeps) only its first kilobytes.
     The same checks and errors as ``read_bytes``; the whole file when it cannot be mapped."""
     _readable(path)
+    with reading(path):  # a device or FIFO is refused here, without blocking on it
+        fd, _ = open_regular(path)
     mapped = None
     try:
-        with path.open("rb") as f:
-            mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        mapped = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
     except (OSError, ValueError):  # an empty file, or one the OS cannot map
         pass
+    finally:
+        os.close(fd)
     if mapped is None:
         yield read_bytes(path)
         return

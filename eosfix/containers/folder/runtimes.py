@@ -5,6 +5,7 @@ are and to the patches' exact new text), and which runtimes cannot load the fold
 A verdict is *not applicable* when ``config.json`` is absent and, even after the planned fix,
 whether the runtime stops depends on what that missing file would say (candle and ExLlamaV2
 read nothing else): the runtime cannot load this folder, so it neither stops nor fails here.
+A folder that is not a model repo at all (tokenizer files only) is not applicable to any.
 Pure.
 """
 
@@ -60,7 +61,10 @@ def _note(rt: Runtime, base: str, check: RepoCheck, after: StopInputs) -> str:
 def not_applicable(
     check: RepoCheck, patches: Sequence[FilePatch] = (), pins: Pins | None = None
 ) -> frozenset[str]:
-    """Runtimes (by name) whose verdict here depends on a config.json the folder lacks."""
+    """Runtimes (by name) whose verdict here depends on a config.json the folder lacks;
+    every runtime when the folder is not a model repo (tokenizer files only)."""
+    if not check.model:
+        return frozenset(rt.name for rt in RUNTIMES)
     ids = tuple(t.id for t in check.terminators.terminators if t.id is not None)
     if CONFIG in check.repo.files or not ids:
         return frozenset()

@@ -9,6 +9,10 @@ reads), config.json's, and the tokenizer's eos, decided against the terminators.
   would give them (``eosfix.containers.folder.readers``);
 - EOS004: the tokenizer's eos is not in the list.
 
+A folder whose source knows the repo holds no model (``model=False``: a Hub repo or cache
+snapshot with no config.json, generation_config.json or weights, only tokenizer files) gets
+no finding about its stop keys and no proposal: no runtime loads a model from it.
+
 The proposal is the list ``fix`` writes into generation_config.json (existing ids first,
 ``eosfix.containers.folder.stopconfig.propose_eos``). Pure.
 """
@@ -67,13 +71,18 @@ def _missing_findings(
 
 @dataclass(frozen=True)
 class FolderStops:
-    """The stop keys of a folder (``eosfix.decide.stops.StopKeys``)."""
+    """The stop keys of a folder (``eosfix.decide.stops.StopKeys``); ``model``: False when
+    the repo is known to hold no model (tokenizer files only)."""
+
+    model: bool = True
 
     def decide(
         self, repo: ModelRepo, ts: TerminatorSet, *, keep: tuple[int, ...], config_json: bool
     ) -> StopDecision:
         stop = current_stop_config(repo)
         eos = tokenizer_eos(repo)
+        if not self.model:  # tokenizer files only: nothing stops, nothing to write
+            return StopDecision(stop, eos, NO_REVIEW, None, (), (), model=False)
         review, early = (
             review_stop_ids(repo, ts, eos, stop, keep=keep, config_json=config_json)
             if repo.templates  # a base model: nothing ends a turn, so nothing stops early

@@ -26,6 +26,7 @@ from typing import Any
 
 from eosfix.core.errors import RepoLoadError, reading
 from eosfix.core.repo import ChatTemplate, ModelRepo, TokenInfo, TokenTable
+from eosfix.core.saferead import open_regular
 from eosfix.runtimes.llamacpp import ID_KEYS, KEY_PREFIX, GgufVocab, SpecialIds, special_ids
 from eosfix.runtimes.ollama_gguf import SHAPE_ARCHITECTURES
 
@@ -109,6 +110,7 @@ class Header:
     file_size: int
     mtime_ns: int
     fields: dict[str, Field] = field(default_factory=dict)
+    inode: tuple[int, int] = (0, 0)  # (st_dev, st_ino) of the file read: a writer checks it
 
     def value(self, key: str, default: Any = None) -> Any:
         f = self.fields.get(key)
@@ -166,11 +168,14 @@ class _Reader:
 
 
 def _open_map(path: Path) -> tuple[Any, os.stat_result]:
-    with reading(path, expected="a GGUF file"), open(path, "rb") as fh:
-        st = os.fstat(fh.fileno())
-        if st.st_size == 0:
-            raise RepoLoadError("empty file, expected a GGUF file", path=path)
-        return mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ), st
+    with reading(path, expected="a GGUF file"):
+        fd, st = open_regular(path)  # a FIFO or device is refused, not waited on or mapped
+        try:
+            if st.st_size == 0:
+                raise RepoLoadError("empty file, expected a GGUF file", path=path)
+            return mmap.mmap(fd, 0, access=mmap.ACCESS_READ), st
+        finally:
+            os.close(fd)
 
 
 def _value_type(r: _Reader, key: str, raw: int) -> ValueType:
@@ -289,8 +294,9 @@ def _parse(path: Path, buf: Any, st: os.stat_result) -> Header:
             raise r.fail(f"duplicate key {f.key!r} (llama.cpp refuses the file)")
         fields[f.key] = f
     return Header(
-        path, version, n_tensors, kv_start - 8, kv_start, r.pos, size, st.st_mtime_ns, fields
-    )
+        path, version, n_tensors, kv_start - 8, kv_start, r.pos, size, st.st_mtime_ns, fields,
+        (st.st_dev, st.st_ino),
+    )  # fmt: skip
 
 
 def read_header(path: str | Path) -> Header:
@@ -335,12 +341,17 @@ def _nbytes(dims: tuple[int, ...], ggml_type: int) -> int | None:
     return (dims[0] if dims else 1) // elements * size * rows
 
 
-def read_tensors(header: Header, *, shapes: bool = False) -> Tensors:
+def read_tensors(header: Header, *, shapes: bool = False, fd: int | None = None) -> Tensors:
     """Walk the tensor infos (name, dims, type, offset of each tensor) and check that every
     tensor's data lies inside the file, as llama.cpp does before it loads a model (a truncated
     download fails there: "tensor data is not within the file bounds"). ``shapes``: also
-    collect name -> dims."""
-    buf, st = _open_map(header.path)
+    collect name -> dims. ``fd``: read that open file (the one a writer checked is still
+    the file the header was read from), not whatever ``header.path`` names now."""
+    if fd is None:
+        buf, st = _open_map(header.path)
+    else:
+        st = os.fstat(fd)
+        buf = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
     try:
         r = _Reader(buf, header.path, st.st_size)
         r.pos = header.kv_end
@@ -374,9 +385,10 @@ def read_tensors(header: Header, *, shapes: bool = False) -> Tensors:
         buf.close()
 
 
-def tensor_info_end(header: Header) -> int:
-    """Offset after the tensor infos (name, dims, type, offset of each tensor)."""
-    return read_tensors(header).info_end
+def tensor_info_end(header: Header, fd: int | None = None) -> int:
+    """Offset after the tensor infos (name, dims, type, offset of each tensor); ``fd``: of
+    that open file (see ``read_tensors``)."""
+    return read_tensors(header, fd=fd).info_end
 
 
 def data_start(header: Header, info_end: int) -> int:

@@ -33,7 +33,7 @@ import shutil
 import stat
 import struct
 import tempfile
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, BinaryIO
@@ -51,7 +51,13 @@ from eosfix.containers.gguf.read import (
 )
 from eosfix.containers.target import is_ollama_blob
 from eosfix.core.errors import VerificationError, WriteError
-from eosfix.core.fileio import check_writable, fsync_dir, locked_dir, remove_stale_temps
+from eosfix.core.fileio import (
+    check_writable,
+    copy_metadata,
+    fsync_dir,
+    locked_dir,
+    remove_stale_temps,
+)
 
 Progress = Callable[[str, int, int], None]  # phase ("copy" | "verify"), bytes done, total
 CHUNK = 8 * 1024 * 1024
@@ -113,13 +119,38 @@ def _can_edit_in_place(header: Header, values: Mapping[str, GgufValue]) -> bool:
     return stat.S_ISREG(info.st_mode) and info.st_nlink == 1
 
 
+_CHANGED = (
+    "changed since eosfix read it (another program wrote it); nothing written, run eosfix again"
+)
+
+
+def _same_file(header: Header, st: os.stat_result) -> None:
+    """Refuse unless ``st`` is the file ``header`` was read from, unchanged: the same
+    device and inode (not a new file renamed over it), size and mtime_ns."""
+    seen = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+    if seen != (*header.inode, header.file_size, header.mtime_ns):
+        raise WriteError(_CHANGED, path=header.path)
+
+
 def _unchanged_since_read(header: Header) -> None:
     try:
         st = os.stat(header.path)
     except OSError as exc:
         raise WriteError(f"cannot stat: {exc.strerror or exc}", path=header.path) from None
-    if (st.st_size, st.st_mtime_ns) != (header.file_size, header.mtime_ns):
-        raise WriteError("changed since eosfix read it; run eosfix again", path=header.path)
+    _same_file(header, st)
+
+
+@contextlib.contextmanager
+def _source(header: Header) -> Iterator[BinaryIO]:
+    """The file ``header`` was read from, open and checked to be it: every later read (the
+    tensor infos, the data) is from this descriptor, never from the path again."""
+    try:
+        fh = open(header.path, "rb")  # noqa: SIM115 (closed by the with below)
+    except OSError as exc:
+        raise WriteError(f"cannot open: {exc.strerror or exc}", path=header.path) from None
+    with fh:
+        _same_file(header, os.fstat(fh.fileno()))
+        yield fh
 
 
 def _read_span(fh: BinaryIO, start: int, end: int) -> bytes:
@@ -130,9 +161,9 @@ def _read_span(fh: BinaryIO, start: int, end: int) -> bytes:
 def _edit_in_place(header: Header, values: Mapping[str, GgufValue]) -> WriteResult:
     path = header.path
     with locked_dir(path):
-        _unchanged_since_read(header)
         fd = os.open(path, os.O_RDWR)
         try:
+            _same_file(header, os.fstat(fd))  # the descriptor written is the file read
             old = os.pread(fd, header.kv_end, 0)
             expected = bytearray(old)
             for key, value in values.items():
@@ -176,11 +207,11 @@ class _Layout:
         return len(self.head) + self.data_len
 
 
-def _layout(header: Header, values: Mapping[str, GgufValue]) -> _Layout:
-    info_end = tensor_info_end(header)
-    with open(header.path, "rb") as fh:
-        kv = bytearray(_read_span(fh, header.kv_start, header.kv_end))
-        info = _read_span(fh, header.kv_end, info_end)
+def _layout(header: Header, values: Mapping[str, GgufValue], fh: BinaryIO) -> _Layout:
+    """The new header and where the data is, read from ``fh`` (``_source``)."""
+    info_end = tensor_info_end(header, fh.fileno())
+    kv = bytearray(_read_span(fh, header.kv_start, header.kv_end))
+    info = _read_span(fh, header.kv_end, info_end)
     appended = b""
     # Spliced from the last field to the first, so earlier offsets stay valid.
     present = sorted((k for k in values if k in header.fields),
@@ -256,9 +287,10 @@ def _verify_rewrite(
     values: Mapping[str, GgufValue],
     sha: str,
     progress: Progress | None,
+    fo: BinaryIO,
 ) -> None:
     new = read_header(tmp)
-    with open(old.path, "rb") as fo, open(tmp, "rb") as fn:
+    with open(tmp, "rb") as fn:
         for key, f in old.fields.items():
             if key in values:
                 continue
@@ -288,25 +320,27 @@ def _temp_beside(target: Path) -> IO[bytes]:
         raise WriteError(f"cannot create a temp file: {reason}", path=target) from None
 
 
-def _mode_of(path: Path) -> int:
-    return stat.S_IMODE(os.stat(path).st_mode)
-
-
 def _rewritten_temp(
-    header: Header, values: Mapping[str, GgufValue], target: Path, progress: Progress | None
+    header: Header,
+    values: Mapping[str, GgufValue],
+    target: Path,
+    progress: Progress | None,
+    src: BinaryIO,
 ) -> tuple[Path, _Layout, str]:
-    """The rewritten file in a verified temp file beside ``target``."""
-    lay = _layout(header, values)
+    """The rewritten file in a verified temp file beside ``target``; ``src``: ``_source``."""
+    lay = _layout(header, values, src)
     out = _temp_beside(target)
     tmp = Path(out.name)
     try:
-        with out, open(header.path, "rb") as src:
+        with out:
             out.write(lay.head)
             sha = _copy_data(src, out, lay.data_from, lay.data_len, progress)
             out.flush()
             os.fsync(out.fileno())
-            os.fchmod(out.fileno(), _mode_of(header.path))
-        _verify_rewrite(header, tmp, lay, values, sha, progress)
+            if target == header.path:  # over the original: its owner and xattrs kept
+                copy_metadata(src.fileno(), out.fileno())
+            os.fchmod(out.fileno(), stat.S_IMODE(os.fstat(src.fileno()).st_mode))
+        _verify_rewrite(header, tmp, lay, values, sha, progress, src)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
@@ -314,17 +348,22 @@ def _rewritten_temp(
     return tmp, lay, sha
 
 
-def _copied_temp(src: Path, target: Path, progress: Progress | None) -> tuple[Path, int, str]:
-    """A copy of ``src`` in a temp file beside ``target``, hash-checked."""
-    size = os.stat(src).st_size
+def _copied_temp(
+    src: Path, target: Path, progress: Progress | None, opened: BinaryIO | None = None
+) -> tuple[Path, int, str]:
+    """A copy of ``src`` (``opened``: its checked descriptor) in a temp file beside
+    ``target``, hash-checked."""
     out = _temp_beside(target)
     tmp = Path(out.name)
     try:
-        with out, open(src, "rb") as fh:
+        with out, contextlib.ExitStack() as stack:
+            fh = opened or stack.enter_context(open(src, "rb"))
+            info = os.fstat(fh.fileno())
+            size = info.st_size
             sha = _copy_data(fh, out, 0, size, progress)
             out.flush()
             os.fsync(out.fileno())
-            os.fchmod(out.fileno(), _mode_of(src))
+            os.fchmod(out.fileno(), stat.S_IMODE(info.st_mode))
         if _hash_file(tmp, 0, size, progress) != sha:
             raise VerificationError("the copy's hash differs from the original's", path=tmp)
     except BaseException:
@@ -354,6 +393,7 @@ def _commit(
                 made.append(tmp)
                 total += size
                 first_sha = sha if index == 0 else first_sha
+            _unchanged_since_read(header)  # another program's write is not lost
             for tmp, target in zip(made, targets, strict=True):
                 os.replace(tmp, target)
         except BaseException as exc:
@@ -378,16 +418,19 @@ def _rewrite(
     progress: Progress | None,
 ) -> WriteResult:
     """Shard 1 rewritten into ``targets[0]``; the other shards (``--output``) copied."""
-    needed = _layout(header, values).size + sum(os.stat(s).st_size for s in shards[1:])
-    _free_space_check(targets[0], needed)
+    with locked_dir(targets[0]), _source(header) as src:
+        # A killed run's temp file would count against the free space: removed first.
+        remove_stale_temps(targets[0].parent)
+        size = _layout(header, values, src).size
+        _free_space_check(targets[0], size + sum(os.stat(s).st_size for s in shards[1:]))
 
-    def make(index: int, target: Path) -> tuple[Path, int, str | None]:
-        if index == 0:
-            tmp, lay, sha = _rewritten_temp(header, values, target, progress)
-            return tmp, lay.size, sha
-        return _copied_temp(shards[index], target, progress)
+        def make(index: int, target: Path) -> tuple[Path, int, str | None]:
+            if index == 0:
+                tmp, lay, sha = _rewritten_temp(header, values, target, progress, src)
+                return tmp, lay.size, sha
+            return _copied_temp(shards[index], target, progress)
 
-    return _commit(header, targets, make, "rewrite")
+        return _commit(header, targets, make, "rewrite")
 
 
 def copy_gguf(
@@ -402,12 +445,14 @@ def copy_gguf(
     split), so ``fix --output NEW && upload NEW`` holds whatever the check found."""
     shards = tuple(shards) or (header.path,)
     targets = output_targets(header, output, shards, force=force)
-    _free_space_check(targets[0], sum(os.stat(s).st_size for s in shards))
+    with locked_dir(targets[0]), _source(header) as src:
 
-    def make(index: int, target: Path) -> tuple[Path, int, str | None]:
-        return _copied_temp(shards[index], target, progress)
+        def make(index: int, target: Path) -> tuple[Path, int, str | None]:
+            return _copied_temp(shards[index], target, progress, src if index == 0 else None)
 
-    return _commit(header, targets, make, "copy")
+        remove_stale_temps(targets[0].parent)  # before the free-space check, as in _rewrite
+        _free_space_check(targets[0], sum(os.stat(s).st_size for s in shards))
+        return _commit(header, targets, make, "copy")
 
 
 # --- where the result goes ----------------------------------------------------------------

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from eosfix.core.errors import RepoLoadError, reading
+from eosfix.core.saferead import read_regular
 
 MODEL = "application/vnd.ollama.image.model"
 TEMPLATE = "application/vnd.ollama.image.template"
@@ -70,9 +71,7 @@ def blob_path(models: Path, digest: str) -> Path:
 def _small_text(path: Path) -> str:
     try:
         with reading(path, missing="blob missing from the store"):
-            if path.stat().st_size > _MAX_SMALL_BLOB:
-                raise RepoLoadError(f"larger than {_MAX_SMALL_BLOB} bytes", path=path)
-            return path.read_text(encoding="utf-8")
+            return read_regular(path, _MAX_SMALL_BLOB).decode("utf-8")
     except UnicodeDecodeError:
         raise RepoLoadError("not valid UTF-8", path=path) from None
 

@@ -1,0 +1,176 @@
+"""Pull requests across a batch of Hub repos: what `eosfix hub --pr` does with each
+fixable repo, and the same keys in every entry.
+
+``PrPlan`` opens at most ``max_prs`` new PRs (in the batch's order), or in a dry run says
+which it would open; a repo with an open eosfix PR gets no second one (it is reported,
+updated, or left: ``eosfix.sources.hubwrite``). ``pr_extra`` is what an entry says about its
+PR, checked now or carried over from a state file (``carried_over``: "opened earlier"). The
+PR's description is rendered by the function the caller passes (``eosfix.render.pr``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from huggingface_hub import HfApi
+
+from eosfix import pipeline
+from eosfix.batch.run import Unit
+from eosfix.containers.folder.plan import FilePatch
+from eosfix.core.repo import GENERATION_CONFIG
+from eosfix.pipeline import RepoResult
+from eosfix.sources.hub import HubReader
+from eosfix.sources.hubhttp import describe_error, hub_errors
+from eosfix.sources.hubwrite import PrError, PrOutcome, PullRequest, find_open_pr, open_pr
+
+Describe = Callable[[RepoResult], str]  # a fix PR's description (eosfix.render.pr)
+
+
+def fix_bytes(result: RepoResult) -> bytes | None:
+    """The generation_config.json a fix PR carries, or None when there is nothing to fix."""
+    patch = next(
+        (p for p in result.patches if isinstance(p, FilePatch) and p.file == GENERATION_CONFIG),
+        None,
+    )
+    return None if result.check is None or patch is None else patch.new_text.encode("utf-8")
+
+
+def open_fix_pr(
+    hf_api: HfApi, reader: HubReader, result: RepoResult, describe: Describe, me: str | None = None
+) -> PullRequest | None:
+    """Open one PR with the generation_config.json fix, unless the repo has an open eosfix PR
+    (then it is reported, updated with the new bytes, or left: ``eosfix.sources.hubwrite``).
+
+    ``result.extra`` holds the repo's ``sha`` and ``revision``. Returns None when there is
+    nothing to fix; raises PrError when the Hub refuses.
+    """
+    new_bytes = fix_bytes(result)
+    if new_bytes is None:
+        return None
+    return open_pr(
+        hf_api,
+        reader,
+        result.name,
+        new_bytes,
+        revision=str(result.extra.get("revision", "main")),
+        parent_commit=str(result.extra.get("sha")),
+        description=describe(result),
+        me=me,
+    )
+
+
+# What a hub entry says about its pull request (the same keys for every entry, checked now
+# or carried over from --state): ``pr`` the outcome in words (PR_OUTCOMES, or "not opened:
+# why", "left open: why", "error: why"), then its URL, number, whether this run created it,
+# and the error that stopped it.
+PR_KEYS = ("pr", "pr_url", "pr_num", "pr_created", "pr_error")
+CARRIED = frozenset(  # the words of a PR that is open
+    o.value
+    for o in (PrOutcome.OPENED, PrOutcome.UNCHANGED, PrOutcome.UPDATED, PrOutcome.CARRIED_OVER)
+)
+
+
+def pr_extra(
+    pr: str | None = None,
+    *,
+    url: str | None = None,
+    num: int | None = None,
+    created: bool = False,
+    error: str | None = None,
+) -> dict[str, Any]:
+    return {"pr": pr, "pr_url": url, "pr_num": num, "pr_created": created, "pr_error": error}
+
+
+def carried_over(extra: dict[str, Any]) -> dict[str, Any]:
+    """A PR recorded by an earlier run, as this run reports it: "opened earlier", never
+    "opened" (this run created nothing)."""
+    out = {**pr_extra(), **{k: v for k, v in extra.items() if k in PR_KEYS}}
+    if out["pr"] in CARRIED and out["pr_url"]:
+        out.update(pr=PrOutcome.CARRIED_OVER.value, pr_created=False)
+    return out
+
+
+@dataclass
+class PrPlan:
+    """Pull requests across a batch: ``max_prs`` new ones at most (in the batch's order);
+    ``dry_run`` opens none and says which it *would* open. Writes go one at a time. A repo
+    with an open eosfix PR never gets a second one (``eosfix.sources.hubwrite``)."""
+
+    hf_api: HfApi
+    reader: HubReader
+    describe: Describe
+    max_prs: int | None = None
+    dry_run: bool = False
+    new: int = 0  # opened (or, in a dry run, that would be)
+    updated: int = 0  # open eosfix PRs given a commit with the current fix
+    failed: int = 0
+    keep_ids: tuple[int, ...] = ()  # stop ids the fix keeps (--keep-id)
+    stopping: bool = False  # interrupted: no new pull request
+    _me: str | None = None
+    _asked: bool = False
+
+    def wants(self, unit: Unit) -> bool:
+        v = unit.verdict
+        return v is not None and v.has_patches and not unit.extra.get("pr_url")
+
+    def me(self) -> str | None:
+        """The token's user (an eosfix PR of someone else is never updated); None when the
+        Hub does not say (no token)."""
+        if not self._asked:
+            self._asked = True
+            try:
+                self._me = str(self.hf_api.whoami()["name"])
+            except Exception:  # noqa: BLE001 - no token, offline...: the author is not checked
+                self._me = None
+        return self._me
+
+    def handle(self, unit: Unit) -> Unit:
+        """Open (or find) the PR of one fixable repo; its outcome goes into ``unit.extra``."""
+        assert unit.path is not None
+        extra: dict[str, Any] = dict(unit.extra)
+        if self.stopping:
+            return unit.but(extra={**extra, **pr_extra("not opened: interrupted")})
+        item = unit.item
+        fields = item.fields()
+        result = dataclasses.replace(
+            pipeline.check(unit.path, label=item.repo_id, keep_ids=self.keep_ids),
+            extra={"sha": fields.get("sha"), "revision": fields.get("revision", "main")},
+        )
+        try:
+            extra.update(self._decide(result))
+        except PrError as exc:
+            self.failed += 1
+            extra.update(pr_extra(f"error: {exc.message}", error=exc.message))
+        return unit.but(extra=extra)
+
+    def _decide(self, result: RepoResult) -> dict[str, Any]:
+        new_bytes = fix_bytes(result)
+        if new_bytes is None:
+            return {}
+        over = self.max_prs is not None and self.new >= self.max_prs
+        if self.dry_run or over:
+            try:
+                found = find_open_pr(self.hf_api, self.reader, result.name, new_bytes)
+            except hub_errors() as exc:
+                raise PrError(f"cannot look for pull requests: {describe_error(exc)[0]}") from None
+            if found is not None:
+                words = found.outcome.value
+                if found.outcome is PrOutcome.WOULD_UPDATE:
+                    words += " (dry run)"
+                return pr_extra(words, url=found.url, num=found.num)
+            if over:
+                return pr_extra(f"not opened: --max-prs {self.max_prs} reached")
+            self.new += 1
+            return pr_extra("would open (dry run)")
+        pr = open_fix_pr(self.hf_api, self.reader, result, self.describe, self.me())
+        if pr is None:
+            return {}
+        self.new += pr.created
+        self.updated += pr.updated
+        words = pr.outcome.value  # opened, updated, already open, left open: why
+        if pr.outcome is PrOutcome.LEFT:
+            words = f"{words}: {pr.left}"
+        return pr_extra(words, url=pr.url, num=pr.num, created=pr.created)
