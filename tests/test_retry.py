@@ -7,7 +7,7 @@ import io
 import json
 from pathlib import Path
 
-from eosfix.analysis import template
+from eosfix.analysis import template, terminators
 from eosfix.batch import pool, verdict
 from eosfix.batch.cache import CacheRun
 from eosfix.batch.state import StateFile
@@ -82,6 +82,7 @@ def _json(scan: cachelib.CacheScan) -> dict:
 def test_a_batch_retries_a_unit_that_could_not_finish(tmp_path, monkeypatch):
     scan = _cache(tmp_path)
     idle = _json(scan)
+    terminators._memo_analysis.cache_clear()  # the stalled run renders again, as a new process
     fired = _stall_first_renders(monkeypatch, 1)
     stalled = _json(scan)
     assert fired == [1]  # the first analysis did run into the backstop...

@@ -39,6 +39,7 @@ from eosfix.core.limits import (
     RenderDeadline,
     RenderLimitExceeded,
     RenderLimits,
+    SandboxEscape,
     budgeted_json,
     guarded_finalize,
     render_budget,
@@ -49,6 +50,7 @@ _MIN_JINJA = (3, 1, 6)
 # Jinja takes seconds and memory, so a bigger template is refused before it is compiled.
 MAX_TEMPLATE_CHARS = 1_000_000
 _scope = threading.local()  # .struck: the open strike_scope's {(source, limits): refusal}
+_refused = threading.local()  # .count: this thread's renders refused by a bound or the sandbox
 
 
 class TemplateRefusal(Exception):
@@ -170,7 +172,32 @@ def render(source: str, context: Mapping[str, Any], limits: RenderLimits | None 
     ``SandboxEscape`` when it reaches for a hidden attribute, and ``jinja2.TemplateError``
     (or a Python error from inside the sandbox) when it fails.
     """
-    limits = DEFAULT_LIMITS if limits is None else limits
+    try:
+        return _render(source, context, DEFAULT_LIMITS if limits is None else limits)
+    except (RenderLimitExceeded, SandboxEscape):
+        _refused.count = refused_renders() + 1
+        raise
+
+
+def refused_renders() -> int:
+    """How many renders this thread has had refused by a render bound, the wall-clock
+    backstop or the sandbox, ever: compared before and after a piece of work, it says whether
+    any of its renders was (its callers may swallow the refusal, as the generation prompt does)."""
+    return getattr(_refused, "count", 0)
+
+
+def current_limits() -> RenderLimits:
+    """The limits a render without explicit ones gets (``DEFAULT_LIMITS``, read now)."""
+    return DEFAULT_LIMITS
+
+
+def is_struck(source: str, limits: RenderLimits) -> bool:
+    """Whether the open :func:`strike_scope` already refuses ``source`` under ``limits``."""
+    struck = getattr(_scope, "struck", None)
+    return struck is not None and (source, limits) in struck
+
+
+def _render(source: str, context: Mapping[str, Any], limits: RenderLimits) -> str:
     struck: dict[tuple[str, RenderLimits], RenderLimitExceeded] | None = getattr(
         _scope, "struck", None
     )

@@ -55,9 +55,17 @@ from eosfix.analysis.shapes import (
     reasoning_part_specs,
     several_calls_specs,
 )
-from eosfix.analysis.template import compile_template, parse_template, strike_scope
+from eosfix.analysis.template import (
+    compile_template,
+    current_limits,
+    is_struck,
+    parse_template,
+    refused_renders,
+    strike_scope,
+)
 from eosfix.analysis.toolcalls import in_call_tokens
 from eosfix.core.errors import TemplateError
+from eosfix.core.limits import RenderLimits
 from eosfix.core.repo import ChatTemplate, ModelRepo
 
 __all__ = [
@@ -213,12 +221,53 @@ def _unreached_literals(
 def analyze_template(
     template: ChatTemplate, repo: ModelRepo, scanner: SpecialScanner
 ) -> TemplateAnalysis:
-    """Run every probe on one template (``TemplateError`` if it is not valid Jinja)."""
+    """Run every probe on one template (``TemplateError`` if it is not valid Jinja). Of the
+    repo it reads only the special-token texts, never an id: repos that share a template and
+    those texts share one analysis, kept in a process-wide memo."""
     try:
         compile_template(template.source)
-    except TemplateError as exc:
+    except TemplateError as exc:  # with the repo's own path, never memoized
         raise TemplateError(exc.message, path=repo.root / template.file) from None
-    source, name, tokens = template.source, template.name, repo.special_tokens
+    limits = current_limits()
+    tokens = tuple(sorted(repo.special_tokens.items()))
+    if is_struck(template.source, limits):  # refused at once in this repo's scope: no memo
+        return _analysis(template, tokens, scanner)
+    try:
+        return _memo_analysis(template, tokens, scanner, limits)
+    except _Unkept as unkept:
+        return unkept.analysis
+
+
+class _Unkept(Exception):
+    """An analysis a bound, the backstop or the sandbox refused a render of: it depends on
+    the repo's strike scope and, for the backstop, on the machine then (EOS103 stays
+    retryable), so it is never kept (``functools.lru_cache`` keeps no raised result)."""
+
+    def __init__(self, analysis: TemplateAnalysis) -> None:
+        super().__init__()
+        self.analysis = analysis
+
+
+_Tokens = tuple[tuple[str, str], ...]  # (name, content) of each special token, sorted
+
+
+@functools.lru_cache(maxsize=256)
+def _memo_analysis(
+    template: ChatTemplate, tokens: _Tokens, scanner: SpecialScanner, limits: RenderLimits
+) -> TemplateAnalysis:
+    """``_analysis``, keyed by everything it depends on (``limits``: those every render
+    gets); raises ``_Unkept`` for an analysis that must not be kept."""
+    before = refused_renders()
+    analysis = _analysis(template, tokens, scanner)
+    if refused_renders() != before or any(p.limit is not None for p in analysis.probes):
+        raise _Unkept(analysis)
+    return analysis
+
+
+def _analysis(
+    template: ChatTemplate, special: _Tokens, scanner: SpecialScanner
+) -> TemplateAnalysis:
+    source, name, tokens = template.source, template.name, dict(special)
     probes = [run_probe(source, name, s, tokens) for s in SPECS]
     probes += [run_probe(source, name, s, tokens) for s in reasoning_part_specs(source)]
     flagged = flagged_reasoning_spec(source, probes)
