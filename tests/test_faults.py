@@ -910,3 +910,21 @@ def test_read_path_os_errors_are_one_line_naming_the_file(tmp_path, monkeypatch,
         if calls < k:
             break
     assert failures > 0
+
+
+def test_a_read_only_folder_is_not_written_even_by_root(tmp_path):
+    """A folder nobody may write (0o555) is refused by its mode bits, as a 0o444 file is:
+    root passes os.access, but the bits say "don't" (issue 28 item 12). One line, exit 2,
+    nothing written."""
+    repo = copy_repo(SAMPLES / "chatml-missing-im-end", tmp_path / "r")
+    before = _snapshot_files(repo)
+    repo.chmod(0o555)
+    try:
+        code, out, err = _cli("fix", str(repo))
+    finally:
+        repo.chmod(0o755)
+    assert code == 2, (out, err)
+    assert _snapshot_files(repo) == before
+    line = err.strip()
+    assert len(line.splitlines()) == 1
+    assert f"{repo / GEN}: its folder is " in line

@@ -153,6 +153,18 @@ def check_writable(path: Path, *, allow_symlink_replace: bool = False) -> None:
     _target_mode(path, allow_symlink_replace)
     if not os.access(path.parent, os.W_OK | os.X_OK):
         raise WriteError("its folder is not writable", path=path)
+    # Mode bits too, as for the file: root passes os.access, but a folder nobody may write
+    # (0o555) says "don't".
+    try:
+        folder_mode = os.stat(path.parent).st_mode
+    except OSError:
+        return
+    if not folder_mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH):
+        raise WriteError(
+            f"its folder is read-only (mode {stat.S_IMODE(folder_mode):o}); make it writable "
+            "to let eosfix fix it",
+            path=path,
+        )
 
 
 def _try_flock(fd: int) -> bool | None:
