@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import click
 
 from eosfix.core.errors import EosfixError
@@ -48,4 +50,10 @@ def serve(host: str, port: int, config_path: str | None) -> None:
     config = load_config(config_path)
     log_config = json_logging()
     app = create_app(config)
-    uvicorn.run(app, host=host, port=port, log_config=log_config, timeout_graceful_shutdown=None)
+    # uvicorn shuts down gracefully on SIGTERM/Ctrl-C, then re-raises the signal to the handler
+    # it found (eosfix's: KeyboardInterrupt); recent releases (0.54 here) swallow that in
+    # uvicorn.run, 0.29 (the declared floor) does not. A server stopped on purpose exits 0.
+    with contextlib.suppress(KeyboardInterrupt):
+        uvicorn.run(
+            app, host=host, port=port, log_config=log_config, timeout_graceful_shutdown=None
+        )
