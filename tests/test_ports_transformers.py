@@ -188,7 +188,7 @@ def test_smollm2_wrong_stop_id_runs_on_and_is_diagnosed(smol, capsys):
     assert list(by_kind) == ["ran_past_stop", "invented_turn"]
     ran = by_kind["ran_past_stop"]
     assert (ran["position"], ran["id"]) == (first_end, 2)
-    assert f"token {first_end} is <|im_end|> (2), which ends the turn" in ran["message"]
+    assert f"token {first_end + 1} is <|im_end|> (2), which ends the turn" in ran["message"]
     assert "stop when the sampled id is in [0, 2]" in ran["message"]
     assert "a system turn at token" in by_kind["invented_turn"]["message"]
     assert "then a user turn at token" in by_kind["invented_turn"]["message"]
