@@ -269,7 +269,6 @@ def render_text(
     report: Report,
     *,
     fixing: bool = False,
-    show_diff: bool = False,
     dry_run: bool = False,
     fix_flags: Sequence[str] = (),
     quiet: bool = False,
@@ -280,7 +279,7 @@ def render_text(
     for r in results:
         if r.error is not None or (quiet and verdict(r) in QUIET):
             continue
-        block = render_repo_text(r, fixing=fixing, show_diff=show_diff, fix_flags=fix_flags)
+        block = render_repo_text(r, fixing=fixing, fix_flags=fix_flags)
         caveats += verdict(r) == "ok" and "\n  caveat " in block
         blocks.append(block)
     return "\n\n".join([*blocks, report.summary(fixing=fixing, dry_run=dry_run, caveats=caveats)])

@@ -252,7 +252,6 @@ def render_repo_text(
     r: RepoResult,
     *,
     fixing: bool = False,
-    show_diff: bool = False,
     fix_flags: Sequence[str] = (),
 ) -> str:
     """One repo: what ends a turn, what the reader stops on, what changes, which runtimes
@@ -280,6 +279,4 @@ def render_repo_text(
         )
     lines += instead_lines(c)
     lines += runtime_lines(r)
-    if show_diff:
-        lines += [p.diff(r.path.name).rstrip("\n") for p in r.patches]
     return "\n".join(lines)
