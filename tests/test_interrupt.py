@@ -91,15 +91,27 @@ def blocked_cache(tmp_path: Path, n: int = 5) -> tuple[CacheBuilder, Path, str]:
 
 def wait_for_reader(pipe: Path, run: Run) -> int:
     """The write end of ``pipe`` once the scanner has it open for reading (every snapshot
-    before it is done and written out): kept open, so the scanner now waits in read()."""
+    before it is done and written out) and sits in read() on it: kept open, so it waits there.
+
+    "Sits in read()" matters: a SIGINT that lands between the scanner's open() and its read()
+    only sets Python's flag, and the read() that follows blocks without running the handler
+    (nothing interrupts it), so the test would wait for "stopping:" forever. Where the kernel
+    says what a process waits in (/proc/PID/wchan), the signal is sent only once it is the
+    pipe; elsewhere the test goes on when the pipe has a reader."""
     while True:
         try:
-            return os.open(pipe, os.O_WRONLY | os.O_NONBLOCK)
+            fd = os.open(pipe, os.O_WRONLY | os.O_NONBLOCK)
+            break
         except OSError as exc:
             if exc.errno != errno.ENXIO:  # ENXIO: no reader yet
                 raise
         assert run.proc.poll() is None, "eosfix ended before reaching the pipe"
         threading.Event().wait(0.01)
+    wchan = Path(f"/proc/{run.proc.pid}/wchan")
+    while wchan.exists() and "pipe" not in wchan.read_text():
+        assert run.proc.poll() is None, "eosfix ended before reading the pipe"
+        threading.Event().wait(0.01)
+    return fd
 
 
 def unblock(fd: int, commit: str) -> None:
