@@ -94,7 +94,8 @@ def corpus_cases() -> list[str]:
 def copy_repo(src: Path, dst: Path) -> Path:
     """Copy a repo folder (without the expectations) so tests never mutate the originals."""
     shutil.copytree(src, dst, ignore=shutil.ignore_patterns("fixed", "expected.txt"))
-    for path in dst.rglob("*"):  # the corpus is read-only; the copy must be writable
+    dst.chmod(0o755)  # the corpus is read-only; the copy must be writable (its folder too)
+    for path in dst.rglob("*"):
         path.chmod(0o755 if path.is_dir() else 0o644)
     return dst
 
