@@ -34,6 +34,13 @@ from eosfix.runtimes.ollama_gguf import INT32
 _KIND_ORDER = {TURN_END: 0, NEXT_TURN: 1, TOOL_CALL: 2}
 
 
+def _how(in_place: bool) -> str:
+    """How a GGUF edit is written: the same words for a key and for an array."""
+    if in_place:
+        return "in place: only those 4-byte values"
+    return "rewrite: new header, tensor data copied and hash-checked"
+
+
 @dataclass(frozen=True)
 class KeyEdit:
     """One ``tokenizer.ggml.*_token_id`` value to write."""
@@ -64,9 +71,7 @@ class KeyEdit:
 
     @property
     def how(self) -> str:
-        if self.in_place:
-            return "in place: only those 4-byte values"
-        return "rewrite: new header, tensor data copied and hash-checked"
+        return _how(self.in_place)
 
     def diff(self, name: str = "") -> str:
         """The key edit as a unified-diff-like block (the file is binary)."""
@@ -115,9 +120,7 @@ class ArrayEdit:
 
     @property
     def how(self) -> str:
-        if self.in_place:
-            return "in place: only those 4-byte values"
-        return "rewrite: new header, tensor data copied and hash-checked"
+        return _how(self.in_place)
 
     def diff(self, name: str = "") -> str:
         new = ", ".join(f"{i} {t}" for i, t in zip(self.new, self.tokens, strict=True))
