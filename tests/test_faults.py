@@ -292,6 +292,27 @@ def _named(args: tuple) -> tuple:
     return ()
 
 
+def _invoke_failing(monkeypatch, func: str, k: int, err: int, *args: str):
+    """``eosfix ARGS`` in-process with the k-th call of ``os.<func>`` raising ``err`` (naming
+    the file when given one, as the OS does); the result and how many calls ``func`` saw."""
+    real = getattr(os, func)
+    calls = 0
+
+    def failing(*a, **kw):
+        nonlocal calls
+        calls += 1
+        if calls == k:
+            raise OSError(err, os.strerror(err), *_named(a))
+        return real(*a, **kw)
+
+    monkeypatch.setattr(os, func, failing)
+    try:
+        result = CliRunner().invoke(cli, list(args))
+    finally:
+        monkeypatch.setattr(os, func, real)
+    return result, calls
+
+
 def _fix_outcome(repo: Path) -> tuple[dict[str, bytes], dict[str, bytes]]:
     """(the files before, the files after) a clean ``fix --config-json`` of a copy."""
     before = _snapshot_files(repo)
@@ -310,25 +331,13 @@ def test_injected_errors_leave_all_files_old_or_all_new(tmp_path, monkeypatch, f
     old, new = _fix_outcome(base)
     assert old["config.json"] != new["config.json"]
     assert old[GEN] != new[GEN]
-    real = getattr(os, func)
     k = 0
     while True:
         k += 1
         repo = copy_repo(base, tmp_path / f"r{func}{k}")
-        calls = 0
-
-        def failing(*args, _k=k, **kwargs):
-            nonlocal calls
-            calls += 1
-            if calls == _k:  # as the OS raises it: naming the file when given one
-                raise OSError(err, os.strerror(err), *_named(args))
-            return real(*args, **kwargs)
-
-        monkeypatch.setattr(os, func, failing)
-        try:
-            result = CliRunner().invoke(cli, ["fix", str(repo), "--config-json"])
-        finally:
-            monkeypatch.setattr(os, func, real)
+        result, calls = _invoke_failing(
+            monkeypatch, func, k, err, "fix", str(repo), "--config-json"
+        )
         files = _snapshot_files(repo)
         assert not [p for p in repo.iterdir() if p.name.endswith(".eosfix-tmp")]
         assert files in (old, new), f"{func} call {k}: a mix of old and new files"
@@ -879,24 +888,10 @@ def test_read_path_os_errors_are_one_line_naming_the_file(tmp_path, monkeypatch,
     result is the usual one or one line naming a file of the repo, exit 2 (never a
     traceback, never exit 3)."""
     repo = copy_repo(SAMPLES / "chatml-missing-im-end", tmp_path / "r")
-    real = getattr(os, func)
     failures = k = 0
     while True:
         k += 1
-        calls = 0
-
-        def failing(*args, _k=k, **kwargs):
-            nonlocal calls
-            calls += 1
-            if calls == _k:  # as the OS raises it: naming the file when given one
-                raise OSError(err, os.strerror(err), *_named(args))
-            return real(*args, **kwargs)
-
-        monkeypatch.setattr(os, func, failing)
-        try:
-            result = CliRunner().invoke(cli, ["check", str(repo)])
-        finally:
-            monkeypatch.setattr(os, func, real)
+        result, calls = _invoke_failing(monkeypatch, func, k, err, "check", str(repo))
         assert result.exception is None or isinstance(result.exception, SystemExit), (
             k,
             result.exception,
