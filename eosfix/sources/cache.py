@@ -36,7 +36,7 @@ from typing import Any
 from eosfix.core.errors import EosfixError
 from eosfix.core.repo import READ_FILES, is_read_file
 from eosfix.sources import Key, holds_a_model
-from eosfix.sources.cachewalk import file_identity, walk_repo
+from eosfix.sources.cachewalk import file_identity, said_no_config, walk_repo
 
 
 def default_cache_dir(env: dict[str, str] | None = None) -> Path:
@@ -159,8 +159,7 @@ def _no_model(repo: Any, rev: Any) -> bool:
     (a ``.no_exist`` marker, left by a loader that asked for it): tokenizer files only. A
     snapshot merely missing files it was never asked for is a model's, as far as we know."""
     names = [f.file_path.relative_to(rev.snapshot_path).as_posix() for f in rev.files]
-    marker = repo.repo_path / ".no_exist" / rev.commit_hash / "config.json"
-    return not holds_a_model(names) and marker.exists()
+    return not holds_a_model(names) and said_no_config(repo.repo_path, rev.commit_hash)
 
 
 def _snapshots_of(repo: Any) -> Iterator[Snapshot]:

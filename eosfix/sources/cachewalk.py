@@ -55,6 +55,12 @@ def file_identity(file_path: Path, blob_path: Path) -> str:
     return f"file:{st.st_dev}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}"
 
 
+def said_no_config(repo_path: Path, commit: str) -> bool:
+    """The Hub said ``commit`` has no config.json: a loader left a ``.no_exist`` marker for it.
+    With no model file in the snapshot, that makes it a tokenizer's, not a model repo."""
+    return (repo_path / ".no_exist" / commit / "config.json").exists()
+
+
 def _identity(file_path: str, blob: str | None) -> str:
     """``file_identity`` of a file found by the walk (``blob``: a link's first hop, made
     absolute), without building paths for a link."""
@@ -152,8 +158,7 @@ def walk_repo(path: Path) -> list[Revision] | None:
                 return None
             files, holds = walked
             found = tuple(sorted(refs.pop(e.name, ())))
-            # as sources.cache._no_model: no model file, and a .no_exist marker for config.json
-            model = holds or not (path / ".no_exist" / e.name / "config.json").exists()
+            model = holds or not said_no_config(path, e.name)
             out.append(Revision(e.name, found, Path(e.path), tuple(sorted(files)), model))
     except (OSError, ValueError):
         return None
