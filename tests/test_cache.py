@@ -627,9 +627,17 @@ def test_tokenizer_only_snapshot_is_not_a_model_when_the_hub_said_so(tmp_path):
     tok_only = {k: v for k, v in files.items() if k in keep}
     b.add_revision("org/tokenizer", tok_only, no_exist=["config.json", GEN])
     b.add_revision("org/partial", tok_only)  # only the tokenizer was downloaded: unknown
+    # weights but no config.json, and the marker: the weights make it a model's (a marker
+    # alone must not turn a model repo into "not a model")
+    weights = {**tok_only, "model.safetensors": "weights"}
+    b.add_revision("org/weights", weights, no_exist=["config.json", GEN])
     code, payload = run_json("--cache-dir", str(b.root))
     verdicts = {e["repo_id"]: e["verdict"] for e in payload["repos"]}
-    assert verdicts == {"org/partial": "fixable", "org/tokenizer": "not_a_model"}
+    assert verdicts == {
+        "org/partial": "fixable",
+        "org/tokenizer": "not_a_model",
+        "org/weights": "fixable",
+    }
     assert code == 1
     code, out, _ = run("--cache-dir", str(b.root), "--fix")
     snapshot = next((b.repo_dir("org/tokenizer") / "snapshots").iterdir())
