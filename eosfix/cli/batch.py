@@ -195,11 +195,17 @@ def print_table(rows: Sequence[Row], console: Any) -> None:
     with_pr = any(row.pr for row in rows)
     headers = (*HEADERS, "pull request") if with_pr else HEADERS
     widths = _widths(rows, headers, console.width, with_pr) if rows else []
+    ansi: dict[str, tuple[str, str]] = {}
     for start in range(0, len(rows), CHUNK):
+        chunk = rows[start : start + CHUNK]
+        plain = _lines_by_hand(chunk, headers, widths, start == 0, with_pr, console, ansi)
+        if plain is not None:
+            console.file.write(plain)
+            continue
         table = Table(show_header=start == 0, show_edge=False, header_style="bold")
         for i, (name, width) in enumerate(zip(headers, widths, strict=True)):
             table.add_column(name, width=width, overflow="ellipsis" if i == 0 else "fold")
-        for row in rows[start : start + CHUNK]:
+        for row in chunk:
             words = verdict_words(row.verdict, row.problem)
             verdict = Text(words, style=STYLE[row.verdict])
             verdict.append(row.note)
@@ -210,6 +216,66 @@ def print_table(rows: Sequence[Row], console: Any) -> None:
             console.print(table)
         lines = captured.get().splitlines()
         console.file.write("".join(line.rstrip(" ") + "\n" for line in lines))
+
+
+def _ansi(console: Any, style: str, cache: dict[str, tuple[str, str]]) -> tuple[str, str]:
+    """What ``console`` writes before and after a text in ``style`` (``("", "")`` when it
+    styles nothing): asked of rich itself, once per style."""
+    if style not in cache:
+        from rich.text import Text
+
+        with console.capture() as captured:
+            console.print(Text("\ue000", style=style), end="")
+        before, _, after = captured.get().partition("\ue000")
+        cache[style] = (before, after)
+    return cache[style]
+
+
+def _lines_by_hand(
+    rows: Sequence[Row],
+    headers: Sequence[str],
+    widths: Sequence[int],
+    header: bool,
+    with_pr: bool,
+    console: Any,
+    ansi: dict[str, tuple[str, str]],
+) -> str | None:
+    """The lines rich's Table prints for these rows (``print_table``'s table, trailing blanks
+    cut), written directly: rich lays out every cell of every row, ~0.25 ms a row, the
+    largest cost of a 10,000-row table. Only when every cell is printable text on one line
+    within its column's width, so nothing wraps, folds or is cut; None otherwise (rich
+    prints that chunk). tests/test_output.py holds it byte-equal to rich's output."""
+    from rich.cells import cell_len
+
+    def fits(text: str, width: int) -> bool:
+        return text.isprintable() and cell_len(text) <= width
+
+    def pad(text: str, width: int) -> str:
+        return text + " " * (width - cell_len(text))
+
+    out: list[str] = []
+    if header:
+        if not all(fits(h, w) for h, w in zip(headers, widths, strict=True)):
+            return None
+        on, off = _ansi(console, "bold", ansi)
+        gap = f"{on} {off}"
+        line = "┃".join(
+            f"{gap}{on}{pad(h, w)}{off}{gap}" for h, w in zip(headers, widths, strict=True)
+        )
+        out.append(line.rstrip(" ") + "\n")
+        out.append("╇".join("━" * (w + 2) for w in widths) + "\n")
+    for row in rows:
+        words = verdict_words(row.verdict, row.problem) + row.note
+        cells = [row.repo_id, row.revision, row.terminators, row.eos, words]
+        if with_pr:
+            cells.append(row.pr)
+        if not all(fits(c, w) for c, w in zip(cells, widths, strict=True)):
+            return None
+        on, off = _ansi(console, STYLE[row.verdict], ansi)
+        parts = [pad(c, w) for c, w in zip(cells, widths, strict=True)]
+        parts[4] = on + parts[4] + off
+        out.append((" " + " │ ".join(parts)).rstrip(" ") + "\n")
+    return "".join(out)
 
 
 def stdout_console() -> Any:
