@@ -10,6 +10,7 @@ id must come from it. Each JSON file is checked against its view in ``eosfix.cor
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import mmap
 import os
@@ -72,7 +73,8 @@ M = TypeVar("M", bound=_Checked)
 
 
 def _readable(path: Path) -> None:
-    """Refuse a dangling link, a directory, or a file over its size limit (one-line errors)."""
+    """Refuse a dangling link, a directory, or a file over its size limit (one-line errors).
+    Asked only once a read failed, to name what is there: a read costs no extra stat."""
     if path.is_symlink() and not path.exists():
         raise RepoLoadError("dangling symlink (its target is missing)", path=path)
     limit = MAX_TOKENIZER_JSON_BYTES if path.name == TOKENIZER_JSON else _MAX_FILE_BYTES
@@ -84,12 +86,39 @@ def _readable(path: Path) -> None:
             raise RepoLoadError(f"too large ({size} bytes, limit {limit})", path=path)
 
 
+_ABSENT = (errno.ENOENT, errno.ENOTDIR, errno.EBADF, errno.ELOOP)  # pathlib's "it is not there"
+
+
+def _present(path: Path) -> bool:
+    """Whether ``path`` is a file or a link (a dangling one too), in one ``lstat``; an error
+    other than absence is a one-line error naming the file, never taken for an absent file
+    (``os.path.lexists`` would say False)."""
+    try:
+        os.lstat(path)
+    except OSError as exc:
+        if exc.errno in _ABSENT:
+            return False
+        with reading(path):
+            raise
+    return True
+
+
+def _why(path: Path) -> None:
+    """After a failed read: a dangling link or a folder is named so; else the read's error
+    stands (also when looking at the path fails too)."""
+    with contextlib.suppress(OSError):
+        _readable(path)
+
+
 def read_bytes(path: Path) -> bytes:
     """Read a repo file, turning every OS problem into a one-line ``RepoLoadError``."""
-    _readable(path)
     limit = MAX_TOKENIZER_JSON_BYTES if path.name == TOKENIZER_JSON else _MAX_FILE_BYTES
-    with reading(path):  # only a regular file, and at most limit bytes (not st_size's word)
-        return read_regular(path, limit)
+    try:
+        with reading(path):  # only a regular file, and at most limit bytes (not st_size's word)
+            return read_regular(path, limit)
+    except RepoLoadError:
+        _why(path)
+        raise
 
 
 def decode_text(raw: bytes, path: Path) -> str:
@@ -168,7 +197,7 @@ def _refuse(view: type, data: dict[str, Any], path: Path) -> None:
 
 def _load_json(root: Path, name: str, model: type[M]) -> tuple[JsonFile, M] | None:
     path = root / name
-    if not path.exists() and not path.is_symlink():
+    if not _present(path):  # neither a file nor a link (a dangling one is an error)
         return None
     text = decode_text(read_bytes(path), path)
     data = parse_json_text(text, path)
@@ -185,7 +214,7 @@ def _read_template(root: Path, rel: str) -> ChatTemplate:
 def _load_templates(root: Path, tok: TokenizerConfig | None) -> tuple[ChatTemplate, ...]:
     """Templates with transformers' precedence: .jinja files replace tokenizer_config's entry."""
     rels = []
-    if (root / CHAT_TEMPLATE_JINJA).exists() or (root / CHAT_TEMPLATE_JINJA).is_symlink():
+    if _present(root / CHAT_TEMPLATE_JINJA):
         rels.append(CHAT_TEMPLATE_JINJA)
     extra_dir = root / TEMPLATE_DIR
     if extra_dir.is_dir():
@@ -275,9 +304,16 @@ def _mapped(path: Path) -> Iterator[bytes | mmap.mmap]:
     """The file's bytes as a read-only memory map: pages are read as they are touched, so
     finding the head of a 10-35 MB tokenizer.json reads (and keeps) only its first kilobytes.
     The same checks and errors as ``read_bytes``; the whole file when it cannot be mapped."""
-    _readable(path)
-    with reading(path):  # a device or FIFO is refused here, without blocking on it
-        fd, _ = open_regular(path)
+    try:
+        with reading(path):  # a device or FIFO is refused here, without blocking on it
+            fd, info = open_regular(path)
+    except RepoLoadError:
+        _why(path)
+        raise
+    limit = MAX_TOKENIZER_JSON_BYTES if path.name == TOKENIZER_JSON else _MAX_FILE_BYTES
+    if info.st_size > limit:
+        os.close(fd)
+        raise RepoLoadError(f"too large ({info.st_size} bytes, limit {limit})", path=path)
     mapped = None
     try:
         mapped = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
