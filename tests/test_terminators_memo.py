@@ -1,7 +1,8 @@
 """The process-wide memo of a template's analysis (terminators._memo_analysis).
 
 Repos that share a template and its special-token texts share one analysis whatever their
-ids; every verdict is byte-identical to the one a fresh process (an empty memo) gives. An
+ids, and read it once (_read_templates: only the ids of what was found are their own); every
+verdict is byte-identical to the one a fresh process (empty memos) gives. An
 analysis any of whose renders a bound, the backstop or the sandbox refused is never kept,
 and an invalid template names each repo's own file.
 """
@@ -23,6 +24,7 @@ from tests.conftest import CORPUS, SAMPLES, corpus_cases, sample_names
 from tests.test_hostile import HOSTILE, _repo
 
 MEMO = terminators._memo_analysis
+READ = terminators._read_templates  # what the probes of those analyses say, ids not resolved
 
 
 def _write(root: Path, files: dict[str, bytes | str]) -> Path:
@@ -44,8 +46,9 @@ def _check_json(*paths: Path) -> str:
 
 
 def _fresh(fn, *args):
-    """``fn(*args)`` with an empty memo, as a new process would run it."""
+    """``fn(*args)`` with empty memos, as a new process would run it."""
     MEMO.cache_clear()
+    READ.cache_clear()
     return fn(*args)
 
 
@@ -73,9 +76,12 @@ def test_repos_sharing_a_template_and_its_token_texts_share_one_analysis(three_r
     assert a.special_tokens == b.special_tokens != c.special_tokens
     fresh = {r.root.name: _fresh(terminators.find_terminators, r) for r in (a, b, c)}
     MEMO.cache_clear()
+    READ.cache_clear()
     shared = {r.root.name: terminators.find_terminators(r) for r in (a, b, c)}
     info = MEMO.cache_info()
     assert (info.misses, info.hits) == (2, 1)  # b reused a's analysis; c got its own
+    info = READ.cache_info()
+    assert (info.misses, info.hits) == (2, 1)  # and its reading: only the ids were b's own
     assert shared == fresh
     # the ids are the repo's own, not those of the repo whose analysis it shares
     ids = {name: sorted(t.id for t in ts.terminators) for name, ts in shared.items()}
@@ -101,6 +107,7 @@ def test_an_analysis_a_bound_refused_is_never_kept(tmp_path, name, template, cod
     assert any(p.limit for ta in first.templates for p in ta.probes)
     assert MEMO.cache_info().currsize == 0
     assert terminators.find_terminators(repo) == first  # the same refusal, analysed again
+    assert READ.cache_info().hits == 0  # a new analysis object: read again, never matched
 
 
 def test_a_refusal_only_the_generation_prompt_meets_is_not_kept(tmp_path):
@@ -136,7 +143,9 @@ def test_the_memo_is_reset_between_tests_by_the_autouse_fixture():
     from tests.conftest import _eosfix_memos
 
     assert MEMO in _eosfix_memos()
+    assert READ in _eosfix_memos()
     assert MEMO.cache_info().currsize == 0
+    assert READ.cache_info().currsize == 0
 
 
 @pytest.mark.slow
@@ -151,6 +160,7 @@ def test_every_sample_and_corpus_verdict_is_the_same_with_the_memo(kind):
         targets = [CORPUS / name for name in cases]
     fresh = [_fresh(_check_json, p) for p in targets]
     MEMO.cache_clear()
+    READ.cache_clear()
     _check_json(*targets)  # every clean analysis of them all is now in the memo
     before = MEMO.cache_info().hits
     warm = [_check_json(p) for p in targets]

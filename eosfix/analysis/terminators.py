@@ -349,29 +349,70 @@ def _positions(
 def find_terminators(repo: ModelRepo) -> TerminatorSet:
     """Analyze every named template of the repo and collect its turn terminators."""
     scan = scanner_for(repo)
-    analyses = [analyze_template(t, repo, scan) for t in repo.templates]
+    analyses = tuple(analyze_template(t, repo, scan) for t in repo.templates)
+    reading = _read_templates(_Same(analyses), scan)
     col = _Collector(repo, scan)
-    own_in_turn = [in_turn_tokens(ta.rendered, scan) for ta in analyses]
-    own_in_call = [in_call_tokens(ta.rendered, scan, ta.generation_prompt) for ta in analyses]
-    in_turn: set[str] = set().union(*own_in_turn)
-    in_call: set[str] = set().union(*own_in_call)
-    inside = in_turn | in_call
-    for i, ta in enumerate(analyses):
-        sightings, openers = read_template(ta.rendered, ta.generation_prompt, scan, inside)
-        for s in sightings:
-            col.add(s)
-        positions = _positions(sightings, own_in_turn[i], openers, own_in_call[i])
-        analyses[i] = dataclasses.replace(ta, positions=positions)
+    for s in reading.sightings:
+        col.add(s)
     additional = tuple(t for c, t in col.additional.items() if c not in col.found)
     acceptable = tuple(dict.fromkeys(a for a in col.acceptable if a not in col.found))
     return TerminatorSet(
         tuple(col.found.values()),
         acceptable,
-        tuple(sorted(in_turn)),
-        tuple(analyses),
+        reading.in_turn,
+        reading.analyses,
         additional,
-        tuple(sorted(in_call)),
+        reading.in_call,
     )
+
+
+class _Same:
+    """A memo key of analyses: equal to another holding the very same objects (repos sharing
+    a template share its memoized analysis object; an analysis that was not kept is a new
+    object each time, so it never matches). The memo holding the key keeps them alive."""
+
+    __slots__ = ("_hash", "items")
+
+    def __init__(self, items: tuple[TemplateAnalysis, ...]) -> None:
+        self.items = items
+        self._hash = hash(tuple(map(id, items)))
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, _Same) or len(other.items) != len(self.items):
+            return False
+        return all(a is b for a, b in zip(self.items, other.items, strict=True))
+
+
+@dataclass(frozen=True)
+class _Reading:
+    """What the templates' probes say, before any token is resolved to an id."""
+
+    analyses: tuple[TemplateAnalysis, ...]  # with their positions
+    sightings: tuple[Sighting, ...]  # every template's, in order
+    in_turn: tuple[str, ...]
+    in_call: tuple[str, ...]
+
+
+@functools.lru_cache(maxsize=256)
+def _read_templates(key: _Same, scan: SpecialScanner) -> _Reading:
+    """Read the analyses' probes (a pure function of them and the scanner): memoized, so the
+    repos that share an analysis read it once and differ only in the ids of what was found."""
+    analyses = list(key.items)
+    own_in_turn = [in_turn_tokens(ta.rendered, scan) for ta in analyses]
+    own_in_call = [in_call_tokens(ta.rendered, scan, ta.generation_prompt) for ta in analyses]
+    in_turn: set[str] = set().union(*own_in_turn)
+    in_call: set[str] = set().union(*own_in_call)
+    inside = in_turn | in_call
+    found: list[Sighting] = []
+    for i, ta in enumerate(analyses):
+        sightings, openers = read_template(ta.rendered, ta.generation_prompt, scan, inside)
+        found += sightings
+        positions = _positions(sightings, own_in_turn[i], openers, own_in_call[i])
+        analyses[i] = dataclasses.replace(ta, positions=positions)
+    return _Reading(tuple(analyses), tuple(found), tuple(sorted(in_turn)), tuple(sorted(in_call)))
 
 
 def scanner_for(repo: ModelRepo) -> SpecialScanner:
