@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cached_property, lru_cache
 
 from packaging.version import InvalidVersion, Version
 
@@ -114,8 +114,9 @@ class Runtime:
     first_id_only: bool = False  # keeps only the first id of a list
     remedy: str = ""  # what makes it stop when no file of the folder can (llama.cpp: the GGUF)
 
-    @property
+    @cached_property
     def current(self) -> Rule:
+        """Made once: the verdicts ask for it ~40 times a check."""
         return Rule(self.derive, self.reads, self.source, self.note, self.since)
 
     @property

@@ -21,6 +21,7 @@ Read in ollama/ollama's history (tags and commits below; ``file:line`` at the ta
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
@@ -84,6 +85,7 @@ _QWEN3_ON_LLAMA_CPP = ("0.12.5", "0.12.6")
 SPLIT_VISION_SINCE = "0.11.11"  # aba157531: a projector layer keeps a model off the Go engine
 
 
+@functools.lru_cache(maxsize=256)  # a pure function of a release: asked for each state
 def go_engine_architectures(version: str) -> frozenset[str]:
     """The architectures ``OllamaEngineRequired`` lists in ``version`` (0.6.0 to 0.24.0)."""
     archs = {a for since, added, _ in _REQUIRED_ADDED if _v(version) >= _v(since) for a in added}
@@ -93,6 +95,7 @@ def go_engine_architectures(version: str) -> frozenset[str]:
     return frozenset(archs)
 
 
+@functools.lru_cache(maxsize=256)  # a pure function of a release: asked for each state
 def engine_for(version: str, architecture: str, has_projector: bool = False) -> str:
     """The engine ollama ``version`` runs a blob of ``architecture`` on."""
     if _v(version) < _v(FLOOR):
@@ -174,11 +177,13 @@ _BUILDS: tuple[tuple[str, str], ...] = (
 )  # fmt: skip
 
 
+@functools.lru_cache(maxsize=256)  # a pure function of a release: asked for each state
 def llama_cpp_build(version: str) -> str:
     """The llama.cpp commit (vendored) or tag (pinned) ollama ``version`` was built with."""
     return str(_at(_BUILDS, version))
 
 
+@functools.lru_cache(maxsize=256)  # a pure function of a release: asked for each state
 def vendored(version: str) -> VendoredLlamaCpp:
     found = _at(tuple((v.since, v) for v in VENDORED), version)
     assert isinstance(found, VendoredLlamaCpp)
@@ -259,6 +264,7 @@ GO_RULES: tuple[GoRule, ...] = (
 LAST_GO = "0.24.0"  # the last release with the Go engine (0.30.0 removed it: 9db4bdbad)
 
 
+@functools.lru_cache(maxsize=256)  # a pure function of a release: asked for each state
 def go_list_versions(architecture: str, has_projector: bool = False) -> tuple[str, ...]:
     """One release per stretch of releases (0.7.1 to 0.24.0) in which the Go engine runs
     ``architecture`` and reads ``eos_token_ids``: its engine choice and its rule hold until the
@@ -269,6 +275,7 @@ def go_list_versions(architecture: str, has_projector: bool = False) -> tuple[st
     return tuple(v for v in stretch if engine_for(v, architecture, has_projector) == GO)
 
 
+@functools.lru_cache(maxsize=256)  # a pure function of a release: asked for each state
 def go_rule(version: str) -> GoRule:
     found = _at(tuple((r.since, r) for r in GO_RULES), version)
     assert isinstance(found, GoRule)
