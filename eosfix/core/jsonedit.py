@@ -16,7 +16,6 @@ text, re-checked with :func:`json.loads` before they are returned.
 
 from __future__ import annotations
 
-import copy
 import functools
 import itertools
 import json
@@ -458,7 +457,7 @@ def _same(a: object, b: object) -> bool:
 
 def _verify(old_text: str, new_text: str, key_path: tuple[str, ...], value: object) -> None:
     """Raise VerificationError unless only the value at key_path changed, to ``value``."""
-    expected = copy.deepcopy(_loads(old_text))
+    expected = _loads(old_text)  # a new object: changed below, shared with no one
     target = expected
     for key in key_path[:-1]:
         target = target[key]  # type: ignore[index]

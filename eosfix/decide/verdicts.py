@@ -159,11 +159,18 @@ def _early(ids: frozenset[int], cutting: Mapping[int, StopId]) -> dict[str, int]
 
 
 def _row(
-    spec: RowInputs, terms: Mapping[str, int | None], cutting: Mapping[int, StopId]
+    spec: RowInputs,
+    terms: Mapping[str, int | None],
+    cutting: Mapping[int, StopId],
+    seen: dict[frozenset[int], tuple[dict[str, bool | None], dict[str, int]]],
 ) -> RuntimeRow:
     rt, rule = spec.runtime, spec.rule
-    before, after, with_cfg = (_stops(ids, terms) for ids in spec.sets)
-    early = [_early(ids, cutting) for ids in spec.sets]
+    for ids in spec.sets:  # most runtimes stop on one of a few sets: each is compared once
+        if ids not in seen:
+            seen[ids] = (_stops(ids, terms), _early(ids, cutting))
+    (before, early0), (after, early1), (with_cfg, early2) = (seen[ids] for ids in spec.sets)
+    early = [dict(early0), dict(early1), dict(early2)]  # a row's own: rows never share dicts
+    before, after, with_cfg = dict(before), dict(after), dict(with_cfg)
     executed = rt.executed if rule == rt.current else None  # older rules are only modelled
     note = rule.note if spec.note is None else spec.note
     return RuntimeRow(
@@ -187,7 +194,8 @@ def build_table(
     every = {i for spec in specs for ids in spec.sets for i in ids}
     cutting = cutting_ids(check, every)
     by_id = {s.id: s for s in cutting}
-    rows = tuple(_row(spec, terms, by_id) for spec in specs)
+    seen: dict[frozenset[int], tuple[dict[str, bool | None], dict[str, int]]] = {}
+    rows = tuple(_row(spec, terms, by_id, seen) for spec in specs)
     eos = check.tokenizer_eos.id if check.tokenizer_eos is not None else None
     return RuntimeTable(
         rows, terms, config_json_written, has_config_json, first_config_id, cutting, eos,
