@@ -277,6 +277,8 @@ def duplicate_spans(text: str, key_path: tuple[str, ...]) -> tuple[tuple[int, in
     object (``json.loads`` keeps the last one, and so does every edit here); () otherwise."""
     if not key_path:
         raise ValueError("key_path must name at least one key")
+    if not _may_repeat(text, key_path[-1]):
+        return ()
     try:
         parent = _walk(_scan_document(text), key_path[:-1])
     except ValueError:
@@ -285,6 +287,27 @@ def duplicate_spans(text: str, key_path: tuple[str, ...]) -> tuple[tuple[int, in
         return ()
     found = [(m.value.start, m.value.end) for m in parent.members if m.key == key_path[-1]]
     return tuple(found) if len(found) > 1 else ()
+
+
+class _Repeated(Exception):
+    pass
+
+
+def _may_repeat(text: str, key: str) -> bool:
+    """Whether some object of ``text`` may hold ``key`` more than once: False only when
+    json's own (C) parser read it all and no object did; a document it refuses goes to the
+    scanner, which says why. A file rarely repeats a key: this spares scanning it."""
+
+    def pairs(members: list[tuple[str, object]]) -> dict[str, object]:
+        if sum(1 for k, _ in members if k == key) > 1:
+            raise _Repeated
+        return dict(members)
+
+    try:
+        json.loads(text.removeprefix(_BOM), object_pairs_hook=pairs)
+    except (_Repeated, ValueError, RecursionError):
+        return True
+    return False
 
 
 def format_value_like(

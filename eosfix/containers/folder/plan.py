@@ -169,8 +169,9 @@ def plan_generation_config(check: RepoCheck) -> FilePatch | None:
     return None if new == gen.text else FilePatch(GENERATION_CONFIG, gen.text, new)
 
 
-def plan_config(check: RepoCheck) -> FilePatch | None:
-    """config.json's eos_token_id (and text_config's), for runtimes that read only config.json.
+def config_edits(check: RepoCheck) -> list[tuple[tuple[str, ...], list[int]]]:
+    """The ``eos_token_id`` values ``--config-json`` writes in config.json (and text_config's):
+    (key path, new list) for each one it changes; none without a config.json.
 
     The original first id stays first (ExLlamaV2 keeps only the first id, transformers pads
     with it) unless it cuts a reply or is no token: those ids are removed as from
@@ -180,8 +181,7 @@ def plan_config(check: RepoCheck) -> FilePatch | None:
     wanted = [t.id for t in check.id_terminators if t.id is not None]
     remove = check.review.config_remove
     if cfg is None or not (wanted or remove):
-        return None
-    text = cfg.text
+        return []
     sub = cfg.data.get("text_config")
     # Edit the eos_token_id values that exist (top level and/or text_config); add a top-level
     # one only when neither exists.
@@ -191,6 +191,7 @@ def plan_config(check: RepoCheck) -> FilePatch | None:
     eos = check.tokenizer_eos.id if check.tokenizer_eos else None
     if check.review.cuts(eos):
         eos = None  # never add an eos that cuts a reply
+    edits = []
     for path in paths or [("eos_token_id",)]:
         node: Any = cfg.data
         for key in path:
@@ -201,7 +202,19 @@ def plan_config(check: RepoCheck) -> FilePatch | None:
         if not missing and have == before:
             continue
         extra = [eos] if eos is not None and missing else []
-        new_list = list(dict.fromkeys([*have, *extra, *missing]))
+        edits.append((path, list(dict.fromkeys([*have, *extra, *missing]))))
+    return edits
+
+
+def plan_config(check: RepoCheck) -> FilePatch | None:
+    """config.json's eos_token_id (and text_config's), for runtimes that read only config.json:
+    the ``config_edits``, each made in the file's text and verified."""
+    cfg = check.repo.files.get(CONFIG)
+    edits = config_edits(check)
+    if cfg is None or not edits:
+        return None
+    text = cfg.text
+    for path, new_list in edits:
         text = set_json_value(text, path, new_list)
         _verify(text, path, new_list, CONFIG)
     return None if text == cfg.text else FilePatch(CONFIG, cfg.text, text)

@@ -16,7 +16,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from eosfix.containers.folder.plan import FilePatch, plan_config
+from eosfix.containers.folder.plan import FilePatch, config_edits
 from eosfix.core.repo import CONFIG, GENERATION_CONFIG
 from eosfix.decide.check import RepoCheck
 from eosfix.decide.verdicts import RowInputs, RuntimeTable, build_table
@@ -46,6 +46,25 @@ def stop_inputs(check: RepoCheck, patches: Sequence[FilePatch] = ()) -> StopInpu
     return inputs_from_files(
         _data(check, GENERATION_CONFIG, patches), _data(check, CONFIG, patches), check
     )
+
+
+def _with_config_json(
+    check: RepoCheck, patches: Sequence[FilePatch], after: StopInputs
+) -> StopInputs:
+    """What the runtimes read after the planned fix and ``--config-json``: config.json as
+    parsed, with the values ``config_edits`` gives (its text edit is made, and verified, when
+    ``fix --config-json`` plans it; here only the values matter). ``after`` when it changes
+    nothing."""
+    edits = config_edits(check)
+    if not edits:
+        return after
+    data = dict(check.repo.files[CONFIG].data)  # copied along each edited path only
+    for path, value in edits:
+        node = data
+        for key in path[:-1]:
+            node[key] = node = dict(node[key])
+        node[path[-1]] = value
+    return inputs_from_files(_data(check, GENERATION_CONFIG, patches), data, check)
 
 
 def _note(rt: Runtime, base: str, check: RepoCheck, after: StopInputs) -> str:
@@ -86,11 +105,7 @@ def runtime_table(
     with its rule for the version in ``pins`` (else its current rule)."""
     before, after = stop_inputs(check), stop_inputs(check, patches)
     config_written = any(p.file == CONFIG for p in patches)
-    with_cfg = after
-    if not config_written:
-        cfg_patch = plan_config(check)
-        if cfg_patch is not None:
-            with_cfg = stop_inputs(check, [*patches, cfg_patch])
+    with_cfg = after if config_written else _with_config_json(check, patches, after)
     specs = []
     for rt in RUNTIMES:
         rule = rule_for(rt, pins)
