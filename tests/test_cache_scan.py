@@ -109,6 +109,33 @@ def test_the_walk_reads_ordinary_repos_itself_and_agrees(tmp_path, monkeypatch):
     assert keys[shas["empty"]] == ()
 
 
+def test_links_the_walk_does_not_take_on_sight_are_checked_as_the_hub_does(tmp_path, monkeypatch):
+    """The walk lists ``blobs/`` once and takes an ordinary ``../../blobs/NAME`` link to a
+    listed file without a stat; any other link is looked at as scan_cache_dir does: a blob
+    that is a link to a blob, a link into blobs/ whose blob is a folder (skipped, like any
+    link to a folder), a link written absolute. The answer is still the hub scanner's."""
+    b = CacheBuilder(tmp_path / "hub")
+    shas = _ordinary(b)
+    snap = b.snapshot("org/qwen", shas["main"])
+    blobs = b.repo_dir("org/qwen") / "blobs"
+    config = (snap / "config.json").resolve()  # a blob that is a link to another blob's copy
+    (blobs / "kept").write_bytes(config.read_bytes())
+    config.unlink()
+    config.symlink_to("kept")
+    (blobs / ("d" * 40)).mkdir()  # a blob that is a folder
+    (snap / "folder_blob").symlink_to("../../blobs/" + "d" * 40)
+    absolute = snap / "tokenizer_config.json"
+    target = absolute.resolve()
+    absolute.unlink()
+    absolute.symlink_to(target)
+    assert cachewalk.walk_repo(b.repo_dir("org/qwen")) is not None  # the walk decides
+    walked = _keys(cachelib.scan_cache(b.root))
+    assert walked == _by_hub(monkeypatch, b.root)
+    keys = {c: dict(k) for _, c, _, _, k in walked[0]}
+    assert keys[shas["main"]]["config.json"] == config.name  # its link's first hop
+    assert keys[shas["main"]]["tokenizer_config.json"] == target.name
+
+
 def _broken_weights(b: CacheBuilder, sha: str) -> None:
     blob = (b.snapshot("org/qwen", sha) / "model.safetensors").resolve()
     blob.unlink()

@@ -103,11 +103,34 @@ def _walk_refs(refs: str) -> dict[str, list[str]] | None:
     return out
 
 
-def _walk_snapshot(top: str) -> tuple[list[tuple[str, str]], bool] | None:
+def _blob_files(blobs_dir: str) -> frozenset[str]:
+    """Names of the regular files (not links) in ``blobs/``, from one listing (no stat)."""
+    try:
+        with os.scandir(blobs_dir) as entries:
+            return frozenset(e.name for e in entries if e.is_file(follow_symlinks=False))
+    except OSError:
+        return frozenset()
+
+
+def _blob_of(link: str, depth: int, blobs_dir: str, blobs: frozenset[str]) -> str | None:
+    """The blob a snapshot file's link names when it is the ordinary one (``../../blobs/NAME``
+    from a file ``depth`` folders down) and ``blobs/`` lists NAME as a regular file: the path
+    ``os.path.abspath`` would give, with nothing left to check; None otherwise."""
+    up = "../" * (depth + 2) + "blobs/"
+    name = link[len(up) :]
+    if not link.startswith(up) or name not in blobs:  # a listed name has no "/", no ".."
+        return None
+    return f"{blobs_dir}/{name}"
+
+
+def _walk_snapshot(
+    top: str, blobs_dir: str, blobs: frozenset[str]
+) -> tuple[list[tuple[str, str]], bool] | None:
     """(repo-relative path, identity) of each file a check reads, after checking every file's
     link as scan_cache_dir does (its glob: every file at any depth, links to folders skipped
     and not entered), and whether any file is a model's (``holds_a_model``); None at the
-    first broken link."""
+    first broken link. ``blobs``: the regular files of ``blobs_dir`` (``_blob_files``): an
+    ordinary link to one of them needs no stat."""
     out: list[tuple[str, str]] = []
     names: list[str] = []
     stack = [("", top)]
@@ -117,13 +140,16 @@ def _walk_snapshot(top: str) -> tuple[list[tuple[str, str]], bool] | None:
             for e in entries:
                 blob = None
                 if e.is_symlink():
-                    # scan_cache_dir: the first hop, made absolute without resolving ".."
-                    blob = os.path.abspath(os.path.join(folder, os.readlink(e.path)))
-                    try:
-                        if stat.S_ISDIR(os.stat(blob).st_mode):
-                            continue
-                    except OSError:
-                        return None  # "Blob missing (broken symlink)"
+                    link = os.readlink(e.path)
+                    blob = _blob_of(link, prefix.count("/"), blobs_dir, blobs)
+                    if blob is None:
+                        # scan_cache_dir: the first hop, made absolute without resolving ".."
+                        blob = os.path.abspath(os.path.join(folder, link))
+                        try:
+                            if stat.S_ISDIR(os.stat(blob).st_mode):
+                                continue
+                        except OSError:
+                            return None  # "Blob missing (broken symlink)"
                 elif e.is_dir(follow_symlinks=False):
                     stack.append((f"{prefix}{e.name}/", e.path))
                     continue
@@ -149,11 +175,13 @@ def walk_repo(path: Path) -> list[Revision] | None:
             return None
         with os.scandir(path / "snapshots") as entries:
             revisions = list(entries)
+        blobs_dir = os.path.abspath(os.path.join(path, "blobs"))
+        blobs = _blob_files(blobs_dir)
         out = []
         for e in revisions:
             if e.is_symlink() or not e.is_dir() or e.name in _HUB_IGNORES:
                 return None
-            walked = _walk_snapshot(e.path)
+            walked = _walk_snapshot(e.path, blobs_dir, blobs)
             if walked is None:
                 return None
             files, holds = walked
