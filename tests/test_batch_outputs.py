@@ -162,3 +162,51 @@ def test_every_snapshot_and_every_corrupted_repo_has_a_row_in_every_format(tmp_p
     payload = json.loads(run_eosfix(*args, "json").stdout)
     assert [c["repo_id"] for c in payload["corrupted"]] == ["org/broken"]
     assert len(payload["repos"]) == 2
+
+
+def _json_values(rnd, depth: int = 0):
+    """A random JSON-able value of every kind json.dumps takes: escapes, line separators,
+    huge and negative ints, IntEnum, str enums, NaN and the infinities, tuples, empty
+    containers, and keys json turns into strings (ints, floats, bools, None)."""
+    import enum
+
+    class Code(enum.IntEnum):
+        EOS = 3
+
+    class Kind(str, enum.Enum):
+        TURN = "turn_end"
+
+    leaves = ["a", 'é\n"\\', "<|im_end|>", "\u2028", "", 0, -5, 2**70, 1.5, -0.0, 1e-7,
+              float("nan"), float("inf"), float("-inf"), True, False, None, Code.EOS, Kind.TURN]  # fmt: skip
+    keys = ["k", "é", 'a"b', "", 1, 2.5, True, False, None, float("nan"), Code.EOS]
+    pick = rnd.random()
+    if depth > 3 or pick < 0.5:
+        return rnd.choice(leaves)
+    n = rnd.randint(0, 4)
+    if pick < 0.65:
+        return [_json_values(rnd, depth + 1) for _ in range(n)]
+    if pick < 0.75:
+        return tuple(_json_values(rnd, depth + 1) for _ in range(n))
+    return {rnd.choice(keys): _json_values(rnd, depth + 1) for _ in range(n)}
+
+
+def test_the_json_writer_writes_what_json_dumps_writes():
+    """The streamed report encodes each entry itself (json.dumps with an indent runs its
+    pure-Python generators): the text must be json.dumps(indent=2, ensure_ascii=False)'s,
+    byte for byte, at every nesting, and refuse what json refuses with json's error."""
+    import random
+
+    from eosfix.render.batch import _dumps
+
+    rnd = random.Random(20261202)
+    for _ in range(5000):
+        value = _json_values(rnd)
+        for indent in ("", "    "):
+            expected = json.dumps(value, indent=2, ensure_ascii=False).replace("\n", "\n" + indent)
+            assert _dumps(value, indent) == expected, value
+    for bad in ({(1, 2): 3}, {"a": object()}, [{1j: 0}]):
+        with pytest.raises(TypeError) as ours:
+            _dumps(bad, "")
+        with pytest.raises(TypeError) as theirs:
+            json.dumps(bad, indent=2)
+        assert str(ours.value) == str(theirs.value)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from eosfix.containers.folder.read import decode_text, read_bytes
+from eosfix.containers.folder.files import decode_text, read_bytes
 from eosfix.core import fileio
 from eosfix.core.errors import RepoLoadError, WriteError
 from eosfix.core.fileio import locked_dir, write_atomic, write_if_changed
@@ -44,7 +44,7 @@ def hf_snapshot(tmp_path: Path) -> tuple[Path, Path, Path]:
     return links[0], blob, links[1]
 
 
-# --- reading: the one reader, eosfix.containers.folder.read ---------------------------------
+# --- reading: the one reader, eosfix.containers.folder.files --------------------------------
 
 
 def test_read_keeps_bom_and_crlf(tmp_path):

@@ -59,6 +59,7 @@ CHECK = CLI_ONLY | {
     "eosfix.containers",
     "eosfix.containers.folder",
     "eosfix.containers.folder.container",
+    "eosfix.containers.folder.files",
     "eosfix.containers.folder.earlystop",
     "eosfix.containers.folder.plan",
     "eosfix.containers.folder.read",
@@ -70,6 +71,7 @@ CHECK = CLI_ONLY | {
     "eosfix.core.codes",
     "eosfix.core.jsonedit",
     "eosfix.core.limits",
+    "eosfix.core.memo",
     "eosfix.core.models",
     "eosfix.core.repo",
     "eosfix.core.saferead",  # every repo file is read through it: regular files only, bounded

@@ -265,3 +265,23 @@ def read_opener(gap: Gap, in_turn: set[str]) -> list[Sighting]:
             where = start + between.find(line)
             return [Sighting(line.strip(), PLAIN_TEXT, probe, where, STOP_STRING)]
     return []
+
+
+def where_written(
+    sightings: Iterable[Sighting],
+    in_turn: Iterable[str],
+    openers: Iterable[str],
+    in_call: Iterable[str] = (),
+) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """Where one template writes each control token (``TemplateAnalysis.positions``): its
+    sightings' places, then inside a turn, inside a tool call, as a turn's opener."""
+    out: dict[str, dict[str, None]] = {}
+    for s in sightings:
+        out.setdefault(s.token, {})[s.where] = None
+    for token in sorted(in_turn):  # sets: sorted, or the order would change per process
+        out.setdefault(token, {})[IN_TURN] = None
+    for token in sorted(in_call):
+        out.setdefault(token, {})[IN_TOOL_CALL] = None
+    for token in sorted(openers):
+        out.setdefault(token, {})[TURN_OPENER] = None
+    return tuple((token, tuple(wheres)) for token, wheres in out.items())

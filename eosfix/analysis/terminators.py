@@ -33,17 +33,15 @@ from jinja2 import nodes
 
 from eosfix.analysis.positions import (
     CONVERSATION_END,
-    IN_TOOL_CALL,
-    IN_TURN,
     NEXT_TURN,
     REQUIRED_KINDS,
     STOP_STRING,
     TOOL_CALL,
     TURN_END,
-    TURN_OPENER,
     Sighting,
     SpecialScanner,
     in_turn_tokens,
+    where_written,
 )
 from eosfix.analysis.probes import run_generation_prompt, run_probe
 from eosfix.analysis.reads import ending_literals
@@ -66,6 +64,7 @@ from eosfix.analysis.template import (
 from eosfix.analysis.toolcalls import in_call_tokens
 from eosfix.core.errors import TemplateError
 from eosfix.core.limits import RenderLimits
+from eosfix.core.memo import Same
 from eosfix.core.repo import ChatTemplate, ModelRepo
 
 __all__ = [
@@ -327,30 +326,12 @@ class _Collector:
         )
 
 
-def _positions(
-    sightings: Iterable[Sighting],
-    in_turn: Iterable[str],
-    openers: Iterable[str],
-    in_call: Iterable[str] = (),
-) -> tuple[tuple[str, tuple[str, ...]], ...]:
-    out: dict[str, dict[str, None]] = {}
-    for s in sightings:
-        out.setdefault(s.token, {})[s.where] = None
-    for token in sorted(in_turn):  # sets: sorted, or the order would change per process
-        out.setdefault(token, {})[IN_TURN] = None
-    for token in sorted(in_call):
-        out.setdefault(token, {})[IN_TOOL_CALL] = None
-    for token in sorted(openers):
-        out.setdefault(token, {})[TURN_OPENER] = None
-    return tuple((token, tuple(wheres)) for token, wheres in out.items())
-
-
 @strike_scope()  # a hostile template costs one render's budget per repo, and only per repo
 def find_terminators(repo: ModelRepo) -> TerminatorSet:
     """Analyze every named template of the repo and collect its turn terminators."""
     scan = scanner_for(repo)
     analyses = tuple(analyze_template(t, repo, scan) for t in repo.templates)
-    reading = _read_templates(_Same(analyses), scan)
+    reading = _read_templates(Same(analyses), scan)
     col = _Collector(repo, scan)
     for s in reading.sightings:
         col.add(s)
@@ -366,26 +347,6 @@ def find_terminators(repo: ModelRepo) -> TerminatorSet:
     )
 
 
-class _Same:
-    """A memo key of analyses: equal to another holding the very same objects (repos sharing
-    a template share its memoized analysis object; an analysis that was not kept is a new
-    object each time, so it never matches). The memo holding the key keeps them alive."""
-
-    __slots__ = ("_hash", "items")
-
-    def __init__(self, items: tuple[TemplateAnalysis, ...]) -> None:
-        self.items = items
-        self._hash = hash(tuple(map(id, items)))
-
-    def __hash__(self) -> int:
-        return self._hash
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, _Same) or len(other.items) != len(self.items):
-            return False
-        return all(a is b for a, b in zip(self.items, other.items, strict=True))
-
-
 @dataclass(frozen=True)
 class _Reading:
     """What the templates' probes say, before any token is resolved to an id."""
@@ -397,7 +358,7 @@ class _Reading:
 
 
 @functools.lru_cache(maxsize=256)
-def _read_templates(key: _Same, scan: SpecialScanner) -> _Reading:
+def _read_templates(key: Same[TemplateAnalysis], scan: SpecialScanner) -> _Reading:
     """Read the analyses' probes (a pure function of them and the scanner): memoized, so the
     repos that share an analysis read it once and differ only in the ids of what was found."""
     analyses = list(key.items)
@@ -410,7 +371,7 @@ def _read_templates(key: _Same, scan: SpecialScanner) -> _Reading:
     for i, ta in enumerate(analyses):
         sightings, openers = read_template(ta.rendered, ta.generation_prompt, scan, inside)
         found += sightings
-        positions = _positions(sightings, own_in_turn[i], openers, own_in_call[i])
+        positions = where_written(sightings, own_in_turn[i], openers, own_in_call[i])
         analyses[i] = dataclasses.replace(ta, positions=positions)
     return _Reading(tuple(analyses), tuple(found), tuple(sorted(in_turn)), tuple(sorted(in_call)))
 

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from eosfix.batch import pool, verdict
-from eosfix.batch.verdict import Detail, Verdict
+from eosfix.batch.verdict import Detail, Members, Verdict, decoded
 from eosfix.core.outcome import EXIT_INTERRUPTED, VERDICTS, exit_code
 from eosfix.sources import Key
 
@@ -208,21 +208,25 @@ class Result:
         cell = self.item.revision_cell
         return Row(self.item.repo_id, cell, terms, eos, v.name, note, pr, v.problem or "")
 
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON entry: the item's fields, the verdict, result_to_dict's keys (as `eosfix
-        check` per folder), then what later stages added (pull request)."""
+    def entry(self) -> tuple[dict[str, Any], Members | None, dict[str, Any]]:
+        """The JSON entry in three parts, in order: the item's fields and the verdict (with,
+        for a unit never analysed, an error entry's keys); ``Verdict.detail``, result_to_dict's
+        keys already encoded (as `eosfix check` per folder); what later stages added (pull
+        request). Later parts replace a key's value in its place, as a dict's update."""
         v = self.verdict
-        entry = {**self.item.fields(), "verdict": v.name}
-        if v.detail is not None:
-            entry.update(v.detail)
-        else:  # not analysed (a Hub repo that could not be fetched): an error entry's keys
-            entry.update(
+        head = {**self.item.fields(), "verdict": v.name}
+        if v.detail is None:  # not analysed (a Hub repo that could not be fetched)
+            head.update(
                 container="folder", status=v.status, verdict=v.name, problem=v.problem,
                 runs_on=list(v.runs_on), stops_early=list(v.stops_early), error=v.error,
                 written=list(v.written),
             )  # fmt: skip
-        entry.update(self.unit.extra)
-        return entry
+        return head, v.detail, dict(self.unit.extra)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON entry as one object (``entry``'s parts merged, the detail decoded)."""
+        head, detail, extra = self.entry()
+        return {**head, **decoded(detail or ()), **extra}
 
 
 class Run:

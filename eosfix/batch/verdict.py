@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,15 +26,33 @@ from eosfix.core.repo import TOKENIZER_JSON
 
 LABEL = "\ue000"  # stands for the repo's name in Verdict.text (a private-use character)
 
+# A JSON entry's members in order: (key, its value as the report writes it: json.dumps with
+# indent=2, ensure_ascii=False, nested in an entry of the "repos" list).
+Members = tuple[tuple[str, str], ...]
+
+
+def set_member(members: Members, key: str, value: str) -> Members:
+    """``members`` with ``key``'s value text replaced, or added last (as a dict's update)."""
+    out = dict(members)
+    out[key] = value
+    return tuple(out.items())
+
+
+def decoded(members: Members) -> dict[str, Any]:
+    """The members as a JSON object (key -> value)."""
+    return {key: json.loads(text) for key, text in members}
+
 
 @dataclass(frozen=True)
 class Detail:
     """What a worker renders of each result besides its verdict, for the output format.
 
-    ``kind`` "json": ``render(result)`` is the repo's JSON entry (``Verdict.detail``, without
-    its path and name); "text": it is the repo's text block, rendered with LABEL for the
-    repo's name (``Verdict.text``). The CLI passes the renderer; it goes to the worker
-    processes pickled by reference, so it is a top-level function (or a partial of one).
+    ``kind`` "json": ``render(result)`` is the repo's JSON entry without its path and name,
+    as ``Members`` (``Verdict.detail``): each value already written as the report writes it,
+    so a worker encodes it once per shared analysis and the main process only joins texts;
+    "text": it is the repo's text block, rendered with LABEL for the repo's name
+    (``Verdict.text``). The CLI passes the renderer; it goes to the worker processes pickled
+    by reference, so it is a top-level function (or a partial of one).
     """
 
     kind: Literal["json", "text"]
@@ -58,7 +77,7 @@ class Verdict:
     error: str | None = None
     error_file: str | None = None  # the file the error is about, relative to the folder
     needs_tokenizer_json: bool = False  # some id can only come from tokenizer.json
-    detail: dict[str, Any] | None = None  # result_to_dict() without path/name (JSON output)
+    detail: Members | None = None  # result_to_dict() without path/name, encoded (JSON output)
     text: str | None = None  # render_repo_text() with LABEL for the name (text output)
 
     @property
@@ -146,11 +165,9 @@ def needs_tokenizer_json(result: pipeline.RepoResult) -> bool:
 
 def to_verdict(result: pipeline.RepoResult, detail: Detail | None) -> Verdict:
     """The compact verdict of a RepoResult (whose check, probes and texts are then dropped)."""
-    extra = None
+    extra: Members | None = None
     if detail is not None and detail.kind == "json":
-        extra = detail.render(result)
-        extra.pop("path", None)
-        extra.pop("name", None)
+        extra = tuple((k, v) for k, v in detail.render(result) if k not in ("path", "name"))
     text = None
     if detail is not None and detail.kind == "text":
         text = detail.render(dataclasses.replace(result, label=LABEL))
@@ -159,7 +176,7 @@ def to_verdict(result: pipeline.RepoResult, detail: Detail | None) -> Verdict:
         rel = _relative(result.error, result.path)
         message = f"{rel}: {result.error.message}" if rel else str(result.error)
         if extra is not None:
-            extra["error"] = message
+            extra = set_member(extra, "error", json.dumps(message, ensure_ascii=False))
         return Verdict(
             "error",
             error=message,

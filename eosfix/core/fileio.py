@@ -1,5 +1,5 @@
 """Safely rewriting the text files of a model repository (reading is the container's:
-``eosfix.containers.folder.read``). One module, over 400 lines: the lock, the temp file, the
+``eosfix.containers.folder.files``). One module, over 400 lines: the lock, the temp file, the
 checks before the rename (another program's edit is never lost) and the metadata the temp
 file carries over are the steps of one write.
 

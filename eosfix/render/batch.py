@@ -11,15 +11,28 @@ from __future__ import annotations
 import csv
 import functools
 import json
+import math
 from collections.abc import Callable
+from json.encoder import encode_basestring
 from typing import Any, TextIO
 
 from eosfix.batch.run import Failure, Result, Run
-from eosfix.batch.verdict import Detail, ids_text
+from eosfix.batch.verdict import Detail, Members, ids_text
+from eosfix.pipeline import RepoResult
 from eosfix.render.report import render_repo_text, result_to_dict
 
+_ENTRY = "    "  # where an entry of the "repos" list is nested in the report
+_MEMBER = _ENTRY + "  "
+
+
+def json_members(result: RepoResult) -> Members:
+    """The repo's JSON entry (``result_to_dict``) as Members: each value written as the
+    report writes it, once, in the worker that analysed it."""
+    return tuple((key, _dumps(value, _MEMBER)) for key, value in result_to_dict(result).items())
+
+
 # Each repo's JSON entry (as `eosfix check --format json` gives it), and its text block.
-JSON_DETAIL = Detail("json", result_to_dict)
+JSON_DETAIL = Detail("json", json_members)
 TEXT_DETAIL = Detail("text", functools.partial(render_repo_text, fixing=True))
 
 # The words of each verdict (eosfix.core.outcome.VERDICTS) in the tables; a fixable or
@@ -53,8 +66,58 @@ def verdict_words(verdict: str, problem: str | None) -> str:
 
 
 def _dumps(value: Any, indent: str) -> str:
-    """json.dumps(indent=2) of a value nested at ``indent``, as in the whole document."""
-    return json.dumps(value, indent=2, ensure_ascii=False).replace("\n", "\n" + indent)
+    """json.dumps(indent=2, ensure_ascii=False) of a value nested at ``indent``, as in the
+    whole document: the same text, made by direct recursion. With ``indent`` set, json uses
+    its pure-Python generators (the C encoder only writes compact JSON), the largest cost of
+    a 10,000-entry report; strings are still escaped by json's own C function. A type this
+    does not know goes to json.dumps itself (which raises, as it would have)."""
+    if isinstance(value, str):
+        return encode_basestring(value)
+    if value is None:
+        return "null"
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if isinstance(value, int):
+        return int.__repr__(value)  # as json: an IntEnum is its number
+    if isinstance(value, float):
+        return _float(value)
+    inner = indent + "  "
+    if isinstance(value, (list, tuple)):
+        if not value:
+            return "[]"
+        items = [_dumps(v, inner) for v in value]
+    elif isinstance(value, dict):
+        if not value:
+            return "{}"
+        items = [f"{_key(k)}: {_dumps(v, inner)}" for k, v in value.items()]
+    else:
+        return json.dumps(value, indent=2, ensure_ascii=False).replace("\n", "\n" + indent)
+    opener, closer = ("[", "]") if isinstance(value, (list, tuple)) else ("{", "}")
+    return f"{opener}\n{inner}" + f",\n{inner}".join(items) + f"\n{indent}{closer}"
+
+
+def _float(value: float) -> str:
+    """json's float text (allow_nan: NaN, Infinity, -Infinity)."""
+    if math.isnan(value):
+        return "NaN"
+    if value in (math.inf, -math.inf):
+        return "Infinity" if value > 0 else "-Infinity"
+    return float.__repr__(value)
+
+
+def _key(key: object) -> str:
+    """A dict key as json writes it (a str, or a float, bool, None or int made one)."""
+    if isinstance(key, str):
+        return encode_basestring(key)
+    if isinstance(key, float):
+        return encode_basestring(_float(key))
+    if key is True or key is False or key is None:
+        return f'"{json.dumps(key)}"'
+    if isinstance(key, int):
+        return f'"{int.__repr__(key)}"'
+    raise TypeError(f"keys must be str, int, float, bool or None, not {key.__class__.__name__}")
 
 
 def write_json(run: Run, out: TextIO) -> None:
@@ -71,7 +134,7 @@ def write_json(run: Run, out: TextIO) -> None:
     hard_stop = False
     try:
         for result in run:
-            text = sep + _dumps(result.to_dict(), "    ")  # made whole before it is written
+            text = sep + _entry_text(result)  # made whole before it is written
             out.write(text)
             out.flush()
             sep = ",\n    "
@@ -89,6 +152,16 @@ def write_json(run: Run, out: TextIO) -> None:
     out.flush()
     if hard_stop:
         raise KeyboardInterrupt
+
+
+def _entry_text(result: Result) -> str:
+    """``_dumps(result.to_dict(), _ENTRY)``, from the detail the worker already encoded."""
+    head, detail, extra = result.entry()
+    members = {key: _dumps(value, _MEMBER) for key, value in head.items()}
+    members.update(detail or ())
+    members.update((key, _dumps(value, _MEMBER)) for key, value in extra.items())
+    body = f",\n{_MEMBER}".join(f"{_key(key)}: {text}" for key, text in members.items())
+    return f"{{\n{_MEMBER}{body}\n{_ENTRY}}}"
 
 
 CSV_COLUMNS = (
