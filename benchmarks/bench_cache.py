@@ -8,7 +8,7 @@ analyses). Every snapshot needs a fix.
 
     python benchmarks/bench_cache.py               # N = 100, 1000, 5000
     python benchmarks/bench_cache.py 1000 --workers 1
-    python benchmarks/bench_cache.py 2000 --baseline DIR [--pairs 3]
+    python benchmarks/bench_cache.py 2000 --baseline DIR [--pairs 3] [--format text]
 
 Each phase runs the real command (`eosfix cache`, output to a file) in a fresh process:
 check (text table), check --format json, --fix (text), then a json recheck. Peak RSS is
@@ -22,9 +22,10 @@ its key, no analysis; ``scan``). Target: 10,000 snapshots checked in 5 s.
 
 ``--baseline DIR`` compares this checkout with another one (DIR holds its ``eosfix`` package,
 e.g. a ``git worktree`` of the commit before a change) on one cache of N snapshots:
-``eosfix cache --format json`` of each, in pairs run back to back in alternating order after a
-warm-up, so machine load hits both alike; medians of CPU (user + system) and wall time, the
-median of the paired ratios, and whether the two printed the same bytes.
+``eosfix cache --format json`` (``--format text``: the table) of each, in pairs run back to
+back in alternating order after a warm-up, so machine load hits both alike; medians of CPU
+(user + system) and wall time, the median of the paired ratios, and whether the two printed
+the same bytes.
 """
 
 from __future__ import annotations
@@ -203,9 +204,9 @@ def _scan_alone(root: Path, n: int) -> float:
     return float(out[1])
 
 
-def _cache_run(src: Path, root: Path) -> tuple[float, float, bytes]:
-    """CPU, wall time and output of ``eosfix cache --format json`` with ``src``'s eosfix."""
-    cmd = [sys.executable, "-m", "eosfix", "cache", "--cache-dir", str(root), "--format", "json"]
+def _cache_run(src: Path, root: Path, fmt: str = "json") -> tuple[float, float, bytes]:
+    """CPU, wall time and output of ``eosfix cache --format FMT`` with ``src``'s eosfix."""
+    cmd = [sys.executable, "-m", "eosfix", "cache", "--cache-dir", str(root), "--format", fmt]
     env = {**os.environ, "PYTHONPATH": str(src)}
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()  # run from src: the current folder comes first on sys.path
@@ -218,21 +219,21 @@ def _cache_run(src: Path, root: Path) -> tuple[float, float, bytes]:
     return cpu, wall, out.stdout
 
 
-def compare(baseline: Path, n: int, pairs: int) -> None:
+def compare(baseline: Path, n: int, pairs: int, fmt: str = "json") -> None:
     """Paired runs of this checkout and ``baseline`` on one cache of ``n`` snapshots."""
     sides = {"baseline": baseline, "this": HERE.parent}
     with tempfile.TemporaryDirectory(prefix="eosfix-bench-") as tmp:
         root = Path(tmp)
         build(root, n)
-        outputs = {name: _cache_run(src, root)[2] for name, src in sides.items()}  # warm-up
+        outputs = {name: _cache_run(src, root, fmt)[2] for name, src in sides.items()}  # warm-up
         runs: dict[str, list[tuple[float, float]]] = {name: [] for name in sides}
         for i in range(pairs):
             order = list(sides.items()) if i % 2 == 0 else list(sides.items())[::-1]
             for name, src in order:
-                cpu, wall, _ = _cache_run(src, root)
+                cpu, wall, _ = _cache_run(src, root, fmt)
                 runs[name].append((cpu, wall))
     load = os.getloadavg()[0]
-    print(f"N={n}, {pairs} pairs, eosfix cache --format json; load average {load:.1f} at the end")
+    print(f"N={n}, {pairs} pairs, eosfix cache --format {fmt}; load average {load:.1f} at the end")
     print(f"baseline: {baseline}")
     for i, label in ((0, "CPU"), (1, "wall")):
         base, this = (statistics.median(r[i] for r in runs[k]) for k in ("baseline", "this"))
@@ -255,10 +256,16 @@ def main() -> None:
     parser.add_argument("--json", action="store_true", help="print every result as JSON")
     parser.add_argument("--baseline", type=Path, help="another checkout to compare with")
     parser.add_argument("--pairs", type=int, default=3, help="pairs with --baseline (default 3)")
+    parser.add_argument(
+        "--format",
+        choices=("json", "text", "csv"),
+        default="json",
+        help="the output compared with --baseline (default json)",
+    )
     args = parser.parse_args()
     if args.baseline is not None:
         for n in args.sizes:
-            compare(args.baseline, n, args.pairs)
+            compare(args.baseline, n, args.pairs, args.format)
         return
     if args.measure:
         print(json.dumps(measure(Path(args.measure), args.sizes[0], args.workers, args.phase)))
