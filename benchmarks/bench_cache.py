@@ -47,6 +47,8 @@ HERE = Path(__file__).resolve().parent
 TARGET_N, TARGET_S = 10_000, 5.0  # snapshots, seconds for `eosfix cache` to check them
 sys.path.insert(0, str(HERE.parent))
 
+from paired import compile_bytecode
+
 from tests.cachebuilder import CacheBuilder, chatml_files, hash_blobs
 
 EXTRA_FILES = {  # what a real snapshot also holds; eosfix never reads these
@@ -151,6 +153,7 @@ def bench(n: int, workers: int) -> dict[str, Any]:
     """Build a cache of n snapshots, measure each phase in a fresh process, verify the cache."""
     from huggingface_hub import scan_cache_dir
 
+    compile_bytecode(HERE.parent)  # as pip leaves it (PYTHONDONTWRITEBYTECODE: else none)
     with tempfile.TemporaryDirectory(prefix="eosfix-bench-") as tmp:
         root = Path(tmp)
         t = time.perf_counter()
@@ -225,6 +228,8 @@ def compare(baseline: Path, n: int, pairs: int, fmt: str = "json") -> None:
     with tempfile.TemporaryDirectory(prefix="eosfix-bench-") as tmp:
         root = Path(tmp)
         build(root, n)
+        for src in sides.values():  # as pip leaves it (PYTHONDONTWRITEBYTECODE: else none)
+            compile_bytecode(src)
         outputs = {name: _cache_run(src, root, fmt)[2] for name, src in sides.items()}  # warm-up
         runs: dict[str, list[tuple[float, float]]] = {name: [] for name in sides}
         for i in range(pairs):
