@@ -128,15 +128,15 @@ def mapped(path: Path) -> Iterator[bytes | mmap.mmap]:
     if info.st_size > limit:
         os.close(fd)
         raise RepoLoadError(f"too large ({info.st_size} bytes, limit {limit})", path=path)
-    mapped = None
+    view = None
     try:
-        mapped = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
+        view = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
     except (OSError, ValueError):  # an empty file, or one the OS cannot map
         pass
     finally:
         os.close(fd)
-    if mapped is None:
+    if view is None:
         yield read_bytes(path)
         return
-    with mapped:
-        yield mapped
+    with view:
+        yield view
