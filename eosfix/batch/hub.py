@@ -19,7 +19,6 @@ requests are ``eosfix.batch.prs``'s (written by ``eosfix.sources.hubwrite``).
 from __future__ import annotations
 
 import dataclasses
-import json
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -28,7 +27,7 @@ from typing import Any
 from eosfix.batch.prs import PrPlan, carried_over, pr_extra
 from eosfix.batch.run import Done, Failure, Pending, Run, Unit, in_order
 from eosfix.batch.state import StateError, StateFile, verdict_of_record
-from eosfix.batch.verdict import Verdict, set_member
+from eosfix.batch.verdict import Verdict, with_error
 from eosfix.core.repo import TOKENIZER_JSON
 from eosfix.sources.hub import HubEntry, HubError, HubReader
 from eosfix.sources.hubhttp import Stopped, describe_error, hub_errors
@@ -270,6 +269,5 @@ def _named(unit: Unit) -> Unit:
     if v is None or v.error_file is None:
         return unit
     error = f"{unit.item.repo_id}/{v.error}"
-    text = json.dumps(error, ensure_ascii=False)
-    detail = None if v.detail is None else set_member(v.detail, "error", text)
+    detail = None if v.detail is None else with_error(v.detail, error)
     return unit.but(verdict=dataclasses.replace(v, error=error, error_file=None, detail=detail))

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from eosfix.batch import pool, verdict
-from eosfix.batch.verdict import Detail, Members, Verdict, decoded
+from eosfix.batch.verdict import Detail, Members, Verdict
 from eosfix.core.outcome import EXIT_INTERRUPTED, VERDICTS, exit_code
 from eosfix.sources import Key
 
@@ -222,11 +222,6 @@ class Result:
                 written=list(v.written),
             )  # fmt: skip
         return head, v.detail, dict(self.unit.extra)
-
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON entry as one object (``entry``'s parts merged, the detail decoded)."""
-        head, detail, extra = self.entry()
-        return {**head, **decoded(detail or ()), **extra}
 
 
 class Run:

@@ -31,16 +31,12 @@ LABEL = "\ue000"  # stands for the repo's name in Verdict.text (a private-use ch
 Members = tuple[tuple[str, str], ...]
 
 
-def set_member(members: Members, key: str, value: str) -> Members:
-    """``members`` with ``key``'s value text replaced, or added last (as a dict's update)."""
+def with_error(members: Members, message: str) -> Members:
+    """``members`` with ``error`` set to ``message``: in its place, or added last (as a dict's
+    update). A string is written alike at any nesting."""
     out = dict(members)
-    out[key] = value
+    out["error"] = json.dumps(message, ensure_ascii=False)
     return tuple(out.items())
-
-
-def decoded(members: Members) -> dict[str, Any]:
-    """The members as a JSON object (key -> value)."""
-    return {key: json.loads(text) for key, text in members}
 
 
 @dataclass(frozen=True)
@@ -176,7 +172,7 @@ def to_verdict(result: pipeline.RepoResult, detail: Detail | None) -> Verdict:
         rel = _relative(result.error, result.path)
         message = f"{rel}: {result.error.message}" if rel else str(result.error)
         if extra is not None:
-            extra = set_member(extra, "error", json.dumps(message, ensure_ascii=False))
+            extra = with_error(extra, message)
         return Verdict(
             "error",
             error=message,

@@ -265,10 +265,7 @@ def _lines_by_hand(
         out.append(line.rstrip(" ") + "\n")
         out.append("╇".join("━" * (w + 2) for w in widths) + "\n")
     for row in rows:
-        words = verdict_words(row.verdict, row.problem) + row.note
-        cells = [row.repo_id, row.revision, row.terminators, row.eos, words]
-        if with_pr:
-            cells.append(row.pr)
+        cells = _cells(row, with_pr)
         if not all(fits(c, w) for c, w in zip(cells, widths, strict=True)):
             return None
         on, off = _ansi(console, STYLE[row.verdict], ansi)

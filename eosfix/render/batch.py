@@ -122,8 +122,8 @@ def _key(key: object) -> str:
 
 def write_json(run: Run, out: TextIO) -> None:
     """Stream the run as JSON, each entry written as soon as it is made: the same text as
-    json.dumps(document, indent=2), where the document is {**head, "repos": [Result.to_dict()
-    ...], **footer, "summary", "exit_code"} (head and footer come from the source). An
+    json.dumps(document, indent=2), where the document is {**head, "repos": [each result's
+    entry (``Result.entry()``) ...], **footer, "summary", "exit_code"} (head and footer come from the source). An
     interrupted run (Ctrl-C) still ends in a whole document, with ``"interrupted": true``
     before ``exit_code`` (130); a second Ctrl-C closes it with the entries written so far."""
     head = run.source.head()
@@ -155,7 +155,9 @@ def write_json(run: Run, out: TextIO) -> None:
 
 
 def _entry_text(result: Result) -> str:
-    """``_dumps(result.to_dict(), _ENTRY)``, from the detail the worker already encoded."""
+    """The entry as ``_dumps`` writes a dict of ``Result.entry()``'s parts merged in order
+    (a later part replaces a key's value in its place), from the detail the worker already
+    encoded."""
     head, detail, extra = result.entry()
     members = {key: _dumps(value, _MEMBER) for key, value in head.items()}
     members.update(detail or ())

@@ -34,12 +34,17 @@ from eosfix.core.saferead import (
 MAX_FILE_BYTES = 16 * 1024 * 1024
 
 
+def _limit(path: Path) -> int:
+    """The most bytes eosfix reads of this repo file."""
+    return MAX_TOKENIZER_JSON_BYTES if path.name == TOKENIZER_JSON else MAX_FILE_BYTES
+
+
 def _readable(path: Path) -> None:
     """Refuse a dangling link, a directory, or a file over its size limit (one-line errors).
     Asked only once a read failed, to name what is there: a read costs no extra stat."""
     if path.is_symlink() and not path.exists():
         raise RepoLoadError("dangling symlink (its target is missing)", path=path)
-    limit = MAX_TOKENIZER_JSON_BYTES if path.name == TOKENIZER_JSON else MAX_FILE_BYTES
+    limit = _limit(path)
     with reading(path):
         if path.is_dir():
             raise IsADirectoryError
@@ -65,22 +70,23 @@ def present(path: Path) -> bool:
     return True
 
 
-def _why(path: Path) -> None:
-    """After a failed read: a dangling link or a folder is named so; else the read's error
-    stands (also when looking at the path fails too)."""
-    with contextlib.suppress(OSError):
-        _readable(path)
+@contextlib.contextmanager
+def _opening(path: Path) -> Iterator[None]:
+    """``reading(path)``; after a failed read, a dangling link or a folder is named so, else
+    the read's error stands (also when looking at the path fails too)."""
+    try:
+        with reading(path):
+            yield
+    except RepoLoadError:
+        with contextlib.suppress(OSError):
+            _readable(path)
+        raise
 
 
 def read_bytes(path: Path) -> bytes:
     """Read a repo file, turning every OS problem into a one-line ``RepoLoadError``."""
-    limit = MAX_TOKENIZER_JSON_BYTES if path.name == TOKENIZER_JSON else MAX_FILE_BYTES
-    try:
-        with reading(path):  # only a regular file, and at most limit bytes (not st_size's word)
-            return read_regular(path, limit)
-    except RepoLoadError:
-        _why(path)
-        raise
+    with _opening(path):  # only a regular file, and at most the limit (not st_size's word)
+        return read_regular(path, _limit(path))
 
 
 def decode_text(raw: bytes, path: Path) -> str:
@@ -118,13 +124,9 @@ def mapped(path: Path) -> Iterator[bytes | mmap.mmap]:
     """The file's bytes as a read-only memory map: pages are read as they are touched, so
     finding the head of a 10-35 MB tokenizer.json reads (and keeps) only its first kilobytes.
     The same checks and errors as ``read_bytes``; the whole file when it cannot be mapped."""
-    try:
-        with reading(path):  # a device or FIFO is refused here, without blocking on it
-            fd, info = open_regular(path)
-    except RepoLoadError:
-        _why(path)
-        raise
-    limit = MAX_TOKENIZER_JSON_BYTES if path.name == TOKENIZER_JSON else MAX_FILE_BYTES
+    with _opening(path):  # a device or FIFO is refused here, without blocking on it
+        fd, info = open_regular(path)
+    limit = _limit(path)
     if info.st_size > limit:
         os.close(fd)
         raise RepoLoadError(f"too large ({info.st_size} bytes, limit {limit})", path=path)
