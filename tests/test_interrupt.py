@@ -119,14 +119,21 @@ def unblock(fd: int, commit: str) -> None:
     os.close(fd)
 
 
-def test_ctrl_c_in_cache_fix_reports_every_snapshot_fixed_and_closes_the_json(tmp_path):
-    b, pipe, commit = blocked_cache(tmp_path)
-    run = Run("cache", "--cache-dir", b.root, "--fix", "--format", "json")
+def ctrl_c_at_the_pipe(run: Run, pipe: Path, commit: str) -> tuple[str, int, str, str]:
+    """Ctrl-C once the run waits on the blocked repo, then let the scan go on: stderr up to
+    "stopping:", the exit code, stdout and the rest of stderr."""
     fd = wait_for_reader(pipe, run)
     run.proc.send_signal(signal.SIGINT)
     err = run.stderr_until("stopping:")
     unblock(fd, commit)
     code, out, tail = run.finish()
+    return err, code, out, tail
+
+
+def test_ctrl_c_in_cache_fix_reports_every_snapshot_fixed_and_closes_the_json(tmp_path):
+    b, pipe, commit = blocked_cache(tmp_path)
+    run = Run("cache", "--cache-dir", b.root, "--fix", "--format", "json")
+    err, code, out, tail = ctrl_c_at_the_pipe(run, pipe, commit)
     assert code == 130, err + tail
     payload = json.loads(out)  # a whole document, as documented
     valid(BATCH, payload)
@@ -148,11 +155,7 @@ def test_ctrl_c_in_cache_fix_reports_every_snapshot_fixed_and_closes_the_json(tm
 def test_ctrl_c_in_cache_check_leaves_whole_csv_rows_and_says_what_was_not_checked(tmp_path):
     b, pipe, commit = blocked_cache(tmp_path, n=3)
     run = Run("cache", "--cache-dir", b.root, "--format", "csv")
-    fd = wait_for_reader(pipe, run)
-    run.proc.send_signal(signal.SIGINT)
-    err = run.stderr_until("stopping:")
-    unblock(fd, commit)
-    code, out, tail = run.finish()
+    err, code, out, tail = ctrl_c_at_the_pipe(run, pipe, commit)
     assert code == 130, err + tail
     rows = list(csv.DictReader(io.StringIO(out)))
     assert [r["repo_id"] for r in rows] == ["aa/m0", "aa/m1", "aa/m2"]
