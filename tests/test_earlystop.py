@@ -288,6 +288,21 @@ def test_duplicate_eos_token_id_keys_warn_and_the_last_is_edited(sample_repo, ru
     assert "EOS014" in run_eosfix("check", repo).stdout  # still a warning: not eosfix's to drop
 
 
+def test_a_repeat_json_decodes_to_the_key_is_found_and_one_elsewhere_is_not(sample_repo):
+    """The pre-check (json's own parser: does any object repeat the key?) must not hide an
+    escaped repeat ("eos\\u005ftoken_id" is eos_token_id to json.loads), nor report a key
+    repeated in an object other than the one the key path names."""
+    repo = sample_repo(QWEN)
+    escaped = '{"eos_token_id": 151645, "eos\\u005ftoken_id": [151643, 2]}\n'
+    (repo / GEN).write_text(escaped)
+    f = _finding(api.check(repo), "EOS014")
+    assert f.file == GEN
+    assert "keeps only the last, [151643, 2] (line 1), and ignores 151645 (line 1)" in f.message
+    elsewhere = '{"eos_token_id": 151645, "x": {"eos_token_id": 1, "eos_token_id": 2}}\n'
+    (repo / GEN).write_text(elsewhere)
+    assert "EOS014" not in _codes(api.check(repo))
+
+
 def test_duplicate_keys_in_config_json_name_serde_loaders(sample_repo):
     repo = sample_repo(QWEN)
     cfg = repo / "config.json"
