@@ -1,1 +1,1 @@
-"""The ground floor: the repo model, errors, finding codes, render limits, safe file IO."""
+"""The ground floor: the repo model, errors, finding codes, render limits, memo keys, safe file IO."""
