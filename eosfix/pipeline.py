@@ -257,26 +257,26 @@ def fix_gguf(
     written when the terminators cannot be expressed; the written file is checked again and
     must need no further fix. ``output`` with nothing to fix gets a verified copy
     (``extra["write"]["mode"] == "copy"``; nothing counts as written). An existing ``output``
-    is refused unless ``force``.
+    is refused unless ``force`` (the input itself too: with ``force``, it is fixed in place).
     """
     from eosfix.containers.gguf.container import open_gguf
-    from eosfix.containers.gguf.write import copy_gguf, is_in_place, write_token_ids
+    from eosfix.containers.gguf.write import copy_gguf, in_place_or_output, write_token_ids
     from eosfix.core.fileio import hard_link_note
 
     root = Path(path)
-    out = None if output is None else Path(output)
     try:
         container = open_gguf(root)
         header, shards = container.model.header, container.model.shards
+        out = None if output is None else in_place_or_output(header, Path(output), force=force)
         planned = _analyze(container, False, keep_ids, pins)
         if not planned.patches:
-            if out is None or is_in_place(header, out):
+            if out is None:
                 return _result(root, planned, label)
             copied = copy_gguf(header, out, shards=shards, force=force, progress=progress)
             extra = {"write": _write_json(copied)}
             return _result(root, planned, label, extra=extra, output=copied.path)
         values = container.values(planned.patches)
-        link = hard_link_note(header.path) if out is None or is_in_place(header, out) else None
+        link = hard_link_note(header.path) if out is None else None
         written = write_token_ids(
             header, values, output=out, shards=shards, force=force, progress=progress
         )

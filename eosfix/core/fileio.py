@@ -147,9 +147,12 @@ def check_writable(path: Path, *, allow_symlink_replace: bool = False) -> None:
     """Raise ``WriteError`` if ``write_atomic(path, ...)`` would be refused; write nothing.
 
     Call it for every file of a multi-file fix before writing any, so that a file that
-    cannot be written (symlink, read-only, not a regular file, folder not writable) leaves
+    cannot be written (symlink, read-only, not a regular file, folder missing or not writable) leaves
     the others untouched too.
     """
+    if not path.parent.is_dir():  # named as it is, never as "not writable"
+        what = "is not a folder" if path.parent.exists() else "does not exist"
+        raise WriteError(f"its folder {path.parent} {what}", path=path)
     _target_mode(path, allow_symlink_replace)
     if not os.access(path.parent, os.W_OK | os.X_OK):
         raise WriteError("its folder is not writable", path=path)
