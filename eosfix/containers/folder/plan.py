@@ -104,10 +104,13 @@ class FilePatch:
         old = (self.old_text or "").splitlines(keepends=True)
         new = self.new_text.splitlines(keepends=True)
         path = f"{name.rstrip('/')}/{self.file}" if name else self.file
-        src = "/dev/null" if self.created else f"a/{path}"
+        # A name with a space ends with a tab, as git and GNU diff write it: patch -p1 reads
+        # a name up to the first space otherwise.
+        tab = "\t" if " " in path else ""
+        src = "/dev/null" if self.created else f"a/{path}{tab}"
         import difflib  # only a diff needs it (a check that finds nothing to fix shows none)
 
-        lines = difflib.unified_diff(old, new, src, f"b/{path}")
+        lines = difflib.unified_diff(old, new, src, f"b/{path}{tab}")
         return "".join(
             line if line.endswith("\n") else line + "\n\\ No newline at end of file\n"
             for line in lines
