@@ -33,6 +33,7 @@ from eosfix.containers.target import (
     is_gguf,
     shadows_hub_id,
 )
+from eosfix.core.errors import EosfixError
 from eosfix.pipeline import RepoResult
 from eosfix.render.report import Report
 
@@ -114,9 +115,20 @@ def _check_hub(hub: HubRepo, **options: Any) -> RepoResult:
                 fetched = fetch_repo_files(repo_id, fetched.sha, tokenizer_json=True)
                 result = api.check_folder(fetched.path, label=repo_id, **options)
     except HubError as exc:
-        return RepoResult(Path(repo_id), error=exc, label=repo_id)
+        return RepoResult(Path(repo_id), error=_with_not_local(exc, hub), label=repo_id)
     extra = {**result.extra, "repo_id": repo_id, "revision": "main", "sha": fetched.sha}
     return dataclasses.replace(result, path=Path(repo_id), extra=extra)
+
+
+def _with_not_local(exc: EosfixError, hub: HubRepo) -> EosfixError:
+    """The error, saying also that no local path has the name when ``org/name`` was taken
+    for a Hub id for that reason (``HubRepo.not_local``)."""
+    if not hub.not_local:
+        return exc
+    said = type(exc).__new__(type(exc))  # the same kind of error (its fields as they are)
+    said.__dict__.update(vars(exc), message=f"{exc.message}{hub.not_local}")
+    said.args = (said.message,)
+    return said
 
 
 def _note_shadowed(paths: Sequence[str]) -> None:
@@ -242,7 +254,8 @@ def _hub_not_fixed(hub: HubRepo) -> RepoResult:
         f"`eosfix hub {quoted} --pr` (--dry-run to see it first), or download the repo "
         "and fix the folder"
     )
-    return RepoResult(Path(hub.repo_id), error=NotChecked(reason, path=hub.repo_id))
+    error = _with_not_local(NotChecked(reason, path=hub.repo_id), hub)
+    return RepoResult(Path(hub.repo_id), error=error)
 
 
 def _emit_diff(report: Report, flags: tuple[str, ...], quiet: bool) -> None:
