@@ -232,3 +232,17 @@ def test_ci_builds_the_docs_site_so_that_a_warning_fails_it():
         assert "--strict" in line.split(), line
         assert not {"-q", "--quiet"} & set(line.split()), line
     assert "a broken link did not fail the docs build" in ci
+
+
+def test_an_eosfix_version_the_docs_or_help_name_as_past_is_earlier_than_this_one():
+    """"The order of eosfix 0.1.0 still works" read wrong in 0.1.0 itself: a version the docs
+    or a command's help name is an earlier release than the one installed."""
+    from packaging.version import Version
+
+    import eosfix
+
+    ctx = click.Context(cli)
+    helps = [cli.get_command(ctx, name).help or "" for name in cli.list_commands(ctx)]
+    text = " ".join((ALL_DOCS + " ".join(helps)).split())
+    for version in re.findall(r"\beosfix (\d+\.\d+(?:\.\d+)?)\b", text):
+        assert Version(version) < Version(eosfix.__version__), version
