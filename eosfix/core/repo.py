@@ -28,9 +28,10 @@ CHAT_TEMPLATE_JSON = "chat_template.json"
 PROCESSOR_CONFIG = "processor_config.json"
 TEMPLATE_DIR = "additional_chat_templates"
 # The one table of the files eosfix reads; every other list derives from it (the Hub and
-# cache sources, what makes a folder a model folder, the pre-commit hook's ``files:``, which a
-# test checks against it). The files that decide what eosfix reports, read first, plus the
-# templates in TEMPLATE_DIR/*.jinja; tokenizer.json (10-35 MB) only when an id is only there.
+# cache sources, what makes a folder a model folder, and with tokenizer.json the pre-commit
+# hook's ``files:``, which a test checks against READ_FILES). The files that decide what
+# eosfix reports, read first, plus the templates in TEMPLATE_DIR/*.jinja; tokenizer.json
+# (10-35 MB) only its head, and whole only when an id is only there.
 RELEVANT_FILES = (
     GENERATION_CONFIG,
     CONFIG,
