@@ -72,6 +72,8 @@ CARRIED = frozenset(  # the words of a PR that is open
     for o in (PrOutcome.OPENED, PrOutcome.UNCHANGED, PrOutcome.UPDATED, PrOutcome.CARRIED_OVER)
 )
 
+_SETTLED = frozenset((PrOutcome.UNCHANGED.value, PrOutcome.CARRIED_OVER.value))
+
 
 def pr_extra(
     pr: str | None = None,
@@ -111,6 +113,12 @@ class PrPlan:
     stopping: bool = False  # interrupted: no new pull request
     _me: str | None = None
     _asked: bool = False
+
+    @staticmethod
+    def settled(unit: Unit) -> bool:
+        """An open pull request already carries the unit's fix (found now, or recorded by an
+        earlier run): nothing is left to do for it (``Run.settled``)."""
+        return unit.extra.get("pr") in _SETTLED
 
     def wants(self, unit: Unit) -> bool:
         v = unit.verdict
