@@ -144,7 +144,7 @@ class PrPlan:
         item = unit.item
         fields = item.fields()
         result = dataclasses.replace(
-            pipeline.check(unit.path, label=item.repo_id, keep_ids=self.keep_ids),
+            pipeline.check(unit.path, label=item.repo_id, keep_ids=self.keep_ids, blockers=False),
             extra={"sha": fields.get("sha"), "revision": fields.get("revision", "main")},
         )
         try:

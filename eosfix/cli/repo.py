@@ -216,8 +216,14 @@ def fix(
     for target in targets:
         if isinstance(target, HubRepo):
             result = _hub_not_fixed(target)
-        elif show_diff:
-            result = api.check(target, config_json=config_json, keep_ids=keep_ids, pins=pins)
+        elif show_diff:  # fix's plan and, as fix writes (no link replaced), what stops it
+            result = api.check(
+                target, config_json=config_json, keep_ids=keep_ids, pins=pins,
+                replace_symlinks=False,
+            )  # fmt: skip
+            if result.blocked is not None:  # fix would refuse: so does its --diff
+                result = RepoResult(result.path, error=result.blocked, label=result.label,
+                                    container=result.container)  # fmt: skip
         elif is_gguf(target):
             result = _fix_gguf(target, output, force, keep_ids, pins)
         else:

@@ -176,10 +176,12 @@ def _pending_lines(r: RepoResult, c: RepoCheck, run: str | None) -> list[str]:
     lines += ["  " + finding_line(r.name, f) for f in c.findings]
     lines += keep_lines(c)
     if r.patches:
-        lines.append(
-            f"  fix           {changes_text(r.patches)}" + (f"  (run: {run})" if run else "")
-        )
+        hint = f"  (run: {run})" if run and r.blocked is None else ""
+        lines.append(f"  fix           {changes_text(r.patches)}{hint}")
         lines += _after_lines(c)
+        if r.blocked is not None:  # what stops the writer, and what to do first
+            then = f"; then run: {run}" if run else ""
+            lines.append(f"  cannot write  {r.blocked}{then}")
     return lines
 
 

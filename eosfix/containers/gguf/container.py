@@ -12,6 +12,7 @@ from eosfix.containers.gguf.ollama import ollama_view
 from eosfix.containers.gguf.plan import GgufEdit, GgufValue
 from eosfix.containers.gguf.read import GgufModel, load_gguf
 from eosfix.containers.gguf.stops import GgufStops
+from eosfix.core.errors import EosfixError, WriteError
 from eosfix.core.repo import ModelRepo
 from eosfix.decide.check import RepoCheck
 from eosfix.decide.verdicts import RowInputs, RuntimeTable, build_table
@@ -89,6 +90,19 @@ class Gguf:
         sets = (before_o.ids, after_o.ids, after_o.ids)
         row = RowInputs(OLLAMA_READER, rule, sets, pinned=version, note=note)
         return build_table(check, [llama, row])
+
+    def write_blocker(
+        self, patches: Sequence[object], *, replace_symlinks: bool | None = None
+    ) -> EosfixError | None:
+        """What would stop ``fix`` writing the file itself (a symlink, an ollama blob, a
+        read-only file or folder: ``check_in_place``); None when nothing does."""
+        from eosfix.containers.gguf.write import check_in_place  # only asked when planning
+
+        try:
+            check_in_place(self.model.header)
+        except WriteError as exc:
+            return exc
+        return None
 
 
 def open_gguf(path: Path) -> Gguf:
