@@ -218,7 +218,8 @@ def test_every_relative_link_of_a_docs_page_names_a_page_of_the_site(page):
     relative to the page's own folder, so `docs/x.md` from a page in docs/ names nothing."""
     for target in _page_links(page):
         path = (page.parent / target.split("#")[0]).resolve()
-        assert path.is_file() and path.is_relative_to(DOCS.resolve()), f"{page.name}: {target}"
+        assert path.is_file(), f"{page.name}: {target}"
+        assert path.is_relative_to(DOCS.resolve()), f"{page.name}: {target}"
 
 
 def test_ci_builds_the_docs_site_so_that_a_warning_fails_it():
@@ -235,7 +236,7 @@ def test_ci_builds_the_docs_site_so_that_a_warning_fails_it():
 
 
 def test_an_eosfix_version_the_docs_or_help_name_as_past_is_earlier_than_this_one():
-    """"The order of eosfix 0.1.0 still works" read wrong in 0.1.0 itself: a version the docs
+    """'The order of eosfix 0.1.0 still works' read wrong in 0.1.0 itself: a version the docs
     or a command's help name is an earlier release than the one installed."""
     from packaging.version import Version
 

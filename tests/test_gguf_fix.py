@@ -446,7 +446,7 @@ def test_output_naming_the_input_itself_is_refused_like_any_existing_file(
 
 def test_output_naming_the_input_with_force_fixes_it_in_place(tmp_path, capsys):
     path = command_r(tmp_path / "in.gguf")
-    code, _, err = run(capsys, "fix", path, "--output", path, "--force")
+    code, _, _ = run(capsys, "fix", path, "--output", path, "--force")
     assert code == 1
     assert load_gguf(path).specials.get("eot") == N + 4
 
