@@ -64,6 +64,7 @@ CHECK = CLI_ONLY | {
     "eosfix.containers.folder.plan",
     "eosfix.containers.folder.read",
     "eosfix.containers.folder.readers",
+    "eosfix.containers.folder.refusals",
     "eosfix.containers.folder.runtimes",
     "eosfix.containers.folder.stopconfig",
     "eosfix.containers.folder.stops",
@@ -134,25 +135,30 @@ def test_the_first_screen_imports_no_command(args):
     assert others == {"click"}
 
 
+# A check that plans a fix also asks what would stop the writer (a symlink, a read-only file
+# or folder: ``write_blocker``), with the writer's own stat checks: its module and fileio.
+CHECK_PLANNED = CHECK | {"eosfix.containers.folder.write", "eosfix.core.fileio"}
+
+
 @pytest.mark.parametrize(
-    ("sample", "args"),
+    ("sample", "args", "expected"),
     [
-        ("llama3-healthy", []),
-        ("chatml-missing-im-end", ["--format", "json"]),
-        ("named-templates", ["--quiet"]),
+        ("llama3-healthy", [], CHECK),
+        ("chatml-missing-im-end", ["--format", "json"], CHECK_PLANNED),
+        ("named-templates", ["--quiet"], CHECK_PLANNED),
     ],
 )
-def test_a_check_imports_only_the_folder_path(sample, args):
+def test_a_check_imports_only_the_folder_path(sample, args, expected):
     code, ours, others = _imported("check", *args, str(SAMPLES / sample))
     assert code in (0, 1)
-    assert ours == CHECK
+    assert ours == expected
     assert others == CHECK_LIBS
 
 
 def test_fix_diff_adds_only_the_patch_renderer():
     code, ours, others = _imported("fix", "--diff", str(SAMPLES / "chatml-missing-im-end"))
     assert code == 1
-    assert ours == CHECK | {"eosfix.render.patch"}
+    assert ours == CHECK_PLANNED | {"eosfix.render.patch"}
     assert others == CHECK_LIBS
 
 
@@ -180,7 +186,7 @@ def test_a_terminator_in_added_tokens_never_parses_the_vocabulary(tmp_path):
     whole = _transformers5_repo(tmp_path / "whole", b'{"a": 0}, "type": "BPE"}}')
     code, ours, others = _imported("check", "--format", "json", str(broken))
     assert code == 1
-    assert ours == CHECK
+    assert ours == CHECK_PLANNED
     assert "tokenizers" not in others
     outputs = [
         subprocess.run(

@@ -175,6 +175,7 @@ class TokenizerHead:
 
     added: tuple[TokenInfo, ...]
     trailing_special: str | None = None
+    bom: bool = False  # the file starts with a UTF-8 byte-order mark (EOS017)
 
 
 @dataclass
@@ -196,6 +197,9 @@ class ModelRepo:
     added_tokens: dict[str, TokenInfo] = field(default_factory=dict)  # content -> info
     vocabulary: Vocabulary | None = None
     tokenizer_head: TokenizerHead | None = None  # None: no tokenizer.json (or not a folder)
+    # The JSON files read that start with a UTF-8 byte-order mark, which every runtime's JSON
+    # reader refuses (EOS017); eosfix reads past it.
+    bom: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.vocabulary is None:

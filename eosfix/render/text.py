@@ -10,6 +10,7 @@ verdicts come last: one line while a fix is pending, caveats once none is
 from __future__ import annotations
 
 import itertools
+import json
 import shlex
 from collections.abc import Iterable, Sequence
 
@@ -104,11 +105,14 @@ def stop_source_text(c: RepoCheck) -> str:
 
 
 def ids_text(ids: Iterable[int] | int | None) -> str:
+    """``7``, ``[7, 9]``; a value that is not ids (EOS018) as the file writes it."""
     if ids is None:
         return "(not set)"
-    if isinstance(ids, int):
+    if type(ids) is int:
         return str(ids)
-    return "[" + ", ".join(str(i) for i in ids) + "]"
+    if isinstance(ids, (list, tuple)) and all(type(i) is int for i in ids):
+        return "[" + ", ".join(str(i) for i in ids) + "]"
+    return json.dumps(ids, ensure_ascii=False)
 
 
 def fix_command(r: RepoResult, flags: Sequence[str] = ()) -> str:

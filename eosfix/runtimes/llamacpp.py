@@ -26,7 +26,8 @@ import shlex
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from eosfix.runtimes.base import Runtime, StopInputs
+from eosfix.core.repo import CONFIG, TOKENIZER_CONFIG, TOKENIZER_JSON
+from eosfix.runtimes.base import Refusals, Runtime, StopInputs, refusing
 from eosfix.runtimes.ollama_modelfile import stop_line
 
 LLAMA_CPP_COMMIT = "0c1e57098"
@@ -326,6 +327,9 @@ RUNTIME = Runtime(
     # tests/test_gguf_llamacpp.py asks that build's llama_vocab_is_eog for every id
     executed=f"{LLAMA_CPP_COMMIT} (llama-cpp-python {LLAMA_CPP_PYTHON})",
     remedy="after converting, run eosfix fix on the .gguf",  # its converter never reads it
+    # the converter: gguf-py SpecialVocab json.load()s these (executed with gguf 0.19.0,
+    # tests/test_llamacpp_model.py); generation_config.json it never reads
+    refusals=Refusals(bom=refusing(CONFIG, TOKENIZER_CONFIG, TOKENIZER_JSON)),
 )
 
 

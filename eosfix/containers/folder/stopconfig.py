@@ -17,9 +17,9 @@ from eosfix.decide.stops import StopConfig
 
 def current_stop_config(repo: ModelRepo) -> StopConfig:
     """transformers reads generation_config.json alone; only a missing file falls back."""
-    if repo.generation_config is not None:
-        raw = repo.generation_config.eos_token_id
-        return StopConfig(eos_tuple(raw), GENERATION_CONFIG, raw)
+    if repo.generation_config is not None:  # a value that is not ids: the ids it names
+        gen = repo.generation_config
+        return StopConfig(gen.eos_ids, GENERATION_CONFIG, gen.eos_token_id)
     if repo.config is not None:
         if repo.config.eos_token_id is not None:
             raw = repo.config.eos_token_id
@@ -37,6 +37,7 @@ def propose_eos(
     remove: Collection[int] = (),
     *,
     always: bool = False,
+    rewrite: bool = False,
 ) -> tuple[int, ...] | None:
     """The list to write, or None when it would not change what transformers stops on.
 
@@ -44,12 +45,14 @@ def propose_eos(
     the first), minus ``remove`` (ids that cut a reply or are no token), then the tokenizer's
     eos when a terminator is added (TGI and mlx-lm before 0.32 replace it with the list),
     then each missing terminator id. ``always``: the list even when nothing changes (a
-    runtime that reads generation_config.json needs it written as a list).
+    runtime that reads generation_config.json needs it written as a list); ``rewrite``: the
+    list even when the ids are complete, without adding the tokenizer's eos (the value is
+    not ids: EOS018).
     """
     before = list(current or ())
     have = [i for i in before if i not in remove]
     missing = [t.id for t in terminators if t.id is not None and t.id not in have]
     if not missing and have == before and not always:
-        return None
+        return tuple(dict.fromkeys(have)) if rewrite else None
     extra = [eos.id] if eos is not None and eos.id is not None and (missing or always) else []
     return tuple(dict.fromkeys([*have, *extra, *missing]))

@@ -7,7 +7,9 @@ reads), config.json's, and the tokenizer's eos, decided against the terminators.
   (``eosfix.containers.folder.earlystop``);
 - EOS015: runtimes that read generation_config.json and miss a terminator the written list
   would give them (``eosfix.containers.folder.readers``);
-- EOS004: the tokenizer's eos is not in the list.
+- EOS004: the tokenizer's eos is not in the list;
+- EOS017 / EOS018: a file that starts with a byte-order mark, an ``eos_token_id`` that is not
+  ids (``eosfix.containers.folder.refusals``): what the runtimes' JSON reading refuses.
 
 A folder whose source knows the repo holds no model (``model=False``: a Hub repo or cache
 snapshot with no config.json, generation_config.json or weights, only tokenizer files) gets
@@ -19,14 +21,17 @@ The proposal is the list ``fix`` writes into generation_config.json (existing id
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from eosfix.analysis.terminators import Terminator, TerminatorSet
 from eosfix.containers.folder.earlystop import review_stop_ids
 from eosfix.containers.folder.readers import reader_finding, readers_fixed_by_list
+from eosfix.containers.folder.refusals import bom_findings, malformed_finding
 from eosfix.containers.folder.stopconfig import current_stop_config, propose_eos
 from eosfix.core.codes import Finding, finding
+from eosfix.core.models import well_formed_eos
 from eosfix.core.repo import GENERATION_CONFIG, ModelRepo
 from eosfix.decide.stops import NO_REVIEW, StopConfig, StopDecision, tokenizer_eos
 
@@ -65,7 +70,8 @@ def _missing_findings(
     if stop.ids is None:
         msg = f"eos_token_id is not set: generation never stops on {names}"
         return [finding("EOS003", GENERATION_CONFIG, msg)]
-    msg = f"eos_token_id {stop.raw} does not include {names}: generation runs past the turn end"
+    raw = stop.raw if well_formed_eos(stop.raw) else json.dumps(stop.raw)  # EOS018's as written
+    msg = f"eos_token_id {raw} does not include {names}: generation runs past the turn end"
     return [finding("EOS001", GENERATION_CONFIG, msg)]
 
 
@@ -90,10 +96,15 @@ class FolderStops:
         )
         # never add a tokenizer eos that cuts a reply
         listed_eos = None if eos is not None and review.cuts(eos.id) else eos
-        proposed = propose_eos(stop.ids, listed_eos, ts.terminators, review.remove)
+        malformed = malformed_finding(repo)
+        proposed = propose_eos(
+            stop.ids, listed_eos, ts.terminators, review.remove, rewrite=malformed is not None
+        )
         have = set(stop.ids or ())
         missing = [t for t in ts.terminators if t.id is not None and t.id not in have]
-        findings = list(early)
+        findings = [*bom_findings(repo, config_json=config_json), *early]
+        if malformed is not None:
+            findings.insert(0, malformed)
         if proposed is None and repo.templates:
             target, misses = readers_fixed_by_list(repo, ts, listed_eos, stop)
             if misses:
