@@ -293,6 +293,11 @@ class Runtime:
         read = as_read(self.refusals, x)
         return read if isinstance(read, str) else ""
 
+    def ignored(self, x: StopInputs) -> str:
+        """The file it reads as if missing, for its byte-order mark ("" when none)."""
+        names = [n for n in sorted(x.bom) if self.refusals.bom.get(n) == IGNORES]
+        return f"ignores {names[0]}: it starts with a byte-order mark" if names else ""
+
     @cached_property
     def current(self) -> Rule:
         """Made once: the verdicts ask for it ~40 times a check."""

@@ -76,9 +76,11 @@ def _with_config_json(
 
 
 def _note(rt: Runtime, base: str, check: RepoCheck, before: StopInputs, after: StopInputs) -> str:
-    refused = rt.refused(before)  # it cannot load (or generate with) the files as they are
+    # it cannot load (or generate with) the files as they are, or reads one as missing
+    refused = rt.refused(before) or rt.ignored(before)
     if refused:
-        return refused + ("" if rt.refused(after) else "; the fix removes that")
+        still = rt.refused(after) or rt.ignored(after)
+        return refused + ("" if still else "; the fix removes that")
     if rt.first_id_only and after.config_eos and len(after.config_eos) > 1:
         return f"keeps only config.json's first id ({after.config_eos[0]}): stops on no other id"
     if rt.config_only and CONFIG not in check.repo.files:

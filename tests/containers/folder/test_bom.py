@@ -77,6 +77,9 @@ def test_right_ids_behind_a_bom_do_not_stop_transformers(tmp_path, capsys, monke
     assert rows["transformers"].stops_before == {"<|im_end|>": False}
     assert rows["transformers"].stops_after == {"<|im_end|>": True}
     assert rows["ExLlamaV2"].note.startswith("cannot load the model: ")
+    assert rows["transformers"].note == (
+        f"ignores {GEN}: it starts with a byte-order mark; the fix removes that"
+    )
     code, out, _ = _run(capsys, monkeypatch, tmp_path, "check", "m")
     assert code == 1
     assert "would not stop: transformers" in out
