@@ -21,7 +21,8 @@ from pathlib import Path
 import pytest
 
 from eosfix import api
-from eosfix.containers.gguf.read import CONTROL, load_gguf
+from eosfix.containers.gguf.format import CONTROL
+from eosfix.containers.gguf.read import load_gguf
 from eosfix.runtimes import describe
 from eosfix.runtimes.llamacpp import LLAMA_CPP_COMMIT, LLAMA_CPP_PYTHON, end_of_generation
 from tests.conftest import unavailable

@@ -19,8 +19,8 @@ from eosfix.cli import main
 from eosfix.containers.gguf.container import open_gguf
 from eosfix.containers.gguf.ollama import ollama_view
 from eosfix.containers.gguf.read import load_gguf, read_header
-from eosfix.runtimes.ollama_engines import GO, SERVER, gguf_stops, go_stops
-from eosfix.runtimes.ollama_gguf import INT32
+from eosfix.runtimes.ollama.compat import INT32
+from eosfix.runtimes.ollama.engines import GO, SERVER, gguf_stops, go_stops
 from tests.ggufs import (
     BASE,
     HARMONY,

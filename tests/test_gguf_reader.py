@@ -61,10 +61,7 @@ def test_reads_what_the_gguf_writer_wrote(tmp_path):
     assert repo.resolve("a").id == BASE.index("a")
     assert repo.resolve("a").source == "tokenizer.ggml.tokens"
     assert model.specials.get("eos") == n
-    assert model.vocab.key_ids == {
-        "tokenizer.ggml.eos_token_id": n,
-        "tokenizer.ggml.bos_token_id": n + 1,
-    }
+    assert model.vocab.key_ids == {"eos": n, "bos": n + 1}  # by slot
     assert model.header.n_tensors == 1
 
 

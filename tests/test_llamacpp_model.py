@@ -7,20 +7,19 @@ import logging
 
 import pytest
 
+from eosfix.containers.folder.inputs import converter_inputs
 from eosfix.containers.folder.read import load_repo
 from eosfix.runtimes.llamacpp import (
     ConverterInputs,
     GgufVocab,
     converter_special_ids,
     end_of_generation,
-    key_name,
 )
-from eosfix.runtimes.llamacpp_convert import converter_inputs
 from tests.conftest import CORPUS, SAMPLES, copy_repo
 
 
 def vocab(tokens, model="gpt2", **keys):
-    return GgufVocab.from_tokens(model, "", tokens, {key_name(r): i for r, i in keys.items()})
+    return GgufVocab.from_tokens(model, "", tokens, keys)
 
 
 def eog(tokens, **kw):

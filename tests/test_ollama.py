@@ -273,7 +273,7 @@ def test_modelfile_quotes_stop_strings_as_ollamas_parser_reads_them(tmp_path, ca
     ],
 )
 def test_quote_stop(text, quoted):
-    from eosfix.runtimes.ollama_modelfile import quote_stop, read_value
+    from eosfix.runtimes.ollama.modelfile import quote_stop, read_value
 
     assert quote_stop(text) == quoted
     if quoted is not None:

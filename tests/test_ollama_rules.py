@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 
 from eosfix.runtimes import describe, parse_pins, stop_sets
-from eosfix.runtimes.base import StopInputs
 from eosfix.runtimes.llamacpp import GgufVocab, end_of_generation
 from eosfix.runtimes.ollama import converted_gguf, folder_stops
-from eosfix.runtimes.ollama_engines import (
+from eosfix.runtimes.ollama.compat import INT32, UINT32, OllamaGguf, translate
+from eosfix.runtimes.ollama.engines import (
     GO,
     RUNNER,
     SERVER,
@@ -29,9 +29,7 @@ from eosfix.runtimes.ollama_engines import (
     go_engine_architectures,
     llama_cpp_build,
 )
-from eosfix.runtimes.ollama_gguf import INT32, UINT32, OllamaGguf, translate
-
-K = "tokenizer.ggml."
+from eosfix.runtimes.rule import StopInputs
 
 
 def blob(
@@ -48,8 +46,7 @@ def blob(
 ) -> OllamaGguf:
     """A blob: token texts at ids (the other ids hold texts no rule matches), role -> id keys."""
     size = n if n is not None else max(tokens.values()) + 1
-    key_ids = {f"{K}{role}_token_id": i for role, i in (keys or {}).items()}
-    vocab = GgufVocab(model, pre, size, tokens, key_ids)
+    vocab = GgufVocab(model, pre, size, tokens, dict(keys or {}))  # eos, eot, eom: slot = role
     return OllamaGguf(vocab, arch, eos_token_ids=eos_ids, eos_token_ids_type=ids_type, **kw)  # type: ignore[arg-type]
 
 
@@ -141,7 +138,7 @@ def test_go_engine_gemma3_adds_eot_or_106():
     g = blob("gemma3", gemma, 262144, model="llama", keys={"eos": 1})
     assert ids(g, "0.24.0") == {1, 106}  # gemma3/model.go:81: eot_token_id, default 106
     assert ids(dataclasses.replace(g, vocab=dataclasses.replace(g.vocab, key_ids={
-        f"{K}eos_token_id": 1, f"{K}eot_token_id": 50})), "0.24.0") == {1, 50}  # fmt: skip
+        "eos": 1, "eot": 50})), "0.24.0") == {1, 50}  # fmt: skip
     gpt2 = blob("gemma3", gemma, 262144, model="gpt2", keys={"eos": 1})
     assert ids(gpt2, "0.24.0") == {1}  # :75-77: the gpt2 branch adds nothing (since 0.13.3)
     assert ids(gpt2, "0.13.2") == {1, 106}  # gemma3/model.go:68-71 at 884d26093: always
@@ -219,9 +216,9 @@ def test_compat_llama3_rewrites_eos_and_eot():
     g = blob("llama", LLAMA3, 128256, pre="llama-bpe", keys={"eos": 128001})
     t = translate(g)  # llama-ollama-compat.cpp:1316-1355 at fb3076099
     assert t.rewrites == {
-        f"{K}eos_token_id": 128009,
-        f"{K}eot_token_id": 128009,
-        f"{K}eos_token_ids": (128009,),
+        "eos": 128009,
+        "eot": 128009,
+        "eos_token_ids": (128009,),
     }
     assert t.gguf.key("eos") == t.gguf.key("eot") == 128009
     # both texts are EOG by text: the rewrite changes no stop id
@@ -237,7 +234,7 @@ def test_compat_llama3_keeps_an_eot_that_is_not_128001_and_needs_a_marker():
     no_marker = blob("llama", {"<|eot_id|>": 128009}, 128256, keys={"eos": 128001})
     assert translate(no_marker).rewrites == {}
     template = dataclasses.replace(no_marker, chat_template="{{ '<|eot_id|>' }}")
-    assert translate(template).rewrites[f"{K}pre"] == "llama-bpe"  # pre missing: set
+    assert translate(template).rewrites["pre"] == "llama-bpe"  # pre missing: set
 
 
 GLM = {"<|endoftext|>": 154820, "<|user|>": 154827, "<|observation|>": 154828}
@@ -267,7 +264,7 @@ def test_compat_gemma3n_cuts_the_vocabulary_and_adds_106_to_an_unread_list():
     shapes = {"token_embd.weight": (2048, 112), "per_layer_token_embd.weight": (8960, 108)}
     g = blob("gemma3n", tokens, 112, keys={"eos": 1}, eos_ids=(1,), tensor_shapes=shapes)
     t = translate(g)  # :307-373
-    assert t.rewrites[f"{K}eos_token_ids"] == (1, 106)
+    assert t.rewrites["eos_token_ids"] == (1, 106)
     assert t.gguf.vocab.n_tokens == 108
     assert t.gguf.vocab.model == "llama"
     assert ids(g, "0.30.0") == {1, 106}  # 110 is cut off; 106 is EOG by text anyway
@@ -282,7 +279,7 @@ def test_compat_gemma4_turns_the_llama_tokenizer_into_gemma4():
     g = blob("gemma4", {"<pad>": 0, "<eos>": 1, "<turn|>": 106}, 262144, model="llama")
     assert 2 in end_of_generation(g.vocab).ids  # no eos key: the llama tokenizer's default 2
     # :1079-1087: "llama" -> "gemma4", a tokenizer without default ids
-    assert translate(g).rewrites == {f"{K}model": "gemma4"}
+    assert translate(g).rewrites == {"model": "gemma4"}
     assert ids(g, "0.30.0") == {1, 106}  # "<eos>", "<turn|>" by text; 2 gone
 
 

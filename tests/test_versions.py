@@ -7,7 +7,7 @@ import json
 import pytest
 
 from eosfix.runtimes import describe
-from eosfix.runtimes.base import parse_version
+from eosfix.runtimes.rule import parse_version
 from tests.conftest import SAMPLES
 
 

@@ -15,6 +15,7 @@ from eosfix.render.report import EXIT_FINDINGS, EXIT_INPUT, EXIT_OK
 
 
 def _result_dict(r: Any, text: str | None) -> dict[str, Any]:
+    from eosfix.containers.gguf.format import field_key
     from eosfix.runtimes.llamacpp import LLAMA_CPP_VERSION
 
     out: dict[str, Any] = {
@@ -40,7 +41,9 @@ def _result_dict(r: Any, text: str | None) -> dict[str, Any]:
             "stop_ids": sorted(o.ids),
             "reads": o.reads,
             "source": o.source,
-            "rewrites": {k: list(v) if isinstance(v, tuple) else v for k, v in o.rewrites.items()},
+            "rewrites": {
+                field_key(k): list(v) if isinstance(v, tuple) else v for k, v in o.rewrites.items()
+            },
         },
         stops=r.stops,
         stops_early=[

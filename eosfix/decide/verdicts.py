@@ -43,7 +43,7 @@ class RuntimeRow:
     early_before: dict[str, int] = field(default_factory=dict)
     early_after: dict[str, int] = field(default_factory=dict)
     early_with_config_json: dict[str, int] = field(default_factory=dict)
-    # Runtime facts the verdict text needs (``eosfix.runtimes.base.Runtime``).
+    # Runtime facts the verdict text needs (``eosfix.runtimes.rule.Runtime``).
     config_only: bool = False
     first_id_only: bool = False
     remedy: str = ""

@@ -21,7 +21,7 @@ config file sets ``eos_token_id`` (0.32.2: only ``muse_spark``); eosfix does not
 
 from __future__ import annotations
 
-from eosfix.runtimes.base import (
+from eosfix.runtimes.rule import (
     Rule,
     Runtime,
     StopInputs,

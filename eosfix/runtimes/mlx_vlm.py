@@ -22,7 +22,7 @@ stop set only through the model type's config class, which may drop it.
 
 from __future__ import annotations
 
-from eosfix.runtimes.base import (
+from eosfix.runtimes.rule import (
     Rule,
     Runtime,
     StopInputs,

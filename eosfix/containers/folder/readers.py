@@ -17,12 +17,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from eosfix.analysis.terminators import STOP_STRING, Terminator, TerminatorSet
+from eosfix.containers.folder.inputs import inputs_from_files
 from eosfix.containers.folder.stopconfig import propose_eos
 from eosfix.core.codes import Finding, finding
 from eosfix.core.repo import CONFIG, GENERATION_CONFIG, ModelRepo, TokenInfo
 from eosfix.decide.stops import StopConfig
 from eosfix.runtimes import RUNTIMES, Runtime, apply_generation_config_eos
-from eosfix.runtimes.inputs import inputs_from_files
 
 
 @dataclass(frozen=True)

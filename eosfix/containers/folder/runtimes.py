@@ -16,12 +16,12 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from eosfix.containers.folder import inputs as stopinputs
 from eosfix.containers.folder.plan import FilePatch, config_edits
 from eosfix.core.repo import CONFIG, GENERATION_CONFIG
 from eosfix.decide.check import RepoCheck
 from eosfix.decide.verdicts import RowInputs, RuntimeTable, build_table
 from eosfix.runtimes import RUNTIMES, Pins, Runtime, StopInputs, rule_for
-from eosfix.runtimes import inputs as stopinputs
 
 
 def inputs_from_files(

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from eosfix.containers.gguf.format import field_key
 from eosfix.containers.gguf.ollama import ollama_view
 from eosfix.containers.gguf.plan import GgufEdit, GgufValue
 from eosfix.containers.gguf.read import GgufModel, load_gguf
@@ -16,7 +17,7 @@ from eosfix.core.repo import ModelRepo
 from eosfix.decide.check import RepoCheck
 from eosfix.decide.verdicts import RowInputs, RuntimeTable, build_table
 from eosfix.runtimes import Pins, llamacpp, ollama
-from eosfix.runtimes.ollama_engines import OllamaStops, gguf_stops
+from eosfix.runtimes.ollama.engines import OllamaStops, gguf_stops
 
 # llama.cpp reading a GGUF (not a folder a converter would turn into one).
 GGUF_READER = dataclasses.replace(
@@ -26,7 +27,7 @@ GGUF_READER = dataclasses.replace(
     remedy="",
 )
 # ollama reading a GGUF blob: the engine its release runs the architecture on
-# (eosfix.runtimes.ollama_engines.gguf_stops), not ``ollama create`` from a folder.
+# (eosfix.runtimes.ollama.engines.gguf_stops), not ``ollama create`` from a folder.
 OLLAMA_READER = dataclasses.replace(ollama.RUNTIME, remedy="")
 
 
@@ -84,7 +85,7 @@ class Gguf:
             f"ollama {before_o.version} runs {self.model.architecture or 'it'} on {before_o.engine}"
         )
         if before_o.rewrites:
-            changed = ", ".join(f"{k} -> {v}" for k, v in before_o.rewrites.items())
+            changed = ", ".join(f"{field_key(k)} -> {v}" for k, v in before_o.rewrites.items())
             note += f"; its compatibility layer rewrites {changed}"
         sets = (before_o.ids, after_o.ids, after_o.ids)
         row = RowInputs(OLLAMA_READER, rule, sets, pinned=version, note=note)

@@ -14,14 +14,15 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable
 
 from eosfix.analysis.terminators import TerminatorSet
-from eosfix.containers.gguf.read import TOKENS_KEY, GgufModel
+from eosfix.containers.gguf.format import BYTE, NORMAL, TOKENS_KEY
+from eosfix.containers.gguf.read import GgufModel
 from eosfix.core.repo import TokenInfo
 from eosfix.decide.stopids import StopId, VocabBound, classify
 from eosfix.runtimes.llamacpp import EOG_LIST, EogSet
 
 SLOTS = ("eot", "eom")  # eos stays: it is the template's eos_token and what add_eos appends
 FIM_ROLES = ("fim_pad", "fim_rep", "fim_sep")  # llama.cpp stops on these ids too
-ORDINARY_TYPES = (1, 6)  # tokenizer.ggml.token_type: normal, byte (3 control, 4 user-defined)
+ORDINARY_TYPES = (NORMAL, BYTE)  # tokenizer.ggml.token_type (not control, not user-defined)
 
 
 def causes(model: GgufModel, token_id: int) -> tuple[str, ...]:

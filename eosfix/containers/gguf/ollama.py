@@ -1,5 +1,5 @@
 """What ollama reads of a GGUF, and the ``tokenizer.ggml.eos_token_ids`` list its Go engine
-needs (``eosfix.runtimes.ollama_engines``, docs/ollama.md).
+needs (``eosfix.runtimes.ollama.engines``, docs/ollama.md).
 
 llama.cpp (and so ollama's llama.cpp runner, and llama-server from ollama 0.30.0 on) never
 reads ``tokenizer.ggml.eos_token_ids``; the eot/eom keys eosfix writes serve them. ollama's
@@ -23,14 +23,16 @@ from dataclasses import dataclass
 
 from eosfix.analysis.terminators import STOP_STRING, Terminator, TerminatorSet
 from eosfix.containers.gguf.early import classify_ids
+from eosfix.containers.gguf.format import EOS_IDS_KEY, TEMPLATE_KEY, ValueType, id_slot
 from eosfix.containers.gguf.plan import ArrayEdit, GgufValue
-from eosfix.containers.gguf.read import EOS_IDS_KEY, TEMPLATE_KEY, GgufModel
+from eosfix.containers.gguf.read import GgufModel
 from eosfix.core.codes import Finding, Severity, finding
 from eosfix.core.repo import TokenInfo
 from eosfix.decide.stopids import CODES, OUT_OF_VOCAB, StopId, what_it_is
-from eosfix.runtimes.ollama_engines import LAST_GO, go_list_versions, go_stops
-from eosfix.runtimes.ollama_gguf import INT32, OllamaGguf
+from eosfix.runtimes.ollama.compat import OllamaGguf
+from eosfix.runtimes.ollama.engines import LAST_GO, go_list_versions, go_stops
 
+INT32 = ValueType.INT32.name
 EOT_READERS = ("gemma3", "gemma4")  # Go models that also read eot_token_id
 
 
@@ -44,7 +46,7 @@ def ollama_view(
     ``has_projector``: the ollama manifest has a projector layer)."""
     values = values or {}
     key_ids = dict(model.vocab.key_ids)
-    key_ids.update({k: v for k, v in values.items() if isinstance(v, int)})
+    key_ids.update({id_slot(k) or k: v for k, v in values.items() if isinstance(v, int)})
     ids, type_name = model.eos_token_ids
     listed = values.get(EOS_IDS_KEY)
     if isinstance(listed, tuple):

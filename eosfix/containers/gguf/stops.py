@@ -21,20 +21,23 @@ The proposal is llama.cpp's set once the planned keys are written. Pure.
 from __future__ import annotations
 
 import dataclasses
+import json
+import shlex
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from eosfix.analysis.terminators import Terminator, TerminatorSet
 from eosfix.containers.gguf.early import FIM_ROLES, SLOTS, causes, classify_eog
+from eosfix.containers.gguf.format import TOKENS_KEY, ValueType, key_name
 from eosfix.containers.gguf.ollama import plan_eos_ids
 from eosfix.containers.gguf.plan import ArrayEdit, GgufPlan, KeyEdit, plan_keys
-from eosfix.containers.gguf.read import TOKENS_KEY, GgufModel, ValueType
+from eosfix.containers.gguf.read import GgufModel
 from eosfix.core.codes import Finding, Severity, finding
 from eosfix.core.repo import ModelRepo, TokenInfo
 from eosfix.decide.stopids import CODES, ORDINARY, StopId, in_turn_text
 from eosfix.decide.stops import StopConfig, StopDecision, StopIdReview
-from eosfix.runtimes.llamacpp import LLAMA_CPP_VERSION, EogSet, end_of_generation, key_name
-from eosfix.runtimes.llamacpp import stop_instructions as llama_stop_instructions
+from eosfix.runtimes.llamacpp import LLAMA_CPP_VERSION, EogSet, end_of_generation
+from eosfix.runtimes.ollama.modelfile import stop_line
 
 EOG_SOURCE = "llama.cpp end-of-generation set"
 ROLES = ("eos", "eot", "eom")
@@ -163,13 +166,13 @@ def _not_fixable(why: Sequence[str]) -> str:
 
 def _by_key(model: GgufModel, role: str) -> bool:
     """llama.cpp holds ``role`` from its key (not a default, nor a token found by text)."""
-    value = model.vocab.key_ids.get(key_name(role))
+    value = model.vocab.key_ids.get(role)
     return value is not None and value == model.specials.get(role)
 
 
 def _bad_key(model: GgufModel, role: str) -> int | None:
     """The value of ``role``'s key when it is no token (llama.cpp ignores it), else None."""
-    value = model.vocab.key_ids.get(key_name(role))
+    value = model.vocab.key_ids.get(role)
     return value if value is not None and not 0 <= value < model.vocab.n_tokens else None
 
 
@@ -298,7 +301,7 @@ class GgufStops:
                 *decision.list_findings,
             ),
             unplaced,
-            llama_stop_instructions(texts) if texts else {},
+            stop_instructions(texts) if texts else {},
         )
 
 
@@ -310,3 +313,18 @@ def _same_length_int32(model: GgufModel, edit: ArrayEdit) -> bool:
         and isinstance(f.value, list)
         and len(f.value) == len(edit.new)
     )
+
+
+def stop_instructions(texts: Sequence[str]) -> dict[str, str]:
+    """How to stop on ``texts`` without changing the file, per program that runs llama.cpp
+    (0c1e57098: llama-completion matches a one-token reverse prompt by id; llama-server and
+    llama-cli match ``stop``/``--reverse-prompt`` on the text they send, where a control token
+    is empty unless ``--special`` is given; ollama's Modelfile ``PARAMETER stop``, quoted as its
+    parser reads it: ``eosfix.runtimes.ollama.modelfile``)."""
+    quoted = " ".join(f"--reverse-prompt {shlex.quote(t)}" for t in texts)
+    stops = json.dumps(list(texts), ensure_ascii=False)
+    return {
+        "llama-completion": quoted,
+        "llama-server": f'--special {quoted}   (with --special, a request\'s "stop": {stops})',
+        "ollama": "\n".join(stop_line(t) for t in texts),
+    }

@@ -1,7 +1,7 @@
 """Does an ollama model stop at the end of every turn, and what makes it stop?
 
 ollama runs the model's GGUF blob on the engine its release picks
-(``eosfix.runtimes.ollama_engines.gguf_stops``: llama-server after ollama's compatibility
+(``eosfix.runtimes.ollama.engines.gguf_stops``: llama-server after ollama's compatibility
 layer from 0.30.0 on; before that its Go engine or its vendored llama.cpp, by architecture),
 and also stops on every ``stop`` string of the model's params layer (``PARAMETER stop``).
 
@@ -28,8 +28,8 @@ from eosfix.decide.check import RepoCheck, check
 from eosfix.decide.stopids import StopId
 from eosfix.decide.verdicts import cutting_ids
 from eosfix.runtimes.ollama import stops_on
-from eosfix.runtimes.ollama_engines import OllamaStops
-from eosfix.runtimes.ollama_modelfile import stop_line
+from eosfix.runtimes.ollama.engines import OllamaStops
+from eosfix.runtimes.ollama.modelfile import stop_line
 
 # Findings about llama.cpp's own stop set: ollama's set (``OllamaResult.ollama``) decides them.
 STOP_SET_CODES = frozenset({"EOS011", "EOS012", "EOS013", "EOS201", "EOS202", "EOS203"})

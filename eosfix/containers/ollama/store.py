@@ -5,7 +5,7 @@ The store (``OLLAMA_MODELS``, else ``~/.ollama/models``) is content-addressed:
 blobs ``blobs/sha256-<hex>`` by media type: ``application/vnd.ollama.image.model`` (the
 GGUF), ``...template`` (a Go template), ``...params`` (JSON, e.g. ``{"stop": [...]}``),
 ``...projector`` (a vision model's separate projector, which keeps the model off ollama's Go
-engine from 0.11.11: ``eosfix.runtimes.ollama_engines.engine_for``).
+engine from 0.11.11: ``eosfix.runtimes.ollama.engines.engine_for``).
 Editing a blob would break its digest, so eosfix never writes here.
 """
 

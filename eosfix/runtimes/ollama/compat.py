@@ -19,10 +19,9 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 
-from eosfix.runtimes.llamacpp import GgufVocab, key_name
+from eosfix.runtimes.llamacpp import GgufVocab
 
 COMPAT = "ollama/ollama@fb3076099 llama/compat/llama-ollama-compat.cpp"
-EOS_IDS_KEY = "tokenizer.ggml.eos_token_ids"
 # ollama's converter writes the list as INT32 (convert/convert.go:155, []int32)
 INT32, UINT32 = "INT32", "UINT32"
 # The architectures whose handler reads tensor shapes (the vocabulary rows of an embedding)
@@ -49,7 +48,7 @@ class OllamaGguf:
     has_projector: bool = False
 
     def key(self, role: str) -> int | None:
-        return self.vocab.key_ids.get(key_name(role))
+        return self.vocab.key_ids.get(role)  # eos, eot, eom: the slot is the role
 
     def rows(self, tensor: str) -> int | None:
         """``ne[1]`` of a 2-D tensor (the vocabulary rows of an embedding)."""
@@ -65,7 +64,10 @@ class OllamaGguf:
 
 @dataclasses.dataclass(frozen=True)
 class Translated:
-    """A blob after the compatibility layer, and what it rewrote (key -> new value)."""
+    """A blob after the compatibility layer, and what it rewrote: field -> new value, a field
+    being an id slot (``eot``) or ``architecture``, ``model``, ``pre``, ``tokens``,
+    ``eos_token_ids`` (the GGUF container names their keys:
+    ``eosfix.containers.gguf.format.field_key``)."""
 
     gguf: OllamaGguf
     rewrites: Mapping[str, object]
@@ -74,7 +76,7 @@ class Translated:
 
 def _with_keys(g: OllamaGguf, **changes: int) -> OllamaGguf:
     keys = dict(g.vocab.key_ids)
-    keys.update({key_name(role): value for role, value in changes.items()})
+    keys.update(changes)
     return dataclasses.replace(g, vocab=dataclasses.replace(g.vocab, key_ids=keys))
 
 
@@ -102,7 +104,7 @@ def _gemma3(g: OllamaGguf) -> Translated:
     )  # fmt: skip
     if not quirk or rows is None or rows >= g.vocab.n_tokens:
         return Translated(g, {})
-    return Translated(_truncated(g, rows), {"tokenizer.ggml.tokens": f"first {rows}"})
+    return Translated(_truncated(g, rows), {"tokens": f"first {rows}"})
 
 
 def _gemma3n(g: OllamaGguf) -> Translated:
@@ -121,8 +123,7 @@ def _gemma3n(g: OllamaGguf) -> Translated:
     else:
         new = ids if ids is not None else (1, 106)
     out = dataclasses.replace(out, eos_token_ids=new)
-    return Translated(out, {"tokenizer.ggml.model": "llama", "tokenizer.ggml.tokens": f"first {pe}",
-                            EOS_IDS_KEY: new})  # fmt: skip
+    return Translated(out, {"model": "llama", "tokens": f"first {pe}", "eos_token_ids": new})  # fmt: skip
 
 
 def _gemma4(g: OllamaGguf) -> Translated:
@@ -132,7 +133,7 @@ def _gemma4(g: OllamaGguf) -> Translated:
     if g.vocab.model != "llama":
         return Translated(g, {})
     vocab = dataclasses.replace(g.vocab, model="gemma4")
-    return Translated(dataclasses.replace(g, vocab=vocab), {"tokenizer.ggml.model": "gemma4"})
+    return Translated(dataclasses.replace(g, vocab=vocab), {"model": "gemma4"})
 
 
 def _glm4moelite(g: OllamaGguf) -> Translated:
@@ -142,8 +143,8 @@ def _glm4moelite(g: OllamaGguf) -> Translated:
     vocab = dataclasses.replace(g.vocab, pre="glm4")
     out = dataclasses.replace(g, architecture="deepseek2", vocab=vocab)
     rewrites: dict[str, object] = {
-        "general.architecture": "deepseek2",
-        "tokenizer.ggml.pre": "glm4",
+        "architecture": "deepseek2",
+        "pre": "glm4",
     }
     ids: tuple[int, ...] = ()
     if g.eos_token_ids is not None and g.eos_token_ids_type == INT32:
@@ -152,7 +153,7 @@ def _glm4moelite(g: OllamaGguf) -> Translated:
         ids = g.eos_token_ids
     changes = {role: ids[n] for role, n in (("eot", 1), ("eom", 2))
                if g.key(role) is None and len(ids) > n}  # fmt: skip
-    rewrites.update({key_name(role): value for role, value in changes.items()})
+    rewrites.update(changes)
     return Translated(_with_keys(out, **changes), rewrites)
 
 
@@ -181,9 +182,9 @@ def _llama3(g: OllamaGguf) -> Translated:
     if default_pre:
         out = dataclasses.replace(out, vocab=dataclasses.replace(out.vocab, pre="llama-bpe"))
     out = dataclasses.replace(out, eos_token_ids=(128009,), eos_token_ids_type=INT32)
-    rewrites: dict[str, object] = {key_name(r): v for r, v in changes.items()}
-    rewrites.update({"tokenizer.ggml.pre": "llama-bpe"} if default_pre else {})
-    rewrites[EOS_IDS_KEY] = (128009,)
+    rewrites: dict[str, object] = dict(changes)
+    rewrites.update({"pre": "llama-bpe"} if default_pre else {})
+    rewrites["eos_token_ids"] = (128009,)
     return Translated(out, rewrites)
 
 

@@ -1,6 +1,6 @@
-"""ollama: what a model stops on, release by release (a blob: ``ollama_engines.gguf_stops``).
+"""ollama: what a model stops on, release by release (a blob: ``engines.gguf_stops``).
 
-A GGUF blob: ``eosfix.runtimes.ollama_engines`` picks the engine the release runs it on (its
+A GGUF blob: ``eosfix.runtimes.ollama.engines`` picks the engine the release runs it on (its
 Go engine by architecture in 0.6.0-0.24.0, else the vendored llama.cpp runner; llama-server
 with ollama's compatibility layer from 0.30.0) and derives that engine's stop ids; every
 ``stop`` string of the model's params layer (``PARAMETER stop``) also ends a reply.
@@ -14,6 +14,11 @@ tokenizer already gave (tokenizer.go:179-205, convert.go:149-157; since 333e3604
 Per-architecture converters add their own keys (gemma/gemma2 eot 107, gpt-oss a fixed list,
 GLM-4-MoE-Lite eot/eom from the list): not modelled here. The folder's architecture is not
 known to these rules: in 0.7.1-0.24.0 they count the ids both engines stop on.
+
+The package holds all of ollama: this rule; ``engines`` (which engine each release runs a
+blob on, and what that engine stops on); ``compat`` (the blob as ollama reads it, and the stop
+keys its llama.cpp compatibility layer rewrites); ``modelfile`` (how a ``PARAMETER stop``
+value is written so ollama's parser reads it back).
 """
 
 from __future__ import annotations
@@ -21,10 +26,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from functools import partial
 
-from eosfix.runtimes.base import Rule, Runtime, StopInputs
-from eosfix.runtimes.base import parse_version as _v
 from eosfix.runtimes.llamacpp import converted_vocab
-from eosfix.runtimes.ollama_engines import (
+from eosfix.runtimes.ollama.compat import INT32, OllamaGguf
+from eosfix.runtimes.ollama.engines import (
     GO,
     GO_LIST_SINCE,
     LLAMA_SERVER_SINCE,
@@ -34,7 +38,8 @@ from eosfix.runtimes.ollama_engines import (
     go_stops,
     vendored,
 )
-from eosfix.runtimes.ollama_gguf import INT32, OllamaGguf
+from eosfix.runtimes.rule import Rule, Runtime, StopInputs
+from eosfix.runtimes.rule import parse_version as _v
 
 __all__ = ["RUNTIME", "converted_gguf", "folder_stops", "stops_on"]
 

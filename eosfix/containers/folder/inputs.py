@@ -2,7 +2,12 @@
 
 Shared by the folder's EOS015 check (would writing generation_config.json make a runtime
 stop?) and its per-runtime verdict table. ``known``: token text -> id of what the analysis
-resolved (the terminators), for the runtimes that look tokens up by text. Pure.
+resolved (the terminators), for the runtimes that look tokens up by text. llama.cpp's
+converter reads the folder too (gguf-py ``SpecialVocab``, ``gguf/vocab.py``):
+``tokenizer_config.json``'s ``eos_token`` looked up in tokenizer.json's ``added_tokens`` (first
+match) and the tokenizer's post-processor, only then config.json's integer ``eos_token_id``;
+the folder's reader has read both parts of tokenizer.json already
+(``ModelRepo.tokenizer_head``), so ``converter_inputs`` reads no file. Pure.
 """
 
 from __future__ import annotations
@@ -11,10 +16,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from eosfix.core.models import eos_tuple
-from eosfix.core.repo import ModelRepo, TokenInfo
+from eosfix.core.repo import TOKENIZER_CONFIG, ModelRepo, TokenInfo
 from eosfix.runtimes import StopInputs
-from eosfix.runtimes.llamacpp import converter_special_ids
-from eosfix.runtimes.llamacpp_convert import converter_inputs
+from eosfix.runtimes.llamacpp import ConverterInputs, converter_special_ids
 
 
 def token_ids(
@@ -74,3 +78,17 @@ def inputs_from_files(
 def _model_type(data: Mapping[str, Any] | None) -> str | None:
     value = None if data is None else data.get("model_type")
     return value if isinstance(value, str) else None
+
+
+def converter_inputs(repo: ModelRepo, config: Mapping[str, Any] | None) -> ConverterInputs:
+    """The folder as ``SpecialVocab`` sees it; ``config`` is config.json's object (or None)."""
+    head = repo.tokenizer_head
+    tok = repo.files.get(TOKENIZER_CONFIG)
+    added = tuple((t.content, t.id) for t in head.added if t.id is not None) if head else ()
+    return ConverterInputs(
+        has_tokenizer_json=head is not None,
+        added_tokens=added,
+        tokenizer_config=None if tok is None else tok.data,
+        config=config,
+        trailing_special=head.trailing_special if head else None,
+    )

@@ -6,7 +6,7 @@ Read in ollama/ollama's history (tags and commits below; ``file:line`` at the ta
   ``LLAMA_CPP_VERSION`` (b9452 at 0.30.0 ... b10488 at 0.32.15 and fb3076099), fetched at build
   time, not vendored; commit 9db4bdbad "runner: Remove CGO engines, use llama-server
   exclusively for GGML models". Its compatibility layer rewrites some blobs' stop keys first
-  (``eosfix.runtimes.ollama_gguf.translate``); llama-server then stops on llama.cpp's EOG set
+  (``eosfix.runtimes.ollama.compat.translate``); llama-server then stops on llama.cpp's EOG set
   (and the request's ``stop`` strings: llm/llama_server.go:1569, :2162 at fb3076099).
 - 0.6.0 to 0.24.0: ``llm/server.go`` ``NewLlamaServer`` runs a blob on ollama's Go engine when
   ``OLLAMA_NEW_ENGINE`` is set or ``fs/ggml`` ``KV.OllamaEngineRequired()`` lists its
@@ -27,14 +27,14 @@ from dataclasses import dataclass, field
 
 from packaging.version import Version
 
-from eosfix.runtimes.base import parse_version
 from eosfix.runtimes.llamacpp import (
     CURRENT_RULES,
     LLAMA_CPP_VERSION,
     EogRules,
     end_of_generation,
 )
-from eosfix.runtimes.ollama_gguf import COMPAT, INT32, OllamaGguf, translate
+from eosfix.runtimes.ollama.compat import COMPAT, INT32, OllamaGguf, translate
+from eosfix.runtimes.rule import parse_version
 
 GO, RUNNER, SERVER = "ollama engine (Go)", "llama.cpp runner", "llama-server"
 FLOOR = "0.6.0"  # the first release that picks the Go engine by architecture (ab39e08eb)
