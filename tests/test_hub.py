@@ -8,10 +8,10 @@ import re
 
 import pytest
 
-from eosfix.batch.hubapi import HubSession
+from eosfix.batch.session import HubSession
 from eosfix.render.pr import pr_description
-from eosfix.sources.hub import is_relevant
-from eosfix.sources.hubwrite import PR_TITLE_PREFIX, PrOutcome
+from eosfix.sources.hub.read import is_relevant
+from eosfix.sources.hub.write import PR_TITLE_PREFIX, PrOutcome
 from tests.conftest import SAMPLES
 
 BROKEN = "org/chatml-broken"
@@ -427,7 +427,7 @@ def test_an_unreachable_endpoint_is_named_and_no_request_is_counted(run_eosfix, 
     monkeypatch.setenv("HF_HUB_OFFLINE", "0")
     monkeypatch.setattr(constants, "ENDPOINT", dead)
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
-    monkeypatch.setattr("eosfix.sources.hubhttp._sleep", lambda seconds, stopping: None)
+    monkeypatch.setattr("eosfix.sources.hub.http._sleep", lambda seconds, stopping: None)
     result = run_eosfix("hub", BROKEN, "--format", "json")
     payload = json.loads(result.stdout)
     (entry,) = payload["repos"]

@@ -22,8 +22,8 @@ import pytest
 
 from eosfix.batch.hub import HubSource
 from eosfix.batch.run import Run
-from eosfix.sources import hubhttp
-from eosfix.sources.hub import HubReader, fetch_repo_files
+from eosfix.sources.hub import http as hubhttp
+from eosfix.sources.hub.read import HubReader, fetch_repo_files
 from tests.cachebuilder import chatml_files
 from tests.conftest import ROOT
 from tests.test_hub import CHATML_TOKENS, sample_files, tokenizer_json
@@ -570,7 +570,7 @@ def test_a_commit_published_twice_keeps_the_first_snapshot(tmp_path):
     """Two repos with one commit (identical files) are fetched by two threads: the second
     publish must not replace the folder the first repo's analysis is reading (it did: 'not a
     directory' errors when two repos of an org shared a commit)."""
-    from eosfix.sources.hubstore import Manifest, Store
+    from eosfix.sources.hub.store import Manifest, Store
 
     store = Store(tmp_path / "store")
     files = {"config.json": store.add_blob(b"{}\n")}

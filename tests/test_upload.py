@@ -1,10 +1,10 @@
-"""`eosfix upload` and `eosfix.batch.hubapi.upload_checked`: a pre-upload gate (against FakeHub)."""
+"""`eosfix upload` and `eosfix.batch.session.upload_checked`: a pre-upload gate (against FakeHub)."""
 
 from __future__ import annotations
 
 import pytest
 
-from eosfix.batch.hubapi import UploadRefusedError, upload_checked
+from eosfix.batch.session import UploadRefusedError, upload_checked
 from eosfix.core.errors import EosfixError
 from tests.test_hub import fixed_gen
 

@@ -3,7 +3,7 @@ fixable repo, and the same keys in every entry.
 
 ``PrPlan`` opens at most ``max_prs`` new PRs (in the batch's order), or in a dry run says
 which it would open; a repo with an open eosfix PR gets no second one (it is reported,
-updated, or left: ``eosfix.sources.hubwrite``). ``pr_extra`` is what an entry says about its
+updated, or left: ``eosfix.sources.hub.write``). ``pr_extra`` is what an entry says about its
 PR, checked now or carried over from a state file (``carried_over``: "opened earlier"). The
 PR's description is rendered by the function the caller passes (``eosfix.render.pr``).
 """
@@ -22,9 +22,9 @@ from eosfix.batch.run import Unit
 from eosfix.containers.folder.plan import FilePatch
 from eosfix.core.repo import GENERATION_CONFIG
 from eosfix.pipeline import RepoResult
-from eosfix.sources.hub import HubReader
-from eosfix.sources.hubhttp import describe_error, hub_errors
-from eosfix.sources.hubwrite import PrError, PrOutcome, PullRequest, find_open_pr, open_pr
+from eosfix.sources.hub.http import describe_error, hub_errors
+from eosfix.sources.hub.read import HubReader
+from eosfix.sources.hub.write import PrError, PrOutcome, PullRequest, find_open_pr, open_pr
 
 Describe = Callable[[RepoResult], str]  # a fix PR's description (eosfix.render.pr)
 
@@ -42,7 +42,7 @@ def open_fix_pr(
     hf_api: HfApi, reader: HubReader, result: RepoResult, describe: Describe, me: str | None = None
 ) -> PullRequest | None:
     """Open one PR with the generation_config.json fix, unless the repo has an open eosfix PR
-    (then it is reported, updated with the new bytes, or left: ``eosfix.sources.hubwrite``).
+    (then it is reported, updated with the new bytes, or left: ``eosfix.sources.hub.write``).
 
     ``result.extra`` holds the repo's ``sha`` and ``revision``. Returns None when there is
     nothing to fix; raises PrError when the Hub refuses.
@@ -97,7 +97,7 @@ def carried_over(extra: dict[str, Any]) -> dict[str, Any]:
 class PrPlan:
     """Pull requests across a batch: ``max_prs`` new ones at most (in the batch's order);
     ``dry_run`` opens none and says which it *would* open. Writes go one at a time. A repo
-    with an open eosfix PR never gets a second one (``eosfix.sources.hubwrite``)."""
+    with an open eosfix PR never gets a second one (``eosfix.sources.hub.write``)."""
 
     hf_api: HfApi
     reader: HubReader

@@ -40,7 +40,7 @@ def open_repo(spec: str) -> Iterator[RepoCheck]:
         assert result.check is not None
         yield result.check
         return
-    from eosfix.batch.hubapi import HubSession
+    from eosfix.batch.session import HubSession
     from eosfix.cli.hub import _quiet_hub
 
     with _quiet_hub():

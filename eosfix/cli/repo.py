@@ -101,7 +101,7 @@ def _check_hub(hub: HubRepo, **options: Any) -> RepoResult:
     from eosfix import api
     from eosfix.batch.verdict import needs_tokenizer_json
     from eosfix.cli.hub import _quiet_hub
-    from eosfix.sources.hub import HubError, fetch_repo_files
+    from eosfix.sources.hub.read import HubError, fetch_repo_files
 
     repo_id = hub.repo_id
     if hub.problem is not None:

@@ -4,7 +4,7 @@ transformers in three lines, and (folded) the runtimes before and after.
 
 Nothing in it speaks of eosfix's command line or its finding codes, and no probe sentinel
 shows: the template's own text is quoted, with ``…`` where a probe message stood.
-``eosfix.sources.hubwrite`` sends it as it is given.
+``eosfix.sources.hub.write`` sends it as it is given.
 """
 
 from __future__ import annotations

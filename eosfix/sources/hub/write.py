@@ -11,7 +11,7 @@ Vocabulary:
 
 A writer only writes what it is given: the new bytes and the PR's description come from the
 caller (``eosfix.batch.hub`` checks the repo; ``eosfix.render.pr`` writes the description),
-and an upload is gated by a check in ``eosfix.batch.hubapi``.
+and an upload is gated by a check in ``eosfix.batch.session``.
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ from huggingface_hub.community import Discussion
 
 from eosfix.core.errors import EosfixError
 from eosfix.core.repo import GENERATION_CONFIG
-from eosfix.sources.hub import HubReader
-from eosfix.sources.hubhttp import describe_error, hub_errors
+from eosfix.sources.hub.http import describe_error, hub_errors
+from eosfix.sources.hub.read import HubReader
 
 PR_TITLE_PREFIX = "[eosfix]"
 PR_TITLE = f"{PR_TITLE_PREFIX} Stop generation at the end of each assistant turn"

@@ -1,9 +1,9 @@
 """The Python API for a few Hub repos: check them by id, open a fix PR, gate an upload.
 
-``HubSession`` brings each repo's small files in (``eosfix.sources.hub``) and checks them with
+``HubSession`` brings each repo's small files in (``eosfix.sources.hub.read``) and checks them with
 the pipeline, with full results; for an organisation use the batch (``eosfix.batch.hub``).
 ``upload_checked`` uploads a folder only if it stops at the end of every turn. Writes to the
-Hub go through ``eosfix.sources.hubwrite``.
+Hub go through ``eosfix.sources.hub.write``.
 """
 
 from __future__ import annotations
@@ -23,10 +23,10 @@ from eosfix.batch.verdict import needs_tokenizer_json
 from eosfix.core.errors import EosfixError
 from eosfix.decide.check import Status
 from eosfix.pipeline import RepoResult
-from eosfix.sources.hub import HubError, HubReader, fetch_repo_files
-from eosfix.sources.hubhttp import describe_error, hub_errors
-from eosfix.sources.hubstore import Store
-from eosfix.sources.hubwrite import PrError, PullRequest, upload
+from eosfix.sources.hub.http import describe_error, hub_errors
+from eosfix.sources.hub.read import HubError, HubReader, fetch_repo_files
+from eosfix.sources.hub.store import Store
+from eosfix.sources.hub.write import PrError, PullRequest, upload
 
 
 class HubSession:
@@ -102,7 +102,7 @@ class HubSession:
         """Open one PR with the generation_config.json fix; a repo with an open eosfix PR
         never gets a second: that PR is updated with the fix, or left as it is (someone
         else's, or the Hub refuses the commit). ``PullRequest.outcome`` says which
-        (``eosfix.sources.hubwrite.PrOutcome``: OPENED, UPDATED, UNCHANGED, LEFT).
+        (``eosfix.sources.hub.write.PrOutcome``: OPENED, UPDATED, UNCHANGED, LEFT).
 
         Returns None when there is nothing to fix; raises HubError when the Hub refuses to
         list or open PRs.
@@ -179,7 +179,7 @@ def upload_checked(
 
     Example::
 
-        from eosfix.batch.hubapi import upload_checked
+        from eosfix.batch.session import upload_checked
         upload_checked("./out", "me/model-mlx-4bit", fix=True, commit_message="Add weights")
     """
     result = check_before_upload(folder, fix=fix)

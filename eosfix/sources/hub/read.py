@@ -7,15 +7,15 @@ Vocabulary:
   info call and no HEAD: then one GET per stop-relevant file the repo has.
 - **entry**: one repo of a listing, or given by id (its sha and files then come from one
   info call): the revision asked, its commit sha, its stop-relevant files.
-- **store**: ``eosfix.sources.hubstore``: small files by commit. A commit already there
+- **store**: ``eosfix.sources.hub.store``: small files by commit. A commit already there
   costs no request, so a second audit of an unchanged organisation only reads the listing.
 
 Weights are never downloaded: only ``eosfix.core.repo.RELEVANT_FILES`` and
 ``additional_chat_templates/*.jinja``, plus tokenizer.json when an id cannot be resolved
 without it. The token is whatever huggingface_hub finds unless one is given; it is never
 printed or logged. Nothing here checks or prints: ``eosfix.batch.hub`` runs an audit,
-``eosfix.batch.hubapi`` checks a few repos. Requests go through ``eosfix.sources.hubhttp``
-(retries, rate limits); pull requests and uploads through ``eosfix.sources.hubwrite``.
+``eosfix.batch.session`` checks a few repos. Requests go through ``eosfix.sources.hub.http``
+(retries, rate limits); pull requests and uploads through ``eosfix.sources.hub.write``.
 """
 
 from __future__ import annotations
@@ -37,8 +37,8 @@ from huggingface_hub.errors import RemoteEntryNotFoundError
 from eosfix.core.errors import EosfixError
 from eosfix.core.repo import TOKENIZER_JSON, is_relevant_file
 from eosfix.sources import holds_a_model
-from eosfix.sources.hubhttp import HubHttp, describe_error, hub_errors
-from eosfix.sources.hubstore import Manifest, Store, git_sha1
+from eosfix.sources.hub.http import HubHttp, describe_error, hub_errors
+from eosfix.sources.hub.store import Manifest, Store, git_sha1
 
 _SHA_RE = re.compile(r"^[0-9a-f]{40}$")
 _EXPAND = (("expand", "sha"), ("expand", "siblings"))
