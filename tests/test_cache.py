@@ -617,29 +617,29 @@ def test_csv_and_markdown_reports(hub_cache):
     assert len(lines) == 2 + 5 + 2
 
 
-def test_tokenizer_only_snapshot_is_not_a_model_when_the_hub_said_so(tmp_path):
-    """A snapshot without config.json is a model's unless a loader learned the commit has
-    none (a ``.no_exist/<commit>/config.json`` marker) and it has no weights: then it is
-    tokenizer files only, not a model repo for any runtime, and --fix leaves it (item 6)."""
+def test_a_tokenizer_only_snapshot_is_not_a_model_and_fix_leaves_it(tmp_path):
+    """A snapshot with no config.json, no generation_config.json and no weights holds no model
+    any runtime loads, with or without the ``.no_exist`` marker a loader leaves: "not a model
+    repo", as check and hub say of the repo on the Hub; --fix writes nothing into it. Weights
+    make it a model's, the marker notwithstanding."""
     b = CacheBuilder(tmp_path / "hub")
     files = chatml_files(1000)
     keep = ("tokenizer_config.json", "chat_template.jinja")
     tok_only = {k: v for k, v in files.items() if k in keep}
     b.add_revision("org/tokenizer", tok_only, no_exist=["config.json", GEN])
-    b.add_revision("org/partial", tok_only)  # only the tokenizer was downloaded: unknown
-    # weights but no config.json, and the marker: the weights make it a model's (a marker
-    # alone must not turn a model repo into "not a model")
+    b.add_revision("org/downloaded", tok_only)  # hf download of the whole repo: no marker
     weights = {**tok_only, "model.safetensors": "weights"}
     b.add_revision("org/weights", weights, no_exist=["config.json", GEN])
     code, payload = run_json("--cache-dir", str(b.root))
     verdicts = {e["repo_id"]: e["verdict"] for e in payload["repos"]}
     assert verdicts == {
-        "org/partial": "fixable",
+        "org/downloaded": "not_a_model",
         "org/tokenizer": "not_a_model",
         "org/weights": "fixable",
     }
     assert code == 1
     code, out, _ = run("--cache-dir", str(b.root), "--fix")
-    snapshot = next((b.repo_dir("org/tokenizer") / "snapshots").iterdir())
-    assert not (snapshot / GEN).exists()
+    for repo_id in ("org/tokenizer", "org/downloaded"):
+        snapshot = next((b.repo_dir(repo_id) / "snapshots").iterdir())
+        assert not (snapshot / GEN).exists()
     assert "not a model repo" in out

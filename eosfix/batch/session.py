@@ -1,9 +1,11 @@
-"""The Python API for a few Hub repos: check them by id, open a fix PR, gate an upload.
+"""A few Hub repos by id: the one check of a Hub repo, a fix PR, a checked upload.
 
-``HubSession`` brings each repo's small files in (``eosfix.sources.hub.read``) and checks them with
-the pipeline, with full results; for an organisation use the batch (``eosfix.batch.hub``).
-``upload_checked`` uploads a folder only if it stops at the end of every turn. Writes to the
-Hub go through ``eosfix.sources.hub.write``.
+``check_hub_repo`` is how every command that takes a Hub id checks it (``check``, ``explain``,
+``render``/``goldens``/``diagnose``, the ``serve`` bot through ``HubSession``): the repo's
+small files into eosfix's store (``eosfix.sources.hub.read``), then the pipeline, read-only,
+with full results; for an organisation use the batch (``eosfix.batch.hub``), which reads the
+same files and judges them by the same rules. ``upload_checked`` uploads a folder only if it
+stops at the end of every turn. Writes to the Hub go through ``eosfix.sources.hub.write``.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from eosfix.batch.verdict import needs_tokenizer_json
 from eosfix.core.errors import EosfixError
 from eosfix.decide.check import Status
 from eosfix.pipeline import RepoResult
+from eosfix.runtimes import Pins
 from eosfix.sources.hub.http import describe_error, hub_errors
 from eosfix.sources.hub.read import HubError, HubReader, fetch_repo_files
 from eosfix.sources.hub.store import Store
@@ -72,24 +75,7 @@ class HubSession:
 
     def check(self, repo_id: str, revision: str | None = None) -> RepoResult:
         """Bring the stop-relevant files of ``repo_id`` in and analyze them (read-only)."""
-        try:
-            fetched = fetch_repo_files(repo_id, revision, reader=self.reader)
-            model = fetched.model
-            result = pipeline.check_folder(fetched.path, label=repo_id, model=model)
-            if fetched.has_tokenizer_json and needs_tokenizer_json(result):
-                fetched = fetch_repo_files(
-                    repo_id, fetched.sha, reader=self.reader, tokenizer_json=True
-                )
-                result = pipeline.check_folder(fetched.path, label=repo_id, model=model)
-        except HubError as exc:
-            return RepoResult(Path(repo_id), error=exc, label=repo_id)
-        extra: dict[str, object] = {
-            "repo_id": repo_id,
-            "revision": revision or "main",
-            "sha": fetched.sha,
-        }
-        error = _relabel(result.error, fetched.path, repo_id)
-        return dataclasses.replace(result, path=Path(repo_id), error=error, extra=extra)
+        return check_hub_repo(repo_id, revision, reader=self.reader)
 
     def check_many(
         self, repo_ids: Iterable[str], revision: str | None = None, *, workers: int = 4
@@ -114,6 +100,38 @@ class HubSession:
         except PrError as exc:
             raise HubError(exc.message, repo_id=result.name) from None
 
+
+
+def check_hub_repo(
+    repo_id: str,
+    revision: str | None = None,
+    *,
+    reader: HubReader | None = None,
+    keep_ids: Iterable[int] = (),
+    pins: Pins | None = None,
+    config_json: bool = False,
+) -> RepoResult:
+    """The one check of a Hub repo by id: its small files into eosfix's store (tokenizer.json
+    too when an id lives only there), then the pipeline, read-only. A repo with no config.json,
+    generation_config.json or weights holds no model: nothing is proposed for it, as ``eosfix
+    hub`` says too. The result is named ``org/name``; an error about a file names the repo id
+    and the file (``org/name/generation_config.json``), never eosfix's store; ``extra`` holds
+    ``repo_id``, ``revision`` and ``sha`` (None when the Hub named no commit)."""
+    extra: dict[str, object] = {"repo_id": repo_id, "revision": revision or "main", "sha": None}
+    options: dict[str, Any] = {"keep_ids": keep_ids, "pins": pins, "config_json": config_json}
+    try:
+        fetched = fetch_repo_files(repo_id, revision, reader=reader)
+        extra["sha"] = fetched.sha
+        result = pipeline.check_folder(fetched.path, label=repo_id, model=fetched.model, **options)
+        if fetched.has_tokenizer_json and needs_tokenizer_json(result):
+            fetched = fetch_repo_files(repo_id, fetched.sha, reader=reader, tokenizer_json=True)
+            result = pipeline.check_folder(
+                fetched.path, label=repo_id, model=fetched.model, **options
+            )
+    except HubError as exc:
+        return RepoResult(Path(repo_id), error=exc, label=repo_id, extra=extra)
+    error = _relabel(result.error, fetched.path, repo_id)
+    return dataclasses.replace(result, path=Path(repo_id), error=error, extra=extra)
 
 def _relabel(error: EosfixError | None, folder: Path, repo_id: str) -> EosfixError | None:
     """Name a file by its place in the repo (``org/name/file``), not the work folder."""

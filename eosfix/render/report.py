@@ -193,6 +193,7 @@ def result_to_dict(r: RepoResult) -> dict[str, Any]:
             status="error", verdict="error", problem=None, runs_on=[], stops_early=[],
             error=str(r.error), written=list(r.written),
         )  # fmt: skip
+        out.update(r.extra)  # a Hub repo's repo_id, revision and sha
         return out
     c = r.check
     assert c is not None
