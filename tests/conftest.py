@@ -9,7 +9,7 @@ import shutil
 import socket
 import sys
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import pytest
 from click.testing import CliRunner
@@ -197,3 +197,15 @@ def seed_repo(seed_model, tmp_path):
                 pass
         shutil.copyfile(path, folder / path.name)
     return folder
+
+
+def tool(name: str) -> Any:
+    """tools/NAME.py as a module (the tools are scripts, not a package)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, ROOT / "tools" / f"{name}.py")
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

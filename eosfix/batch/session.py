@@ -101,7 +101,6 @@ class HubSession:
             raise HubError(exc.message, repo_id=result.name) from None
 
 
-
 def check_hub_repo(
     repo_id: str,
     revision: str | None = None,
@@ -132,6 +131,7 @@ def check_hub_repo(
         return RepoResult(Path(repo_id), error=exc, label=repo_id, extra=extra)
     error = _relabel(result.error, fetched.path, repo_id)
     return dataclasses.replace(result, path=Path(repo_id), error=error, extra=extra)
+
 
 def _relabel(error: EosfixError | None, folder: Path, repo_id: str) -> EosfixError | None:
     """Name a file by its place in the repo (``org/name/file``), not the work folder."""

@@ -102,6 +102,7 @@ def _check_hub(hub: HubRepo, **options: Any) -> RepoResult:
     with _quiet_hub():
         return check_hub_repo(hub.repo_id, **options)
 
+
 def _note_shadowed(paths: Sequence[str]) -> None:
     """Say which one is checked when a folder downloaded from the Hub has the name of the Hub
     repo: the local folder (as it is now, edits included), not the Hub's current files."""

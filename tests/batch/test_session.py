@@ -85,7 +85,8 @@ def test_an_invalid_file_is_named_by_repo_id_and_file_everywhere(hub, run_eosfix
     assert checked["error"].startswith(f"{BAD_JSON}/generation_config.json: ")
     assert "eosfix" not in checked["error"].split(":")[0]  # never eosfix's store
     assert (checked["repo_id"], checked["revision"]) == (BAD_JSON, "main")
-    assert checked["sha"] == audited["sha"] and len(checked["sha"]) == 40
+    assert checked["sha"] == audited["sha"]
+    assert len(checked["sha"]) == 40
     served = _serve(tmp_path, BAD_JSON, checked["sha"])
     assert (served.outcome, served.error) == ("error", checked["error"])
     text = run_eosfix("check", BAD_JSON)
