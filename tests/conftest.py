@@ -209,3 +209,14 @@ def tool(name: str) -> Any:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def check_repo(
+    repo: Any, *, keep_ids: Any = (), config_json: bool = False, model: bool = True
+) -> Any:
+    """The one check (``eosfix.decide.check.check``) of a folder already read into a
+    ``ModelRepo``, with the folder's stop keys: what the pipeline runs, minus reading."""
+    from eosfix.containers.folder.keys import FolderStops
+    from eosfix.decide.check import check
+
+    return check(repo, FolderStops(model), keep_ids=keep_ids, config_json=config_json)

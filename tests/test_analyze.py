@@ -13,10 +13,10 @@ from eosfix.analysis.terminators import (
     TURN_END,
     Terminator,
 )
-from eosfix.containers.folder.container import check_repo
+from eosfix.containers.folder.keys import propose_eos
 from eosfix.containers.folder.read import load_repo
-from eosfix.containers.folder.stopconfig import propose_eos
 from eosfix.core.repo import TokenInfo
+from tests.conftest import check_repo
 
 CHATML = (
     "{% for m in messages %}{{ '<|im_start|>' + m.role + '\\n' + m.content + '<|im_end|>\\n' }}"

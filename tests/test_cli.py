@@ -186,12 +186,12 @@ def test_one_exit_code_rule_for_commands_and_batches():
 
 @pytest.mark.parametrize("command", ["check", "fix", "explain", "cache"])
 def test_ctrl_c_exits_130_with_one_line(command, monkeypatch, sample_repo, tmp_path, capsys):
-    import eosfix.pipeline
+    from eosfix.decide import check
 
     def interrupted(*a, **k):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(eosfix.pipeline, "check_repo", interrupted)
+    monkeypatch.setattr(check, "check", interrupted)  # the one check every container goes through
     repo = sample_repo("chatml-missing-im-end")
     if command == "cache":
         from tests.cachebuilder import CacheBuilder, chatml_files
@@ -212,14 +212,14 @@ def test_ctrl_c_exits_130_with_one_line(command, monkeypatch, sample_repo, tmp_p
 
 _WAITS = """
 import sys, time
-import eosfix.pipeline
+import eosfix.decide.check
 from eosfix.cli import main
 
 def wait(*args, **kwargs):
     print("ready", flush=True)
     time.sleep(60)
 
-eosfix.pipeline.check_repo = wait
+eosfix.decide.check.check = wait
 raise SystemExit(main(sys.argv[1:]))
 """
 

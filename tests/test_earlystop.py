@@ -8,11 +8,10 @@ import json
 import pytest
 
 from eosfix import api
-from eosfix.containers.folder.container import check_repo
 from eosfix.containers.folder.read import load_repo
 from eosfix.core.tokentext import cut_clause, decode_piece
 from eosfix.decide.check import Severity
-from tests.conftest import CORPUS, SAMPLES, copy_repo, corpus_cases
+from tests.conftest import CORPUS, SAMPLES, check_repo, copy_repo, corpus_cases
 
 GEN = "generation_config.json"
 QWEN = "ordinary-stop-id"  # a Qwen-like repo: '#' is 2, <|endoftext|> 151643, <|im_end|> 151645

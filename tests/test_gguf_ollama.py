@@ -17,7 +17,7 @@ import pytest
 from eosfix import api
 from eosfix.cli import main
 from eosfix.containers.gguf.container import open_gguf
-from eosfix.containers.gguf.ollama import ollama_view
+from eosfix.containers.gguf.eos_ids import ollama_view
 from eosfix.containers.gguf.read import load_gguf, read_header
 from eosfix.runtimes.ollama.compat import INT32
 from eosfix.runtimes.ollama.engines import GO, SERVER, gguf_stops, go_stops

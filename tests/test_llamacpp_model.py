@@ -165,7 +165,7 @@ def test_converter_eos_matches_special_vocab(tmp_path, name):
 
 def test_converter_prediction_reaches_the_runtime_table(tmp_path):
     from eosfix import api
-    from eosfix.containers.folder.runtimes import runtime_table
+    from eosfix.containers.folder.runtime_table import runtime_table
 
     folder = copy_repo(SAMPLES / "glm-next-turn-opener", tmp_path / "glm")
     result = api.check(folder)

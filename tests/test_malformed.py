@@ -173,7 +173,7 @@ def test_internal_error_exits_3_with_hint(tmp_path, capsys, monkeypatch):
     def boom(*_a, **_k):
         raise RuntimeError("boom")
 
-    monkeypatch.setattr("eosfix.pipeline.check_repo", boom)
+    monkeypatch.setattr("eosfix.decide.check.check", boom)
     assert main(["check", str(root)]) == 3
     out, err = capsys.readouterr()
     assert "Traceback" not in out + err

@@ -8,7 +8,7 @@ import pytest
 
 from eosfix import api
 from eosfix.containers.folder.plan import plan_config
-from eosfix.containers.folder.runtimes import runtime_table, stop_inputs
+from eosfix.containers.folder.runtime_table import runtime_table, stop_inputs
 from eosfix.ports.loop import split_probe, tokenize_probe
 from eosfix.render.report import runtimes_line
 from eosfix.runtimes import RUNTIMES, apply_generation_config_eos

@@ -28,10 +28,10 @@ from eosfix.analysis.positions import (
     TOOL_CALL,
     WHERE,
 )
-from eosfix.containers.folder.container import check_repo
 from eosfix.containers.folder.read import load_repo
 from eosfix.decide.check import Status
 from eosfix.render.report import placement_text
+from tests.conftest import check_repo
 
 FIRST_ID = 100
 

@@ -33,9 +33,9 @@ from eosfix.analysis.positions import (
     TOOL_CALL,
 )
 from eosfix.analysis.shapes import CALL_ARGS, THINK1
-from eosfix.containers.folder.container import check_repo
 from eosfix.containers.folder.read import load_repo
 from eosfix.decide.check import Status
+from tests.conftest import check_repo
 
 FIRST_ID = 100
 

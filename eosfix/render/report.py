@@ -26,7 +26,7 @@ from eosfix.core.outcome import (
     verdict_of,
 )
 from eosfix.decide.check import Finding
-from eosfix.decide.verdicts import RuntimeTable
+from eosfix.decide.runtime_table import RuntimeTable
 from eosfix.pipeline import RepoResult
 from eosfix.render.annotations import render_github, render_sarif
 from eosfix.render.runtimes import runtimes_line

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Sequence
 
-from eosfix.decide.verdicts import RuntimeRow, RuntimeTable
+from eosfix.decide.runtime_table import RuntimeRow, RuntimeTable
 
 
 def _why_still(table: RuntimeTable, still: list[str]) -> list[str]:

@@ -25,7 +25,7 @@ from eosfix.analysis.terminators import (
     Terminator,
     TerminatorSet,
 )
-from eosfix.containers.gguf.early import SLOTS, repointable
+from eosfix.containers.gguf.earlystop import SLOTS, repointable
 from eosfix.containers.gguf.format import ValueType, key_name
 from eosfix.containers.gguf.read import GgufModel
 from eosfix.decide.stopids import StopId
@@ -92,7 +92,7 @@ class KeyEdit:
 @dataclass(frozen=True)
 class ArrayEdit:
     """A ``tokenizer.ggml.eos_token_ids`` list to write, as an ARRAY of INT32: the only type
-    ollama's Go engine reads (``eosfix.containers.gguf.ollama``)."""
+    ollama's Go engine reads (``eosfix.containers.gguf.eos_ids``)."""
 
     key: str
     old: tuple[int, ...] | None  # the items in the file (None: the key is absent)

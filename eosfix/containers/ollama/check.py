@@ -25,8 +25,8 @@ from eosfix.containers.target import is_gguf
 from eosfix.core.codes import Finding, Severity
 from eosfix.core.errors import EosfixError, RepoLoadError
 from eosfix.decide.check import RepoCheck, check
+from eosfix.decide.runtime_table import cutting_ids
 from eosfix.decide.stopids import StopId
-from eosfix.decide.verdicts import cutting_ids
 from eosfix.runtimes.ollama import stops_on
 from eosfix.runtimes.ollama.engines import OllamaStops
 from eosfix.runtimes.ollama.modelfile import stop_line

@@ -13,7 +13,7 @@ the FIM ids and every token whose text is on its list. Findings:
 - EOS013: an eos/eot/eom key holds an id past the token list: llama.cpp ignores it ("bad
   special token") and falls back to its default id or a token found by text;
 - EOS203 (and EOS011-EOS013 about its items): ollama's Go engine (0.7.1 to 0.24.0) reads
-  ``tokenizer.ggml.eos_token_ids``, not eot/eom (``eosfix.containers.gguf.ollama``).
+  ``tokenizer.ggml.eos_token_ids``, not eot/eom (``eosfix.containers.gguf.eos_ids``).
 
 The proposal is llama.cpp's set once the planned keys are written. Pure.
 """
@@ -27,15 +27,15 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from eosfix.analysis.terminators import Terminator, TerminatorSet
-from eosfix.containers.gguf.early import FIM_ROLES, SLOTS, causes, classify_eog
+from eosfix.containers.gguf.earlystop import FIM_ROLES, SLOTS, causes, classify_eog
+from eosfix.containers.gguf.eos_ids import plan_eos_ids
 from eosfix.containers.gguf.format import TOKENS_KEY, ValueType, key_name
-from eosfix.containers.gguf.ollama import plan_eos_ids
 from eosfix.containers.gguf.plan import ArrayEdit, GgufPlan, KeyEdit, plan_keys
 from eosfix.containers.gguf.read import GgufModel
 from eosfix.core.codes import Finding, Severity, finding
 from eosfix.core.repo import ModelRepo, TokenInfo
+from eosfix.decide.keys import StopConfig, StopDecision, StopIdReview
 from eosfix.decide.stopids import CODES, ORDINARY, StopId, in_turn_text
-from eosfix.decide.stops import StopConfig, StopDecision, StopIdReview
 from eosfix.runtimes.llamacpp import LLAMA_CPP_VERSION, EogSet, end_of_generation
 from eosfix.runtimes.ollama.modelfile import stop_line
 
@@ -230,7 +230,7 @@ class GgufDecision:
 
 @dataclass(frozen=True)
 class GgufStops:
-    """The stop keys of a GGUF (``eosfix.decide.stops.StopKeys``)."""
+    """The stop keys of a GGUF (``eosfix.decide.keys.StopKeys``)."""
 
     model: GgufModel
 
@@ -242,7 +242,7 @@ class GgufStops:
 
     def plan(self, ts: TerminatorSet, review: StopIdReview, keep: Collection[int]) -> GgufDecision:
         """The key edits (``eosfix.containers.gguf.plan.plan_keys``) and the ollama list
-        (``eosfix.containers.gguf.ollama.plan_eos_ids``) for this file."""
+        (``eosfix.containers.gguf.eos_ids.plan_eos_ids``) for this file."""
         model = self.model
         eog = end_of_generation(model.vocab)
         slots, unplaced, fixed = plan_keys(model, ts, eog, review.cutting, keep)

@@ -22,7 +22,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
 from eosfix.analysis.terminators import STOP_STRING, Terminator, TerminatorSet
-from eosfix.containers.gguf.early import classify_ids
+from eosfix.containers.gguf.earlystop import classify_ids
 from eosfix.containers.gguf.format import EOS_IDS_KEY, TEMPLATE_KEY, ValueType, id_slot
 from eosfix.containers.gguf.plan import ArrayEdit, GgufValue
 from eosfix.containers.gguf.read import GgufModel

@@ -20,7 +20,7 @@ from eosfix.containers.folder import inputs as stopinputs
 from eosfix.containers.folder.plan import FilePatch, config_edits
 from eosfix.core.repo import CONFIG, GENERATION_CONFIG
 from eosfix.decide.check import RepoCheck
-from eosfix.decide.verdicts import RowInputs, RuntimeTable, build_table
+from eosfix.decide.runtime_table import RowInputs, RuntimeTable, build_table
 from eosfix.runtimes import RUNTIMES, Pins, Runtime, StopInputs, rule_for
 
 
