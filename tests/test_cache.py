@@ -15,7 +15,7 @@ from huggingface_hub.file_download import _CACHED_NO_EXIST
 
 from eosfix.batch import pool, verdict
 from eosfix.batch import run as batchrun
-from eosfix.batch.cache import CacheRun, run_cache
+from eosfix.batch.cache import CacheRun
 from eosfix.cli import cli
 from eosfix.render.batch import JSON_DETAIL, write_json
 from eosfix.sources import cache as cachelib
@@ -155,7 +155,7 @@ def test_shared_files_are_analyzed_once(hub_cache, monkeypatch):
         return real(path, detail)
 
     monkeypatch.setattr(verdict, "analyze_folder", counting)
-    result = run_cache(cachelib.scan_cache(b.root), workers=1)
+    result = CacheRun(cachelib.scan_cache(b.root), keep_rows=True, workers=1).drain()
     assert len(result.results) == 5
     assert len(seen) == result.analyses == 4  # the two org/qwen revisions differ in README only
 
@@ -294,7 +294,7 @@ def test_fix_after_check_is_idempotent_per_revision(hub_cache):
     assert run("--cache-dir", str(b.root), "--revision", "refs/pr/1", "--fix")[0] == 0
     # fixed regular files are keyed by content: the two fixed qwen revisions share one analysis
     assert run("--cache-dir", str(b.root), "--fix")[0] == 1
-    result = run_cache(cachelib.scan_cache(b.root), workers=1)
+    result = CacheRun(cachelib.scan_cache(b.root), keep_rows=True, workers=1).drain()
     assert result.exit_code == 0
     assert result.analyses == 4
 
@@ -592,7 +592,7 @@ def test_a_dead_worker_makes_errors_not_a_crash(tmp_path, monkeypatch):
     scan = cachelib.scan_cache(_many(tmp_path, 8).root)
     monkeypatch.setattr(verdict, "analyze_folder", _die)
     monkeypatch.setattr(pool, "POOL_MIN", 1)
-    result = run_cache(scan, workers=2)
+    result = CacheRun(scan, keep_rows=True, workers=2).drain()
     assert result.counts()["error"] == len(result.results) == 8
     assert {r.note for r in result.results} == {": the analysis process died (out of memory?)"}
     assert result.exit_code == 2

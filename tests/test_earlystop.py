@@ -9,8 +9,8 @@ import pytest
 
 from eosfix import api
 from eosfix.containers.folder.read import load_repo
-from eosfix.core.tokentext import cut_clause, decode_piece
 from eosfix.decide.check import Severity
+from eosfix.decide.tokentext import cut_clause, decode_piece
 from tests.conftest import CORPUS, SAMPLES, check_repo, copy_repo, corpus_cases
 
 GEN = "generation_config.json"

@@ -515,9 +515,9 @@ def test_private_repo_without_token_is_one_line(fake_hub, run_eosfix):
     )
 
 
-def test_session_api_checks_many_in_order(hub_repos, tmp_path):
+def test_session_api_checks_and_opens_one_pr(hub_repos, tmp_path):
     session = HubSession(describe=pr_description)
-    results = session.check_many([HEALTHY, BROKEN, "org/none"], workers=3)
+    results = [session.check(repo_id) for repo_id in (HEALTHY, BROKEN, "org/none")]
     assert [r.name for r in results] == [HEALTHY, BROKEN, "org/none"]
     assert results[0].status.value == "ok"
     assert results[1].status.value == "fixable"

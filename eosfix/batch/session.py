@@ -13,7 +13,6 @@ from __future__ import annotations
 import copy
 import dataclasses
 from collections.abc import Iterable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -76,13 +75,6 @@ class HubSession:
     def check(self, repo_id: str, revision: str | None = None) -> RepoResult:
         """Bring the stop-relevant files of ``repo_id`` in and analyze them (read-only)."""
         return check_hub_repo(repo_id, revision, reader=self.reader)
-
-    def check_many(
-        self, repo_ids: Iterable[str], revision: str | None = None, *, workers: int = 4
-    ) -> list[RepoResult]:
-        """``check`` each repo concurrently; results come back in the order given."""
-        with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-            return list(pool.map(lambda r: self.check(r, revision), list(repo_ids)))
 
     def open_pr(self, result: RepoResult) -> PullRequest | None:
         """Open one PR with the generation_config.json fix; a repo with an open eosfix PR

@@ -149,11 +149,6 @@ class _Reader:
         self.pos += n
         return data
 
-    def skip_string(self, what: str) -> None:
-        n = self.u64(what)
-        self.need(n, what)
-        self.pos += n
-
 
 def _open_map(path: Path) -> tuple[Any, os.stat_result]:
     with reading(path, expected="a GGUF file"):
@@ -514,10 +509,6 @@ class GgufModel:
         ints = f.item_type not in (ValueType.STRING, ValueType.BOOL, ValueType.FLOAT32,
                                    ValueType.FLOAT64)  # fmt: skip
         return (tuple(int(v) for v in f.value) if ints else ()), f.item_type.name
-
-    @property
-    def n_split(self) -> int:
-        return len(self.shards) or 1
 
 
 def _expect(header: Header, key: str, vtype: ValueType, item: ValueType | None = None) -> None:
