@@ -11,6 +11,7 @@ PR's description is rendered by the function the caller passes (``eosfix.render.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -27,6 +28,14 @@ from eosfix.sources.hub.read import HubReader
 from eosfix.sources.hub.write import PrError, PrOutcome, PullRequest, find_open_pr, open_pr
 
 Describe = Callable[[RepoResult], str]  # a fix PR's description (eosfix.render.pr)
+
+
+def token_user(api: HfApi) -> str | None:
+    """The user the token belongs to; None when the Hub does not say (no token, offline)."""
+    try:
+        return str(api.whoami()["name"])
+    except Exception:  # noqa: BLE001 - no token, offline...: the author is not checked
+        return None
 
 
 def fix_bytes(result: RepoResult) -> bytes | None:
@@ -109,23 +118,15 @@ class PrPlan:
     failed: int = 0
     keep_ids: tuple[int, ...] = ()  # stop ids the fix keeps (--keep-id)
     stopping: bool = False  # interrupted: no new pull request
-    _me: str | None = None
-    _asked: bool = False
 
     def wants(self, unit: Unit) -> bool:
         v = unit.verdict
         return v is not None and v.has_patches and not unit.extra.get("pr_url")
 
+    @functools.cached_property
     def me(self) -> str | None:
-        """The token's user (an eosfix PR of someone else is never updated); None when the
-        Hub does not say (no token)."""
-        if not self._asked:
-            self._asked = True
-            try:
-                self._me = str(self.hf_api.whoami()["name"])
-            except Exception:  # noqa: BLE001 - no token, offline...: the author is not checked
-                self._me = None
-        return self._me
+        """The token's user (an eosfix PR of someone else is never updated), asked once."""
+        return token_user(self.hf_api)
 
     def handle(self, unit: Unit) -> Unit:
         """Open (or find) the PR of one fixable repo; its outcome goes into ``unit.extra``."""
@@ -165,7 +166,7 @@ class PrPlan:
                 return pr_extra(f"not opened: --max-prs {self.max_prs} reached")
             self.new += 1
             return pr_extra("would open (dry run)")
-        pr = open_fix_pr(self.hf_api, self.reader, result, self.describe, self.me())
+        pr = open_fix_pr(self.hf_api, self.reader, result, self.describe, self.me)
         if pr is None:
             return {}
         self.new += pr.created

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,7 @@ from typing import Any
 from huggingface_hub import CommitInfo, HfApi
 
 from eosfix import pipeline
-from eosfix.batch.prs import Describe, open_fix_pr
+from eosfix.batch.prs import Describe, open_fix_pr, token_user
 from eosfix.batch.verdict import needs_tokenizer_json
 from eosfix.core.errors import EosfixError
 from eosfix.decide.check import Status
@@ -50,19 +51,12 @@ class HubSession:
         self.reader = HubReader(token=token, timeout=timeout, store=store)
         self.api = hf_api or HfApi(token=token)
         self.describe = describe
-        self._user: str | None = None
-        self._asked = False  # whoami was asked (once)
 
+    @functools.cached_property
     def _me(self) -> str | None:
         """The token's user, asked once (an eosfix PR of someone else is left, never
-        updated); None when the Hub does not say (no token)."""
-        if not self._asked:
-            self._asked = True
-            try:
-                self._user = str(self.api.whoami()["name"])
-            except Exception:  # noqa: BLE001 - no token, offline...: the author is not checked
-                self._user = None
-        return self._user
+        updated)."""
+        return token_user(self.api)
 
     def list_author(self, author: str) -> list[str]:
         """Model repo ids of a user or organisation."""
@@ -88,7 +82,7 @@ class HubSession:
         if self.describe is None:
             raise TypeError("HubSession(describe=...) writes a PR's description; none given")
         try:
-            return open_fix_pr(self.api, self.reader, result, self.describe, self._me())
+            return open_fix_pr(self.api, self.reader, result, self.describe, self._me)
         except PrError as exc:
             raise HubError(exc.message, repo_id=result.name) from None
 

@@ -163,6 +163,13 @@ def truthy_generation_eos(x: StopInputs) -> tuple[int, ...] | None:
     return gen if truthy else None
 
 
+def truthy_over_config(x: StopInputs) -> tuple[int, ...] | None:
+    """config.json's eos, replaced by a truthy generation_config.json value (mlx-lm's and
+    mlx-vlm's ``load_config``: ``if eos_token_id := generation_config.get("eos_token_id")``)."""
+    gen = truthy_generation_eos(x)
+    return gen if gen is not None else x.config_eos
+
+
 def else_tokenizer_eos(eos: tuple[int, ...] | None, x: StopInputs) -> frozenset[int]:
     """The configured ids, replacing the tokenizer's eos; the tokenizer's eos when none are
     configured (``None``)."""
