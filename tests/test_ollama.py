@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from eosfix.cli import main
-from eosfix.containers.ollama.store import default_models_dir, model_name
+from eosfix.containers.ollama.read import default_models_dir, model_name
 from tests.ggufs import CHATML, chatml, command_r, glm, write_gguf
 
 GO_CHATML = "{{ range .Messages }}<|im_start|>{{ .Role }}\n{{ .Content }}<|im_end|>\n{{ end }}"

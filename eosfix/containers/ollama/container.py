@@ -20,7 +20,7 @@ import shlex
 from dataclasses import dataclass
 
 from eosfix.containers.gguf.container import open_gguf
-from eosfix.containers.ollama.store import OllamaModel
+from eosfix.containers.ollama.read import OllamaModel
 from eosfix.containers.target import is_gguf
 from eosfix.core.codes import Finding, Severity
 from eosfix.core.errors import EosfixError, RepoLoadError
