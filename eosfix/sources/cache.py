@@ -35,8 +35,8 @@ from typing import Any
 
 from eosfix.core.errors import EosfixError
 from eosfix.core.repo import READ_FILES, is_read_file
-from eosfix.sources import Key, holds_a_model
-from eosfix.sources.cachewalk import file_identity, walk_repo
+from eosfix.sources import Key, cachewalk, holds_a_model
+from eosfix.sources.cachewalk import file_identity
 
 
 def default_cache_dir(env: dict[str, str] | None = None) -> Path:
@@ -249,7 +249,7 @@ class CacheScan:
                 path = self.cache_dir / name
                 kind_id = _repo_id_of(name)
                 repo_id = kind_id[1] if kind_id else None
-                walked = walk_repo(path)
+                walked = cachewalk.walk_repo(path)
                 if walked is not None and repo_id is not None:
                     group.extend(
                         Snapshot(repo_id, *rev)

@@ -21,6 +21,7 @@ from eosfix import api
 from eosfix.analysis import template
 from eosfix.analysis.template import render, strike_scope
 from eosfix.cli import main
+from eosfix.core import limits
 from eosfix.core.limits import (
     DEFAULT_LIMITS,
     RenderDeadline,
@@ -234,7 +235,7 @@ def test_the_backstop_is_its_own_retryable_outcome(tmp_path, monkeypatch):
     never EOS101; fix writes nothing; and the next analysis starts afresh (no strike)."""
     root = copy_repo(SAMPLES / "chatml-missing-im-end", tmp_path / "repo")
     before = _snapshot(root)
-    monkeypatch.setattr(template, "DEFAULT_LIMITS", RenderLimits(max_seconds=0.0))
+    monkeypatch.setattr(limits, "DEFAULT_LIMITS", RenderLimits(max_seconds=0.0))
     result = api.fix(root, config_json=True)
     assert result.check is not None
     codes = [f.code for f in result.check.findings]
@@ -248,7 +249,7 @@ def test_the_backstop_is_its_own_retryable_outcome(tmp_path, monkeypatch):
     assert result.check.proposed is None
     assert result.written == ()
     assert _snapshot(root) == before
-    monkeypatch.setattr(template, "DEFAULT_LIMITS", DEFAULT_LIMITS)
+    monkeypatch.setattr(limits, "DEFAULT_LIMITS", DEFAULT_LIMITS)
     again = api.fix(root)
     assert again.check is not None
     assert not {"EOS101", "EOS103"} & {f.code for f in again.check.findings}

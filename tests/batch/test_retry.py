@@ -7,7 +7,7 @@ import io
 import json
 from pathlib import Path
 
-from eosfix.analysis import template, terminators
+from eosfix.analysis import terminators
 from eosfix.batch import pool, verdict
 from eosfix.batch.cache import CacheRun
 from eosfix.batch.state import StateFile
@@ -98,15 +98,16 @@ def test_a_unit_unfinished_twice_is_reported_as_such(tmp_path, monkeypatch):
     idle = {e["repo_id"]: e for e in _json(scan)["repos"]}
     calls: list[str] = []
     real = verdict.analyze_folder
+    default = limits.DEFAULT_LIMITS
 
     def stalling(path: Path, detail: verdict.Detail) -> Verdict:
         calls.append(path.parts[-3])  # models--org--a
         if len(calls) <= 2:
-            monkeypatch.setattr(template, "DEFAULT_LIMITS", RenderLimits(max_seconds=0.0))
+            monkeypatch.setattr(limits, "DEFAULT_LIMITS", RenderLimits(max_seconds=0.0))
         try:
             return real(path, detail)
         finally:
-            monkeypatch.setattr(template, "DEFAULT_LIMITS", limits.DEFAULT_LIMITS)
+            monkeypatch.setattr(limits, "DEFAULT_LIMITS", default)
 
     monkeypatch.setattr(verdict, "analyze_folder", stalling)
     out = _json(scan)

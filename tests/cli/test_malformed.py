@@ -192,7 +192,7 @@ def test_failure_on_the_second_file_rolls_back_the_first(tmp_path, monkeypatch):
     import shutil
 
     import eosfix.api
-    import eosfix.containers.folder.write
+    import eosfix.core.fileio
     from eosfix.core.errors import WriteError
     from tests.conftest import SAMPLES
 
@@ -203,14 +203,14 @@ def test_failure_on_the_second_file_rolls_back_the_first(tmp_path, monkeypatch):
         ignore=shutil.ignore_patterns("fixed", "expected.txt"),
     )
     before = {p.name: p.read_bytes() for p in repo.iterdir()}
-    real = eosfix.containers.folder.write.write_if_changed
+    real = eosfix.core.fileio.write_if_changed
 
     def fail_on_config(path, text, **kwargs):
         if path.name == "config.json":
             raise WriteError("No space left on device", path=path)
         return real(path, text, **kwargs)
 
-    monkeypatch.setattr(eosfix.containers.folder.write, "write_if_changed", fail_on_config)
+    monkeypatch.setattr(eosfix.core.fileio, "write_if_changed", fail_on_config)
     result = eosfix.api.fix(repo, config_json=True)
     assert isinstance(result.error, WriteError)
     assert {p.name: p.read_bytes() for p in repo.iterdir()} == before

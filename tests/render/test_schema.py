@@ -178,7 +178,7 @@ def test_json_of_hub_ids_runtime_pins_gguf_and_unfinished_renders(
     """What main added to check's JSON is in the schema: a Hub id's keys (repo_id, revision,
     sha), a pinned runtime's row (--runtime ollama==0.20.0) on a GGUF with EOS203, and a
     template that could not finish on this machine (EOS103, status problems)."""
-    from eosfix.analysis import template
+    from eosfix.core import limits
     from eosfix.core.limits import RenderLimits
 
     fake_hub.add_repo("org/broken", sample_files("chatml-missing-im-end"))
@@ -193,7 +193,7 @@ def test_json_of_hub_ids_runtime_pins_gguf_and_unfinished_renders(
     assert [f["code"] for f in file["findings"]] == ["EOS203"]
     assert {r["runtime"]: r["version"] for r in file["runtimes"]}["ollama"] == "0.20.0"
     repo = sample_repo("chatml-missing-im-end")
-    monkeypatch.setattr(template, "DEFAULT_LIMITS", RenderLimits(max_seconds=0.0))
+    monkeypatch.setattr(limits, "DEFAULT_LIMITS", RenderLimits(max_seconds=0.0))
     payload = json.loads(run_eosfix("check", "--format", "json", repo).stdout)
     valid(CHECK, payload)
     (entry,) = payload["repos"]

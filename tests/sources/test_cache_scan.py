@@ -50,7 +50,7 @@ def _keys(scan: cachelib.CacheScan) -> tuple[list[tuple], list[str]]:
 def _by_hub(monkeypatch, root: Path) -> tuple[list[tuple], list[str]]:
     """The scan with huggingface_hub's per-repo scanner deciding every repo."""
     with monkeypatch.context() as m:
-        m.setattr(cachelib, "walk_repo", lambda path: None)
+        m.setattr(cachewalk, "walk_repo", lambda path: None)
         return _keys(cachelib.scan_cache(root))
 
 
@@ -79,14 +79,14 @@ def test_the_walk_reads_ordinary_repos_itself_and_agrees(tmp_path, monkeypatch):
     (b.root / "CACHEDIR.TAG").write_text("Signature: 8a477f597d28d172789f06886806bc55\n")
 
     calls = []
-    real = cachelib.walk_repo
+    real = cachewalk.walk_repo
 
     def walk(path: Path):
         got = real(path)
         calls.append((path.name, got is not None))
         return got
 
-    monkeypatch.setattr(cachelib, "walk_repo", walk)
+    monkeypatch.setattr(cachewalk, "walk_repo", walk)
     walked = _keys(cachelib.scan_cache(b.root))
     models = {name for name, _ in calls if name.startswith("models--")}
     assert len(models) == 7

@@ -23,8 +23,9 @@ from pathlib import Path
 
 from eosfix.containers.folder.plan import FilePatch
 from eosfix.containers.target import cache_snapshot
+from eosfix.core import fileio
 from eosfix.core.errors import EosfixError, WriteError
-from eosfix.core.fileio import check_holds, check_writable, write_atomic, write_if_changed
+from eosfix.core.fileio import check_holds, check_writable, write_atomic
 
 AfterWrite = Callable[[Path, FilePatch], None]  # (the written file, its patch)
 
@@ -63,7 +64,7 @@ def _write_all(root: Path, patches: Sequence[FilePatch], replace_symlinks: bool)
     try:
         for patch in patches:
             target = root / patch.file
-            if write_if_changed(
+            if fileio.write_if_changed(
                 target,
                 patch.new_text,
                 allow_symlink_replace=replace_symlinks,
