@@ -11,7 +11,7 @@ list (lines 31-36), ``LlamaConfig.eos_token_id`` the top-level key only (line 50
 from __future__ import annotations
 
 from eosfix.core.repo import CONFIG, TOKENIZER_JSON
-from eosfix.runtimes.base import Refusals, Runtime, StopInputs, ids_of, one, refusing
+from eosfix.runtimes.rule import Refusals, Runtime, StopInputs, ids_of, one, refusing
 
 
 def _candle(x: StopInputs) -> frozenset[int]:

@@ -23,7 +23,7 @@ import math
 from typing import Any
 
 from eosfix.core.repo import CONFIG, GENERATION_CONFIG, TOKENIZER_CONFIG, TOKENIZER_JSON
-from eosfix.runtimes.base import EosRead, Refusals, Runtime, StopInputs, one, refusing
+from eosfix.runtimes.rule import EosRead, Refusals, Runtime, StopInputs, one, refusing
 
 DEFAULT_EOS = 2  # tokenizer.py get_default_token_id("eos_token", self.eos_token_id, 2)
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 from typing import Any
 
 from eosfix.core.repo import CONFIG, GENERATION_CONFIG
-from eosfix.runtimes.base import (
+from eosfix.runtimes.rule import (
     IGNORES,
     TOKENIZER_FILES,
     EosRead,
@@ -37,7 +37,7 @@ from eosfix.runtimes.base import (
     ids_of,
     one,
     refusing,
-    truthy_generation_eos,
+    truthy_over_config,
 )
 
 
@@ -46,12 +46,6 @@ def _merged(x: StopInputs) -> tuple[int, ...] | None:
     if x.generation_config_exists and x.generation_eos_key:
         return x.generation_config_eos
     return x.config_eos
-
-
-def _truthy_merged(x: StopInputs) -> tuple[int, ...] | None:
-    # mlx_vlm/utils.py load_config (PR #650): `if eos_token_id := generation_config.get(...)`
-    gen = truthy_generation_eos(x)
-    return gen if gen is not None else x.config_eos
 
 
 def _union(x: StopInputs) -> frozenset[int]:
@@ -65,7 +59,8 @@ def _replace_merged(x: StopInputs) -> frozenset[int]:
 
 
 def _replace_truthy(x: StopInputs) -> frozenset[int]:
-    return else_tokenizer_eos(_truthy_merged(x), x)
+    # mlx_vlm/utils.py load_config (PR #650): `if eos_token_id := generation_config.get(...)`
+    return else_tokenizer_eos(truthy_over_config(x), x)
 
 
 def _replace_config_only(x: StopInputs) -> frozenset[int]:

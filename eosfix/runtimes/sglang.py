@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from eosfix.core.repo import CONFIG, GENERATION_CONFIG
 from eosfix.runtimes import config_defaults
-from eosfix.runtimes.base import (
+from eosfix.runtimes.rule import (
     IGNORES,
     TOKENIZER_FILES,
     Refusals,

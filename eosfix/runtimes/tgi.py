@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 from eosfix.core.repo import CONFIG, GENERATION_CONFIG
-from eosfix.runtimes.base import (
+from eosfix.runtimes.rule import (
     IGNORES,
     TOKENIZER_FILES,
     EosRead,

@@ -17,7 +17,7 @@ Before 4.26.0 there was no generation_config.json: ``generate()`` read the model
 from __future__ import annotations
 
 from eosfix.core.repo import CONFIG, GENERATION_CONFIG
-from eosfix.runtimes.base import (
+from eosfix.runtimes.rule import (
     IGNORES,
     TOKENIZER_FILES,
     Refusals,

@@ -12,7 +12,7 @@ import pytest
 
 from eosfix.cli import main
 from tests.conftest import SAMPLES, copy_repo
-from tests.test_schema import CHECK, valid
+from tests.render.test_schema import CHECK, valid
 
 GEN = "generation_config.json"
 

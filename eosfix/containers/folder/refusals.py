@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from eosfix.core.codes import Finding, finding
 from eosfix.core.repo import CONFIG, GENERATION_CONFIG, ModelRepo
 from eosfix.runtimes import RUNTIMES
-from eosfix.runtimes.base import FAILS, IGNORES
+from eosfix.runtimes.rule import FAILS, IGNORES
 
 _BOM_EFFECTS = {  # (one runtime, several)
     IGNORES: (
