@@ -13,6 +13,10 @@
 - :func:`ending_literals`: the control tokens the template text writes right after what the
   model writes (a message's content, a call's arguments): where a reply can end. These are
   the only literals reported as "possible" terminators when no probe reaches them.
+- :func:`branch_variables`: variables no probe passes (or passes on one side only) that an
+  ``if`` tests to choose a branch writing an assistant message or a tool call (Command R7B:
+  ``{% if documents %}`` a tool-use template ``{% else %}`` a plain one), each with the value
+  that takes the other side: the probes reach every such branch.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Iterable, Mapping
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from jinja2 import meta, nodes
 
@@ -350,22 +354,30 @@ def _reads(test: nodes.Node, name: str, *, negated: bool) -> bool:
     return False
 
 
-def _role(test: nodes.Node) -> str | None:
+ASSISTANT_ROLES = frozenset({"assistant", "model", "chatbot"})
+
+
+def _role(test: nodes.Node, *, filtered: bool = False) -> str | None:
     """ "assistant" when ``test`` selects assistant messages (``m.role == 'assistant'``),
     "other" when it selects only other roles, None when it says nothing about the role
-    (a comparison under ``not`` says nothing)."""
+    (a comparison under ``not`` says nothing). ``filtered``: also a role read through a text
+    filter (``m.role | lower == 'assistant'``)."""
     roles: set[str] = set()
-    _roles(test, roles)
+    _roles(test, roles, filtered)
     if not roles:
         return None
-    return "assistant" if roles & {"assistant", "model", "chatbot"} else "other"
+    return "assistant" if roles & ASSISTANT_ROLES else "other"
 
 
-def _roles(test: nodes.Node, out: set[str]) -> None:
+def _roles(test: nodes.Node, out: set[str], filtered: bool = False) -> None:
     if isinstance(test, (nodes.And, nodes.Or)):
-        _roles(test.left, out)
-        _roles(test.right, out)
-    elif isinstance(test, nodes.Compare) and _is_role(test.expr) and len(test.ops) == 1:
+        _roles(test.left, out, filtered)
+        _roles(test.right, out, filtered)
+    elif (
+        isinstance(test, nodes.Compare)
+        and _is_role(_unfiltered(test.expr) if filtered else test.expr)
+        and len(test.ops) == 1
+    ):
         op = test.ops[0]
         if op.op == "eq" and isinstance(op.expr, nodes.Const) and isinstance(op.expr.value, str):
             out.add(op.expr.value)
@@ -377,6 +389,13 @@ def _roles(test: nodes.Node, out: set[str]) -> None:
             out.update(_strings(op.expr.value))
 
 
+def _unfiltered(expr: nodes.Node) -> nodes.Node:
+    """``expr`` without the text filters it is read through (``m.role | lower | trim``)."""
+    while isinstance(expr, nodes.Filter) and expr.node is not None and expr.name in _STR_FILTERS:
+        expr = expr.node
+    return expr
+
+
 def _is_role(expr: nodes.Node) -> bool:
     if isinstance(expr, nodes.Getattr):
         return expr.attr == "role"
@@ -385,3 +404,142 @@ def _is_role(expr: nodes.Node) -> bool:
         and isinstance(expr.arg, nodes.Const)
         and expr.arg.value == "role"
     )
+
+
+# --- variables that choose a branch writing an assistant message or a tool call -----------
+
+# Names Jinja or the environment defines, never a variable of the conversation.
+_BUILTIN_NAMES = frozenset(
+    {"loop", "range", "namespace", "dict", "lipsum", "cycler", "joiner", "super", "self"}
+    | {"varargs", "kwargs", "caller", "raise_exception", "strftime_now", "true", "false", "none"}
+)
+_CALL_FIELDS = frozenset({"tool_calls", "tool_call"})
+
+
+class Gate(NamedTuple):
+    """A variable an ``if`` tests to choose a branch that writes an assistant message or a
+    tool call, and what takes the branch an undefined value does not take.
+
+    ``kind``: ``truthy`` (any true value of the type the template uses it as), ``value``
+    (exactly ``value``: ``== 'auto'``, ``is false``), ``none`` (``is none`` / ``is not
+    none``: None, unless the variable is always passed as None); ``line``: the first such
+    ``if``.
+    """
+
+    name: str
+    kind: str
+    value: Any
+    line: int
+
+
+@functools.lru_cache(maxsize=256)
+def branch_variables(source: str) -> tuple[Gate, ...]:
+    """Variables the template never sets that an ``if`` tests where one of its branches
+    writes an assistant message or a tool call: it selects the assistant role
+    (``m.role == 'assistant'``, through ``lower`` too), reads a message's ``tool_calls``, or,
+    inside an assistant message's branch, writes what the model wrote (``content``,
+    ``arguments``). In template order; never ``loop``, ``range`` or another built-in name."""
+    ast = _ast(source)
+    if ast is None:
+        return ()
+    walker = _GateWalker(_set_outside_macros(ast) | _BUILTIN_NAMES)
+    walker.body(ast.body, assistant=False)
+    return tuple(walker.found.values())
+
+
+def _set_outside_macros(ast: nodes.Template) -> frozenset[str]:
+    """Names the template sets (``set``, loop targets) outside a macro: a macro's parameters
+    and its own ``set`` are local to it (Command R7B's ``document_turn(documents)``)."""
+    inside = {id(n) for m in ast.find_all(nodes.Macro) for n in m.find_all(nodes.Name)}
+    return frozenset(
+        n.name
+        for n in ast.find_all(nodes.Name)
+        if n.ctx in ("store", "param") and id(n) not in inside
+    )
+
+
+class _GateWalker:
+    def __init__(self, bound: frozenset[str]) -> None:
+        self.bound = bound  # names the template sets itself, or Jinja's own
+        self.found: dict[str, Gate] = {}
+
+    def body(self, stmts: Iterable[nodes.Node], assistant: bool) -> None:
+        for node in stmts:
+            self.stmt(node, assistant)
+
+    def stmt(self, node: nodes.Node, assistant: bool) -> None:
+        if not isinstance(node, nodes.If):
+            for child in node.iter_child_nodes():
+                if isinstance(child, nodes.Stmt):
+                    self.stmt(child, assistant)
+            return
+        branches = [(node.test, node.body), *((e.test, e.body) for e in node.elif_)]
+        bodies = [stmts for _, stmts in branches] + [node.else_]
+        if any(_writes_a_reply(stmts, assistant) for stmts in bodies):
+            for test, _ in branches:
+                for name, kind, value in _gates(test, self.bound):
+                    self.found.setdefault(name, Gate(name, kind, value, node.lineno))
+        for test, stmts in branches:
+            self.body(stmts, assistant or _role(test, filtered=True) == "assistant")
+        self.body(node.else_, assistant)
+
+
+def _writes_a_reply(stmts: list[nodes.Node], assistant: bool) -> bool:
+    """Whether statements write an assistant message or a tool call (``assistant``: they are
+    inside an assistant message's branch already, so any model-written text counts)."""
+    for stmt in stmts:
+        for node in (stmt, *stmt.find_all((nodes.Compare, nodes.Getattr, nodes.Getitem))):
+            if isinstance(node, nodes.Compare) and _role(node, filtered=True) == "assistant":
+                return True
+            field = _field(node)
+            if field in _CALL_FIELDS or (assistant and field in MODEL_TEXT):
+                return True
+    return False
+
+
+def _field(node: nodes.Node) -> str | None:
+    """The attribute or constant key ``node`` reads (``m.tool_calls``, ``m['content']``)."""
+    if isinstance(node, nodes.Getattr):
+        return node.attr
+    if isinstance(node, nodes.Getitem) and isinstance(node.arg, nodes.Const):
+        return node.arg.value if isinstance(node.arg.value, str) else None
+    return None
+
+
+def _gates(test: nodes.Node, bound: frozenset[str]) -> list[tuple[str, str, Any]]:
+    """(name, kind, value) for each free variable ``test`` reads (``Gate``)."""
+    if isinstance(test, nodes.Name):
+        return [] if test.name in bound else [(test.name, "truthy", None)]
+    if isinstance(test, nodes.Not):
+        return _gates(test.node, bound)
+    if isinstance(test, (nodes.And, nodes.Or)):
+        return _gates(test.left, bound) + _gates(test.right, bound)
+    if isinstance(test, nodes.Test) and isinstance(test.node, nodes.Name):
+        name = test.node.name
+        if name in bound:
+            return []
+        if test.name in ("true", "false"):
+            return [(name, "value", test.name == "true")]
+        return [(name, "none" if test.name == "none" else "truthy", None)]
+    if isinstance(test, nodes.Compare) and len(test.ops) == 1:
+        left, op = test.expr, test.ops[0]
+        if isinstance(left, nodes.Name) and left.name not in bound:
+            if isinstance(op.expr, nodes.Const) and op.op in ("eq", "ne"):
+                return [(left.name, "value", op.expr.value)]
+            if isinstance(op.expr, nodes.Const) and op.op in ("in", "notin"):
+                items = _strings(op.expr.value)
+                return [(left.name, "value", items[0])] if items else []
+            return [(left.name, "truthy", None)]
+        right = op.expr
+        if (
+            isinstance(right, nodes.Name)
+            and right.name not in bound
+            and op.op in ("in", "notin")
+            and isinstance(left, nodes.Const)
+        ):
+            return [(right.name, "value", [left.value])]
+    if isinstance(test, (nodes.Getattr, nodes.Getitem, nodes.Filter)):
+        inner = test.node
+        if isinstance(inner, nodes.Name) and inner.name not in bound:
+            return [(inner.name, "truthy", None)]
+    return []

@@ -8,7 +8,9 @@ trained on that template learned to emit there.
 ``SPECS`` run on every template. Some shapes run only where they can show something: a
 reasoning reply as a content part of each type the template names (``reasoning_part_specs``),
 again with the flags that write a reasoning block when none was shown
-(``flagged_reasoning_spec``), and two calls of two arguments in one message in the shape of
+(``flagged_reasoning_spec``), each shape again on the other side of a variable that chooses
+a branch writing an assistant message or a tool call (``branch_specs``: ``{% if documents
+%}`` a tool-use template), and two calls of two arguments in one message in the shape of
 the first single call the template wrote (``several_calls_specs``).
 """
 
@@ -22,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from eosfix.analysis.reads import mentions, reasoning_flags
+from eosfix.analysis.reads import Gate, branch_variables, mentions, placeholders, reasoning_flags
 
 SYSTEM = "Eosfixsystem0"
 USER1 = "Eosfixuser1"
@@ -96,11 +98,18 @@ class ProbeSpec:
     """One input shape: which messages, which extra variables, and which sentinels matter."""
 
     name: str
-    kind: str  # "final" | "reasoning" | "history" | "tool_call" | "tool_calls" | "tool_result"
+    # "final" | "reasoning" | "history" | "tool_call" | "tool_calls" | "tool_result", and
+    # "prompt" (a user message, add_generation_prompt=True) and "call_history" (a call probe's
+    # message followed by its results: ``history_twin``), never in ``TemplateAnalysis.probes``
+    kind: str
     messages: tuple[dict[str, Any], ...]
     kwargs: Mapping[str, Any] = field(default_factory=dict)
     end_marker: str = ASSISTANT1  # the assistant text whose tail is read
     next_marker: str | None = None  # the next turn's text (history shapes)
+
+
+DOCUMENTS = [{"title": "Eosfixtitle", "text": "Eosfixdoc"}]
+FLAG = "Eosfixflag"  # the value of a variable the template only needs to be set
 
 
 def _specs() -> tuple[ProbeSpec, ...]:
@@ -121,7 +130,7 @@ def _specs() -> tuple[ProbeSpec, ...]:
             "final+documents",
             "final",
             (user_message(USER1), _assistant(ASSISTANT1)),
-            {"documents": [{"title": "Eosfixtitle", "text": "Eosfixdoc"}], "tools": []},
+            {"documents": DOCUMENTS, "tools": []},
         ),
         # The legacy OpenAI "functions" role some function-calling templates require first.
         ProbeSpec(
@@ -251,6 +260,82 @@ def flagged_reasoning_spec(source: str, rendered: Sequence[Probe]) -> ProbeSpec 
     return dataclasses.replace(spec, name=f"{spec.name}+flags", kwargs=dict(flags))
 
 
+# The variables every render is given (``render_chat``: None unless a probe sets them), with
+# the value a probe sets them to; ``builtin_tools`` names the probe tool.
+_KNOWN_VALUES: dict[str, Any] = {
+    "tools": [TOOL_SCHEMA],
+    "documents": DOCUMENTS,
+    "builtin_tools": [TOOL],
+}
+_PASSED_AS_NONE = frozenset({"tools", "documents"})
+_TRUE_OF: dict[str, Any] = {"str": FLAG, "int": 1, "list": [FLAG], "dict": {FLAG: FLAG}}
+BRANCH_KINDS = ("final", "reasoning", "history", "tool_call", "tool_result")
+
+
+def gate_value(source: str, gate: Gate) -> Any:
+    """What a probe sets ``gate``'s variable to, to take the branch an unset one does not."""
+    if gate.kind == "value":
+        return gate.value
+    if gate.kind == "none" and gate.name not in _PASSED_AS_NONE:
+        return None
+    if gate.name in _KNOWN_VALUES:
+        return _KNOWN_VALUES[gate.name]
+    used_as = placeholders(source, [gate.name]).get(gate.name)
+    return _TRUE_OF.get(type(used_as).__name__, True) if used_as is not None else True
+
+
+def branch_gates(source: str, given: frozenset[str]) -> tuple[tuple[Gate, Any], ...]:
+    """The template's branch variables (``eosfix.analysis.reads.branch_variables``) with the
+    value a probe sets each to. ``given``: variables every render gets (the special tokens),
+    never a branch variable."""
+    skip = given | {"messages", "add_generation_prompt"}
+    return tuple(
+        (gate, gate_value(source, gate))
+        for gate in branch_variables(source)
+        if gate.name not in skip
+    )
+
+
+def branch_specs(
+    gates: Sequence[tuple[Gate, Any]], specs: Sequence[ProbeSpec] = ()
+) -> tuple[ProbeSpec, ...]:
+    """Each shape again on the side of a branch variable (``branch_gates``) that no probe of
+    its kind takes: ``tool_call+documents`` where only ``final+documents`` sets
+    ``documents``, ``tool_result-tools`` where every tool result is probed with ``tools``.
+    ``specs``: the probes run besides ``SPECS``."""
+    out: list[ProbeSpec] = []
+    everything = (*SPECS, *specs)
+    for gate, value in gates:
+        for kind in BRANCH_KINDS:
+            mine = [s for s in everything if s.kind == kind]
+            if not mine:
+                continue
+            sides = {_side(s.kwargs, gate.name, value) for s in mine}
+            base = mine[0]
+            if True not in sides:
+                kwargs = {**base.kwargs, gate.name: value}
+                out.append(
+                    dataclasses.replace(base, name=f"{base.name}+{gate.name}", kwargs=kwargs)
+                )
+            if False not in sides:
+                kwargs = {k: v for k, v in base.kwargs.items() if k != gate.name}
+                out.append(
+                    dataclasses.replace(base, name=f"{base.name}-{gate.name}", kwargs=kwargs)
+                )
+    return tuple(out)
+
+
+def _side(kwargs: Mapping[str, Any], name: str, value: Any) -> bool:
+    """Whether a probe's variables take the side of ``name`` that ``value`` takes (the
+    other side: unset, None, or, for a value compared with, a different one)."""
+    if name not in kwargs:
+        return False
+    given = kwargs[name]
+    if isinstance(value, (bool, str, int, float)) or value is None:
+        return bool(given == value)
+    return bool(given)
+
+
 def _assistant_parts(*parts: dict[str, Any]) -> dict[str, Any]:
     return {"role": "assistant", "content": [*parts, {"type": "text", "text": ASSISTANT1}]}
 
@@ -279,6 +364,20 @@ def several_calls_specs(rendered: Sequence[Probe]) -> tuple[ProbeSpec, ...]:
     return (
         ProbeSpec("tool_calls+two", "tool_calls", (user, two), base.kwargs),
         ProbeSpec("tool_call+two_args", "tool_calls", (user, one), base.kwargs),
+    )
+
+
+def history_twin(spec: ProbeSpec) -> ProbeSpec:
+    """A call probe's conversation again with a result for each of its calls after it: the
+    same assistant message in history, where the model sees its own past replies."""
+    calls = spec.messages[-1].get("tool_calls") or []
+    results = tuple({**_TOOL_RESULT_MSG, "tool_call_id": call.get("id", CALL_ID)} for call in calls)
+    return dataclasses.replace(
+        spec,
+        name=f"{spec.name}+result",
+        kind="call_history",
+        messages=(*spec.messages, *results),
+        next_marker=TOOL_RESULT,
     )
 
 

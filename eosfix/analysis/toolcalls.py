@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from eosfix.analysis.positions import (
     IN_TOOL_CALL,
@@ -23,7 +24,11 @@ from eosfix.analysis.shapes import CALL_ARGS, TOOL_ARG, USER1, Probe, find_marke
 
 
 def in_call_tokens(
-    probes: Sequence[Probe], scanner: SpecialScanner, generation_prompt: str | None
+    probes: Sequence[Probe],
+    scanner: SpecialScanner,
+    generation_prompt: str | None,
+    twins: Sequence[Probe] = (),
+    openers: frozenset[str] = frozenset(),
 ) -> set[str]:
     """Control tokens a reply that makes tool calls writes before its last argument: the model
     writes more of that same message after them, so stopping there cuts it.
@@ -33,19 +38,126 @@ def in_call_tokens(
     the reply), and after the assistant's opener (the generation prompt) before the first
     argument (``<tool_call>``, or a token that also closes plain replies, written between the
     reply's text and a call the model goes on to write).
+
+    A call probe whose message renders otherwise in history (``twins``: the same message
+    followed by its results, ``history_disagreements``) is read in history: that is what the
+    model sees of its own past replies (Nemotron-Nano-v2 closes the text and opens a second
+    assistant block before the calls only when the conversation ends with them).
     """
     found: set[str] = set()
+    differ = {d.final.spec.name: d.history for d in history_disagreements(
+        probes, twins, scanner, generation_prompt, openers
+    )}  # fmt: skip
     for probe in probes:
-        text = probe.text
-        if text is None or probe.spec.kind not in ("tool_call", "tool_calls"):
+        if probe.text is None or probe.spec.kind not in ("tool_call", "tool_calls"):
             continue
-        spans = [between_arguments(text)] if probe.spec.kind == "tool_calls" else []
-        if generation_prompt:
-            spans.append(before_call(text, generation_prompt))
+        twin = differ.get(probe.spec.name)
+        read = probe if twin is None else twin
+        text = read.text or ""
+        spans = _call_spans(
+            read, probe.spec.kind, generation_prompt, None if twin is None else openers
+        )
         for span in spans:
-            if span is not None:
-                found.update(tok for tok, _ in scanner.find(text[span[0] : span[1]]))
+            found.update(tok for tok, _ in scanner.find(text[span[0] : span[1]]))
     return found
+
+
+def _call_spans(
+    probe: Probe, kind: str, generation_prompt: str | None, openers: frozenset[str] | None
+) -> list[tuple[int, int]]:
+    """Where a call probe's message (of ``kind``) is written before its last argument:
+    between its first and last argument (several calls or arguments), and from its opener
+    to the first argument (after the generation prompt; ``openers``: where the prompt is not
+    written, after the last of these before the call)."""
+    text = probe.text or ""
+    spans = [between_arguments(text)] if kind == "tool_calls" else []
+    before = before_call(text, generation_prompt) if generation_prompt else None
+    if before is None and openers is not None:
+        before = _after_opener(text, openers)
+    return [span for span in (*spans, before) if span is not None]
+
+
+def _after_opener(text: str, openers: frozenset[str]) -> tuple[int, int] | None:
+    """From the last control token that opens a turn after the user's message (a history
+    reply's opener: ``<SPECIAL_11>``) to the call's first argument."""
+    user = find_marker(text, USER1)
+    args = [at for a in (TOOL_ARG, *CALL_ARGS) if (at := find_marker(text, a)) >= 0]
+    if user < 0 or not args:
+        return None
+    ends = [at + len(tok) for tok in openers if (at := text.rfind(tok, user, min(args))) >= 0]
+    return (max(ends), min(args)) if ends else None
+
+
+@dataclass(frozen=True)
+class Disagreement:
+    """A call probe's message rendered last (``final``) and in history (``history``), with
+    the control tokens each writes before its last argument, where they differ."""
+
+    final: Probe
+    history: Probe
+    final_tokens: tuple[str, ...]
+    history_tokens: tuple[str, ...]
+
+
+def history_disagreements(
+    probes: Sequence[Probe],
+    twins: Sequence[Probe],
+    scanner: SpecialScanner,
+    generation_prompt: str | None,
+    openers: frozenset[str],
+) -> list[Disagreement]:
+    """Call probes whose message writes other control tokens before its last argument when
+    the conversation ends with it than when its results follow (both rendered with every
+    argument): only the part the model writes, from the user's message on."""
+    by_name = {t.spec.name: t for t in twins if t.text is not None}
+    out = []
+    for probe in probes:
+        twin = by_name.get(f"{probe.spec.name}+result")
+        if twin is None or probe.text is None or twin.text is None:
+            continue
+        mine, theirs = _interior(probe.text, scanner), _interior(twin.text, scanner)
+        if mine is None or theirs is None or mine == theirs:
+            continue
+        out.append(Disagreement(probe, twin, mine, theirs))
+    return out
+
+
+def _interior(text: str, scanner: SpecialScanner) -> tuple[str, ...] | None:
+    """The control tokens between the user's message and the last argument (None: an
+    argument is missing); the arguments themselves must all be there."""
+    user = find_marker(text, USER1)
+    args = [(find_marker(text, a), rfind_marker(text, a)) for a in (TOOL_ARG, *CALL_ARGS)]
+    present = [(first, last) for first, last in args if first >= 0]
+    if user < 0 or not present:
+        return None
+    end = max(last for _, last in present)
+    return tuple(tok for tok, _ in scanner.find(text[user + len(USER1) : end]))
+
+
+def wants_history(
+    probes: Sequence[Probe], scanner: SpecialScanner, generation_prompt: str | None
+) -> list[Probe]:
+    """Call probes worth rendering again in history (``eosfix.analysis.shapes.
+    history_twin``): those that write, before their last argument, a token the template
+    also writes after a reply's text (a reply's closer): whether that token is written inside
+    the message decides what can end a reply."""
+    closing: set[str] = set()
+    for probe in probes:
+        if probe.spec.kind in ("final", "history") and probe.tail_start is not None:
+            stop = probe.next_start if probe.next_start is not None else len(probe.text or "")
+            closing.update(t for t, _ in scanner.find((probe.text or "")[probe.tail_start : stop]))
+    out = []
+    for probe in probes:
+        if probe.text is None or probe.spec.kind not in ("tool_call", "tool_calls"):
+            continue
+        inside = {
+            tok
+            for span in _call_spans(probe, probe.spec.kind, generation_prompt, None)
+            for tok, _ in scanner.find(probe.text[span[0] : span[1]])
+        }
+        if inside & closing:
+            out.append(probe)
+    return out
 
 
 def between_calls_tokens(probes: Sequence[Probe], scanner: SpecialScanner) -> set[str]:
