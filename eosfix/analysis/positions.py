@@ -338,26 +338,37 @@ def quoted_reply(final: Probe | None, prompt: Probe | None, scanner: SpecialScan
 def verdict_closer(
     prompt: Probe, generation_prompt: str | None, openers: frozenset[str], scanner: SpecialScanner
 ) -> list[Hit]:
-    """The control tokens that close the prompt's turn right before its reply position (the
-    generation prompt, or the turn openers the template writes there itself): with only
-    whitespace, openers and the role between them and the end. None when text follows
-    them (ShieldGemma writes its question after the last control token)."""
+    """The control tokens that close the prompt's turn right before its reply position, with
+    only whitespace between them and the reply's opener: the generation prompt, or, where the
+    template writes its opener itself (Llama Guard 3 ignores add_generation_prompt), the
+    trailing control tokens from the last one a role's name follows
+    (``<|start_header_id|>assistant<|end_header_id|>``), else the trailing ones among
+    ``openers``. None when text of the prompt follows them (ShieldGemma writes its question
+    after its last control token)."""
     text = prompt.text or ""
     end = len(text)
     if generation_prompt and text.endswith(generation_prompt):
         end -= len(generation_prompt)
     start = prompt.tail_start or 0
     hits = [(t, start + p) for t, p in scanner.find(text[start:end])]
+
+    def after(i: int) -> str:  # the text between hit i and the next hit (or the end)
+        return text[hits[i][1] + len(hits[i][0]) : hits[i + 1][1] if i + 1 < len(hits) else end]
+
+    first = len(hits)  # where the reply's own opener starts among the hits
+    if end == len(text):  # no generation prompt written: the template opens the reply itself
+        named = [i for i in range(len(hits)) if _ROLE_NAME.fullmatch(after(i))]
+        if named:
+            first = named[-1]
+        else:
+            while first > 0 and hits[first - 1][0] in openers and not after(first - 1).strip():
+                first -= 1
     out: list[Hit] = []
-    after = end  # where the text after the token being looked at starts
-    in_opener = False  # the hits after this one open the reply's turn
-    for tok, pos in reversed(hits):
-        between = text[pos + len(tok) : after]
-        if tok in openers and not out and (not between.strip() or in_opener):
-            in_opener, after = True, pos
-            continue
-        if tok in openers or between.strip():
+    for i in range(first - 1, -1, -1):
+        if after(i).strip():
             break
-        out.insert(0, (tok, pos))
-        after = pos
+        out.insert(0, hits[i])
     return out
+
+
+_ROLE_NAME = re.compile(r"\s*[A-Za-z_]{2,20}\s*")
