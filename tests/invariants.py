@@ -2,13 +2,15 @@
 
 1. A token a finding says cuts a reply (a stop id written inside a turn or ordinary text,
    EOS011/EOS012; a closer also written inside a turn or before more of a tool-calling reply,
-   EOS010/EOS016) is never in the stop set ``fix`` proposes (nor, when it proposes nothing,
-   in the stop set the repo keeps).
+   EOS010/EOS016) is never in the stop set ``fix`` proposes: never added, and never kept by
+   a ``fix`` that says it takes it out. Only what ``fix`` cannot fix stays where it is (the
+   reply's only closer, EOS010/EOS016: nothing else would end the reply).
 2. A token named as ending a turn is never one that every render follows with another closer:
    a reply's terminator (``turn_end``) is, in some render, the first control token after a
    reply's text; a tool call's (``tool_call``) is, in some render of a call that ends the
-   conversation, the last control token the call's closer writes (a conversation-end stop the
-   report names aside). Read off the rendered probes, not off the analysis's placements.
+   conversation, the last control token the call's closer writes (a conversation-end stop or a
+   token written between reasoning and answer, which the report names aside, left out). Read
+   off the rendered probes, not off the analysis's placements.
 3. ``check`` after ``fix`` reports nothing ``fix`` could change, and ``fix`` again writes
    nothing.
 4. The text, JSON and ``explain`` outputs name the same terminators and optional stops.
@@ -114,17 +116,24 @@ def _ids(c: RepoCheck, tokens: Iterable[str]) -> dict[int, str]:
 
 
 def _cut_yet_proposed(c: RepoCheck) -> list[str]:
-    """1: what a finding says cuts a reply, in the stop set after ``fix``."""
+    """1: what a finding says cuts a reply, added to the stop set by ``fix``, or kept there by
+    a ``fix`` that says it takes it out. What ``fix`` leaves alone stays: the reply's only
+    closer (EOS010, EOS016: removing it would leave nothing that ends the reply)."""
+    if c.proposed is None:
+        return []
     cutting = {s.id: s.label for s in c.review.cutting}
-    codes = {f.code for f in c.findings}
-    if codes & {"EOS010", "EOS016"}:
+    if {f.code for f in c.findings} & {"EOS010", "EOS016"}:
         cutting |= _ids(c, closers_inside_a_turn(c.terminators))
-    after = set(c.proposed if c.proposed is not None else (c.stop.ids or ()))
-    return [
-        f"{label} cuts a reply (a finding says so), yet the stop set after fix holds it"
-        for token_id, label in cutting.items()
-        if token_id in after
-    ]
+    before = set(c.stop.ids or ())
+    out = []
+    for token_id, label in cutting.items():
+        if token_id not in c.proposed:
+            continue
+        if token_id not in before:
+            out.append(f"{label} cuts a reply (a finding says so), yet fix adds it")
+        elif token_id in c.review.remove:
+            out.append(f"{label} cuts a reply and fix says it takes it out, yet it keeps it")
+    return out
 
 
 def _followed_in_every_render(c: RepoCheck) -> list[str]:
@@ -136,8 +145,8 @@ def _followed_in_every_render(c: RepoCheck) -> list[str]:
     for t in c.terminators.terminators:
         if t.kind == TURN_END:
             seen, ok = _first_after(c, t.content, ASSISTANT1, scanner, inside)
-        elif t.kind == TOOL_CALL:
-            seen, ok = _last_after(c, t.content, scanner, optional)
+        elif t.kind == TOOL_CALL:  # nor a token written between reasoning and answer
+            seen, ok = _last_after(c, t.content, scanner, optional | set(c.terminators.in_turn))
         else:
             continue
         if seen and not ok:
@@ -244,7 +253,7 @@ def _unquote(text: str) -> str:
 
 def _fix_leaves_nothing(path: Path, workdir: Path) -> list[str]:
     """3: ``fix`` on a copy, then ``check``: nothing ``fix`` could change."""
-    copy = workdir / path.name
+    copy = workdir / f"{path.name}.fixed"
     if copy.exists():
         shutil.rmtree(copy)
     shutil.copytree(path, copy, ignore=shutil.ignore_patterns("fixed", "expected.txt"))

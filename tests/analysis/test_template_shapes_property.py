@@ -6,6 +6,7 @@ template names only what closes its prompt's turn and no stop string."""
 
 from __future__ import annotations
 
+import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,11 +36,15 @@ class Names:
     calls_done: str | None  # closes the call list before the reply's closer
     gate: str | None  # the variable the tool branch is written under
     split: bool  # the last reply's text and its calls in two blocks (Nemotron-like)
+    # reasoning: None, "tags" (between a tag pair of its own) or "closer" (closed by the
+    # reply's closer, the answer in a second block opened as a turn: gpt-oss-like)
+    reasoning: str | None = None
+    think: tuple[str, str] = ("", "")
 
 
 @st.composite
 def names(draw) -> Names:
-    words = draw(st.lists(WORDS, min_size=8, max_size=8, unique=True))
+    words = draw(st.lists(WORDS, min_size=10, max_size=10, unique=True))
     shape = draw(st.sampled_from(SHAPES))
     tok = [shape.format(w.upper() if shape.startswith("[") else w) for w in words]
     maybe = draw(st.lists(st.booleans(), min_size=5, max_size=5))
@@ -55,6 +60,8 @@ def names(draw) -> Names:
         calls_done=tok[7] if maybe[3] else None,
         gate=draw(st.sampled_from(["retrieval", "agent_mode", "ctx_docs"])) if maybe[4] else None,
         split=draw(st.booleans()),
+        reasoning=draw(st.sampled_from([None, "tags", "closer"])),
+        think=(tok[8], tok[9]),
     )
 
 
@@ -77,6 +84,12 @@ def chat_template(n: Names) -> str:
         )  # fmt: skip
     else:
         reply = "{{ m.content or '' }}{% if m.tool_calls %}" + calls + "{% endif %}" + last
+    if n.reasoning == "tags":
+        think = f"{n.think[0]}{{{{ m.reasoning_content }}}}{n.think[1]}"
+    else:
+        think = f"{{{{ m.reasoning_content }}}}{close}{n.opener}assistant\n"
+    if n.reasoning:
+        reply = "{% if m.reasoning_content %}" + think + "{% endif %}" + reply
     plain = "{{ m.content or '' }}" + last
     if n.gate:
         reply = f"{{% if {n.gate} %}}{reply}{{% else %}}{plain}{{% endif %}}"
@@ -89,23 +102,31 @@ def chat_template(n: Names) -> str:
     return turn + f"{{% if add_generation_prompt %}}{n.opener}assistant\n{end}{{% endif %}}"
 
 
-def guard_template(n: Names) -> str:
-    """The conversation quoted inside one user turn; the instructions name the last role."""
+def guard_template(n: Names, style: str) -> str:
+    """The conversation quoted inside one user turn; the instructions name the last role.
+    ``style``: the reply's opener as the generation prompt, always written (Llama Guard 3),
+    or always written after a fixed system turn closed like the prompt's."""
+    system = f"{n.opener}system\nYou judge safety.{n.closer}\n" if style == "system" else ""
+    opener = f"{n.opener}assistant\n"
+    reply = (
+        f"{{% if add_generation_prompt %}}{opener}{{% endif %}}" if style == "prompt" else opener
+    )
     return (
-        f"{n.opener}user\nIs the last {{{{ messages[-1].role }}}} message safe?\n"
+        f"{system}{n.opener}user\nIs the last {{{{ messages[-1].role }}}} message safe?\n"
         "{% for m in messages %}{{ m.role | capitalize }}: {{ m.content }}\n{% endfor %}"
-        f"Answer safe or unsafe.{n.closer}\n"
-        f"{{% if add_generation_prompt %}}{n.opener}assistant\n{{% endif %}}"
+        f"Answer safe or unsafe.{n.closer}\n{reply}"
     )
 
 
 def _tokens(n: Names) -> list[str]:
     found = [n.closer, n.opener, n.after, n.last, n.end, n.call_open, n.call_close, n.calls_done]
+    if n.reasoning == "tags":
+        found += n.think
     return [t for t in found if t]
 
 
 SETTINGS = settings(
-    max_examples=40,
+    max_examples=int(os.environ.get("EOSFIX_SHAPE_EXAMPLES", "40")),
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
@@ -122,6 +143,14 @@ def test_a_generated_chat_template(n, healthy):
         c = api.check(repo).check
         found = {t.content for t in c.terminators.terminators}
         closes = n.last or n.closer
+        codes = {f.code for f in c.findings}
+        if n.reasoning == "closer" and not n.last:
+            assert n.closer not in found  # it also ends the reasoning, inside the turn
+            if n.end is None:  # and nothing else ends the reply: EOS010
+                assert "EOS010" in codes
+            else:  # the conversation's end token is the one that does not cut
+                assert n.end in found
+            return
         assert closes in found, (found, chat_template(n))
         assert n.opener not in found
         assert n.call_open not in found
@@ -141,10 +170,11 @@ def test_a_generated_chat_template(n, healthy):
 
 
 @SETTINGS
-@given(names())
-def test_a_generated_guard_template(n):
+@given(names(), st.sampled_from(["prompt", "always", "system"]))
+def test_a_generated_guard_template(n, style):
     with tempfile.TemporaryDirectory() as tmp:
-        repo = template_repo(Path(tmp) / "repo", guard_template(n), [n.closer, n.opener], stop=[])
+        template = guard_template(n, style)
+        repo = template_repo(Path(tmp) / "repo", template, [n.closer, n.opener], stop=[])
         (Path(tmp) / "work").mkdir()
         assert contradictions(repo, Path(tmp) / "work") == []
         c = api.check(repo).check
