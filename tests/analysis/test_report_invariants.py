@@ -5,13 +5,14 @@ in ``tests/analysis/templates``."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
 import pytest
 
 from tests import test_fuzz_regressions, test_hostile, test_shapes, test_shapes_more
-from tests.analysis.real_templates import REAL, real_repo
+from tests.analysis.real_templates import REAL, TEMPLATES, real_repo
 from tests.conftest import CORPUS, SAMPLES, corpus_cases, sample_names
 from tests.invariants import contradictions, golden_repo, template_repo
 
@@ -76,3 +77,11 @@ def test_every_shape_of_the_second_shape_table(shape, tmp_path):
 @pytest.mark.parametrize("stop", ["eos", "none"])
 def test_every_real_template(name, stop, tmp_path):
     _holds(real_repo(name, tmp_path / "repo", stop=[] if stop == "none" else None), tmp_path)
+
+
+@pytest.mark.parametrize("name", sorted(REAL))
+def test_every_real_template_is_the_file_its_source_names(name):
+    data = (TEMPLATES / name).read_bytes()
+    assert hashlib.sha256(data).hexdigest() == REAL[name]["sha256"]
+    assert REAL[name]["source"]
+    assert REAL[name]["model"]
