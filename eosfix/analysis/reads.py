@@ -408,10 +408,12 @@ def _is_role(expr: nodes.Node) -> bool:
 
 # --- variables that choose a branch writing an assistant message or a tool call -----------
 
-# Names Jinja or the environment defines, never a variable of the conversation.
+# Names Jinja or the environment defines, and the two every render is given: never a branch
+# variable.
 _BUILTIN_NAMES = frozenset(
     {"loop", "range", "namespace", "dict", "lipsum", "cycler", "joiner", "super", "self"}
     | {"varargs", "kwargs", "caller", "raise_exception", "strftime_now", "true", "false", "none"}
+    | {"messages", "add_generation_prompt"}  # every render is given both
 )
 _CALL_FIELDS = frozenset({"tool_calls", "tool_call"})
 
@@ -442,26 +444,42 @@ def branch_variables(source: str) -> tuple[Gate, ...]:
     ast = _ast(source)
     if ast is None:
         return ()
-    walker = _GateWalker(_set_outside_macros(ast) | _BUILTIN_NAMES)
+    walker = _GateWalker(ast)
     walker.body(ast.body, assistant=False)
     return tuple(walker.found.values())
 
 
-def _set_outside_macros(ast: nodes.Template) -> frozenset[str]:
+def _set_outside_macros(node: nodes.Node, out: set[str]) -> None:
     """Names the template sets (``set``, loop targets) outside a macro: a macro's parameters
     and its own ``set`` are local to it (Command R7B's ``document_turn(documents)``)."""
-    inside = {id(n) for m in ast.find_all(nodes.Macro) for n in m.find_all(nodes.Name)}
-    return frozenset(
-        n.name
-        for n in ast.find_all(nodes.Name)
-        if n.ctx in ("store", "param") and id(n) not in inside
-    )
+    for child in node.iter_child_nodes():
+        if isinstance(child, nodes.Macro):
+            continue
+        if isinstance(child, nodes.Name) and child.ctx in ("store", "param"):
+            out.add(child.name)
+        _set_outside_macros(child, out)
+
+
+# What a subtree holds (``_GateWalker.holds``): a test selecting the assistant role, a read of
+# a message's tool calls, a read of what the model wrote.
+_ASSISTANT, _CALLS, _MODEL = 1, 2, 4
 
 
 class _GateWalker:
-    def __init__(self, bound: frozenset[str]) -> None:
-        self.bound = bound  # names the template sets itself, or Jinja's own
+    def __init__(self, ast: nodes.Template) -> None:
+        self.ast = ast
         self.found: dict[str, Gate] = {}
+        self._holds: dict[int, int] = {}  # id(node) -> what its subtree holds
+        self._bound: frozenset[str] | None = None
+
+    @property
+    def bound(self) -> frozenset[str]:
+        """Names the template sets itself, or Jinja's own (read once, when first needed)."""
+        if self._bound is None:
+            stored: set[str] = set()
+            _set_outside_macros(self.ast, stored)
+            self._bound = frozenset(stored) | _BUILTIN_NAMES
+        return self._bound
 
     def body(self, stmts: Iterable[nodes.Node], assistant: bool) -> None:
         for node in stmts:
@@ -474,27 +492,35 @@ class _GateWalker:
                     self.stmt(child, assistant)
             return
         branches = [(node.test, node.body), *((e.test, e.body) for e in node.elif_)]
+        tested = [g for test, _ in branches for g in _gates(test, _BUILTIN_NAMES)]
         bodies = [stmts for _, stmts in branches] + [node.else_]
-        if any(_writes_a_reply(stmts, assistant) for stmts in bodies):
-            for test, _ in branches:
-                for name, kind, value in _gates(test, self.bound):
+        wanted = _ASSISTANT | _CALLS | (_MODEL if assistant else 0)
+        if tested and any(self.holds(stmt) & wanted for stmts in bodies for stmt in stmts):
+            for name, kind, value in tested:
+                if name not in self.bound:
                     self.found.setdefault(name, Gate(name, kind, value, node.lineno))
         for test, stmts in branches:
             self.body(stmts, assistant or _role(test, filtered=True) == "assistant")
         self.body(node.else_, assistant)
 
-
-def _writes_a_reply(stmts: list[nodes.Node], assistant: bool) -> bool:
-    """Whether statements write an assistant message or a tool call (``assistant``: they are
-    inside an assistant message's branch already, so any model-written text counts)."""
-    for stmt in stmts:
-        for node in (stmt, *stmt.find_all((nodes.Compare, nodes.Getattr, nodes.Getitem))):
-            if isinstance(node, nodes.Compare) and _role(node, filtered=True) == "assistant":
-                return True
-            field = _field(node)
-            if field in _CALL_FIELDS or (assistant and field in MODEL_TEXT):
-                return True
-    return False
+    def holds(self, node: nodes.Node) -> int:
+        """What ``node``'s subtree holds (``_ASSISTANT``, ``_CALLS``, ``_MODEL``), once."""
+        key = id(node)
+        found = self._holds.get(key)
+        if found is not None:
+            return found
+        found = 0
+        if isinstance(node, nodes.Compare) and _role(node, filtered=True) == "assistant":
+            found |= _ASSISTANT
+        field = _field(node)
+        if field in _CALL_FIELDS:
+            found |= _CALLS
+        elif field in MODEL_TEXT:
+            found |= _MODEL
+        for child in node.iter_child_nodes():
+            found |= self.holds(child)
+        self._holds[key] = found
+        return found
 
 
 def _field(node: nodes.Node) -> str | None:

@@ -394,17 +394,12 @@ def _read_templates(key: Same[TemplateAnalysis], scan: SpecialScanner) -> _Readi
     repos that share an analysis read it once and differ only in the ids of what was found."""
     analyses = [_read_shape(ta, scan) for ta in key.items]
     own_in_turn = [set() if ta.quoted else in_turn_tokens(ta.rendered, scan) for ta in analyses]
+    openers = [turn_openers(ta.rendered, ta.generation_prompt, scan) for ta in analyses]
     own_in_call = [
         set()
         if ta.quoted
-        else in_call_tokens(
-            ta.rendered,
-            scan,
-            ta.generation_prompt,
-            ta.twins,
-            turn_openers(ta.rendered, ta.generation_prompt, scan),
-        )
-        for ta in analyses
+        else in_call_tokens(ta.rendered, scan, ta.generation_prompt, ta.twins, openers[i])
+        for i, ta in enumerate(analyses)
     ]
     in_turn: set[str] = set().union(*own_in_turn)
     in_call: set[str] = set().union(*own_in_call)
@@ -412,9 +407,11 @@ def _read_templates(key: Same[TemplateAnalysis], scan: SpecialScanner) -> _Readi
     found: list[Sighting] = []
     for i, ta in enumerate(analyses):
         prompt = ta.prompt if ta.quoted else None
-        sightings, openers = read_template(ta.rendered, ta.generation_prompt, scan, inside, prompt)
+        sightings = read_template(
+            ta.rendered, ta.generation_prompt, scan, inside, prompt, openers[i]
+        )
         found += sightings
-        positions = where_written(sightings, own_in_turn[i], openers, own_in_call[i])
+        positions = where_written(sightings, own_in_turn[i], openers[i], own_in_call[i])
         analyses[i] = dataclasses.replace(ta, positions=positions)
     return _Reading(tuple(analyses), tuple(found), tuple(sorted(in_turn)), tuple(sorted(in_call)))
 

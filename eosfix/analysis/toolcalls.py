@@ -141,23 +141,22 @@ def wants_history(
     history_twin``): those that write, before their last argument, a token the template
     also writes after a reply's text (a reply's closer): whether that token is written inside
     the message decides what can end a reply."""
+    inside: dict[int, set[str]] = {}
+    for i, probe in enumerate(probes):
+        if probe.text is None or probe.spec.kind not in ("tool_call", "tool_calls"):
+            continue
+        spans = _call_spans(probe, probe.spec.kind, generation_prompt, None)
+        found = {tok for a, b in spans for tok, _ in scanner.find(probe.text[a:b])}
+        if found:
+            inside[i] = found
+    if not inside:
+        return []
     closing: set[str] = set()
     for probe in probes:
         if probe.spec.kind in ("final", "history") and probe.tail_start is not None:
             stop = probe.next_start if probe.next_start is not None else len(probe.text or "")
             closing.update(t for t, _ in scanner.find((probe.text or "")[probe.tail_start : stop]))
-    out = []
-    for probe in probes:
-        if probe.text is None or probe.spec.kind not in ("tool_call", "tool_calls"):
-            continue
-        inside = {
-            tok
-            for span in _call_spans(probe, probe.spec.kind, generation_prompt, None)
-            for tok, _ in scanner.find(probe.text[span[0] : span[1]])
-        }
-        if inside & closing:
-            out.append(probe)
-    return out
+    return [probes[i] for i, found in inside.items() if found & closing]
 
 
 def between_calls_tokens(probes: Sequence[Probe], scanner: SpecialScanner) -> set[str]:
