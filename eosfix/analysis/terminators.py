@@ -305,7 +305,8 @@ def _analysis(
             break
     texts = [p.text for p in probes if p.text is not None]
     generation_prompt, prompt = run_generation_prompt(source, name, tokens)
-    again = wants_history(probes, scanner, generation_prompt)
+    openers = turn_openers(probes, generation_prompt, scanner)
+    again = wants_history(probes, scanner, generation_prompt, openers)
     return TemplateAnalysis(
         name,
         template.file,

@@ -135,12 +135,15 @@ def _interior(text: str, scanner: SpecialScanner) -> tuple[str, ...] | None:
 
 
 def wants_history(
-    probes: Sequence[Probe], scanner: SpecialScanner, generation_prompt: str | None
+    probes: Sequence[Probe],
+    scanner: SpecialScanner,
+    generation_prompt: str | None,
+    openers: frozenset[str],
 ) -> list[Probe]:
     """Call probes worth rendering again in history (``eosfix.analysis.shapes.
     history_twin``): those that write, before their last argument, a token the template
-    also writes after a reply's text (a reply's closer): whether that token is written inside
-    the message decides what can end a reply."""
+    also writes to close a reply (after its text, before the next turn's ``openers``):
+    whether that token is written inside the message decides what can end a reply."""
     inside: dict[int, set[str]] = {}
     for i, probe in enumerate(probes):
         if probe.text is None or probe.spec.kind not in ("tool_call", "tool_calls"):
@@ -151,11 +154,12 @@ def wants_history(
             inside[i] = found
     if not inside:
         return []
-    closing: set[str] = set()
-    for probe in probes:
-        if probe.spec.kind in ("final", "history") and probe.tail_start is not None:
-            stop = probe.next_start if probe.next_start is not None else len(probe.text or "")
-            closing.update(t for t, _ in scanner.find((probe.text or "")[probe.tail_start : stop]))
+    closing = {
+        tok
+        for probe in probes
+        if probe.spec.kind in ("final", "history")
+        for tok, _ in tail_specials(probe, scanner, openers)
+    }
     return [probes[i] for i, found in inside.items() if found & closing]
 
 
