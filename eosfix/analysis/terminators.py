@@ -399,7 +399,7 @@ def _read_templates(key: Same[TemplateAnalysis], scan: SpecialScanner) -> _Readi
     own_in_call = [
         set()
         if ta.quoted
-        else in_call_tokens(ta.rendered, scan, ta.generation_prompt, ta.twins, openers[i])
+        else in_call_tokens(ta.rendered, scan, ta.generation_prompt, ta.disagreements, openers[i])
         for i, ta in enumerate(analyses)
     ]
     in_turn: set[str] = set().union(*own_in_turn)
@@ -428,10 +428,7 @@ def _read_shape(ta: TemplateAnalysis, scan: SpecialScanner) -> TemplateAnalysis:
     quoted = quoted_reply(final, ta.prompt, scan)
     differ: tuple[Disagreement, ...] = ()
     if ta.twins and not quoted:
-        openers = turn_openers(ta.rendered, ta.generation_prompt, scan)
-        differ = tuple(
-            history_disagreements(ta.rendered, ta.twins, scan, ta.generation_prompt, openers)
-        )
+        differ = tuple(history_disagreements(ta.rendered, ta.twins, scan))
     if quoted is None and not differ:
         return ta
     return dataclasses.replace(ta, quoted=quoted, disagreements=differ)

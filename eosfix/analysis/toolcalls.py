@@ -23,11 +23,22 @@ from eosfix.analysis.positions import (
 from eosfix.analysis.shapes import CALL_ARGS, TOOL_ARG, USER1, Probe, find_marker, rfind_marker
 
 
+@dataclass(frozen=True)
+class Disagreement:
+    """A call probe's message rendered last (``final``) and in history (``history``), with
+    the control tokens each writes before its last argument, where they differ."""
+
+    final: Probe
+    history: Probe
+    final_tokens: tuple[str, ...]
+    history_tokens: tuple[str, ...]
+
+
 def in_call_tokens(
     probes: Sequence[Probe],
     scanner: SpecialScanner,
     generation_prompt: str | None,
-    twins: Sequence[Probe] = (),
+    disagreements: Sequence[Disagreement] = (),
     openers: frozenset[str] = frozenset(),
 ) -> set[str]:
     """Control tokens a reply that makes tool calls writes before its last argument: the model
@@ -39,15 +50,14 @@ def in_call_tokens(
     argument (``<tool_call>``, or a token that also closes plain replies, written between the
     reply's text and a call the model goes on to write).
 
-    A call probe whose message renders otherwise in history (``twins``: the same message
-    followed by its results, ``history_disagreements``) is read in history: that is what the
-    model sees of its own past replies (Nemotron-Nano-v2 closes the text and opens a second
-    assistant block before the calls only when the conversation ends with them).
+    A call probe whose message renders otherwise in history (``disagreements``: the same
+    message followed by its results, ``history_disagreements``) is read in history, after the
+    last of its ``openers`` where the generation prompt is not written there: that is what
+    the model sees of its own past replies (Nemotron-Nano-v2 closes the text and opens a
+    second assistant block before the calls only when the conversation ends with them).
     """
     found: set[str] = set()
-    differ = {d.final.spec.name: d.history for d in history_disagreements(
-        probes, twins, scanner, generation_prompt, openers
-    )}  # fmt: skip
+    differ = {d.final.spec.name: d.history for d in disagreements}
     for probe in probes:
         if probe.text is None or probe.spec.kind not in ("tool_call", "tool_calls"):
             continue
@@ -88,27 +98,12 @@ def _after_opener(text: str, openers: frozenset[str]) -> tuple[int, int] | None:
     return (max(ends), min(args)) if ends else None
 
 
-@dataclass(frozen=True)
-class Disagreement:
-    """A call probe's message rendered last (``final``) and in history (``history``), with
-    the control tokens each writes before its last argument, where they differ."""
-
-    final: Probe
-    history: Probe
-    final_tokens: tuple[str, ...]
-    history_tokens: tuple[str, ...]
-
-
 def history_disagreements(
-    probes: Sequence[Probe],
-    twins: Sequence[Probe],
-    scanner: SpecialScanner,
-    generation_prompt: str | None,
-    openers: frozenset[str],
+    probes: Sequence[Probe], twins: Sequence[Probe], scanner: SpecialScanner
 ) -> list[Disagreement]:
     """Call probes whose message writes other control tokens before its last argument when
-    the conversation ends with it than when its results follow (both rendered with every
-    argument): only the part the model writes, from the user's message on."""
+    the conversation ends with it than when its results follow (both render the same
+    arguments): only the part the model writes, from the user's message on."""
     by_name = {t.spec.name: t for t in twins if t.text is not None}
     out = []
     for probe in probes:
@@ -116,22 +111,23 @@ def history_disagreements(
         if twin is None or probe.text is None or twin.text is None:
             continue
         mine, theirs = _interior(probe.text, scanner), _interior(twin.text, scanner)
-        if mine is None or theirs is None or mine == theirs:
+        if mine is None or theirs is None or mine[0] != theirs[0] or mine[1] == theirs[1]:
             continue
-        out.append(Disagreement(probe, twin, mine, theirs))
+        out.append(Disagreement(probe, twin, mine[1], theirs[1]))
     return out
 
 
-def _interior(text: str, scanner: SpecialScanner) -> tuple[str, ...] | None:
-    """The control tokens between the user's message and the last argument (None: an
-    argument is missing); the arguments themselves must all be there."""
+def _interior(text: str, scanner: SpecialScanner) -> tuple[frozenset[str], tuple[str, ...]] | None:
+    """The arguments a render writes, and its control tokens between the user's message and
+    its last argument (None: no user message or no argument)."""
     user = find_marker(text, USER1)
-    args = [(find_marker(text, a), rfind_marker(text, a)) for a in (TOOL_ARG, *CALL_ARGS)]
-    present = [(first, last) for first, last in args if first >= 0]
+    args = {a: rfind_marker(text, a) for a in (TOOL_ARG, *CALL_ARGS)}
+    present = {a: at for a, at in args.items() if at >= 0}
     if user < 0 or not present:
         return None
-    end = max(last for _, last in present)
-    return tuple(tok for tok, _ in scanner.find(text[user + len(USER1) : end]))
+    end = max(present.values())
+    tokens = tuple(tok for tok, _ in scanner.find(text[user + len(USER1) : end]))
+    return frozenset(present), tokens
 
 
 def wants_history(
