@@ -1,4 +1,6 @@
 """What a chat template reads and writes, from its syntax tree (never rendered). Pure.
+One module, a little over 400 lines: every reader below walks the same parsed tree with the
+same helpers (which role an ``if`` selects, what the model wrote, folded constants).
 
 - :func:`undeclared_names`: the variables a template looks up from its context
   (``jinja2.meta.find_undeclared_variables``), e.g. ``functions``, ``datetime``,
@@ -13,10 +15,8 @@
 - :func:`ending_literals`: the control tokens the template text writes right after what the
   model writes (a message's content, a call's arguments): where a reply can end. These are
   the only literals reported as "possible" terminators when no probe reaches them.
-- :func:`branch_variables`: variables no probe passes (or passes on one side only) that an
-  ``if`` tests to choose a branch writing an assistant message or a tool call (Command R7B:
-  ``{% if documents %}`` a tool-use template ``{% else %}`` a plain one), each with the value
-  that takes the other side: the probes reach every such branch.
+- :func:`selected_role`: which role an ``if`` selects (``m.role == 'assistant'``), for
+  ``eosfix.analysis.branches`` too.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Iterable, Mapping
-from typing import Any, NamedTuple, Protocol
+from typing import Any, Protocol
 
 from jinja2 import meta, nodes
 
@@ -53,17 +53,17 @@ _DICT_FILTERS = frozenset({"items", "dictsort"})
 _ARITHMETIC = (nodes.Sub, nodes.Mul, nodes.Div, nodes.FloorDiv, nodes.Mod, nodes.Pow)
 
 
-def _ast(source: str) -> nodes.Template | None:
+def syntax_tree(source: str) -> nodes.Template | None:
     """The template's syntax tree, shared with the renderer: compiling it folds constant
     expressions in place (``['a', 'b']`` becomes one ``Const`` holding a list), so every walk
-    here reads a constant's strings whatever its shape (``_strings``)."""
+    here reads a constant's strings whatever its shape (``constant_strings``)."""
     try:
         return parse_template(source)
     except TemplateError:
         return None
 
 
-def _strings(value: Any) -> list[str]:
+def constant_strings(value: Any) -> list[str]:
     """The strings of a constant: itself, or the items of a folded list, tuple or dict."""
     if isinstance(value, str):
         return [value]
@@ -75,7 +75,7 @@ def _strings(value: Any) -> list[str]:
 @functools.lru_cache(maxsize=256)
 def undeclared_names(source: str) -> frozenset[str]:
     """Variables the template looks up from its context (globals such as ``range`` excluded)."""
-    ast = _ast(source)
+    ast = syntax_tree(source)
     return frozenset() if ast is None else frozenset(meta.find_undeclared_variables(ast))
 
 
@@ -94,7 +94,7 @@ def reasoning_flags(source: str) -> tuple[tuple[str, bool], ...]:
     ``if`` whose body, or a conditional expression whose value, reads a reasoning field),
     each with the value that writes the block: ``True``, ``False`` under ``not`` or
     ``is false``."""
-    ast = _ast(source)
+    ast = syntax_tree(source)
     if ast is None or not mentions(source, REASONING_NAMES):
         return ()
     stored = {n.name for n in ast.find_all(nodes.Name) if n.ctx in ("store", "param")}
@@ -159,7 +159,7 @@ _RANK = {"dict": 0, "list": 1, "int": 2, "str": 3}  # a concatenated name is tex
 @functools.lru_cache(maxsize=256)
 def _usages(source: str) -> tuple[tuple[str, str], ...]:
     """(name, kind) for each use of a bare name that an undefined value would fail."""
-    ast = _ast(source)
+    ast = syntax_tree(source)
     if ast is None:
         return ()
     out: list[tuple[str, str]] = []
@@ -216,7 +216,7 @@ def ending_literals(
     any other control token, ends a reply there. Text written only for a user, system or tool
     message, or as the generation prompt, does not count.
     """
-    ast = _ast(source)
+    ast = syntax_tree(source)
     if ast is None:
         return frozenset()
     walker = _EndWalker(scanner.find, dict(special_tokens))
@@ -288,7 +288,7 @@ class _EndWalker:
             if _reads(test, "add_generation_prompt", negated=False):
                 ends.append(self.body(stmts, False, "prompt"))  # the generation prompt
                 continue
-            ends.append(self.body(stmts, after, _role(test) or role))
+            ends.append(self.body(stmts, after, selected_role(test) or role))
         ends.append(self.body(node.else_, after, role) if node.else_ else after)
         return any(ends)
 
@@ -357,7 +357,7 @@ def _reads(test: nodes.Node, name: str, *, negated: bool) -> bool:
 ASSISTANT_ROLES = frozenset({"assistant", "model", "chatbot"})
 
 
-def _role(test: nodes.Node, *, filtered: bool = False) -> str | None:
+def selected_role(test: nodes.Node, *, filtered: bool = False) -> str | None:
     """ "assistant" when ``test`` selects assistant messages (``m.role == 'assistant'``),
     "other" when it selects only other roles, None when it says nothing about the role
     (a comparison under ``not`` says nothing). ``filtered``: also a role read through a text
@@ -383,10 +383,13 @@ def _roles(test: nodes.Node, out: set[str], filtered: bool = False) -> None:
             out.add(op.expr.value)
         elif op.op == "in" and isinstance(op.expr, (nodes.List, nodes.Tuple)):
             out.update(
-                v for i in op.expr.items if isinstance(i, nodes.Const) for v in _strings(i.value)
+                v
+                for i in op.expr.items
+                if isinstance(i, nodes.Const)
+                for v in constant_strings(i.value)
             )
         elif op.op == "in" and isinstance(op.expr, nodes.Const):
-            out.update(_strings(op.expr.value))
+            out.update(constant_strings(op.expr.value))
 
 
 def _unfiltered(expr: nodes.Node) -> nodes.Node:
@@ -404,168 +407,3 @@ def _is_role(expr: nodes.Node) -> bool:
         and isinstance(expr.arg, nodes.Const)
         and expr.arg.value == "role"
     )
-
-
-# --- variables that choose a branch writing an assistant message or a tool call -----------
-
-# Names Jinja or the environment defines, and the two every render is given: never a branch
-# variable.
-_BUILTIN_NAMES = frozenset(
-    {"loop", "range", "namespace", "dict", "lipsum", "cycler", "joiner", "super", "self"}
-    | {"varargs", "kwargs", "caller", "raise_exception", "strftime_now", "true", "false", "none"}
-    | {"messages", "add_generation_prompt"}  # every render is given both
-)
-_CALL_FIELDS = frozenset({"tool_calls", "tool_call"})
-
-
-class Gate(NamedTuple):
-    """A variable an ``if`` tests to choose a branch that writes an assistant message or a
-    tool call, and what takes the branch an undefined value does not take.
-
-    ``kind``: ``truthy`` (any true value of the type the template uses it as), ``value``
-    (exactly ``value``: ``== 'auto'``, ``is false``), ``none`` (``is none`` / ``is not
-    none``: None, unless the variable is always passed as None); ``line``: the first such
-    ``if``.
-    """
-
-    name: str
-    kind: str
-    value: Any
-    line: int
-
-
-@functools.lru_cache(maxsize=256)
-def branch_variables(source: str) -> tuple[Gate, ...]:
-    """Variables the template never sets that an ``if`` tests where one of its branches
-    writes an assistant message or a tool call: it selects the assistant role
-    (``m.role == 'assistant'``, through ``lower`` too), reads a message's ``tool_calls``, or,
-    inside an assistant message's branch, writes what the model wrote (``content``,
-    ``arguments``). In template order; never ``loop``, ``range`` or another built-in name."""
-    ast = _ast(source)
-    if ast is None:
-        return ()
-    walker = _GateWalker(ast)
-    walker.body(ast.body, assistant=False)
-    return tuple(walker.found.values())
-
-
-def _set_outside_macros(node: nodes.Node, out: set[str]) -> None:
-    """Names the template sets (``set``, loop targets) outside a macro: a macro's parameters
-    and its own ``set`` are local to it (Command R7B's ``document_turn(documents)``)."""
-    for child in node.iter_child_nodes():
-        if isinstance(child, nodes.Macro):
-            continue
-        if isinstance(child, nodes.Name) and child.ctx in ("store", "param"):
-            out.add(child.name)
-        _set_outside_macros(child, out)
-
-
-# What a subtree holds (``_GateWalker.holds``): a test selecting the assistant role, a read of
-# a message's tool calls, a read of what the model wrote.
-_ASSISTANT, _CALLS, _MODEL = 1, 2, 4
-
-
-class _GateWalker:
-    def __init__(self, ast: nodes.Template) -> None:
-        self.ast = ast
-        self.found: dict[str, Gate] = {}
-        self._holds: dict[int, int] = {}  # id(node) -> what its subtree holds
-        self._bound: frozenset[str] | None = None
-
-    @property
-    def bound(self) -> frozenset[str]:
-        """Names the template sets itself, or Jinja's own (read once, when first needed)."""
-        if self._bound is None:
-            stored: set[str] = set()
-            _set_outside_macros(self.ast, stored)
-            self._bound = frozenset(stored) | _BUILTIN_NAMES
-        return self._bound
-
-    def body(self, stmts: Iterable[nodes.Node], assistant: bool) -> None:
-        for node in stmts:
-            self.stmt(node, assistant)
-
-    def stmt(self, node: nodes.Node, assistant: bool) -> None:
-        if not isinstance(node, nodes.If):
-            for child in node.iter_child_nodes():
-                if isinstance(child, nodes.Stmt):
-                    self.stmt(child, assistant)
-            return
-        branches = [(node.test, node.body), *((e.test, e.body) for e in node.elif_)]
-        tested = [g for test, _ in branches for g in _gates(test, _BUILTIN_NAMES)]
-        bodies = [stmts for _, stmts in branches] + [node.else_]
-        wanted = _ASSISTANT | _CALLS | (_MODEL if assistant else 0)
-        if tested and any(self.holds(stmt) & wanted for stmts in bodies for stmt in stmts):
-            for name, kind, value in tested:
-                if name not in self.bound:
-                    self.found.setdefault(name, Gate(name, kind, value, node.lineno))
-        for test, stmts in branches:
-            self.body(stmts, assistant or _role(test, filtered=True) == "assistant")
-        self.body(node.else_, assistant)
-
-    def holds(self, node: nodes.Node) -> int:
-        """What ``node``'s subtree holds (``_ASSISTANT``, ``_CALLS``, ``_MODEL``), once."""
-        key = id(node)
-        found = self._holds.get(key)
-        if found is not None:
-            return found
-        found = 0
-        if isinstance(node, nodes.Compare) and _role(node, filtered=True) == "assistant":
-            found |= _ASSISTANT
-        field = _field(node)
-        if field in _CALL_FIELDS:
-            found |= _CALLS
-        elif field in MODEL_TEXT:
-            found |= _MODEL
-        for child in node.iter_child_nodes():
-            found |= self.holds(child)
-        self._holds[key] = found
-        return found
-
-
-def _field(node: nodes.Node) -> str | None:
-    """The attribute or constant key ``node`` reads (``m.tool_calls``, ``m['content']``)."""
-    if isinstance(node, nodes.Getattr):
-        return node.attr
-    if isinstance(node, nodes.Getitem) and isinstance(node.arg, nodes.Const):
-        return node.arg.value if isinstance(node.arg.value, str) else None
-    return None
-
-
-def _gates(test: nodes.Node, bound: frozenset[str]) -> list[tuple[str, str, Any]]:
-    """(name, kind, value) for each free variable ``test`` reads (``Gate``)."""
-    if isinstance(test, nodes.Name):
-        return [] if test.name in bound else [(test.name, "truthy", None)]
-    if isinstance(test, nodes.Not):
-        return _gates(test.node, bound)
-    if isinstance(test, (nodes.And, nodes.Or)):
-        return _gates(test.left, bound) + _gates(test.right, bound)
-    if isinstance(test, nodes.Test) and isinstance(test.node, nodes.Name):
-        name = test.node.name
-        if name in bound:
-            return []
-        if test.name in ("true", "false"):
-            return [(name, "value", test.name == "true")]
-        return [(name, "none" if test.name == "none" else "truthy", None)]
-    if isinstance(test, nodes.Compare) and len(test.ops) == 1:
-        left, op = test.expr, test.ops[0]
-        if isinstance(left, nodes.Name) and left.name not in bound:
-            if isinstance(op.expr, nodes.Const) and op.op in ("eq", "ne"):
-                return [(left.name, "value", op.expr.value)]
-            if isinstance(op.expr, nodes.Const) and op.op in ("in", "notin"):
-                items = _strings(op.expr.value)
-                return [(left.name, "value", items[0])] if items else []
-            return [(left.name, "truthy", None)]
-        right = op.expr
-        if (
-            isinstance(right, nodes.Name)
-            and right.name not in bound
-            and op.op in ("in", "notin")
-            and isinstance(left, nodes.Const)
-        ):
-            return [(right.name, "value", [left.value])]
-    if isinstance(test, (nodes.Getattr, nodes.Getitem, nodes.Filter)):
-        inner = test.node
-        if isinstance(inner, nodes.Name) and inner.name not in bound:
-            return [(inner.name, "truthy", None)]
-    return []

@@ -9,9 +9,9 @@ trained on that template learned to emit there.
 reasoning reply as a content part of each type the template names (``reasoning_part_specs``),
 again with the flags that write a reasoning block when none was shown
 (``flagged_reasoning_spec``), each shape again on the other side of a variable that chooses
-a branch writing an assistant message or a tool call (``branch_specs``: ``{% if documents
-%}`` a tool-use template), and two calls of two arguments in one message in the shape of
-the first single call the template wrote (``several_calls_specs``).
+a branch writing an assistant message or a tool call (``eosfix.analysis.branches``), and two
+calls of two arguments in one message in the shape of the first single call the template
+wrote (``several_calls_specs``).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from eosfix.analysis.reads import Gate, branch_variables, mentions, placeholders, reasoning_flags
+from eosfix.analysis.reads import mentions, reasoning_flags
 
 SYSTEM = "Eosfixsystem0"
 USER1 = "Eosfixuser1"
@@ -109,7 +109,6 @@ class ProbeSpec:
 
 
 DOCUMENTS = [{"title": "Eosfixtitle", "text": "Eosfixdoc"}]
-FLAG = "Eosfixflag"  # the value of a variable the template only needs to be set
 
 
 def _specs() -> tuple[ProbeSpec, ...]:
@@ -258,82 +257,6 @@ def flagged_reasoning_spec(source: str, rendered: Sequence[Probe]) -> ProbeSpec 
         return None
     spec = next(s for s in SPECS if s.kind == "reasoning")
     return dataclasses.replace(spec, name=f"{spec.name}+flags", kwargs=dict(flags))
-
-
-# The variables every render is given (``render_chat``: None unless a probe sets them), with
-# the value a probe sets them to; ``builtin_tools`` names the probe tool.
-_KNOWN_VALUES: dict[str, Any] = {
-    "tools": [TOOL_SCHEMA],
-    "documents": DOCUMENTS,
-    "builtin_tools": [TOOL],
-}
-_PASSED_AS_NONE = frozenset({"tools", "documents"})
-_TRUE_OF: dict[str, Any] = {"str": FLAG, "int": 1, "list": [FLAG], "dict": {FLAG: FLAG}}
-BRANCH_KINDS = ("final", "reasoning", "history", "tool_call", "tool_result")
-
-
-def gate_value(source: str, gate: Gate) -> Any:
-    """What a probe sets ``gate``'s variable to, to take the branch an unset one does not."""
-    if gate.kind == "value":
-        return gate.value
-    if gate.kind == "none" and gate.name not in _PASSED_AS_NONE:
-        return None
-    if gate.name in _KNOWN_VALUES:
-        return _KNOWN_VALUES[gate.name]
-    used_as = placeholders(source, [gate.name]).get(gate.name)
-    return _TRUE_OF.get(type(used_as).__name__, True) if used_as is not None else True
-
-
-def branch_gates(source: str, given: frozenset[str]) -> tuple[tuple[Gate, Any], ...]:
-    """The template's branch variables (``eosfix.analysis.reads.branch_variables``) with the
-    value a probe sets each to. ``given``: variables every render gets (the special tokens),
-    never a branch variable."""
-    skip = given | {"messages", "add_generation_prompt"}
-    return tuple(
-        (gate, gate_value(source, gate))
-        for gate in branch_variables(source)
-        if gate.name not in skip
-    )
-
-
-def branch_specs(
-    gates: Sequence[tuple[Gate, Any]], specs: Sequence[ProbeSpec] = ()
-) -> tuple[ProbeSpec, ...]:
-    """Each shape again on the side of a branch variable (``branch_gates``) that no probe of
-    its kind takes: ``tool_call+documents`` where only ``final+documents`` sets
-    ``documents``, ``tool_result-tools`` where every tool result is probed with ``tools``.
-    ``specs``: the probes run besides ``SPECS``."""
-    out: list[ProbeSpec] = []
-    everything = (*SPECS, *specs)
-    for gate, value in gates:
-        for kind in BRANCH_KINDS:
-            mine = [s for s in everything if s.kind == kind]
-            if not mine:
-                continue
-            sides = {_side(s.kwargs, gate.name, value) for s in mine}
-            base = mine[0]
-            if True not in sides:
-                kwargs = {**base.kwargs, gate.name: value}
-                out.append(
-                    dataclasses.replace(base, name=f"{base.name}+{gate.name}", kwargs=kwargs)
-                )
-            if False not in sides:
-                kwargs = {k: v for k, v in base.kwargs.items() if k != gate.name}
-                out.append(
-                    dataclasses.replace(base, name=f"{base.name}-{gate.name}", kwargs=kwargs)
-                )
-    return tuple(out)
-
-
-def _side(kwargs: Mapping[str, Any], name: str, value: Any) -> bool:
-    """Whether a probe's variables take the side of ``name`` that ``value`` takes (the
-    other side: unset, None, or, for a value compared with, a different one)."""
-    if name not in kwargs:
-        return False
-    given = kwargs[name]
-    if isinstance(value, (bool, str, int, float)) or value is None:
-        return bool(given == value)
-    return bool(given)
 
 
 def _assistant_parts(*parts: dict[str, Any]) -> dict[str, Any]:

@@ -1,4 +1,7 @@
 """Find the tokens that end an assistant turn, and check the stop configuration against them.
+One module, over 400 lines: the types every later layer reads (``Terminator``,
+``TemplateAnalysis``, ``TerminatorSet``) with the one analysis that makes them and the memos
+keyed on them.
 
 Vocabulary:
 
@@ -31,6 +34,7 @@ from dataclasses import dataclass, field
 
 from jinja2 import nodes
 
+from eosfix.analysis.branches import branch_gates, branch_specs
 from eosfix.analysis.positions import (
     CONVERSATION_END,
     NEXT_TURN,
@@ -51,8 +55,6 @@ from eosfix.analysis.replies import read_template
 from eosfix.analysis.shapes import (
     SPECS,
     Probe,
-    branch_gates,
-    branch_specs,
     flagged_reasoning_spec,
     history_twin,
     reasoning_part_specs,

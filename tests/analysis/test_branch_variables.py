@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from eosfix import api
+from eosfix.analysis.branches import branch_variables
 from eosfix.analysis.positions import EVERY_REPLY, IN_TOOL_CALL, TOOL_CALL
-from eosfix.analysis.reads import branch_variables
 from eosfix.analysis.terminators import TURN_END
 from eosfix.render.explain import render_explain, result_explain_dict
 from eosfix.render.report import result_to_dict
