@@ -43,6 +43,7 @@ CLI_ONLY = {
 # port kit, explain, pydantic model, or rich.
 CHECK = CLI_ONLY | {
     "eosfix.analysis",
+    "eosfix.analysis.branches",
     "eosfix.analysis.inturn",
     "eosfix.analysis.positions",
     "eosfix.analysis.probes",
