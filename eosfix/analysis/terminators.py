@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from jinja2 import nodes
 
 from eosfix.analysis.branches import branch_gates, branch_specs
+from eosfix.analysis.memo import Same
 from eosfix.analysis.positions import (
     CONVERSATION_END,
     NEXT_TURN,
@@ -76,7 +77,6 @@ from eosfix.analysis.toolcalls import (
 )
 from eosfix.core.errors import TemplateError
 from eosfix.core.limits import RenderLimits
-from eosfix.core.memo import Same
 from eosfix.core.repo import ChatTemplate, ModelRepo
 
 __all__ = [

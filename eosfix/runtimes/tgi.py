@@ -17,7 +17,7 @@ on PyPI) and the transformers 4.51.3 it pins (tests/conformance/runners/tgi_stop
 
 from __future__ import annotations
 
-from eosfix.runtimes.base import Runtime, StopInputs, ids_of, one
+from eosfix.runtimes.rule import Runtime, StopInputs, ids_of, one
 
 TGI_VERSION = "3.3.7"
 EXECUTED = f"{TGI_VERSION} (db931fcf server code, transformers 4.51.3)"

@@ -11,7 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from tests import test_fuzz_regressions, test_hostile, test_shapes, test_shapes_more
+from tests import test_fuzz_regressions
+from tests.analysis import test_hostile_templates as test_hostile
+from tests.analysis import test_shapes
+from tests.analysis import test_shapes_that_fool as test_shapes_more
 from tests.analysis.real_templates import REAL, TEMPLATES, real_repo
 from tests.conftest import CORPUS, SAMPLES, corpus_cases, sample_names
 from tests.invariants import contradictions, golden_repo, template_repo

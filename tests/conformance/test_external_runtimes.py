@@ -88,7 +88,7 @@ def test_after_fix_every_generation_config_reader_stops_at_the_turn_end(shape, m
             assert PARIS in row.ids
 
 
-def test_the_five_disagreements_of_issue_24(matrix, answers):
+def test_five_cases_the_earlier_rules_got_wrong(matrix, answers):
     """What the runtimes do where eosfix's earlier rules said otherwise (each a shape)."""
     # 1. config.json without eos_token_id: LlamaConfig's default 2 joins vLLM's and SGLang's
     #    sets (transformers' generate() stops on nothing there: tests/conformance/test_stop_sets)
