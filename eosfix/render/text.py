@@ -26,6 +26,7 @@ from eosfix.analysis.positions import (
     NEXT_TURN,
     PLAIN_TEXT,
     TOOL_CALL,
+    VERDICT,
 )
 from eosfix.analysis.terminators import Placement, Terminator
 from eosfix.containers.target import cache_snapshot
@@ -76,6 +77,10 @@ _WHERE_TEXT = {
     TOOL_CALL: "written after a tool call",
     NEXT_TURN: "opens the next turn (replies have no closing token)",
     PLAIN_TEXT: "plain text: needs a stop string",
+    VERDICT: (
+        "written where the prompt's turn ends, before the reply: the verdict's turn ends the "
+        "same way (the template quotes the conversation as text, it renders no reply)"
+    ),
 }
 
 
