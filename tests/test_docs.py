@@ -167,8 +167,9 @@ def test_readme_exit_code_table_matches_the_constants_and_help():
 
 def test_readme_runtime_table_says_what_is_executed():
     """Each runtime's row says "executed with" exactly when eosfix runs its rule against the
-    runtime (``Runtime.executed``; issue 23: llama.cpp's row said "modelled, not executed"
-    while ``explain`` said executed)."""
+    runtime (``Runtime.executed``; llama.cpp's row once said "modelled, not executed" while
+    ``explain`` said executed), and "cited at" the commit ``explain`` names for a cited rule
+    (``Runtime.cited``)."""
     from eosfix.runtimes import RUNTIMES
 
     page = (DOCS / "runtimes.md").read_text()
@@ -179,8 +180,10 @@ def test_readme_runtime_table_says_what_is_executed():
     }
     assert set(rows) == {r.name for r in RUNTIMES}
     for r in RUNTIMES:
-        if r.executed is None:  # issue 24: never a row with neither
+        if r.executed is None:  # never a row with neither
             assert rows[r.name].startswith("cited at "), r.name
+            if r.cited is not None:
+                assert r.cited.split(": ")[0].split()[-1] in rows[r.name], r.name
         else:
             assert rows[r.name].startswith("executed with "), r.name
             assert r.executed.split(" (")[0] in rows[r.name], r.name
