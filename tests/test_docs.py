@@ -8,7 +8,7 @@ import click
 import pytest
 
 from eosfix.cli import cli
-from tests.conftest import ROOT
+from tests.conftest import ROOT, tool
 
 README = (ROOT / "README.md").read_text()
 DOCS = ROOT / "docs"
@@ -42,14 +42,7 @@ def test_every_command_has_help_and_is_in_readme():
 
 
 def _gen_codes():
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("gen_codes", ROOT / "tools" / "gen_codes.py")
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return tool("gen_codes")
 
 
 def test_every_finding_code_is_documented():
@@ -124,7 +117,7 @@ def _python_api_snippet() -> str:
 )
 def test_readme_python_api_snippet_runs_on_every_kind_of_path(target, tmp_path, capsys):
     """The snippet never crashes: a fixable repo, a healthy one, a base model, a missing
-    path, a file that is no model, a GGUF (issue 15: it used to raise AttributeError)."""
+    path, a file that is no model, a GGUF (it used to raise AttributeError)."""
     from tests import ggufs
     from tests.conftest import SAMPLES, copy_repo
 
@@ -165,28 +158,39 @@ def test_readme_exit_code_table_matches_the_constants_and_help():
         assert "unless --strict" in " ".join((cmd.help or "").split()), name
 
 
-def test_readme_runtime_table_says_what_is_executed():
+def _gen_runtimes():
+    return tool("gen_runtimes")
+
+
+def test_runtimes_table_is_generated_from_the_rules():
+    """docs/runtimes.md's table is exactly what tools/gen_runtimes.py writes from RUNTIMES: a
+    rule that changes what it reads, its versions or its basis fails here until the table is
+    regenerated."""
+    gen = _gen_runtimes()
+    page = (DOCS / "runtimes.md").read_text(encoding="utf-8")
+    assert page == gen.page(page), (
+        "docs/runtimes.md is out of date: run python tools/gen_runtimes.py"
+    )
+
+
+def test_runtime_table_says_what_is_executed_and_follows_the_rules():
     """Each runtime's row says "executed with" exactly when eosfix runs its rule against the
-    runtime (``Runtime.executed``; llama.cpp's row once said "modelled, not executed" while
-    ``explain`` said executed), and "cited at" the commit ``explain`` names for a cited rule
-    (``Runtime.cited``)."""
+    runtime (``Runtime.executed``), else where it was read; a changed rule changes its row."""
+    import dataclasses
+
     from eosfix.runtimes import RUNTIMES
 
-    page = (DOCS / "runtimes.md").read_text()
-    table = page[page.index("| runtime | current rule | versions") :].split("\n\n")[0]
-    rows = {
-        line.split(" | ")[0].removeprefix("| "): line.rstrip(" |").split(" | ")[-1]
-        for line in table.splitlines()[2:]
-    }
-    assert set(rows) == {r.name for r in RUNTIMES}
+    gen = _gen_runtimes()
+    rows = {r.name: gen.row(r).rstrip(" |").split(" | ")[-1] for r in RUNTIMES}
     for r in RUNTIMES:
         if r.executed is None:  # never a row with neither
-            assert rows[r.name].startswith("cited at "), r.name
-            if r.cited is not None:
-                assert r.cited.split(": ")[0].split()[-1] in rows[r.name], r.name
+            assert rows[r.name] == f"cited at {r.source}", r.name
         else:
             assert rows[r.name].startswith("executed with "), r.name
             assert r.executed.split(" (")[0] in rows[r.name], r.name
+    changed = dataclasses.replace(RUNTIMES[0], reads="a new file", executed=None)
+    assert gen.row(changed).startswith("| transformers | a new file; ")
+    assert gen.row(changed).endswith(f" | cited at {changed.source} |")
 
 
 def test_every_safety_guarantee_names_a_test_that_exists():

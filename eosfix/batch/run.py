@@ -62,9 +62,6 @@ class Unit:
         return dataclasses.replace(self, **changes)
 
 
-Stage = Callable[[Iterable[Unit]], Iterator[Unit]]
-
-
 @dataclass(frozen=True, slots=True)
 class Failure:
     """What a source could not turn into units: a corrupted cache entry, a listing that

@@ -284,7 +284,7 @@ def hub(
     from eosfix.batch.run import Run
     from eosfix.render.batch import JSON_DETAIL, TEXT_DETAIL
     from eosfix.render.pr import pr_description
-    from eosfix.sources.hub import HubReader
+    from eosfix.sources.hub.read import HubReader
 
     blocks = fmt == "text" and not author
     many = bool(author) or len(set(repo_ids)) > 1

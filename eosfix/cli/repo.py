@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import shlex
 import sys
 from collections.abc import Sequence
@@ -93,30 +92,15 @@ def _check(target: Path | HubRepo, **options: Any) -> RepoResult:
 
 
 def _check_hub(hub: HubRepo, **options: Any) -> RepoResult:
-    """A Hub repo checked by id: its small files from eosfix's store (``fetch_repo_files``;
-    tokenizer.json too when an id lives only there), then the pipeline, read-only.
-
-    The result is named ``org/name`` and carries ``repo_id``, ``revision`` and ``sha`` as
-    ``eosfix hub`` results do."""
-    from eosfix import api
-    from eosfix.batch.verdict import needs_tokenizer_json
+    """A Hub repo checked by id, read-only: the check every command makes of a Hub repo
+    (``eosfix.batch.session.check_hub_repo``), named ``org/name``."""
+    from eosfix.batch.session import check_hub_repo
     from eosfix.cli.hub import _quiet_hub
-    from eosfix.sources.hub import HubError, fetch_repo_files
 
-    repo_id = hub.repo_id
     if hub.problem is not None:
-        return RepoResult(Path(repo_id), error=hub.problem, label=repo_id)
-    try:
-        with _quiet_hub():
-            fetched = fetch_repo_files(repo_id)
-            result = api.check_folder(fetched.path, label=repo_id, **options)
-            if fetched.has_tokenizer_json and needs_tokenizer_json(result):
-                fetched = fetch_repo_files(repo_id, fetched.sha, tokenizer_json=True)
-                result = api.check_folder(fetched.path, label=repo_id, **options)
-    except HubError as exc:
-        return RepoResult(Path(repo_id), error=exc, label=repo_id)
-    extra = {**result.extra, "repo_id": repo_id, "revision": "main", "sha": fetched.sha}
-    return dataclasses.replace(result, path=Path(repo_id), extra=extra)
+        return RepoResult(Path(hub.repo_id), error=hub.problem, label=hub.repo_id)
+    with _quiet_hub():
+        return check_hub_repo(hub.repo_id, **options)
 
 
 def _note_shadowed(paths: Sequence[str]) -> None:

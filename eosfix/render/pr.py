@@ -4,7 +4,7 @@ transformers in three lines, and (folded) the runtimes before and after.
 
 Nothing in it speaks of eosfix's command line or its finding codes, and no probe sentinel
 shows: the template's own text is quoted, with ``…`` where a probe message stood.
-``eosfix.sources.hubwrite`` sends it as it is given.
+``eosfix.sources.hub.write`` sends it as it is given.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from eosfix.analysis.shapes import CALL_ID, CALL_ID2
 from eosfix.analysis.terminators import Terminator
 from eosfix.core.repo import GENERATION_CONFIG
 from eosfix.decide.check import RepoCheck
+from eosfix.decide.runtime_table import RuntimeTable
 from eosfix.decide.stopids import CUTTING, IN_TURN_KIND, ORDINARY, StopId
-from eosfix.decide.verdicts import RuntimeTable
 from eosfix.pipeline import RepoResult
 from eosfix.render.text import placement_text
 

@@ -158,10 +158,6 @@ def _terminator_lines(c: RepoCheck) -> list[str]:
     return lines
 
 
-def _stops_on(c: RepoCheck, ids: object = None) -> str:
-    return ids_text(c.stop.raw if ids is None else ids)  # type: ignore[arg-type]
-
-
 def _after_lines(c: RepoCheck) -> list[str]:
     """When the reader builds its set from keys (a GGUF), the set once the plan is written."""
     if not c.stop.detail or c.proposed is None:

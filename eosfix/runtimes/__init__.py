@@ -25,8 +25,8 @@ from eosfix.runtimes import (
     transformers,
     vllm,
 )
-from eosfix.runtimes.base import Rule, Runtime, StopInputs
 from eosfix.runtimes.llamacpp import EOG_TEXTS
+from eosfix.runtimes.rule import Rule, Runtime, StopInputs
 
 __all__ = [
     "EOG_TEXTS", "RUNTIMES", "Pins", "Rule", "Runtime", "StopInputs",

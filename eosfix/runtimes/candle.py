@@ -10,7 +10,7 @@ list (lines 31-36), ``LlamaConfig.eos_token_id`` the top-level key only (line 50
 
 from __future__ import annotations
 
-from eosfix.runtimes.base import Runtime, StopInputs, ids_of, one
+from eosfix.runtimes.rule import Runtime, StopInputs, ids_of, one
 
 
 def _candle(x: StopInputs) -> frozenset[int]:

@@ -19,7 +19,7 @@ TabbyAPI, ExLlamaV2's server, unites config.json's and generation_config.json's 
 
 from __future__ import annotations
 
-from eosfix.runtimes.base import Runtime, StopInputs, one
+from eosfix.runtimes.rule import Runtime, StopInputs, one
 
 DEFAULT_EOS = 2  # tokenizer.py get_default_token_id("eos_token", self.eos_token_id, 2)
 

@@ -21,21 +21,20 @@ config file sets ``eos_token_id`` (0.32.2: only ``muse_spark``); eosfix does not
 
 from __future__ import annotations
 
-from eosfix.runtimes.base import (
+from eosfix.runtimes.rule import (
     Rule,
     Runtime,
     StopInputs,
     else_tokenizer_eos,
     ids_of,
     one,
-    truthy_generation_eos,
+    truthy_over_config,
 )
 
 
 def _configured(x: StopInputs, *, read_generation_config: bool) -> tuple[int, ...] | None:
     # mlx_lm/utils.py load_config: `if eos_token_id := generation_config.get(...)` overrides
-    gen = truthy_generation_eos(x) if read_generation_config else None
-    return gen if gen is not None else x.config_eos
+    return truthy_over_config(x) if read_generation_config else x.config_eos
 
 
 def _union(x: StopInputs) -> frozenset[int]:

@@ -22,14 +22,14 @@ stop set only through the model type's config class, which may drop it.
 
 from __future__ import annotations
 
-from eosfix.runtimes.base import (
+from eosfix.runtimes.rule import (
     Rule,
     Runtime,
     StopInputs,
     else_tokenizer_eos,
     ids_of,
     one,
-    truthy_generation_eos,
+    truthy_over_config,
 )
 
 
@@ -38,12 +38,6 @@ def _merged(x: StopInputs) -> tuple[int, ...] | None:
     if x.generation_config_exists and x.generation_eos_key:
         return x.generation_config_eos
     return x.config_eos
-
-
-def _truthy_merged(x: StopInputs) -> tuple[int, ...] | None:
-    # mlx_vlm/utils.py load_config (PR #650): `if eos_token_id := generation_config.get(...)`
-    gen = truthy_generation_eos(x)
-    return gen if gen is not None else x.config_eos
 
 
 def _union(x: StopInputs) -> frozenset[int]:
@@ -57,7 +51,8 @@ def _replace_merged(x: StopInputs) -> frozenset[int]:
 
 
 def _replace_truthy(x: StopInputs) -> frozenset[int]:
-    return else_tokenizer_eos(_truthy_merged(x), x)
+    # mlx_vlm/utils.py load_config (PR #650): `if eos_token_id := generation_config.get(...)`
+    return else_tokenizer_eos(truthy_over_config(x), x)
 
 
 def _replace_config_only(x: StopInputs) -> frozenset[int]:

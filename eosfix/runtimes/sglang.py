@@ -20,7 +20,7 @@ scheduler's ``ModelConfig``, tokenizer and ``Req._check_token_based_finish`` on 
 from __future__ import annotations
 
 from eosfix.runtimes import config_defaults
-from eosfix.runtimes.base import Runtime, StopInputs, ids_of, object_eos, one
+from eosfix.runtimes.rule import Runtime, StopInputs, ids_of, object_eos, one
 
 # srt/utils/hf_transformers/common.py _ADDITIONAL_STOP_TOKEN_TEXTS
 ADDITIONAL_STOP_TOKEN_TEXTS = ("<|eom_id|>", "<|content_model_end_sampling|>", "<|ifm|im_end|>")

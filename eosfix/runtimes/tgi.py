@@ -23,7 +23,7 @@ these lines give on every conformance shape, and checks eosfix's prediction agai
 
 from __future__ import annotations
 
-from eosfix.runtimes.base import Runtime, StopInputs, ids_of, one
+from eosfix.runtimes.rule import Runtime, StopInputs, ids_of, one
 
 
 def _tgi(x: StopInputs) -> frozenset[int]:

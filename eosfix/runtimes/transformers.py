@@ -16,7 +16,7 @@ Before 4.26.0 there was no generation_config.json: ``generate()`` read the model
 
 from __future__ import annotations
 
-from eosfix.runtimes.base import Rule, Runtime, StopInputs, ids_of, model_config_eos
+from eosfix.runtimes.rule import Rule, Runtime, StopInputs, ids_of, model_config_eos
 
 
 def _transformers(x: StopInputs) -> frozenset[int]:

@@ -17,7 +17,7 @@ engine's ``InputProcessor.process_inputs`` and the scheduler's ``check_stop`` on
 from __future__ import annotations
 
 from eosfix.runtimes import config_defaults
-from eosfix.runtimes.base import Runtime, StopInputs, ids_of, object_eos, one
+from eosfix.runtimes.rule import Runtime, StopInputs, ids_of, object_eos, one
 
 
 def _from_model_config(x: StopInputs) -> tuple[int, ...] | None:

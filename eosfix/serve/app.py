@@ -24,7 +24,7 @@ from fastapi.responses import JSONResponse
 from huggingface_hub import WebhookPayload
 from pydantic import ValidationError
 
-from eosfix.batch.hubapi import HubSession
+from eosfix.batch.session import HubSession
 from eosfix.serve.bot import Bot
 from eosfix.serve.config import ServeConfig
 from eosfix.serve.journal import Journal, Push, new_push

@@ -20,13 +20,13 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
-from eosfix.batch.hubapi import HubSession
+from eosfix.batch.session import HubSession
 from eosfix.core.outcome import verdict_of
 from eosfix.pipeline import RepoResult
 from eosfix.serve.config import ServeConfig
 from eosfix.serve.journal import Journal, Outcome, Push
-from eosfix.sources.hub import HubError
-from eosfix.sources.hubwrite import PrOutcome
+from eosfix.sources.hub.read import HubError
+from eosfix.sources.hub.write import PrOutcome
 
 log = logging.getLogger("eosfix.serve")
 
@@ -216,7 +216,7 @@ class Bot:
                     return str(d.url)
             created = api.create_discussion(repo_id, title=REPORT_TITLE, description=text)
         except Exception as exc:  # noqa: BLE001 - huggingface_hub raises many kinds
-            from eosfix.sources.hubhttp import describe_error
+            from eosfix.sources.hub.http import describe_error
 
             message, status = describe_error(exc)
             raise HubError(f"cannot comment: {message}", repo_id=repo_id, status=status) from None

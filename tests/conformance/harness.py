@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from eosfix import api
-from eosfix.containers.folder.runtimes import runtime_table, stop_inputs
+from eosfix.containers.folder.runtime_table import runtime_table, stop_inputs
 from eosfix.runtimes import RUNTIMES, describe
 
 STATES = ("before", "fix", "fix --config-json")

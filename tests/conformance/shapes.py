@@ -95,14 +95,14 @@ SHAPES: tuple[Shape, ...] = (
           {"eos_token_id": 0}),
     Shape("seed", "the seed: tokenizer <|endoftext|>, both configs 0", ENDOFTEXT,
           {"eos_token_id": 0}, {"bos_token_id": 1, "eos_token_id": 0}),
-    # Early stops (issue 14): a stop id a reply contains, and one no token has.
+    # Early stops: a stop id a reply contains, and one no token has.
     Shape("gen-ordinary", "generation_config lists the word Paris", ENDOFTEXT,
           {"eos_token_id": 0}, {"eos_token_id": [2, PARIS]}),
     Shape("gen-no-token", "generation_config lists an id beyond the vocabulary", ENDOFTEXT,
           {"eos_token_id": 0}, {"eos_token_id": [2, NO_TOKEN]}),
     Shape("config-ordinary", "config.json lists the word Paris, generation_config [2]",
           ENDOFTEXT, {"eos_token_id": [2, PARIS]}, {"eos_token_id": [2]}),
-    # Issue 24: the config class's default (LlamaConfig: 2) where config.json has no key;
+    # the config class's default (LlamaConfig: 2) where config.json has no key;
     # a generation_config 0 that SGLang ignores; added tokens SGLang stops on by their text.
     Shape("config-no-eos", "config.json without eos_token_id, tokenizer eos <|endoftext|>",
           ENDOFTEXT),

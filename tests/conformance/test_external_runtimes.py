@@ -85,7 +85,7 @@ def test_after_fix_every_generation_config_reader_stops_at_the_turn_end(shape, m
             assert PARIS in row.ids
 
 
-def test_where_running_the_runtimes_proved_earlier_rules_wrong(matrix, answers):
+def test_the_cases_the_earlier_rules_got_wrong(matrix, answers):
     """What the runtimes do where eosfix's earlier rules said otherwise (each a shape; the
     fifth, TGI's transformers path, is cited: test_cited_runtimes.py)."""
     # 1. config.json without eos_token_id: LlamaConfig's default 2 joins vLLM's and SGLang's

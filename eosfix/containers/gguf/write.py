@@ -38,12 +38,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, BinaryIO
 
+from eosfix.containers.gguf.format import MAGIC, ValueType
 from eosfix.containers.gguf.plan import GgufValue
 from eosfix.containers.gguf.read import (
-    MAGIC,
     SPLIT_NAME,
     Header,
-    ValueType,
     data_start,
     read_header,
     shard_name,
