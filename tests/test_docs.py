@@ -207,3 +207,50 @@ def test_every_safety_guarantee_names_a_test_that_exists():
     assert all("`test_" in body for _, body in guarantees), [
         title for title, body in guarantees if "`test_" not in body
     ]
+
+
+_LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
+
+
+def _page_links(page):
+    """The relative link targets of a docs page, outside code blocks and code spans."""
+    text = re.sub(r"```.*?```", "", page.read_text(), flags=re.DOTALL)
+    text = re.sub(r"`[^`\n]*`", "", text)
+    return [t for t in _LINK.findall(text) if not re.match(r"[a-z]+:|#", t)]
+
+
+@pytest.mark.parametrize("page", sorted(DOCS.glob("*.md")), ids=lambda p: p.name)
+def test_every_relative_link_of_a_docs_page_names_a_page_of_the_site(page):
+    """mkdocs (strict) refuses a link to a file that is not a page of docs/: a link is
+    relative to the page's own folder, so `docs/x.md` from a page in docs/ names nothing."""
+    for target in _page_links(page):
+        path = (page.parent / target.split("#")[0]).resolve()
+        assert path.is_file(), f"{page.name}: {target}"
+        assert path.is_relative_to(DOCS.resolve()), f"{page.name}: {target}"
+
+
+def test_ci_builds_the_docs_site_so_that_a_warning_fails_it():
+    """`mkdocs build --strict` counts warnings; `-q` hides them and the build passes whatever
+    the docs hold. .ci/run builds without it, then breaks a link in a copy of the docs and
+    requires that build to fail (the proof that the step can fail)."""
+    ci = (ROOT / ".ci" / "run").read_text()
+    builds = [line for line in ci.splitlines() if "mkdocs build" in line]
+    assert builds
+    for line in builds:
+        assert "--strict" in line.split(), line
+        assert not {"-q", "--quiet"} & set(line.split()), line
+    assert "a broken link did not fail the docs build" in ci
+
+
+def test_an_eosfix_version_the_docs_or_help_name_as_past_is_earlier_than_this_one():
+    """'The order of eosfix 0.1.0 still works' read wrong in 0.1.0 itself: a version the docs
+    or a command's help name is an earlier release than the one installed."""
+    from packaging.version import Version
+
+    import eosfix
+
+    ctx = click.Context(cli)
+    helps = [cli.get_command(ctx, name).help or "" for name in cli.list_commands(ctx)]
+    text = " ".join((ALL_DOCS + " ".join(helps)).split())
+    for version in re.findall(r"\beosfix (\d+\.\d+(?:\.\d+)?)\b", text):
+        assert Version(version) < Version(eosfix.__version__), version

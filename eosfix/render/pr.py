@@ -9,6 +9,7 @@ shows: the template's own text is quoted, with ``…`` where a probe message sto
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable, Sequence
 
@@ -93,6 +94,15 @@ def what_was_wrong(result: RepoResult) -> str:
         ids = _names([str(s.id) for s in never])
         what = "it never fires" if len(never) == 1 else "they never fire"
         parts.append(f"`eos_token_id` holds {ids}, which no token of this model has: {what}")
+    gen = check.repo.generation_config
+    if gen is not None and gen.eos_malformed:
+        raw = code(json.dumps(gen.eos_token_id))
+        parts.append(f"`eos_token_id` is {raw}, not a token id or a list of ids")
+    if _removes_bom(result):
+        parts.append(
+            "`generation_config.json` starts with a byte-order mark, which the runtimes' JSON "
+            "readers refuse (transformers and others then ignore the file)"
+        )
     text = "; and ".join(parts) if parts else check.findings[0].message
     return text[0].upper() + text[1:] + "."
 
@@ -169,6 +179,28 @@ def _verify(repo_id: str, check: RepoCheck) -> list[str]:
     ]
 
 
+def _removes_bom(result: RepoResult) -> bool:
+    return any(p.file == GENERATION_CONFIG and getattr(p, "bom_removed", False)
+               for p in result.patches)  # fmt: skip
+
+
+def _changes(result: RepoResult) -> str:
+    """What the pull request changes, in one line."""
+    gen = next((p for p in result.patches if p.file == GENERATION_CONFIG), None)
+    ids = gen is None or "eos_token_id" in gen.summary
+    if not _removes_bom(result):
+        return "This pull request changes only `eos_token_id` in `generation_config.json`:"
+    if not ids:
+        return (
+            "This pull request removes only the byte-order mark at the start of "
+            "`generation_config.json`:"
+        )
+    return (
+        "This pull request changes only `eos_token_id` in `generation_config.json`, and "
+        "removes the byte-order mark at its start:"
+    )
+
+
 def pr_description(result: RepoResult) -> str:
     """The PR body (see the module)."""
     check = result.check
@@ -176,7 +208,7 @@ def pr_description(result: RepoResult) -> str:
     lines = [
         what_was_wrong(result),
         "",
-        "This pull request changes only `eos_token_id` in `generation_config.json`:",
+        _changes(result),
         "",
         "```diff",
         *(p.diff().rstrip("\n") for p in result.patches if p.file == GENERATION_CONFIG),

@@ -247,6 +247,8 @@ def result_to_dict(r: RepoResult) -> dict[str, Any]:
         written=list(r.written),
         runtimes=runtime_rows_json(r.runtimes),
     )
+    if r.blocked is not None:
+        out["blocked"] = str(r.blocked)
     if r.before is not None:
         b = r.before
         out["before"] = {

@@ -23,7 +23,21 @@ these lines give on every conformance shape, and checks eosfix's prediction agai
 
 from __future__ import annotations
 
-from eosfix.runtimes.rule import Runtime, StopInputs, ids_of, one
+from typing import Any
+
+from eosfix.core.repo import CONFIG, GENERATION_CONFIG
+from eosfix.runtimes.rule import (
+    IGNORES,
+    TOKENIZER_FILES,
+    EosRead,
+    Refusals,
+    Runtime,
+    StopInputs,
+    ids_of,
+    one,
+    read_as_set,
+    refusing,
+)
 
 
 def _tgi(x: StopInputs) -> frozenset[int]:
@@ -38,6 +52,15 @@ def _tokenizer_only(x: StopInputs) -> frozenset[int]:
     return one(x.tokenizer_eos_id)
 
 
+def _read_tgi(value: Any) -> EosRead:
+    # flash_causal_lm.py lines 1239-1247, `try: ... except Exception: pass`: only a list (or set)
+    # becomes `set(generation_config.eos_token_id)`; a list inside it raises there: ignored
+    if type(value) is not list:
+        return EosRead()
+    read = read_as_set(value)
+    return EosRead() if read.fails else read
+
+
 _SOURCE = "huggingface/text-generation-inference@db931fcf server/text_generation_server/"
 _CITED, _CRITERIA = "TGI db931fcf: ", "tokens.py:150-160,200"
 _STOPPING = "utils/tokens.py StoppingCriteria (lines 150-160, 175-176, from_pb line 200)"
@@ -49,6 +72,10 @@ RUNTIME = Runtime(
     derive=_tgi,
     note="flash models (FlashCausalLM): a list replaces the tokenizer eos; an int is ignored",
     cited=f"{_CITED}flash_causal_lm.py:1232-1247, {_CRITERIA}",
+    # the tokenizer, the try around GenerationConfig.from_pretrained, the config (1232-1251)
+    refusals=Refusals(
+        bom={**refusing(CONFIG, *TOKENIZER_FILES), GENERATION_CONFIG: IGNORES}, eos=_read_tgi
+    ),
 )
 RUNTIME_TRANSFORMERS = Runtime(
     name="TGI-transformers",
@@ -60,4 +87,6 @@ RUNTIME_TRANSFORMERS = Runtime(
     note="CPU and transformers-backed models (CausalLM): generation_config.json is not read",
     cited=f"{_CITED}causal_lm.py:612-618, transformers_flash_causal_lm.py:129-135, {_CRITERIA}",
     remedy="it stops only on the tokenizer's eos_token",
+    # the tokenizer, then the model (causal_lm.py lines 612-626)
+    refusals=Refusals(bom=refusing(CONFIG, *TOKENIZER_FILES)),
 )

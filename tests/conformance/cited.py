@@ -24,28 +24,57 @@ transformers 4.51.3 TGI pins (``server/requirements_cuda.txt`` line 354):
 
 The tokenizer's ``eos_token_id`` is the id of tokenizer_config.json's ``eos_token`` (None
 without one: ``config-only``); ``fix`` never changes it. After ``fix``, generation_config.json
-holds the list eosfix writes, which the flash path takes whole. Before these files were
-removed from the tree, TGI's own code (copied at ``COMMIT``, run with transformers 4.51.3 on
-2026-12-04) gave exactly these sets on all 20 shapes in all three states.
+holds the list eosfix writes, which the flash path takes whole.
+
+What JSON readers refuse: transformers 4.51.3 reads each file with ``json.load`` or
+``json.loads`` of its UTF-8 text (``configuration_utils.py`` ``_dict_from_json_file``,
+``models/auto/tokenization_auto.py`` ``get_tokenizer_config``), which raise on a byte-order
+mark. The tokenizer is loaded outside any ``try``, and so is the model's config
+(``flash_causal_lm.py`` lines 1249-1251; ``causal_lm.py`` lines 619-626 and
+``transformers_flash_causal_lm.py`` lines 137-146, ``AutoModelForCausalLM.from_pretrained``):
+a mark there and TGI cannot build the model (``Fails``). A mark in generation_config.json, or
+a value ``set()`` cannot take (``[[0, 2]]``: a list is unhashable), raises inside the ``try``
+and is ignored. A list becomes a set as it is, and ``last_token in`` it finds 2 for ``2.0``
+and no id for ``"2"`` or ``None``; ``"2"``, ``2.0`` and ``true`` are not lists: ignored.
+
+Before TGI's files were removed from the tree, its own code (copied at ``COMMIT``, run with
+transformers 4.51.3 on 2026-12-04) gave these sets on all 30 shapes in all three states, but
+for ``config-bom`` before ``fix --config-json``: that run executed only the statements that
+load the tokenizer and the generation config, not the config's, so it reported the sets the
+tokenizer and generation config give where the lines cited above fail.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from tests.conformance.shapes import ENDOFTEXT, IM_END, NO_TOKEN, PARIS, SPECIAL
 
 COMMIT = "db931fcf42da018a3657580c64bf2720f167f9ab"
 E, I = SPECIAL[ENDOFTEXT], SPECIAL[IM_END]  # the tokenizer eos of most shapes; the turn end
-NONE: frozenset[int] = frozenset()
-
-Sets = tuple[frozenset[int], frozenset[int], frozenset[int]]  # before, fix, fix --config-json
 
 
-def _sets(before: set[int], fixed: set[int], with_config_json: set[int]) -> Sets:
-    return frozenset(before), frozenset(fixed), frozenset(with_config_json)
+@dataclass(frozen=True)
+class Fails:
+    """TGI cannot build the model: reading ``file`` raises outside any ``try``."""
+
+    file: str
 
 
-def _always(ids: set[int]) -> Sets:
-    return _sets(ids, ids, ids)
+Cited = frozenset[int] | Fails
+Sets = tuple[Cited, Cited, Cited]  # before, fix, fix --config-json
+CONFIG_BOM, TOKENIZER_CONFIG_BOM = Fails("config.json"), Fails("tokenizer_config.json")
+
+
+def _sets(before: set[int] | Fails, fixed: set[int] | Fails, with_config_json: set[int]) -> Sets:
+    def cited(value: set[int] | Fails) -> Cited:
+        return value if isinstance(value, Fails) else frozenset(value)
+
+    return cited(before), cited(fixed), cited(with_config_json)
+
+
+def _always(ids: set[int] | Fails) -> Sets:
+    return _sets(ids, ids, ids) if not isinstance(ids, Fails) else (ids, ids, ids)
 
 
 # FlashCausalLM: a generation_config.json list replaces the tokenizer's eos.
@@ -74,6 +103,19 @@ FLASH: dict[str, Sets] = {
     "gen-ordinary": _sets({I, PARIS}, {I}, {I}),
     "gen-no-token": _sets({I, NO_TOKEN}, {I}, {I}),
     "config-ordinary": _always({I}),
+    # a byte-order mark: generation_config.json's is swallowed by the try; config.json's
+    # (rewritten only by --config-json) and tokenizer_config.json's are not
+    "gen-bom": _sets({E}, {E, I}, {E, I}),
+    "config-bom": _sets(CONFIG_BOM, CONFIG_BOM, {E, I}),
+    "tokenizer-config-bom": _always(TOKENIZER_CONFIG_BOM),
+    # not ids: a string, a float or true is not a list (ignored); a list is taken as a set
+    "gen-string": _sets({E}, {I}, {I}),
+    "gen-string-item": _sets({E}, {E, I}, {E, I}),  # {0, "2"}: 2 is not "2"
+    "gen-float": _sets({E}, {I}, {I}),
+    "gen-float-item": _always({E, I}),  # {0, 2.0}: 2 == 2.0
+    "gen-true": _sets({E}, {E, I}, {E, I}),
+    "gen-null-item": _always({I}),  # {2, None}
+    "gen-nested": _sets({E}, {E, I}, {E, I}),  # set([[0, 2]]) raises in the try: ignored
 }
 
 # CausalLM.fallback and TransformersFlashCausalLM: the tokenizer's eos, in every state.
@@ -98,6 +140,16 @@ TRANSFORMERS: dict[str, Sets] = {
     "config-no-eos": _always({E}),
     "gen-zero-config-im-end": _always({I}),
     "added-stop-texts": _always({E}),
+    "gen-bom": _always({E}),
+    "config-bom": _sets(CONFIG_BOM, CONFIG_BOM, {E}),  # the model's config
+    "tokenizer-config-bom": _always(TOKENIZER_CONFIG_BOM),
+    "gen-string": _always({E}),
+    "gen-string-item": _always({E}),
+    "gen-float": _always({E}),
+    "gen-float-item": _always({E}),
+    "gen-true": _always({E}),
+    "gen-null-item": _always({E}),
+    "gen-nested": _always({E}),
 }
 
 CITED: dict[str, dict[str, Sets]] = {"TGI": FLASH, "TGI-transformers": TRANSFORMERS}

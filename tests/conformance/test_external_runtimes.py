@@ -47,6 +47,10 @@ def test_runtime_stop_set_is_what_eosfix_predicts(runtime, shape, state, matrix,
         assert isinstance(actual, str), actual
         assert actual.startswith(error)
         return
+    if predicted.refused:  # eosfix: it cannot load the folder or generate with it
+        assert isinstance(actual, str), f"{runtime} {shape.name} {state}: {actual}"
+        assert predicted.ids == frozenset()
+        return
     assert not isinstance(actual, str), f"{runtime} {shape.name} {state}: {actual}"
     assert actual == predicted.ids, f"{runtime} {shape.name} {state}"
     assert predicted.stops == (ID in actual)
@@ -72,6 +76,12 @@ def test_after_fix_every_generation_config_reader_stops_at_the_turn_end(shape, m
     on a word of a reply after ``fix --config-json``; after the default fix SGLang still does
     where config.json lists one (it unites config.json's ids: eosfix names --config-json for
     it)."""
+    if set(shape.bom) - {"generation_config.json"}:  # a mark in a file fix does not write:
+        for runtime in ("vLLM", "SGLang"):  # it still cannot load the model
+            before, fixed, _ = _sets(answers, runtime, shape.name, matrix)
+            assert isinstance(before, str), (runtime, shape.name)
+            assert isinstance(fixed, str), (runtime, shape.name)
+        return
     for runtime in ("vLLM", "SGLang"):
         _, fixed, with_config = _sets(answers, runtime, shape.name, matrix)
         assert ID in fixed, f"{runtime} {shape.name}"
