@@ -4,8 +4,9 @@ A runtime's rule drifts between versions. ``Runtime`` holds its current rule (th
 ``reads``/``source``/``derive``/``note``, for versions from ``since`` on) and the rules of
 older versions (``older``, each a ``Rule`` with its own range). ``since`` is ``None`` when the
 first version a rule holds for is not established. ``executed`` names the runtime version the
-conformance tests (tests/conformance/) ran the current rule against; every other rule is
-modelled from the runtime's source, not executed.
+conformance tests (tests/conformance/) ran the current rule against; ``cited`` the commit and
+lines of the runtime's source a rule that cannot run here was read from, whose behaviour the
+conformance tests hold as data; every other rule is modelled from the runtime's source.
 """
 
 from __future__ import annotations
@@ -271,6 +272,7 @@ class Runtime:
     note: str = ""
     since: str | None = None  # first version the current rule holds for; None: not established
     executed: str | None = None  # the version tests/conformance/ runs the current rule against
+    cited: str | None = None  # the commit and lines the current rule was read at, when not run
     older: tuple[Rule, ...] = ()  # the rules of earlier versions, newest first
     floor: str = ""  # why versions below the oldest rule are not modelled
     # Facts the verdict text needs, so no caller branches on a runtime's name:

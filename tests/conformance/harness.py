@@ -14,9 +14,10 @@ A runtime's stop set is read where its generation loop reads it:
   and transformers 5 names Llava's weights differently from what mlx-vlm expects), then the
   processor's ``StoppingCriteria``, reset with the model config's eos as ``generate`` does.
 
-vLLM, SGLang, TGI and ExLlamaV2 run in virtualenvs of their own (tests/conformance/external.py,
+vLLM, SGLang and ExLlamaV2 run in virtualenvs of their own (tests/conformance/external.py,
 runners/): ``build_matrix`` writes every shape in every state once, with eosfix's prediction for
-every runtime, so that each of them is asked once for all folders.
+every runtime, so that each of them is asked once for all folders. TGI cannot run here: its
+predictions are held against the sets its cited source gives (cited.py).
 
 eosfix's prediction is its current rule for that runtime applied to ``stop_inputs`` of the
 checked folder: before the fix, and after it as planned (the patches' new text, computed

@@ -89,8 +89,8 @@ def test_after_fix_every_executed_runtime_stops_at_the_turn_end_and_nowhere_else
 @pytest.mark.parametrize("shape_name", ["text-config", "config-only", "gen-int"])
 def test_a_generation_config_reader_that_misses_is_a_fixable_finding(shape_name, models, tmp_path):
     """transformers stops on <|im_end|> in these shapes; a runtime that reads
-    generation_config.json does not (mlx-lm and mlx-vlm: executed here; TGI: in
-    test_external_runtimes.py), and writing the file fixes it: EOS015, not a caveat."""
+    generation_config.json does not (mlx-lm and mlx-vlm: executed here; TGI: cited, in
+    test_cited_runtimes.py), and writing the file fixes it: EOS015, not a caveat."""
     (shape,) = [s for s in SHAPES if s.name == shape_name]
     folder = build(shape, tmp_path / shape.name, models)
     result = api.check(folder)
