@@ -51,13 +51,16 @@ def _transient(error: BaseException) -> bool:
 
 
 def report_markdown(result: RepoResult) -> str:
-    """A short report for a discussion: what eosfix found, and how to fix it."""
+    """A short report for a discussion: what eosfix found, and how to fix it. The repo's
+    texts (file names, messages quoting its tokens) show as text, never as Markdown."""
+    from eosfix.render.markdown import code, escape
+
     check = result.check
     assert check is not None
     lines = [
-        f"eosfix checked commit `{result.extra.get('sha')}` and found:",
+        f"eosfix checked commit {code(str(result.extra.get('sha')))} and found:",
         "",
-        *(f"- **{f.code}** `{f.file}`: {f.message}" for f in check.findings),
+        *(f"- **{f.code}** {code(f.file)}: {escape(f.message)}" for f in check.findings),
         "",
         (
             "`pip install eosfix && eosfix fix ./your-model` repairs what can be repaired; "
