@@ -17,8 +17,8 @@ import time
 from collections.abc import Callable
 from typing import Any, TextIO
 
-BURST = 50
-RATE = 10.0  # lines a second, of one kind
+BURST = 200
+RATE = 50.0  # lines a second, of one kind
 _KINDS = 1024  # kinds remembered; more (a bug logging varying templates) start afresh
 
 

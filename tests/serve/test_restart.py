@@ -32,6 +32,8 @@ from tests.test_serve import (
     post,
 )
 
+TOKEN = "hf_restart_token_4f1c9e"  # a token the bot must write nowhere
+
 
 def _commit(fake_hub, repo_id: str, temperature: float) -> str:
     """A commit still missing <|im_end|>, whose fix differs by ``temperature``."""
@@ -63,7 +65,7 @@ def test_a_restart_never_rolls_the_pr_back(fake_hub, tmp_path):
     env = {
         **os.environ,
         "EOSFIX_WEBHOOK_SECRET": SECRET,
-        "HF_TOKEN": "hf_test",
+        "HF_TOKEN": TOKEN,
         "EOSFIX_POLICY": "pr",
         "EOSFIX_WORKERS": "1",
         "EOSFIX_STATE_DIR": str(tmp_path / "state"),
@@ -106,6 +108,8 @@ def test_a_restart_never_rolls_the_pr_back(fake_hub, tmp_path):
     assert metrics.get("outcome_superseded") == 1  # the late push: main had moved on
     lines = log.read_text().splitlines()
     assert all(json.loads(line) for line in lines)  # the log is JSON, one event a line
+    for path in [log, *(tmp_path / "state").rglob("*")]:  # the token is in no log or journal
+        assert not path.is_file() or TOKEN.encode() not in path.read_bytes(), path
 
 
 def test_a_fully_drained_run_leaves_nothing_pending(fake_hub, tmp_path):

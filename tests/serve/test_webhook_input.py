@@ -169,3 +169,31 @@ def test_a_wrong_secret_never_reads_the_body(tmp_path):
         assert json.loads(answer.split(b"\r\n\r\n", 1)[1]) == {
             "error": "missing or wrong X-Webhook-Secret"
         }
+
+
+def test_the_documented_payload_and_curl_command_are_queued(fake_hub, tmp_path):
+    """docs/serve.md's push.json, posted with the headers its curl command sends, is queued
+    (and the commit it names is checked)."""
+    import re
+
+    from tests.conftest import ROOT
+
+    page = (ROOT / "docs" / "serve.md").read_text()
+    body = json.loads(re.search(r"```json\n(.*?)\n```", page, re.DOTALL).group(1))
+    curl = re.search(r"```bash\n(curl .*?)\n```", page, re.DOTALL).group(1)
+    headers = dict(re.findall(r"-H ['\"]([\w-]+): ([^'\"]+)['\"]", curl))
+    assert set(headers) == {"Content-Type", "X-Webhook-Secret"}
+    assert "--data-binary @push.json" in curl
+    headers["X-Webhook-Secret"] = SECRET  # $EOSFIX_WEBHOOK_SECRET
+    name, sha = body["repo"]["name"], body["repo"]["headSha"]
+    fake_hub.add_repo(name, _files(BROKEN))
+    config = ServeConfig(secret=SECRET, state_dir=tmp_path / "state", dry_run=True)
+    with Service(config) as s:
+        url = re.search(r"(http://127\.0\.0\.1:\d+)/webhook", curl).group(1)
+        assert url == "http://127.0.0.1:7860"  # eosfix serve's default address
+        response = http("POST", f"{s.url}/webhook", json.dumps(body).encode(), headers)
+        assert response.status_code == 202
+        assert response.json() == {"status": "queued", "repo": name, "sha": sha}
+        assert f"# {response.body.decode()}" in curl  # the answer the page shows
+        s.drained()
+    assert any(sha in r.path for r in fake_hub.request_log)  # checked at that commit
