@@ -11,6 +11,11 @@ one broken, missing ``<|im_end|>``), in the mix of the reliability pass (issue 3
 - 5 % other events (a discussion, a dataset repo, a push to ``refs/pr/1``): 200;
 - 1 % bodies over the bound (2 MB with the right secret): 413.
 
+With ``--slow N``, N slow clients hang on the bot for the whole run (half send a request head
+that never ends, half a head and a body that never ends, a byte a second), each reconnecting
+when the bot closes it: the figures then say how many the bot closed and how many were still
+open at the end.
+
 Then it waits for the queue to drain, stops the bot with SIGTERM and reopens its journal.
 Figures: answers by kind and status, webhook latency (median, p99, max), the bot's memory
 (resident, after start and after the drain, and its peak), how long the drain took, PRs per
@@ -86,6 +91,58 @@ def _too_large(url: str) -> int:
     return int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else 0
 
 
+def _slow_clients(url: str, n: int, stop: threading.Event, counts: Counter[str]) -> None:
+    """``n`` slow clients (see the module) until ``stop``; ``counts``: opened, closed (by the
+    bot), open (at the end)."""
+    import socket
+
+    host, port = url.removeprefix("http://").split(":")
+    heads = [
+        b"POST /webhook HTTP/1.1\r\nHost: x\r\nX-Slow: ",
+        b"POST /webhook HTTP/1.1\r\nHost: x\r\nX-Webhook-Secret: "
+        + SECRET.encode()
+        + b"\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{",
+    ]
+
+    def connect(i: int) -> socket.socket | None:
+        try:
+            sock = socket.create_connection((host, int(port)), timeout=5)
+            sock.sendall(heads[i % 2])
+            sock.setblocking(False)
+        except OSError:
+            return None
+        counts["opened"] += 1
+        return sock
+
+    socks = [connect(i) for i in range(n)]
+    while not stop.wait(1.0):
+        for i, sock in enumerate(socks):
+            alive = sock is not None
+            if sock is not None:
+                try:
+                    alive = sock.recv(4096) != b""  # an answer (a 408?) is read, then EOF
+                except BlockingIOError:
+                    with contextlib.suppress(OSError):
+                        sock.send(b"a")  # a byte a second
+                except OSError:
+                    alive = False
+            if not alive:
+                if sock is not None:
+                    counts["closed"] += 1
+                    sock.close()
+                socks[i] = connect(i)
+    for sock in socks:
+        if sock is None:
+            continue
+        try:
+            counts["open"] += sock.recv(1) != b""
+        except BlockingIOError:
+            counts["open"] += 1
+        except OSError:
+            pass
+        sock.close()
+
+
 def _malformed(kind: int, payload: Any, repo_id: str) -> bytes:
     body = payload(repo_id, "c" * 40)
     if kind == 0:
@@ -116,6 +173,7 @@ def main() -> int:  # one run, told top to bottom
     parser.add_argument("--drain-timeout", type=float, default=600.0)
     parser.add_argument("--seed", type=int, default=36)
     parser.add_argument("--rev", help="run the bot of this git commit (default: this tree)")
+    parser.add_argument("--slow", type=int, default=0, help="slow clients hanging on the bot")
     args = parser.parse_args()
 
     import pytest
@@ -217,6 +275,13 @@ def main() -> int:  # one run, told top to bottom
                 with lock:
                     results.append((kind, status, time.perf_counter() - start))
 
+            slow_counts: Counter[str] = Counter()
+            stop_slow = threading.Event()
+            slow = threading.Thread(
+                target=_slow_clients, args=(url, args.slow, stop_slow, slow_counts), daemon=True
+            )
+            if args.slow:
+                slow.start()
             started = time.monotonic()
             with ThreadPoolExecutor(32) as pool:
                 for i, (kind, index, variant) in enumerate(plan):
@@ -225,6 +290,9 @@ def main() -> int:  # one run, told top to bottom
                         time.sleep(wait)
                     pool.submit(send, kind, index, variant)
             sent = time.monotonic() - started
+            stop_slow.set()
+            if args.slow:
+                slow.join(60)
             deadline = time.monotonic() + args.drain_timeout
             while True:
                 health = http("GET", f"{url}/healthz").json()
@@ -286,6 +354,12 @@ def main() -> int:  # one run, told top to bottom
         + ", ".join(f"{n} PR: {count} repos" for n, count in sorted(broken_prs.items()))
         + f"; PRs on healthy repos: {healthy_prs}"
     )
+    if args.slow:
+        print(
+            f"slow clients: {args.slow} hanging, {slow_counts['opened']} connections opened,"
+            f" {slow_counts['closed']} closed by the bot, {slow_counts['open']} still open at"
+            " the end of the sending"
+        )
     print(f"journal: {journal_lines} lines, {pending} pending after reopening")
     print(f"log: {len(log_lines)} lines, {json_lines} of them JSON objects")
     outcomes = {k: v for k, v in metrics.items() if k.startswith("outcome_")}

@@ -92,6 +92,11 @@ def _fenced(text: str) -> list[str]:
     return ["", *fenced(neutral(text), "text"), ""] if text else [""]
 
 
+def _placement(t: Terminator) -> str:
+    """Where the template writes ``t`` (eosfix's words), the tokens it names as code."""
+    return placement_text(t, code).removeprefix("written ")
+
+
 def _template_files(check: RepoCheck, names: Iterable[str]) -> str:
     files = {ta.name: ta.file for ta in check.terminators.templates}
     return _names([code(files.get(n, n)) for n in dict.fromkeys(names)])
@@ -104,15 +109,12 @@ def _evidence(check: RepoCheck) -> list[str]:
     added = _added(check)
     kept = [t for t in check.id_terminators if t not in added]
     if kept:
-        listed = "; ".join(
-            f"{code(t.content)} ({t.id}, {escape(placement_text(t).removeprefix('written '))})"
-            for t in kept
-        )
+        listed = "; ".join(f"{code(t.content)} ({t.id}, {_placement(t)})" for t in kept)
         lines += [f"Already stop ids, where the template ends a turn: {listed}.", ""]
     for t in added:
         lines.append(
             f"{_template_files(check, t.templates)} writes {code(t.content)} (id {t.id}) "
-            f"{escape(placement_text(t).removeprefix('written '))}:"
+            f"{_placement(t)}:"
         )
         lines += _fenced(t.evidence)
     for s in _removed(check):

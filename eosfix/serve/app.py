@@ -139,6 +139,9 @@ def create_app(config: ServeConfig, *, session: HubSession | None = None) -> Fas
         if push is None:
             bot.metrics["ignored"] += 1
             return JSONResponse({"status": "ignored", "reason": reason})
+        if not is_hub_id(push.repo) or not _COMMIT.fullmatch(push.sha):  # the model read
+            bot.metrics["rejected"] += 1  # other values than json.loads (duplicate keys)
+            return _error(400, "not a Hub webhook payload: repo.name or commit id")
         done = journal.handled(push.repo, push.sha)
         if done is not None:
             bot.metrics["redelivered"] += 1

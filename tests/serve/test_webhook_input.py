@@ -197,3 +197,15 @@ def test_the_documented_payload_and_curl_command_are_queued(fake_hub, tmp_path):
         assert f"# {response.body.decode()}" in curl  # the answer the page shows
         s.drained()
     assert any(sha in r.path for r in fake_hub.request_log)  # checked at that commit
+
+
+def test_the_names_the_payload_model_reads_are_checked_too(fake_hub, watching_org, monkeypatch):
+    """Should the payload model ever read other values than the first check saw (two parsers,
+    one body), what it read is checked again before anything is queued."""
+    from eosfix.serve import app
+
+    monkeypatch.setattr(app, "names_problem", lambda data: None)
+    response = watching_org.post(payload("org/../evil/x", "a" * 40))
+    assert response.status_code == 400
+    assert watching_org.drained().get("accepted", 0) == 0
+    assert not fake_hub.request_log
