@@ -11,10 +11,11 @@ one broken, missing ``<|im_end|>``), in the mix of the reliability pass (issue 3
 - 5 % other events (a discussion, a dataset repo, a push to ``refs/pr/1``): 200;
 - 1 % bodies over the bound (2 MB with the right secret): 413.
 
-With ``--slow N``, N slow clients hang on the bot for the whole run (half send a request head
-that never ends, half a head and a body that never ends, a byte a second), each reconnecting
-when the bot closes it: the figures then say how many the bot closed and how many were still
-open at the end.
+With ``--slow N``, N slow clients connect as the run starts (half send a request head that
+never ends, half a head and a body that never ends, then a byte a second); with
+``--reconnect`` each connects again whenever the bot closes it, all through the run (a flood
+that keeps every connection slot busy). The figures then say how many connections they
+opened, how many the bot closed, and how many were still open when the sending ended.
 
 Then it waits for the queue to drain, stops the bot with SIGTERM and reopens its journal.
 Figures: answers by kind and status, webhook latency (median, p99, max), the bot's memory
@@ -91,7 +92,9 @@ def _too_large(url: str) -> int:
     return int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else 0
 
 
-def _slow_clients(url: str, n: int, stop: threading.Event, counts: Counter[str]) -> None:
+def _slow_clients(
+    url: str, n: int, reconnect: bool, stop: threading.Event, counts: Counter[str]
+) -> None:
     """``n`` slow clients (see the module) until ``stop``; ``counts``: opened, closed (by the
     bot), open (at the end)."""
     import socket
@@ -130,7 +133,7 @@ def _slow_clients(url: str, n: int, stop: threading.Event, counts: Counter[str])
                 if sock is not None:
                     counts["closed"] += 1
                     sock.close()
-                socks[i] = connect(i)
+                socks[i] = connect(i) if reconnect else None
     for sock in socks:
         if sock is None:
             continue
@@ -174,6 +177,7 @@ def main() -> int:  # one run, told top to bottom
     parser.add_argument("--seed", type=int, default=36)
     parser.add_argument("--rev", help="run the bot of this git commit (default: this tree)")
     parser.add_argument("--slow", type=int, default=0, help="slow clients hanging on the bot")
+    parser.add_argument("--reconnect", action="store_true", help="slow clients come back")
     args = parser.parse_args()
 
     import pytest
@@ -278,7 +282,9 @@ def main() -> int:  # one run, told top to bottom
             slow_counts: Counter[str] = Counter()
             stop_slow = threading.Event()
             slow = threading.Thread(
-                target=_slow_clients, args=(url, args.slow, stop_slow, slow_counts), daemon=True
+                target=_slow_clients,
+                args=(url, args.slow, args.reconnect, stop_slow, slow_counts),
+                daemon=True,
             )
             if args.slow:
                 slow.start()
@@ -356,7 +362,8 @@ def main() -> int:  # one run, told top to bottom
     )
     if args.slow:
         print(
-            f"slow clients: {args.slow} hanging, {slow_counts['opened']} connections opened,"
+            f"slow clients: {args.slow}{' reconnecting' if args.reconnect else ''},"
+            f" {slow_counts['opened']} connections opened,"
             f" {slow_counts['closed']} closed by the bot, {slow_counts['open']} still open at"
             " the end of the sending"
         )
