@@ -210,6 +210,7 @@ def server(app: Any, *, host: str, port: int, **options: Any) -> Any:
         host=host,
         port=port,
         http=protocol_class(guard),
+        ws="none",  # no WebSocket route: an upgrade request is plain HTTP
         timeout_graceful_shutdown=None,
         **options,
     )
