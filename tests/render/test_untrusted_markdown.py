@@ -292,3 +292,37 @@ def test_in_a_table_pipes_stay_in_their_cell():
         [("code_inline", "a|b")],
         [("text", "c|d")],  # the table took its escape: one cell
     ]
+
+
+@pytest.mark.parametrize("policy", ["pr", "report"])
+def test_what_the_bot_posts_shows_hostile_text_as_text(fake_hub, tmp_path, policy):
+    """Through ``eosfix serve`` against the stand-in Hub: the PR body it opens, or the
+    discussion it writes, for a repo whose token is hostile."""
+    pytest.importorskip("fastapi")
+    pytest.importorskip("uvicorn")
+    from eosfix.serve.config import ServeConfig
+    from tests.test_serve import SECRET, Service, payload
+
+    token = HOSTILE["img"] + HOSTILE["link"] + " " + HOSTILE["mention"] + HOSTILE["backticks"]
+    root = hostile_repo("chatml-missing-im-end", tmp_path / "repo", {"<|im_end|>": token})
+    files = {p.relative_to(root).as_posix(): p.read_bytes() for p in root.rglob("*") if p.is_file()}
+    repo = fake_hub.add_repo("org/hostile", files)
+    config = ServeConfig(
+        secret=SECRET, token="hf_test", policy=policy, comment=True, state_dir=tmp_path / "s"
+    )
+    with Service(config) as s:
+        assert s.post(payload("org/hostile", repo.head)).status_code == 202
+        metrics = s.drained()
+    assert metrics.get("outcome_error", 0) == 0, metrics
+    (discussion,) = repo.discussions
+    assert discussion.is_pull_request == (policy == "pr")
+    posted = discussion.description
+    assert live_from_repo(posted) == [], posted
+    shown = [  # what a reader sees: each paragraph's text and code, each block's lines
+        "".join(c.content for c in t.children if c.type in ("text", "text_special", "code_inline"))
+        if t.type == "inline"
+        else t.content
+        for t in parser().parse(posted)
+        if t.type in ("inline", "fence")
+    ]
+    assert any(token in part for part in shown), shown  # whole, as the repo has it
