@@ -14,7 +14,7 @@ and <= 40 MiB peak.
 ``--baseline DIR`` compares this checkout with another one (DIR holds its ``eosfix``
 package, e.g. ``git archive`` of the commit before a change) on the whole corpus, in pairs
 run back to back in alternating order so machine load hits both alike: ``eosfix check`` on
-every corpus folder as one process, and the analysis alone (``check_repo`` of every folder in
+every corpus folder as one process, and the analysis alone (``check`` of every folder in
 a fresh process, imports excluded). Each is measured as CPU time (user + system: what the
 work costs, barely moved by other processes on a shared machine) and wall time; medians of
 the pairs, the median of the paired ratios, and the change.
@@ -68,10 +68,11 @@ ANALYSIS = """
 import sys, time
 from pathlib import Path
 from eosfix.containers.folder.read import load_repo
-from eosfix.containers.folder.container import check_repo
+from eosfix.containers.folder.keys import FolderStops
+from eosfix.decide.check import check
 wall, cpu = time.perf_counter(), time.process_time()
 for folder in sys.argv[1:]:
-    check_repo(load_repo(Path(folder)))
+    check(load_repo(Path(folder)), FolderStops())
 print(time.process_time() - cpu, time.perf_counter() - wall)
 """
 

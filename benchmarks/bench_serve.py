@@ -33,7 +33,7 @@ def main() -> int:
 
     from eosfix.serve.config import ServeConfig
     from tests.hubserver import FakeHub, patch_huggingface_hub
-    from tests.test_serve import BROKEN, HEALTHY, Service, _eosfix_prs, _files, payload
+    from tests.serve.test_bot import BROKEN, HEALTHY, Service, _eosfix_prs, _files, payload
 
     with tempfile.TemporaryDirectory() as tmp, FakeHub() as hub:
         mp = pytest.MonkeyPatch()

@@ -184,7 +184,7 @@ def main() -> int:  # one run, told top to bottom
 
     from eosfix.serve.journal import JOURNAL, Journal
     from tests.hubserver import FakeHub, patch_huggingface_hub
-    from tests.test_serve import BROKEN, HEALTHY, _eosfix_prs, _files, _free_port, http, payload
+    from tests.serve.test_bot import BROKEN, HEALTHY, _eosfix_prs, _files, _free_port, http, payload
 
     rng = random.Random(args.seed)
     kinds = [k for k, share in MIX for _ in range(round(args.webhooks * share / 100))]

@@ -14,15 +14,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from eosfix.containers.folder.container import open_folder
-from eosfix.containers.folder.plan import FilePatch
+from eosfix.containers.folder.container import fix_folder, open_folder
 from eosfix.containers.target import is_gguf, resolve
-from eosfix.core.errors import EosfixError, RepoLoadError, VerificationError
+from eosfix.core.errors import EosfixError, RepoLoadError
 from eosfix.core.repo import ModelRepo
+from eosfix.decide import check as decide
 from eosfix.decide.check import RepoCheck, Status
-from eosfix.decide.check import check as check_repo
-from eosfix.decide.stops import StopKeys
-from eosfix.decide.verdicts import RuntimeTable
+from eosfix.decide.keys import StopKeys
+from eosfix.decide.runtime_table import RuntimeTable
 from eosfix.runtimes import Pins
 
 if TYPE_CHECKING:
@@ -67,6 +66,10 @@ class Container(Protocol):
         self, check: RepoCheck, patches: Sequence[Any], pins: Pins | None
     ) -> RuntimeTable: ...
 
+    def write_blocker(
+        self, patches: Sequence[Any], *, replace_symlinks: bool | None = None
+    ) -> EosfixError | None: ...  # what would stop fix writing ``patches`` (writes nothing)
+
 
 @dataclass(frozen=True)
 class RepoResult:
@@ -90,6 +93,9 @@ class RepoResult:
     runtimes: RuntimeTable | None = None
     container: str = "folder"  # "folder" | "gguf"
     output: Path | None = None  # where fix wrote, when not over ``path`` (``--output``)
+    # What will stop fix writing ``patches`` (a symlink, a read-only file or folder), with
+    # what to do; asked by ``check`` of a local path, None when nothing does.
+    blocked: EosfixError | None = None
 
     @property
     def status(self) -> Status:
@@ -128,7 +134,7 @@ def _analyze(
     pins: Pins | None = None,
 ) -> _Analysis:
     """Decide, plan, and the runtime verdicts of the plan."""
-    check = check_repo(container.repo, container.keys, keep_ids=keep_ids, config_json=config_json)
+    check = decide.check(container.repo, container.keys, keep_ids=keep_ids, config_json=config_json)
     # an analysis this machine could not finish (EOS103) plans nothing, whatever the container
     patches = () if check.unfinished else tuple(container.plan(check, config_json=config_json))
     table = container.runtime_table(check, patches, pins) if check.repo.templates else None
@@ -154,18 +160,25 @@ def check(
     label: str | None = None,
     keep_ids: Iterable[int] = (),
     pins: Pins | None = None,
+    blockers: bool = True,
+    replace_symlinks: bool | None = None,
 ) -> RepoResult:
     """Analyze a model folder (or one of its config files, or a GGUF file) and plan the fix
     without writing anything.
 
     ``keep_ids``: stop ids the fix must keep even where they cut a reply (``--keep-id``);
-    ``pins``: the runtime versions the verdicts are for (``--runtime``).
+    ``pins``: the runtime versions the verdicts are for (``--runtime``); ``blockers``: ask
+    what would stop the writer (``RepoResult.blocked``), for the command ``check`` recommends
+    (``replace_symlinks`` None) or as ``fix`` writes (False).
     """
     try:
         root = resolve(path)
     except (EosfixError, OSError) as exc:
         return RepoResult(Path(path), error=_one_line(exc, Path(path)), label=label)
-    return check_folder(root, config_json=config_json, label=label, keep_ids=keep_ids, pins=pins)
+    return check_folder(
+        root, config_json=config_json, label=label, keep_ids=keep_ids, pins=pins,
+        blockers=blockers, replace_symlinks=replace_symlinks,
+    )  # fmt: skip
 
 
 def check_folder(
@@ -176,19 +189,28 @@ def check_folder(
     keep_ids: Iterable[int] = (),
     pins: Pins | None = None,
     model: bool = True,
+    blockers: bool = False,
+    replace_symlinks: bool | None = None,
 ) -> RepoResult:
     """Analyze a folder (or GGUF file) as it is, whatever it holds (cache snapshots, the Hub
     store): a folder without tokenizer files is a repo without a chat template here, not an
     error. ``model``: False when the source knows the repo holds no model (a Hub repo or cache
     snapshot with tokenizer files only): nothing is proposed, every runtime is not applicable.
+    ``blockers``: ask what would stop the writer (``check``'s).
     """
     root = Path(path)
     kind = "gguf" if is_gguf(root) else "folder"
     try:
-        analysis = _analyze(_open(root, model), config_json, keep_ids, pins)
+        container = _open(root, model)
+        analysis = _analyze(container, config_json, keep_ids, pins)
+        blocked = (
+            container.write_blocker(analysis.patches, replace_symlinks=replace_symlinks)
+            if blockers and analysis.patches
+            else None
+        )
     except (EosfixError, OSError) as exc:
         return RepoResult(root, error=_one_line(exc, root), label=label, container=kind)
-    return _result(root, analysis, label)
+    return _result(root, analysis, label, blocked=blocked)
 
 
 def fix(
@@ -203,40 +225,29 @@ def fix(
 ) -> RepoResult:
     """Analyze and write the planned edits atomically; returns which files changed.
 
-    The folder is locked for the whole read-plan-write, so two eosfix processes fixing the
-    same repo never interleave. ``replace_symlinks`` is for the Hugging Face cache: the
-    snapshot symlink is replaced by a regular file, the shared blob is never written.
-    """
+    The container writes (``eosfix.containers.folder.container.fix_folder``: the folder locked
+    for the whole read-plan-write; ``replace_symlinks`` for the Hugging Face cache, whose
+    shared blobs are never written; a GGUF: ``fix_gguf``)."""
     try:
         root = resolve(path)
     except (EosfixError, OSError) as exc:
         return RepoResult(Path(path), error=_one_line(exc, Path(path)), label=label)
     if is_gguf(root):
         return fix_gguf(root, label=label, keep_ids=keep_ids, pins=pins)
-    from eosfix.containers.folder.write import write_patches  # only a fix writes
-    from eosfix.core.fileio import hard_link_note, locked_dir
-
     try:
-        with locked_dir(root):
-            planned = _analyze(open_folder(root), config_json, keep_ids, pins)
-            patches = tuple(p for p in planned.patches if isinstance(p, FilePatch))
-            links = {p.file: hard_link_note(root / p.file) for p in patches}
-            written = write_patches(
-                root,
-                patches,
-                replace_symlinks=replace_symlinks,
-                after_write=after_write,
-            )
-            if not written:
-                return _result(root, planned, label)
-            # the state after writing, read back
-            now = _analyze(open_folder(root), config_json, keep_ids, pins)
+        done = fix_folder(
+            root,
+            lambda folder: _analyze(folder, config_json, keep_ids, pins),
+            replace_symlinks=replace_symlinks,
+            after_write=after_write,
+        )
     except (EosfixError, OSError) as exc:
         return RepoResult(root, error=_one_line(exc, root), label=label)
-    notes = [note for name in written if (note := links.get(name))]
+    if done.now is None:
+        return _result(root, done.planned, label)
     return RepoResult(
-        root, now.check, patches, tuple(written), label=label, before=planned.check,
-        runtimes=now.runtimes, extra={"notes": notes} if notes else {},
+        root, done.now.check, done.planned.patches, done.written, label=label,
+        before=done.planned.check, runtimes=done.now.runtimes, extra=done.extra,
     )  # fmt: skip
 
 
@@ -250,49 +261,31 @@ def fix_gguf(
     keep_ids: Iterable[int] = (),
     pins: Pins | None = None,
 ) -> RepoResult:
-    """Write the planned ``tokenizer.ggml.*`` keys into a GGUF (or ``output``).
-
-    In place when every key exists with the same encoding, else a verified rewrite renamed
-    over the original (or written to ``output``: for a split, every shard). Nothing is
-    written when the terminators cannot be expressed; the written file is checked again and
-    must need no further fix. ``output`` with nothing to fix gets a verified copy
-    (``extra["write"]["mode"] == "copy"``; nothing counts as written). An existing ``output``
-    is refused unless ``force``.
-    """
-    from eosfix.containers.gguf.container import open_gguf
-    from eosfix.containers.gguf.write import copy_gguf, is_in_place, write_token_ids
-    from eosfix.core.fileio import hard_link_note
+    """Write the planned ``tokenizer.ggml.*`` keys into a GGUF (or ``output``), verified
+    (``eosfix.containers.gguf.container.fix_gguf``: in place or a rewrite; with nothing to fix,
+    ``output`` gets a verified copy, ``extra["write"]["mode"] == "copy"``). An existing
+    ``output`` is refused unless ``force`` (the input itself too: with ``force``, it is fixed
+    in place)."""
+    from eosfix.containers.gguf.container import fix_gguf as fix_file
 
     root = Path(path)
-    out = None if output is None else Path(output)
     try:
-        container = open_gguf(root)
-        header, shards = container.model.header, container.model.shards
-        planned = _analyze(container, False, keep_ids, pins)
-        if not planned.patches:
-            if out is None or is_in_place(header, out):
-                return _result(root, planned, label)
-            copied = copy_gguf(header, out, shards=shards, force=force, progress=progress)
-            extra = {"write": _write_json(copied)}
-            return _result(root, planned, label, extra=extra, output=copied.path)
-        values = container.values(planned.patches)
-        link = hard_link_note(header.path) if out is None or is_in_place(header, out) else None
-        written = write_token_ids(
-            header, values, output=out, shards=shards, force=force, progress=progress
+        done = fix_file(
+            root,
+            lambda gguf: _analyze(gguf, False, keep_ids, pins),
+            output=None if output is None else Path(output),
+            force=force,
+            progress=progress,
         )
-        again = _analyze(open_gguf(written.path), False, keep_ids, pins)
-        proposed = set(planned.check.proposed or ())
-        if again.patches or set(again.check.stop.ids or ()) != proposed:
-            raise VerificationError("the written file does not stop as planned", path=written.path)
     except (EosfixError, OSError) as exc:
         return RepoResult(root, error=_one_line(exc, root), label=label, container="gguf")
+    if done.now is None:
+        return _result(root, done.planned, label, extra=done.extra, output=done.output)
     # ``check`` is the file as written (``output`` when given), ``before`` the one planned on
     return RepoResult(
-        root, again.check, planned.patches, tuple(str(p) for p in written.paths), label=label,
-        extra={"write": _write_json(written),
-               **({"notes": [link]} if link and written.mode == "rewrite" else {})},
-        before=planned.check, runtimes=again.runtimes,
-        container="gguf", output=written.path if out is not None else None,
+        root, done.now.check, done.planned.patches, done.written, label=label,
+        extra=done.extra, before=done.planned.check, runtimes=done.now.runtimes,
+        container="gguf", output=done.output,
     )  # fmt: skip
 
 
@@ -303,13 +296,3 @@ def _one_line(exc: EosfixError | OSError, root: Path) -> EosfixError:
         return exc
     where = Path(exc.filename) if isinstance(exc.filename, (str, Path)) else root
     return RepoLoadError(f"cannot read: {exc.strerror or exc}", path=where)
-
-
-def _write_json(written: Any) -> dict[str, object]:
-    return {
-        "path": str(written.path),
-        "paths": [str(p) for p in written.paths],
-        "mode": written.mode,
-        "bytes": written.bytes_written,
-        "data_sha256": written.data_sha256,
-    }

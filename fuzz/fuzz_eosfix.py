@@ -3,7 +3,7 @@
     python fuzz/fuzz_eosfix.py --seconds 60
 
 Inputs: random bytes and mutations of the real config files in sample_repos/ and the
-corpus, written into a repo folder and fed to ``load_repo`` -> ``check_repo`` ->
+corpus, written into a repo folder and fed to ``load_repo`` -> ``check`` ->
 ``plan_patches``; random JSON text to ``jsonedit.set_json_value``. An ``EosfixError`` (or,
 from the editor, the documented ``ValueError``) is a refusal; anything else is a bug: the
 input is saved under fuzz/crashes/ and the run fails. Keep each one as a regression test in
@@ -28,11 +28,12 @@ sys.path.insert(0, str(ROOT))
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from eosfix.containers.folder.container import check_repo
+from eosfix.containers.folder.keys import FolderStops
 from eosfix.containers.folder.plan import plan_patches
 from eosfix.containers.folder.read import load_repo
 from eosfix.core.errors import EosfixError
 from eosfix.core.jsonedit import set_json_value
+from eosfix.decide.check import check as decide_check
 
 FILES = (
     "generation_config.json",
@@ -172,7 +173,7 @@ def _run_repo(files: dict[str, bytes], workdir: Path) -> None:
     for name, data in files.items():
         (root / name).write_bytes(data)
     try:
-        check = check_repo(load_repo(root))
+        check = decide_check(load_repo(root), FolderStops())
         plan_patches(check, config_json=True)
         OUTCOMES["analyzed"] += 1
     except EosfixError:

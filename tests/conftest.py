@@ -9,7 +9,7 @@ import shutil
 import socket
 import sys
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import pytest
 from click.testing import CliRunner
@@ -197,3 +197,26 @@ def seed_repo(seed_model, tmp_path):
                 pass
         shutil.copyfile(path, folder / path.name)
     return folder
+
+
+def tool(name: str) -> Any:
+    """tools/NAME.py as a module (the tools are scripts, not a package)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, ROOT / "tools" / f"{name}.py")
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def check_repo(
+    repo: Any, *, keep_ids: Any = (), config_json: bool = False, model: bool = True
+) -> Any:
+    """The one check (``eosfix.decide.check.check``) of a folder already read into a
+    ``ModelRepo``, with the folder's stop keys: what the pipeline runs, minus reading."""
+    from eosfix.containers.folder.keys import FolderStops
+    from eosfix.decide.check import check
+
+    return check(repo, FolderStops(model), keep_ids=keep_ids, config_json=config_json)

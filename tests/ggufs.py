@@ -196,7 +196,8 @@ def chatml_pairs(**override: bytes) -> list[bytes]:
 
 def field_values(header: Any, key: str) -> Any:
     """Any field's value, arrays included (the reader skips arrays eosfix does not need)."""
-    from eosfix.containers.gguf.read import _SCALAR, ValueType
+    from eosfix.containers.gguf.format import ValueType
+    from eosfix.containers.gguf.read import _SCALAR
 
     f = header.fields[key]
     if f.value is not None or f.item_type is None:

@@ -1417,7 +1417,7 @@ def patch_huggingface_hub(
 def _instant_eosfix_waits(monkeypatch: pytest.MonkeyPatch, hub: FakeHub) -> None:
     """eosfix's backoffs and rate-limit pauses take no time (recorded in hub.backoff_sleeps):
     its clock jumps forward by each wait instead, so pauses end as they would."""
-    from eosfix.sources import hubhttp
+    from eosfix.sources.hub import http as hubhttp
 
     skipped = [0.0]
     lock = threading.Lock()

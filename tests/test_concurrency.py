@@ -129,7 +129,7 @@ def test_stale_temp_files_are_removed_on_next_write(tmp_path):
     in_use.write_bytes(b"being written")
     fd = os.open(in_use, os.O_RDONLY)
     try:
-        import fcntl  # POSIX: the non-fcntl path is tests/test_fileio_windows.py
+        import fcntl  # POSIX: the non-fcntl path is tests/core/test_fileio_windows.py
 
         fcntl.flock(fd, fcntl.LOCK_EX)  # another writer still holds it
         assert api.fix(root).written == ("generation_config.json",)

@@ -19,10 +19,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.analysis.test_hostile_templates import HOSTILE, _repo
 from tests.cachebuilder import CacheBuilder
 from tests.conftest import CORPUS, ROOT, SAMPLES, corpus_cases, sample_names
 from tests.contention import cpu_contention
-from tests.test_hostile import HOSTILE, _repo
 
 pytestmark = pytest.mark.slow
 

@@ -8,7 +8,7 @@ import click
 import pytest
 
 from eosfix.cli import cli
-from tests.conftest import ROOT
+from tests.conftest import ROOT, tool
 
 README = (ROOT / "README.md").read_text()
 DOCS = ROOT / "docs"
@@ -42,14 +42,7 @@ def test_every_command_has_help_and_is_in_readme():
 
 
 def _gen_codes():
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("gen_codes", ROOT / "tools" / "gen_codes.py")
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return tool("gen_codes")
 
 
 def test_every_finding_code_is_documented():
@@ -124,7 +117,7 @@ def _python_api_snippet() -> str:
 )
 def test_readme_python_api_snippet_runs_on_every_kind_of_path(target, tmp_path, capsys):
     """The snippet never crashes: a fixable repo, a healthy one, a base model, a missing
-    path, a file that is no model, a GGUF (issue 15: it used to raise AttributeError)."""
+    path, a file that is no model, a GGUF (it used to raise AttributeError)."""
     from tests import ggufs
     from tests.conftest import SAMPLES, copy_repo
 
@@ -165,25 +158,39 @@ def test_readme_exit_code_table_matches_the_constants_and_help():
         assert "unless --strict" in " ".join((cmd.help or "").split()), name
 
 
-def test_readme_runtime_table_says_what_is_executed():
+def _gen_runtimes():
+    return tool("gen_runtimes")
+
+
+def test_runtimes_table_is_generated_from_the_rules():
+    """docs/runtimes.md's table is exactly what tools/gen_runtimes.py writes from RUNTIMES: a
+    rule that changes what it reads, its versions or its basis fails here until the table is
+    regenerated."""
+    gen = _gen_runtimes()
+    page = (DOCS / "runtimes.md").read_text(encoding="utf-8")
+    assert page == gen.page(page), (
+        "docs/runtimes.md is out of date: run python tools/gen_runtimes.py"
+    )
+
+
+def test_runtime_table_says_what_is_executed_and_follows_the_rules():
     """Each runtime's row says "executed with" exactly when eosfix runs its rule against the
-    runtime (``Runtime.executed``; issue 23: llama.cpp's row said "modelled, not executed"
-    while ``explain`` said executed)."""
+    runtime (``Runtime.executed``), else where it was read; a changed rule changes its row."""
+    import dataclasses
+
     from eosfix.runtimes import RUNTIMES
 
-    page = (DOCS / "runtimes.md").read_text()
-    table = page[page.index("| runtime | current rule | versions") :].split("\n\n")[0]
-    rows = {
-        line.split(" | ")[0].removeprefix("| "): line.rstrip(" |").split(" | ")[-1]
-        for line in table.splitlines()[2:]
-    }
-    assert set(rows) == {r.name for r in RUNTIMES}
+    gen = _gen_runtimes()
+    rows = {r.name: gen.row(r).rstrip(" |").split(" | ")[-1] for r in RUNTIMES}
     for r in RUNTIMES:
-        if r.executed is None:  # issue 24: never a row with neither
-            assert rows[r.name].startswith("cited at "), r.name
+        if r.executed is None:  # never a row with neither
+            assert rows[r.name] == f"cited at {r.source}", r.name
         else:
             assert rows[r.name].startswith("executed with "), r.name
             assert r.executed.split(" (")[0] in rows[r.name], r.name
+    changed = dataclasses.replace(RUNTIMES[0], reads="a new file", executed=None)
+    assert gen.row(changed).startswith("| transformers | a new file; ")
+    assert gen.row(changed).endswith(f" | cited at {changed.source} |")
 
 
 # A test named in the docs: `test_x` (in the page's own test file) or `tests/a/b.py::test_x`.
@@ -218,3 +225,50 @@ def test_every_guarantee_names_a_test_that_exists(page, default, least):
     named = {test for _, tests in guarantees for test in tests}
     missing = [f"{f}::{n}" for f, n in sorted(named) if not f or n not in _defined(f)]
     assert not missing, missing
+
+
+_LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
+
+
+def _page_links(page):
+    """The relative link targets of a docs page, outside code blocks and code spans."""
+    text = re.sub(r"```.*?```", "", page.read_text(), flags=re.DOTALL)
+    text = re.sub(r"`[^`\n]*`", "", text)
+    return [t for t in _LINK.findall(text) if not re.match(r"[a-z]+:|#", t)]
+
+
+@pytest.mark.parametrize("page", sorted(DOCS.glob("*.md")), ids=lambda p: p.name)
+def test_every_relative_link_of_a_docs_page_names_a_page_of_the_site(page):
+    """mkdocs (strict) refuses a link to a file that is not a page of docs/: a link is
+    relative to the page's own folder, so `docs/x.md` from a page in docs/ names nothing."""
+    for target in _page_links(page):
+        path = (page.parent / target.split("#")[0]).resolve()
+        assert path.is_file(), f"{page.name}: {target}"
+        assert path.is_relative_to(DOCS.resolve()), f"{page.name}: {target}"
+
+
+def test_ci_builds_the_docs_site_so_that_a_warning_fails_it():
+    """`mkdocs build --strict` counts warnings; `-q` hides them and the build passes whatever
+    the docs hold. .ci/run builds without it, then breaks a link in a copy of the docs and
+    requires that build to fail (the proof that the step can fail)."""
+    ci = (ROOT / ".ci" / "run").read_text()
+    builds = [line for line in ci.splitlines() if "mkdocs build" in line]
+    assert builds
+    for line in builds:
+        assert "--strict" in line.split(), line
+        assert not {"-q", "--quiet"} & set(line.split()), line
+    assert "a broken link did not fail the docs build" in ci
+
+
+def test_an_eosfix_version_the_docs_or_help_name_as_past_is_earlier_than_this_one():
+    """'The order of eosfix 0.1.0 still works' read wrong in 0.1.0 itself: a version the docs
+    or a command's help name is an earlier release than the one installed."""
+    from packaging.version import Version
+
+    import eosfix
+
+    ctx = click.Context(cli)
+    helps = [cli.get_command(ctx, name).help or "" for name in cli.list_commands(ctx)]
+    text = " ".join((ALL_DOCS + " ".join(helps)).split())
+    for version in re.findall(r"\beosfix (\d+\.\d+(?:\.\d+)?)\b", text):
+        assert Version(version) < Version(eosfix.__version__), version

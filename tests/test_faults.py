@@ -1,4 +1,4 @@
-"""Faults: nothing lost, nothing hung, nothing left running (issue 28).
+"""Faults: nothing lost, nothing hung, nothing left running.
 
 Each test reproduces one fault of the fault-injection pass and asserts what eosfix now does:
 files are their old or their new bytes, bad input is one line and exit 2, a stale marker is
@@ -610,7 +610,7 @@ def test_a_state_file_on_a_full_disk_is_one_line_exit_2(fake_hub, tmp_path, monk
     """The third state line is written in part, then the disk is full: the file keeps only
     whole lines, the run's output is still whole (a valid JSON document), and the state
     error is the one line on stderr, exit 2 (close() flushing nothing to fail again)."""
-    from tests.test_hub_batch import org
+    from tests.batch.test_hub_audit import org
 
     org(fake_hub, 5)
     state = tmp_path / "audit.jsonl"
@@ -666,7 +666,7 @@ def tiny_tmpfs(tmp_path):
 
 
 def test_a_state_file_on_a_real_full_tmpfs(fake_hub, tiny_tmpfs):
-    from tests.test_hub_batch import org
+    from tests.batch.test_hub_audit import org
 
     org(fake_hub, 30)
     state = tiny_tmpfs / "audit.jsonl"
@@ -779,7 +779,7 @@ def test_a_hard_linked_gguf_rewrite_is_said(tmp_path):
 def test_a_cut_short_hub_answer_is_retried(fake_hub, what, match):
     """Twice cut short (a JSON listing, a repo's info, a file whose hash then mismatches),
     then whole: the run retries in the same run and ends as if nothing happened."""
-    from tests.test_hub_batch import org
+    from tests.batch.test_hub_audit import org
 
     ids = org(fake_hub, 3)
     fake_hub.fail("*", 200, match=match, times=2, cut=20)
@@ -793,7 +793,7 @@ def test_a_cut_short_hub_answer_is_retried(fake_hub, what, match):
 
 
 def test_a_listing_always_cut_short_is_the_authors_error(fake_hub):
-    from tests.test_hub_batch import org
+    from tests.batch.test_hub_audit import org
 
     org(fake_hub, 3)
     fake_hub.fail("*", 200, match=r"^/api/models$", cut=20)
@@ -809,7 +809,7 @@ def test_a_listing_always_cut_short_is_the_authors_error(fake_hub):
 
 
 def test_a_file_always_cut_short_is_that_repos_error(fake_hub):
-    from tests.test_hub_batch import org
+    from tests.batch.test_hub_audit import org
 
     ids = org(fake_hub, 3)
     fake_hub.fail(ids[1], 200, match=r"/resolve/", cut=20)
@@ -909,7 +909,7 @@ def test_read_path_os_errors_are_one_line_naming_the_file(tmp_path, monkeypatch,
 
 def test_a_read_only_folder_is_not_written_even_by_root(tmp_path):
     """A folder nobody may write (0o555) is refused by its mode bits, as a 0o444 file is:
-    root passes os.access, but the bits say "don't" (issue 28 item 12). One line, exit 2,
+    root passes os.access, but the bits say "don't". One line, exit 2,
     nothing written."""
     repo = copy_repo(SAMPLES / "chatml-missing-im-end", tmp_path / "r")
     before = _snapshot_files(repo)

@@ -1,6 +1,6 @@
 """Inputs that once crashed eosfix (exit 3) instead of being reported. Keep each one.
 
-Found while hardening against hostile input (issue 6) and by ``fuzz/fuzz_eosfix.py``; a new
+Found while hardening against hostile input and by ``fuzz/fuzz_eosfix.py``; a new
 crash saved under fuzz/crashes/ gets a case here.
 """
 

@@ -1,4 +1,4 @@
-"""The house keeps its floors: every import in eosfix/ goes to its own layer or one below, and
+"""Every import in eosfix/ goes to its own layer or one below, and
 no import closes a cycle. A newcomer reads the flow top-down (docs/development.md, "Where things live")."""
 
 from __future__ import annotations

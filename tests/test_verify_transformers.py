@@ -28,10 +28,9 @@ from transformers import AutoTokenizer, GenerationConfig
 
 from eosfix import api
 from eosfix.analysis.shapes import SPECS
-from eosfix.containers.folder.container import check_repo
 from eosfix.containers.folder.read import load_repo
 from eosfix.ports.loop import split_probe, tokenize_probe
-from tests.conftest import CORPUS
+from tests.conftest import CORPUS, check_repo
 from tests.realmodel import greedy_from_folder
 from tests.tiny_lm import save_tokenizer, scripted_lm, word_level_tokenizer
 

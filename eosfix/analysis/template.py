@@ -32,9 +32,9 @@ from jinja2 import nodes
 from jinja2.ext import Extension
 from jinja2.parser import Parser
 
+from eosfix.core import limits as _limits
 from eosfix.core.errors import TemplateError
 from eosfix.core.limits import (
-    DEFAULT_LIMITS,
     GuardedSandbox,
     RenderDeadline,
     RenderLimitExceeded,
@@ -173,7 +173,7 @@ def render(source: str, context: Mapping[str, Any], limits: RenderLimits | None 
     (or a Python error from inside the sandbox) when it fails.
     """
     try:
-        return _render(source, context, DEFAULT_LIMITS if limits is None else limits)
+        return _render(source, context, _limits.DEFAULT_LIMITS if limits is None else limits)
     except (RenderLimitExceeded, SandboxEscape):
         _refused.count = refused_renders() + 1
         raise
@@ -188,7 +188,7 @@ def refused_renders() -> int:
 
 def current_limits() -> RenderLimits:
     """The limits a render without explicit ones gets (``DEFAULT_LIMITS``, read now)."""
-    return DEFAULT_LIMITS
+    return _limits.DEFAULT_LIMITS
 
 
 def is_struck(source: str, limits: RenderLimits) -> bool:

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 
 from jinja2 import nodes
 
+from eosfix.analysis.memo import Same
 from eosfix.analysis.positions import (
     CONVERSATION_END,
     NEXT_TURN,
@@ -64,7 +65,6 @@ from eosfix.analysis.template import (
 from eosfix.analysis.toolcalls import in_call_tokens
 from eosfix.core.errors import TemplateError
 from eosfix.core.limits import RenderLimits
-from eosfix.core.memo import Same
 from eosfix.core.repo import ChatTemplate, ModelRepo
 
 __all__ = [

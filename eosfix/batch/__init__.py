@@ -5,7 +5,7 @@
 - ``eosfix.batch.pool``: worker processes;
 - ``eosfix.batch.state``: the state file of a resumable audit;
 - ``eosfix.batch.cache``, ``eosfix.batch.hub``: the HF cache and a Hub organisation as
-  batches (fix a snapshot; ``eosfix.batch.prs``: open pull requests); ``eosfix.batch.hubapi``:
+  batches (fix a snapshot; ``eosfix.batch.prs``: open pull requests); ``eosfix.batch.session``:
   a few Hub repos from Python, and the checked upload.
 
 Where repos come from and how they are written lives in ``eosfix.sources`` and the

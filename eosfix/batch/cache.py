@@ -156,11 +156,3 @@ class CacheRun(Run):
     @property
     def corrupted(self) -> list[Corrupted]:
         return self.cache.corrupted
-
-
-def run_cache(scan: CacheScan, *, fix: bool = False, **options: Any) -> CacheRun:
-    """The whole run at once, keeping one Row per snapshot in ``results``; ``options``: the
-    Run's (detail, workers, progress)."""
-    run = CacheRun(scan, fix=fix, keep_rows=True, **options)
-    run.drain()
-    return run

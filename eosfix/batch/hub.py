@@ -12,8 +12,8 @@ Stages, in order, each with at most WINDOW repos in flight:
 
 A resumed repo is analysed again from the store when the output wants whole entries (JSON,
 text blocks), so its entry is a fresh one's. Stopped early (``stop``, Ctrl-C), no new repo or
-request starts and those in flight finish. The Hub is read by ``eosfix.sources.hub``; pull
-requests are ``eosfix.batch.prs``'s (written by ``eosfix.sources.hubwrite``).
+request starts and those in flight finish. The Hub is read by ``eosfix.sources.hub.read``; pull
+requests are ``eosfix.batch.prs``'s (written by ``eosfix.sources.hub.write``).
 """
 
 from __future__ import annotations
@@ -29,9 +29,9 @@ from eosfix.batch.run import Done, Failure, Pending, Run, Unit, in_order
 from eosfix.batch.state import StateError, StateFile, verdict_of_record
 from eosfix.batch.verdict import Verdict, with_error
 from eosfix.core.repo import TOKENIZER_JSON
-from eosfix.sources.hub import HubEntry, HubError, HubReader
-from eosfix.sources.hubhttp import Stopped, describe_error, hub_errors
-from eosfix.sources.hubwrite import PrOutcome
+from eosfix.sources.hub.http import Stopped, describe_error, hub_errors
+from eosfix.sources.hub.read import HubEntry, HubError, HubReader
+from eosfix.sources.hub.write import PrOutcome
 
 STOPPED = Verdict("error", error="not checked: interrupted")  # left out of every output
 

@@ -3,7 +3,7 @@ fixable repo, and the same keys in every entry.
 
 ``PrPlan`` opens at most ``max_prs`` new PRs (in the batch's order), or in a dry run says
 which it would open; a repo with an open eosfix PR gets no second one (it is reported,
-updated, or left: ``eosfix.sources.hubwrite``). ``pr_extra`` is what an entry says about its
+updated, or left: ``eosfix.sources.hub.write``). ``pr_extra`` is what an entry says about its
 PR, checked now or carried over from a state file (``carried_over``: "opened earlier"). The
 PR's description is rendered by the function the caller passes (``eosfix.render.pr``).
 """
@@ -11,6 +11,7 @@ PR's description is rendered by the function the caller passes (``eosfix.render.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -22,11 +23,19 @@ from eosfix.batch.run import Unit
 from eosfix.containers.folder.plan import FilePatch
 from eosfix.core.repo import GENERATION_CONFIG
 from eosfix.pipeline import RepoResult
-from eosfix.sources.hub import HubReader
-from eosfix.sources.hubhttp import describe_error, hub_errors
-from eosfix.sources.hubwrite import PrError, PrOutcome, PullRequest, find_open_pr, open_pr
+from eosfix.sources.hub.http import describe_error, hub_errors
+from eosfix.sources.hub.read import HubReader
+from eosfix.sources.hub.write import PrError, PrOutcome, PullRequest, find_open_pr, open_pr
 
 Describe = Callable[[RepoResult], str]  # a fix PR's description (eosfix.render.pr)
+
+
+def token_user(api: HfApi) -> str | None:
+    """The user the token belongs to; None when the Hub does not say (no token, offline)."""
+    try:
+        return str(api.whoami()["name"])
+    except Exception:  # noqa: BLE001 - no token, offline...: the author is not checked
+        return None
 
 
 def fix_bytes(result: RepoResult) -> bytes | None:
@@ -42,7 +51,7 @@ def open_fix_pr(
     hf_api: HfApi, reader: HubReader, result: RepoResult, describe: Describe, me: str | None = None
 ) -> PullRequest | None:
     """Open one PR with the generation_config.json fix, unless the repo has an open eosfix PR
-    (then it is reported, updated with the new bytes, or left: ``eosfix.sources.hubwrite``).
+    (then it is reported, updated with the new bytes, or left: ``eosfix.sources.hub.write``).
 
     ``result.extra`` holds the repo's ``sha`` and ``revision``. Returns None when there is
     nothing to fix; raises PrError when the Hub refuses.
@@ -72,6 +81,8 @@ CARRIED = frozenset(  # the words of a PR that is open
     for o in (PrOutcome.OPENED, PrOutcome.UNCHANGED, PrOutcome.UPDATED, PrOutcome.CARRIED_OVER)
 )
 
+_SETTLED = frozenset((PrOutcome.UNCHANGED.value, PrOutcome.CARRIED_OVER.value))
+
 
 def pr_extra(
     pr: str | None = None,
@@ -97,7 +108,7 @@ def carried_over(extra: dict[str, Any]) -> dict[str, Any]:
 class PrPlan:
     """Pull requests across a batch: ``max_prs`` new ones at most (in the batch's order);
     ``dry_run`` opens none and says which it *would* open. Writes go one at a time. A repo
-    with an open eosfix PR never gets a second one (``eosfix.sources.hubwrite``)."""
+    with an open eosfix PR never gets a second one (``eosfix.sources.hub.write``)."""
 
     hf_api: HfApi
     reader: HubReader
@@ -109,23 +120,21 @@ class PrPlan:
     failed: int = 0
     keep_ids: tuple[int, ...] = ()  # stop ids the fix keeps (--keep-id)
     stopping: bool = False  # interrupted: no new pull request
-    _me: str | None = None
-    _asked: bool = False
+
+    @staticmethod
+    def settled(unit: Unit) -> bool:
+        """An open pull request already carries the unit's fix (found now, or recorded by an
+        earlier run): nothing is left to do for it (``Run.settled``)."""
+        return unit.extra.get("pr") in _SETTLED
 
     def wants(self, unit: Unit) -> bool:
         v = unit.verdict
         return v is not None and v.has_patches and not unit.extra.get("pr_url")
 
+    @functools.cached_property
     def me(self) -> str | None:
-        """The token's user (an eosfix PR of someone else is never updated); None when the
-        Hub does not say (no token)."""
-        if not self._asked:
-            self._asked = True
-            try:
-                self._me = str(self.hf_api.whoami()["name"])
-            except Exception:  # noqa: BLE001 - no token, offline...: the author is not checked
-                self._me = None
-        return self._me
+        """The token's user (an eosfix PR of someone else is never updated), asked once."""
+        return token_user(self.hf_api)
 
     def handle(self, unit: Unit) -> Unit:
         """Open (or find) the PR of one fixable repo; its outcome goes into ``unit.extra``."""
@@ -136,7 +145,7 @@ class PrPlan:
         item = unit.item
         fields = item.fields()
         result = dataclasses.replace(
-            pipeline.check(unit.path, label=item.repo_id, keep_ids=self.keep_ids),
+            pipeline.check(unit.path, label=item.repo_id, keep_ids=self.keep_ids, blockers=False),
             extra={"sha": fields.get("sha"), "revision": fields.get("revision", "main")},
         )
         try:
@@ -165,7 +174,7 @@ class PrPlan:
                 return pr_extra(f"not opened: --max-prs {self.max_prs} reached")
             self.new += 1
             return pr_extra("would open (dry run)")
-        pr = open_fix_pr(self.hf_api, self.reader, result, self.describe, self.me())
+        pr = open_fix_pr(self.hf_api, self.reader, result, self.describe, self.me)
         if pr is None:
             return {}
         self.new += pr.created

@@ -107,7 +107,7 @@ LazyGroup.lazy = {
     "diagnose": "eosfix.cli.ports:diagnose",
     "serve": "eosfix.cli.serve:serve",
 }
-# The first sentence of each command's help, as --help lists it (tests/test_imports.py holds
+# The first sentence of each command's help, as --help lists it (tests/cli/test_imports.py holds
 # each to its command's).
 LazyGroup.summaries = {
     "check": "Report whether each model folder or GGUF file stops where its turns end (read-only).",

@@ -244,7 +244,7 @@ def _lines_by_hand(
     cut), written directly: rich lays out every cell of every row, ~0.25 ms a row, the
     largest cost of a 10,000-row table. Only when every cell is printable text on one line
     within its column's width, so nothing wraps, folds or is cut; None otherwise (rich
-    prints that chunk). tests/test_output.py holds it byte-equal to rich's output."""
+    prints that chunk). tests/render/test_text.py holds it byte-equal to rich's output."""
     from rich.cells import cell_len
 
     def fits(text: str, width: int) -> bool:

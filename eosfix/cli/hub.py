@@ -284,7 +284,7 @@ def hub(
     from eosfix.batch.run import Run
     from eosfix.render.batch import JSON_DETAIL, TEXT_DETAIL
     from eosfix.render.pr import pr_description
-    from eosfix.sources.hub import HubReader
+    from eosfix.sources.hub.read import HubReader
 
     blocks = fmt == "text" and not author
     many = bool(author) or len(set(repo_ids)) > 1
@@ -306,6 +306,7 @@ def hub(
                 keep_ids=keep_ids,
             )
             run.strict = strict
+            run.settled = plan.settled if plan is not None else None
             try:
                 with batchcli.stoppable(run):  # Ctrl-C: what is in flight finishes, reported
                     if fmt == "text":

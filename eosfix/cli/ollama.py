@@ -15,6 +15,7 @@ from eosfix.render.report import EXIT_FINDINGS, EXIT_INPUT, EXIT_OK
 
 
 def _result_dict(r: Any, text: str | None) -> dict[str, Any]:
+    from eosfix.containers.gguf.format import field_key
     from eosfix.runtimes.llamacpp import LLAMA_CPP_VERSION
 
     out: dict[str, Any] = {
@@ -40,7 +41,9 @@ def _result_dict(r: Any, text: str | None) -> dict[str, Any]:
             "stop_ids": sorted(o.ids),
             "reads": o.reads,
             "source": o.source,
-            "rewrites": {k: list(v) if isinstance(v, tuple) else v for k, v in o.rewrites.items()},
+            "rewrites": {
+                field_key(k): list(v) if isinstance(v, tuple) else v for k, v in o.rewrites.items()
+            },
         },
         stops=r.stops,
         stops_early=[
@@ -111,7 +114,7 @@ def _summary(results: list[Any]) -> str:
 
 def _write_modelfiles(out_dir: str, results: list[Any], texts: list[str | None]) -> None:
     """Each Modelfile into ``out_dir``; "Writing X" only for a file that changed."""
-    from eosfix.containers.ollama.check import modelfile_name
+    from eosfix.containers.ollama.container import modelfile_name
     from eosfix.core.errors import WriteError
     from eosfix.core.fileio import write_if_changed
 
@@ -173,8 +176,8 @@ def ollama(models_dir: str | None, out_dir: str | None, fmt: str, pins: dict[str
         eosfix ollama --write-modelfile ./modelfiles
         eosfix ollama --runtime ollama==0.20.0
     """
-    from eosfix.containers.ollama.check import OllamaResult, check_model, modelfile
-    from eosfix.containers.ollama.store import (
+    from eosfix.containers.ollama.container import OllamaResult, check_model, modelfile
+    from eosfix.containers.ollama.read import (
         OllamaModel,
         default_models_dir,
         iter_manifests,

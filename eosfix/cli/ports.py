@@ -40,14 +40,17 @@ def open_repo(spec: str) -> Iterator[RepoCheck]:
         assert result.check is not None
         yield result.check
         return
-    from eosfix.batch.hubapi import HubSession
+    from eosfix.batch.session import HubSession
     from eosfix.cli.hub import _quiet_hub
+    from eosfix.sources.hub.read import HubError
 
     with _quiet_hub():
         result = HubSession().check(spec)
-    if result.error is not None:  # not a local path either: say both
-        reason = getattr(result.error, "message", str(result.error))
+    if isinstance(result.error, HubError):  # not a local path, nor a Hub repo: say both
+        reason = result.error.message
         raise EosfixError(f"no such file or directory; as a Hub repo id: {reason}", path=spec)
+    if result.error is not None:  # a file of the Hub repo: named as every command names it
+        raise result.error
     assert result.check is not None
     yield result.check
 

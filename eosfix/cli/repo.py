@@ -33,6 +33,7 @@ from eosfix.containers.target import (
     is_gguf,
     shadows_hub_id,
 )
+from eosfix.core.errors import EosfixError
 from eosfix.pipeline import RepoResult
 from eosfix.render.report import Report
 
@@ -93,30 +94,31 @@ def _check(target: Path | HubRepo, **options: Any) -> RepoResult:
 
 
 def _check_hub(hub: HubRepo, **options: Any) -> RepoResult:
-    """A Hub repo checked by id: its small files from eosfix's store (``fetch_repo_files``;
-    tokenizer.json too when an id lives only there), then the pipeline, read-only.
-
-    The result is named ``org/name`` and carries ``repo_id``, ``revision`` and ``sha`` as
-    ``eosfix hub`` results do."""
-    from eosfix import api
-    from eosfix.batch.verdict import needs_tokenizer_json
+    """A Hub repo checked by id, read-only: the check every command makes of a Hub repo
+    (``eosfix.batch.session.check_hub_repo``), named ``org/name``."""
+    from eosfix.batch.session import check_hub_repo
     from eosfix.cli.hub import _quiet_hub
-    from eosfix.sources.hub import HubError, fetch_repo_files
 
-    repo_id = hub.repo_id
     if hub.problem is not None:
-        return RepoResult(Path(repo_id), error=hub.problem, label=repo_id)
-    try:
-        with _quiet_hub():
-            fetched = fetch_repo_files(repo_id)
-            result = api.check_folder(fetched.path, label=repo_id, **options)
-            if fetched.has_tokenizer_json and needs_tokenizer_json(result):
-                fetched = fetch_repo_files(repo_id, fetched.sha, tokenizer_json=True)
-                result = api.check_folder(fetched.path, label=repo_id, **options)
-    except HubError as exc:
-        return RepoResult(Path(repo_id), error=exc, label=repo_id)
-    extra = {**result.extra, "repo_id": repo_id, "revision": "main", "sha": fetched.sha}
-    return dataclasses.replace(result, path=Path(repo_id), extra=extra)
+        return RepoResult(Path(hub.repo_id), error=hub.problem, label=hub.repo_id)
+    from eosfix.sources.hub.read import HubError
+
+    with _quiet_hub():
+        result = check_hub_repo(hub.repo_id, **options)
+    if isinstance(result.error, HubError):  # what the Hub said, and no local folder either
+        result = dataclasses.replace(result, error=_with_not_local(result.error, hub))
+    return result
+
+
+def _with_not_local(exc: EosfixError, hub: HubRepo) -> EosfixError:
+    """The error, saying also that no local path has the name when ``org/name`` was taken
+    for a Hub id for that reason (``HubRepo.not_local``)."""
+    if not hub.not_local:
+        return exc
+    said = type(exc).__new__(type(exc))  # the same kind of error (its fields as they are)
+    said.__dict__.update(vars(exc), message=f"{exc.message}{hub.not_local}")
+    said.args = (said.message,)
+    return said
 
 
 def _note_shadowed(paths: Sequence[str]) -> None:
@@ -204,8 +206,14 @@ def fix(
     for target in targets:
         if isinstance(target, HubRepo):
             result = _hub_not_fixed(target)
-        elif show_diff:
-            result = api.check(target, config_json=config_json, keep_ids=keep_ids, pins=pins)
+        elif show_diff:  # fix's plan and, as fix writes (no link replaced), what stops it
+            result = api.check(
+                target, config_json=config_json, keep_ids=keep_ids, pins=pins,
+                replace_symlinks=False,
+            )  # fmt: skip
+            if result.blocked is not None:  # fix would refuse: so does its --diff
+                result = RepoResult(result.path, error=result.blocked, label=result.label,
+                                    container=result.container)  # fmt: skip
         elif is_gguf(target):
             result = _fix_gguf(target, output, force, keep_ids, pins)
         else:
@@ -242,7 +250,8 @@ def _hub_not_fixed(hub: HubRepo) -> RepoResult:
         f"`eosfix hub {quoted} --pr` (--dry-run to see it first), or download the repo "
         "and fix the folder"
     )
-    return RepoResult(Path(hub.repo_id), error=NotChecked(reason, path=hub.repo_id))
+    error = _with_not_local(NotChecked(reason, path=hub.repo_id), hub)
+    return RepoResult(Path(hub.repo_id), error=error)
 
 
 def _emit_diff(report: Report, flags: tuple[str, ...], quiet: bool) -> None:

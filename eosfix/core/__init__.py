@@ -1,1 +1,1 @@
-"""The ground floor: the repo model, errors, finding codes, render limits, memo keys, safe file IO."""
+"""The layer every other imports: the repo model, errors, finding codes, render limits, safe file IO."""

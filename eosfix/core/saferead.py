@@ -74,13 +74,6 @@ def read_regular(path: str | Path, limit: int) -> bytes:
         os.close(fd)
 
 
-def regular_size(path: str | Path) -> int:
-    """The size of the regular file ``path`` (refusing a device, FIFO or socket)."""
-    fd, info = open_regular(path)
-    os.close(fd)
-    return info.st_size
-
-
 # Real config files nest a few levels (tokenizer.json's normalizers about ten). Python's own
 # parser stops near 1000, but code that walks a parsed value (pydantic, the duplicate-key
 # scanner, json.dumps) recurses too and would hit the recursion limit between ~400 and 990.

@@ -3,7 +3,7 @@
 Every container (a model folder, a GGUF file, an ollama model's blob) goes through
 ``check``: the templates are analysed (``eosfix.analysis``), the template and terminator
 findings are raised here, once, with one wording; the container's ``StopKeys``
-(``eosfix.decide.stops``) decide what its keys say and what ``fix`` would write. Codes,
+(``eosfix.decide.keys``) decide what its keys say and what ``fix`` would write. Codes,
 severities and titles come from the one registry, ``eosfix.core.codes``. Pure.
 """
 
@@ -17,7 +17,7 @@ from eosfix.analysis.inturn import closers_inside_a_call, closers_inside_a_turn
 from eosfix.analysis.terminators import STOP_STRING, Terminator, TerminatorSet, find_terminators
 from eosfix.core.codes import Finding, Severity, finding
 from eosfix.core.repo import ModelRepo, TokenInfo
-from eosfix.decide.stops import StopConfig, StopIdReview, StopKeys
+from eosfix.decide.keys import StopConfig, StopIdReview, StopKeys
 from eosfix.runtimes.llamacpp import EOG_TEXTS
 
 __all__ = ["Finding", "RepoCheck", "Severity", "Status", "check"]

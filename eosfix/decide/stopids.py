@@ -37,7 +37,7 @@ from eosfix.analysis.positions import IN_TOOL_CALL, IN_TURN
 from eosfix.analysis.terminators import STOP_STRING, TerminatorSet
 from eosfix.core.errors import RepoLoadError
 from eosfix.core.repo import CONFIG, ModelRepo, TokenInfo
-from eosfix.core.tokentext import cut_clause, decode_piece, shown
+from eosfix.decide.tokentext import cut_clause, decode_piece, shown
 
 TERMINATOR = "terminator"
 EOS = "eos"

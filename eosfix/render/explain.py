@@ -10,7 +10,7 @@ import click
 from eosfix.analysis.shapes import Probe
 from eosfix.analysis.terminators import STOP_STRING, SpecialScanner, TemplateAnalysis, Terminator
 from eosfix.decide.check import RepoCheck
-from eosfix.decide.verdicts import RuntimeRow, RuntimeTable
+from eosfix.decide.runtime_table import RuntimeRow, RuntimeTable
 from eosfix.pipeline import RepoResult
 from eosfix.ports.loop import TokenizedProbe, tokenize_probe
 from eosfix.ports.render import loop_stops

@@ -4,12 +4,13 @@ transformers in three lines, and (folded) the runtimes before and after.
 
 Nothing in it speaks of eosfix's command line or its finding codes, and no probe sentinel
 shows: the template's own text is quoted, with ``…`` where a probe message stood.
-``eosfix.sources.hubwrite`` sends it as it is given. Every text from the repo (tokens, template
+``eosfix.sources.hub.write`` sends it as it is given. Every text from the repo (tokens, template
 output, file names, reasons) goes through ``eosfix.render.markdown``: it shows as text.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable, Sequence
 
@@ -17,8 +18,8 @@ from eosfix.analysis.shapes import CALL_ID, CALL_ID2
 from eosfix.analysis.terminators import Terminator
 from eosfix.core.repo import GENERATION_CONFIG
 from eosfix.decide.check import RepoCheck
+from eosfix.decide.runtime_table import RuntimeTable
 from eosfix.decide.stopids import CUTTING, IN_TURN_KIND, ORDINARY, StopId
-from eosfix.decide.verdicts import RuntimeTable
 from eosfix.pipeline import RepoResult
 from eosfix.render.markdown import code, escape, fenced
 from eosfix.render.text import placement_text
@@ -81,7 +82,16 @@ def what_was_wrong(result: RepoResult) -> str:
         ids = _names([str(s.id) for s in never])
         what = "it never fires" if len(never) == 1 else "they never fire"
         parts.append(f"`eos_token_id` holds {ids}, which no token of this model has: {what}")
-    if not parts:
+    gen = check.repo.generation_config
+    if gen is not None and gen.eos_malformed:
+        raw = code(json.dumps(gen.eos_token_id))
+        parts.append(f"`eos_token_id` is {raw}, not a token id or a list of ids")
+    if _removes_bom(result):
+        parts.append(
+            "`generation_config.json` starts with a byte-order mark, which the runtimes' JSON "
+            "readers refuse (transformers and others then ignore the file)"
+        )
+    if not parts:  # a finding's own words: they may quote the repo
         text = check.findings[0].message
         return escape(text[0].upper() + text[1:] + ".")
     text = "; and ".join(parts)
@@ -166,6 +176,28 @@ def _verify(repo_id: str, check: RepoCheck) -> list[str]:
     ]
 
 
+def _removes_bom(result: RepoResult) -> bool:
+    return any(p.file == GENERATION_CONFIG and getattr(p, "bom_removed", False)
+               for p in result.patches)  # fmt: skip
+
+
+def _changes(result: RepoResult) -> str:
+    """What the pull request changes, in one line."""
+    gen = next((p for p in result.patches if p.file == GENERATION_CONFIG), None)
+    ids = gen is None or "eos_token_id" in gen.summary
+    if not _removes_bom(result):
+        return "This pull request changes only `eos_token_id` in `generation_config.json`:"
+    if not ids:
+        return (
+            "This pull request removes only the byte-order mark at the start of "
+            "`generation_config.json`:"
+        )
+    return (
+        "This pull request changes only `eos_token_id` in `generation_config.json`, and "
+        "removes the byte-order mark at its start:"
+    )
+
+
 def pr_description(result: RepoResult) -> str:
     """The PR body (see the module)."""
     check = result.check
@@ -173,7 +205,7 @@ def pr_description(result: RepoResult) -> str:
     lines = [
         what_was_wrong(result),
         "",
-        "This pull request changes only `eos_token_id` in `generation_config.json`:",
+        _changes(result),
         "",
         *fenced(
             "\n".join(p.diff().rstrip("\n") for p in result.patches if p.file == GENERATION_CONFIG),

@@ -26,7 +26,7 @@ from eosfix.core.outcome import (
     verdict_of,
 )
 from eosfix.decide.check import Finding
-from eosfix.decide.verdicts import RuntimeTable
+from eosfix.decide.runtime_table import RuntimeTable
 from eosfix.pipeline import RepoResult
 from eosfix.render.annotations import render_github, render_sarif
 from eosfix.render.runtimes import runtimes_line
@@ -193,6 +193,7 @@ def result_to_dict(r: RepoResult) -> dict[str, Any]:
             status="error", verdict="error", problem=None, runs_on=[], stops_early=[],
             error=str(r.error), written=list(r.written),
         )  # fmt: skip
+        out.update(r.extra)  # a Hub repo's repo_id, revision and sha
         return out
     c = r.check
     assert c is not None
@@ -246,6 +247,8 @@ def result_to_dict(r: RepoResult) -> dict[str, Any]:
         written=list(r.written),
         runtimes=runtime_rows_json(r.runtimes),
     )
+    if r.blocked is not None:
+        out["blocked"] = str(r.blocked)
     if r.before is not None:
         b = r.before
         out["before"] = {

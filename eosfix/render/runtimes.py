@@ -2,7 +2,7 @@
 caveats once none is (so a healthy repo never reads as failing), and the runtimes that cannot
 be judged at all (``RuntimeTable.not_applicable``: a folder without the ``config.json`` they
 read). The table is computed with the check; what a runtime needs said about itself comes
-from its facts (``eosfix.runtimes.base.Runtime``), never from its name.
+from its facts (``eosfix.runtimes.rule.Runtime``), never from its name.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Sequence
 
-from eosfix.decide.verdicts import RuntimeRow, RuntimeTable
+from eosfix.decide.runtime_table import RuntimeRow, RuntimeTable
 
 
 def _why_still(table: RuntimeTable, still: list[str]) -> list[str]:

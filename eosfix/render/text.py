@@ -10,6 +10,7 @@ verdicts come last: one line while a fix is pending, caveats once none is
 from __future__ import annotations
 
 import itertools
+import json
 import shlex
 from collections.abc import Callable, Iterable, Sequence
 
@@ -106,11 +107,14 @@ def stop_source_text(c: RepoCheck) -> str:
 
 
 def ids_text(ids: Iterable[int] | int | None) -> str:
+    """``7``, ``[7, 9]``; a value that is not ids (EOS018) as the file writes it."""
     if ids is None:
         return "(not set)"
-    if isinstance(ids, int):
+    if type(ids) is int:
         return str(ids)
-    return "[" + ", ".join(str(i) for i in ids) + "]"
+    if isinstance(ids, (list, tuple)) and all(type(i) is int for i in ids):
+        return "[" + ", ".join(str(i) for i in ids) + "]"
+    return json.dumps(ids, ensure_ascii=False)
 
 
 def fix_command(r: RepoResult, flags: Sequence[str] = ()) -> str:
@@ -160,10 +164,6 @@ def _terminator_lines(c: RepoCheck) -> list[str]:
     return lines
 
 
-def _stops_on(c: RepoCheck, ids: object = None) -> str:
-    return ids_text(c.stop.raw if ids is None else ids)  # type: ignore[arg-type]
-
-
 def _after_lines(c: RepoCheck) -> list[str]:
     """When the reader builds its set from keys (a GGUF), the set once the plan is written."""
     if not c.stop.detail or c.proposed is None:
@@ -178,10 +178,12 @@ def _pending_lines(r: RepoResult, c: RepoCheck, run: str | None) -> list[str]:
     lines += ["  " + finding_line(r.name, f) for f in c.findings]
     lines += keep_lines(c)
     if r.patches:
-        lines.append(
-            f"  fix           {changes_text(r.patches)}" + (f"  (run: {run})" if run else "")
-        )
+        hint = f"  (run: {run})" if run and r.blocked is None else ""
+        lines.append(f"  fix           {changes_text(r.patches)}{hint}")
         lines += _after_lines(c)
+        if r.blocked is not None:  # what stops the writer, and what to do first
+            then = f"; then run: {run}" if run else ""
+            lines.append(f"  cannot write  {r.blocked}{then}")
     return lines
 
 

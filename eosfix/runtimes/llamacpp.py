@@ -21,13 +21,11 @@ tokens, else config.json's *integer* ``eos_token_id``; generation_config.json is
 
 from __future__ import annotations
 
-import json
-import shlex
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from eosfix.runtimes.base import Runtime, StopInputs
-from eosfix.runtimes.ollama_modelfile import stop_line
+from eosfix.core.repo import CONFIG, TOKENIZER_CONFIG, TOKENIZER_JSON
+from eosfix.runtimes.rule import Refusals, Runtime, StopInputs, refusing
 
 LLAMA_CPP_COMMIT = "0c1e57098"
 LLAMA_CPP_PYTHON = "0.3.36"  # the llama-cpp-python release that vendors that commit
@@ -57,7 +55,7 @@ EOG_TEXTS: tuple[str, ...] = tuple(dict.fromkeys(EOG_LIST + AUTODETECT["eot"]))
 @dataclass(frozen=True)
 class EogRules:
     """The token texts and workarounds of one llama.cpp build's EOG logic (they grow from build
-    to build; ``eosfix.runtimes.ollama_gguf`` holds the older builds ollama vendored)."""
+    to build; ``eosfix.runtimes.ollama.compat`` holds the older builds ollama vendored)."""
 
     eog_list: tuple[str, ...]
     autodetect: Mapping[str, tuple[str, ...]]
@@ -77,17 +75,16 @@ CURRENT_RULES = EogRules(
 )
 
 # src/llama-arch.cpp LLM_KV_TOKENIZER_*_ID, in the order llama-vocab.cpp reads them (the
-# deprecated prefix/suffix/middle keys last, so they win over fim_pre/suf/mid).
-ID_KEYS: tuple[tuple[str, str], ...] = (
-    ("bos", "bos_token_id"), ("eos", "eos_token_id"), ("eot", "eot_token_id"),
-    ("eom", "eom_token_id"), ("unk", "unknown_token_id"), ("sep", "seperator_token_id"),
-    ("pad", "padding_token_id"), ("mask", "mask_token_id"), ("fim_pre", "fim_pre_token_id"),
-    ("fim_suf", "fim_suf_token_id"), ("fim_mid", "fim_mid_token_id"),
-    ("fim_pad", "fim_pad_token_id"), ("fim_rep", "fim_rep_token_id"),
-    ("fim_sep", "fim_sep_token_id"), ("fim_pre", "prefix_token_id"),
-    ("fim_suf", "suffix_token_id"), ("fim_mid", "middle_token_id"),
+# deprecated prefix/suffix/middle keys last, so they win over fim_pre/suf/mid): (role, slot),
+# the slot being the key's name between "tokenizer.ggml." and "_token_id" (the GGUF container
+# names the keys: eosfix.containers.gguf.format).
+ID_SLOTS: tuple[tuple[str, str], ...] = (
+    ("bos", "bos"), ("eos", "eos"), ("eot", "eot"), ("eom", "eom"), ("unk", "unknown"),
+    ("sep", "seperator"), ("pad", "padding"), ("mask", "mask"), ("fim_pre", "fim_pre"),
+    ("fim_suf", "fim_suf"), ("fim_mid", "fim_mid"), ("fim_pad", "fim_pad"),
+    ("fim_rep", "fim_rep"), ("fim_sep", "fim_sep"), ("fim_pre", "prefix"),
+    ("fim_suf", "suffix"), ("fim_mid", "middle"),
 )  # fmt: skip
-KEY_PREFIX = "tokenizer.ggml."
 # src/llama-vocab.cpp: default special ids per tokenizer.ggml.model (unset ids are NULL)
 _DEFAULTS: dict[str, dict[str, int]] = {
     "llama": {"bos": 1, "eos": 2, "unk": 0},
@@ -105,11 +102,6 @@ _NO_VOCAB = ("no_vocab", "none")
 _NO_BOS_PRE = ("chatglm-bpe", "glm4", "glm5")  # pre-tokenizers that clear the default bos
 
 
-def key_name(role: str) -> str:
-    """The GGUF key llama.cpp reads for a role first (``eot`` -> ``tokenizer.ggml.eot_token_id``)."""
-    return KEY_PREFIX + next(k for r, k in ID_KEYS if r == role)
-
-
 @dataclass(frozen=True)
 class GgufVocab:
     """What llama.cpp reads of a GGUF to decide where generation ends."""
@@ -118,7 +110,7 @@ class GgufVocab:
     pre: str  # tokenizer.ggml.pre ("" when absent)
     n_tokens: int  # length of tokenizer.ggml.tokens
     text_ids: Mapping[str, int]  # llama.cpp's token_to_id
-    key_ids: Mapping[str, int]  # every tokenizer.ggml.*_token_id key present -> its value
+    key_ids: Mapping[str, int]  # every id key present, by its slot (eos, eot...) -> value
 
     @classmethod
     def from_tokens(
@@ -155,15 +147,15 @@ class EogSet:
 
 def _key_ids(vocab: GgufVocab, n_tokens: int) -> dict[str, int | None]:
     """Defaults, disabled when out of range, then each key (an out-of-range key is ignored)."""
-    ids: dict[str, int | None] = dict.fromkeys({r for r, _ in ID_KEYS})
+    ids: dict[str, int | None] = dict.fromkeys({r for r, _ in ID_SLOTS})
     ids.update(_DEFAULTS.get(vocab.model, {}))
     if vocab.pre in _NO_BOS_PRE:
         ids["bos"] = None
-    for role, key in ID_KEYS:
+    for role, slot in ID_SLOTS:
         current = ids[role]
         if current is not None and current >= n_tokens:
             ids[role] = None
-        value = vocab.key_ids.get(KEY_PREFIX + key)
+        value = vocab.key_ids.get(slot)
         if value is not None and 0 <= value < n_tokens:
             ids[role] = value
     return ids
@@ -191,7 +183,7 @@ def end_of_generation(
     """The EOG set llama.cpp builds for this vocabulary (``llama_vocab_is_eog``).
 
     ``extra`` ids are forced in like eos/eot/eom. No llama.cpp build reads
-    ``tokenizer.ggml.eos_token_ids`` (ollama's key): see ``eosfix.runtimes.ollama_gguf``.
+    ``tokenizer.ggml.eos_token_ids`` (ollama's key): see ``eosfix.runtimes.ollama.compat``.
     ``rules``: the texts of another llama.cpp build (default: the one this module models).
     """
     text_ids = vocab.text_ids
@@ -290,8 +282,7 @@ def converted_vocab(vocab: Mapping[str, int], special: Mapping[str, int]) -> Ggu
     other ids hold texts no llama.cpp rule matches). The converter writes every id it sets,
     so no tokenizer default applies ("test" has none)."""
     size = max([*vocab.values(), *special.values(), -1]) + 1
-    keys = {key_name(role): i for role, i in special.items()}
-    return GgufVocab("test", "", size, vocab, keys)
+    return GgufVocab("test", "", size, vocab, dict(special))  # eos and eot: slot = role
 
 
 def _fallback_eos(x: StopInputs) -> int | None:
@@ -323,22 +314,10 @@ RUNTIME = Runtime(
     source=f"{LLAMA_CPP_VERSION} src/llama-vocab.cpp + gguf-py gguf/vocab.py",
     derive=_llama_cpp,
     note="never reads generation_config.json; EOG guessed from token text",
-    # tests/test_gguf_llamacpp.py asks that build's llama_vocab_is_eog for every id
+    # tests/containers/gguf/test_real_llamacpp.py asks that build's llama_vocab_is_eog for every id
     executed=f"{LLAMA_CPP_COMMIT} (llama-cpp-python {LLAMA_CPP_PYTHON})",
     remedy="after converting, run eosfix fix on the .gguf",  # its converter never reads it
+    # the converter: gguf-py SpecialVocab json.load()s these (executed with gguf 0.19.0,
+    # tests/test_llamacpp_model.py); generation_config.json it never reads
+    refusals=Refusals(bom=refusing(CONFIG, TOKENIZER_CONFIG, TOKENIZER_JSON)),
 )
-
-
-def stop_instructions(texts: Sequence[str]) -> dict[str, str]:
-    """How to stop on ``texts`` without changing the file, per program that runs llama.cpp
-    (0c1e57098: llama-completion matches a one-token reverse prompt by id; llama-server and
-    llama-cli match ``stop``/``--reverse-prompt`` on the text they send, where a control token
-    is empty unless ``--special`` is given; ollama's Modelfile ``PARAMETER stop``, quoted as its
-    parser reads it: ``eosfix.runtimes.ollama_modelfile``)."""
-    quoted = " ".join(f"--reverse-prompt {shlex.quote(t)}" for t in texts)
-    stops = json.dumps(list(texts), ensure_ascii=False)
-    return {
-        "llama-completion": quoted,
-        "llama-server": f'--special {quoted}   (with --special, a request\'s "stop": {stops})',
-        "ollama": "\n".join(stop_line(t) for t in texts),
-    }

@@ -21,21 +21,26 @@ config file sets ``eos_token_id`` (0.32.2: only ``muse_spark``); eosfix does not
 
 from __future__ import annotations
 
-from eosfix.runtimes.base import (
+from eosfix.core.repo import CONFIG, GENERATION_CONFIG
+from eosfix.runtimes.rule import (
+    IGNORES,
+    TOKENIZER_FILES,
+    Refusals,
     Rule,
     Runtime,
     StopInputs,
     else_tokenizer_eos,
     ids_of,
     one,
-    truthy_generation_eos,
+    read_as_set,
+    refusing,
+    truthy_over_config,
 )
 
 
 def _configured(x: StopInputs, *, read_generation_config: bool) -> tuple[int, ...] | None:
     # mlx_lm/utils.py load_config: `if eos_token_id := generation_config.get(...)` overrides
-    gen = truthy_generation_eos(x) if read_generation_config else None
-    return gen if gen is not None else x.config_eos
+    return truthy_over_config(x) if read_generation_config else x.config_eos
 
 
 def _union(x: StopInputs) -> frozenset[int]:
@@ -97,4 +102,9 @@ RUNTIME = Runtime(
         ),
     ),
     floor="earlier releases were not read",
+    # utils.py load_config: `except json.JSONDecodeError: pass` around generation_config.json,
+    # config.json and the tokenizer (transformers) raise; TokenizerWrapper: set(eos) unless int
+    refusals=Refusals(
+        bom={**refusing(CONFIG, *TOKENIZER_FILES), GENERATION_CONFIG: IGNORES}, eos=read_as_set
+    ),
 )

@@ -17,7 +17,21 @@ on PyPI) and the transformers 4.51.3 it pins (tests/conformance/runners/tgi_stop
 
 from __future__ import annotations
 
-from eosfix.runtimes.base import Runtime, StopInputs, ids_of, one
+from typing import Any
+
+from eosfix.core.repo import CONFIG, GENERATION_CONFIG
+from eosfix.runtimes.rule import (
+    IGNORES,
+    TOKENIZER_FILES,
+    EosRead,
+    Refusals,
+    Runtime,
+    StopInputs,
+    ids_of,
+    one,
+    read_as_set,
+    refusing,
+)
 
 TGI_VERSION = "3.3.7"
 EXECUTED = f"{TGI_VERSION} (db931fcf server code, transformers 4.51.3)"
@@ -35,6 +49,15 @@ def _tokenizer_only(x: StopInputs) -> frozenset[int]:
     return one(x.tokenizer_eos_id)
 
 
+def _read_tgi(value: Any) -> EosRead:
+    # flash_causal_lm.py, inside `try: ... except Exception: pass`: only a list (or set)
+    # becomes `set(generation_config.eos_token_id)`; a list inside it raises there: ignored
+    if type(value) is not list:
+        return EosRead()
+    read = read_as_set(value)
+    return EosRead() if read.fails else read
+
+
 _SOURCE = "huggingface/text-generation-inference@db931fcf server/text_generation_server/"
 RUNTIME = Runtime(
     name="TGI",
@@ -43,6 +66,10 @@ RUNTIME = Runtime(
     derive=_tgi,
     note="flash models (FlashCausalLM): a list replaces the tokenizer eos; an int is ignored",
     executed=EXECUTED,
+    # the tokenizer, then the try around GenerationConfig.from_pretrained, then the config
+    refusals=Refusals(
+        bom={**refusing(CONFIG, *TOKENIZER_FILES), GENERATION_CONFIG: IGNORES}, eos=_read_tgi
+    ),
 )
 RUNTIME_TRANSFORMERS = Runtime(
     name="TGI-transformers",
@@ -53,4 +80,5 @@ RUNTIME_TRANSFORMERS = Runtime(
     note="CPU and transformers-backed models (CausalLM): generation_config.json is not read",
     executed=EXECUTED,
     remedy="it stops only on the tokenizer's eos_token",
+    refusals=Refusals(bom=refusing(CONFIG, *TOKENIZER_FILES)),  # tokenizer, then the model
 )

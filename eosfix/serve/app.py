@@ -35,7 +35,7 @@ from fastapi.responses import JSONResponse
 from huggingface_hub import WebhookPayload
 from pydantic import ValidationError
 
-from eosfix.batch.hubapi import HubSession
+from eosfix.batch.session import HubSession
 from eosfix.containers.target import is_hub_id
 from eosfix.serve.bot import Bot
 from eosfix.serve.config import ServeConfig

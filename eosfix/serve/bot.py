@@ -30,14 +30,14 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
-from eosfix.batch.hubapi import HubSession
+from eosfix.batch.session import HubSession
 from eosfix.core.outcome import verdict_of
 from eosfix.pipeline import RepoResult
 from eosfix.serve.config import ServeConfig
 from eosfix.serve.journal import Journal, Outcome, Push
-from eosfix.sources.hub import HubEntry, HubError
-from eosfix.sources.hubhttp import describe_error, hub_errors
-from eosfix.sources.hubwrite import PrOutcome
+from eosfix.sources.hub.http import describe_error, hub_errors
+from eosfix.sources.hub.read import HubEntry, HubError
+from eosfix.sources.hub.write import PrOutcome
 
 log = logging.getLogger("eosfix.serve")
 

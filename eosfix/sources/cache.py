@@ -35,8 +35,8 @@ from typing import Any
 
 from eosfix.core.errors import EosfixError
 from eosfix.core.repo import READ_FILES, is_read_file
-from eosfix.sources import Key, holds_a_model
-from eosfix.sources.cachewalk import file_identity, said_no_config, walk_repo
+from eosfix.sources import Key, cachewalk, holds_a_model
+from eosfix.sources.cachewalk import file_identity
 
 
 def default_cache_dir(env: dict[str, str] | None = None) -> Path:
@@ -64,7 +64,7 @@ class Snapshot:
     refs: tuple[str, ...]
     path: Path  # <cache>/models--org--name/snapshots/<commit>
     key: Key
-    model: bool = True  # False: the repo holds no model (sources.holds_a_model), per .no_exist
+    model: bool = True  # False: the snapshot holds no model (sources.holds_a_model)
 
     @property
     def short(self) -> str:
@@ -154,12 +154,12 @@ def _scan_all(root: Path) -> Iterator[Any]:
     yield from info.warnings
 
 
-def _no_model(repo: Any, rev: Any) -> bool:
-    """The snapshot has no config, no weights, and the Hub said the commit has no config.json
-    (a ``.no_exist`` marker, left by a loader that asked for it): tokenizer files only. A
-    snapshot merely missing files it was never asked for is a model's, as far as we know."""
+def _no_model(rev: Any) -> bool:
+    """The snapshot has no config.json, no generation_config.json and no weights: tokenizer
+    files only, no model any runtime loads (``eosfix.sources.holds_a_model``, the rule a Hub
+    repo's file list is judged by)."""
     names = [f.file_path.relative_to(rev.snapshot_path).as_posix() for f in rev.files]
-    return not holds_a_model(names) and said_no_config(repo.repo_path, rev.commit_hash)
+    return not holds_a_model(names)
 
 
 def _snapshots_of(repo: Any) -> Iterator[Snapshot]:
@@ -176,7 +176,7 @@ def _snapshots_of(repo: Any) -> Iterator[Snapshot]:
             tuple(sorted(rev.refs)),
             rev.snapshot_path,
             tuple(sorted(pairs)),
-            not _no_model(repo, rev),
+            not _no_model(rev),
         )
 
 
@@ -249,7 +249,7 @@ class CacheScan:
                 path = self.cache_dir / name
                 kind_id = _repo_id_of(name)
                 repo_id = kind_id[1] if kind_id else None
-                walked = walk_repo(path)
+                walked = cachewalk.walk_repo(path)
                 if walked is not None and repo_id is not None:
                     group.extend(
                         Snapshot(repo_id, *rev)

@@ -33,7 +33,7 @@ class Revision(NamedTuple):
     refs: tuple[str, ...]  # sorted
     path: Path  # <cache>/models--org--name/snapshots/<commit>
     key: Key
-    model: bool  # False: tokenizer files only, and the Hub said the commit has no config.json
+    model: bool  # False: no config.json, generation_config.json or weights (tokenizer files only)
 
 
 def git_sha1_file(path: Path, limit: int = _HASH_LIMIT) -> str:
@@ -53,12 +53,6 @@ def file_identity(file_path: Path, blob_path: Path) -> str:
     except (OSError, EosfixError):
         return f"unreadable:{file_path}"
     return f"file:{st.st_dev}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}"
-
-
-def said_no_config(repo_path: Path, commit: str) -> bool:
-    """The Hub said ``commit`` has no config.json: a loader left a ``.no_exist`` marker for it.
-    With no model file in the snapshot, that makes it a tokenizer's, not a model repo."""
-    return (repo_path / ".no_exist" / commit / "config.json").exists()
 
 
 def _identity(file_path: str, blob: str | None) -> str:
@@ -186,8 +180,7 @@ def walk_repo(path: Path) -> list[Revision] | None:
                 return None
             files, holds = walked
             found = tuple(sorted(refs.pop(e.name, ())))
-            model = holds or not said_no_config(path, e.name)
-            out.append(Revision(e.name, found, Path(e.path), tuple(sorted(files)), model))
+            out.append(Revision(e.name, found, Path(e.path), tuple(sorted(files)), holds))
     except (OSError, ValueError):
         return None
     return None if refs else out  # a ref left over names a missing commit

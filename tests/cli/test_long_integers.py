@@ -124,8 +124,8 @@ def test_hub_author_reports_the_other_repos(fake_hub, capsys):
 def test_ollama_reports_the_other_models(tmp_path, capsys):
     """A model's params blob (the Hub's ``params`` file for ``ollama run hf.co/...``) with a
     long integer is that model's error line."""
+    from tests.containers.ollama.test_store import _store, add_model
     from tests.ggufs import chatml
-    from tests.test_ollama import _store, add_model
 
     store = _store(tmp_path)
     add_model(store, "long:latest", chatml(tmp_path / "src" / "l.gguf"), {"num_ctx": 1})

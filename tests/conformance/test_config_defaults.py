@@ -6,7 +6,10 @@ from __future__ import annotations
 import pytest
 
 from eosfix.runtimes import config_defaults
-from tests.conformance import defaults, external, venvs
+from tests.conformance import external, venvs
+from tests.conftest import tool
+
+defaults = tool("gen_config_defaults")
 
 pytestmark = pytest.mark.slow
 
@@ -37,7 +40,7 @@ def test_the_tables_are_what_the_runtimes_say(documents):
 
 
 def test_the_module_is_what_the_generator_writes(documents):
-    """``python -m tests.conformance.defaults`` would write the committed file unchanged."""
+    """``python tools/gen_config_defaults.py`` would write the committed file unchanged."""
     assert defaults.render(documents) == config_defaults.__loader__.get_source(  # type: ignore[union-attr]
         config_defaults.__name__
     )

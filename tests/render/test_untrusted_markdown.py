@@ -301,7 +301,7 @@ def test_what_the_bot_posts_shows_hostile_text_as_text(fake_hub, tmp_path, polic
     pytest.importorskip("fastapi")
     pytest.importorskip("uvicorn")
     from eosfix.serve.config import ServeConfig
-    from tests.test_serve import SECRET, Service, payload
+    from tests.serve.test_bot import SECRET, Service, payload
 
     token = HOSTILE["img"] + HOSTILE["link"] + " " + HOSTILE["mention"] + HOSTILE["backticks"]
     root = hostile_repo("chatml-missing-im-end", tmp_path / "repo", {"<|im_end|>": token})

@@ -10,7 +10,7 @@ pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
 
 from eosfix.serve.config import ServeConfig
-from tests.test_serve import BROKEN, SECRET, Service, _eosfix_prs, _files, http, payload
+from tests.serve.test_bot import BROKEN, SECRET, Service, _eosfix_prs, _files, http, payload
 
 
 @pytest.fixture

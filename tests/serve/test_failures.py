@@ -14,7 +14,7 @@ pytest.importorskip("uvicorn")
 
 from eosfix.serve.config import ServeConfig
 from tests.cli.test_long_integers import long_member
-from tests.test_serve import BROKEN, SECRET, Service, _eosfix_prs, _files, payload
+from tests.serve.test_bot import BROKEN, SECRET, Service, _eosfix_prs, _files, payload
 
 
 @pytest.fixture

@@ -19,7 +19,7 @@ import pytest
 pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
 
-from tests.test_serve import (
+from tests.serve.test_bot import (
     BROKEN,
     SECRET,
     _eosfix_prs,

@@ -17,7 +17,7 @@ pytest.importorskip("uvicorn")
 from fastapi import Request
 
 from eosfix.serve.config import ServeConfig
-from tests.test_serve import BROKEN, SECRET, Service, _files, http, payload
+from tests.serve.test_bot import BROKEN, SECRET, Service, _files, http, payload
 
 
 @pytest.fixture

@@ -32,8 +32,8 @@ from eosfix.analysis.terminators import TerminatorSet
 from eosfix.core.codes import Finding, Severity, finding
 from eosfix.core.jsonedit import duplicate_spans
 from eosfix.core.repo import CONFIG, GENERATION_CONFIG, ModelRepo, TokenInfo
+from eosfix.decide.keys import StopConfig, StopIdReview
 from eosfix.decide.stopids import CODES, OUT_OF_VOCAB, REMOVABLE, StopId, classify, what_it_is
-from eosfix.decide.stops import StopConfig, StopIdReview
 
 TEXT_CONFIG_KEY = ("text_config", "eos_token_id")
 EOS_KEY = ("eos_token_id",)

@@ -23,8 +23,9 @@ from pathlib import Path
 
 from eosfix.containers.folder.plan import FilePatch
 from eosfix.containers.target import cache_snapshot
+from eosfix.core import fileio
 from eosfix.core.errors import EosfixError, WriteError
-from eosfix.core.fileio import check_holds, check_writable, write_atomic, write_if_changed
+from eosfix.core.fileio import check_holds, check_writable, write_atomic
 
 AfterWrite = Callable[[Path, FilePatch], None]  # (the written file, its patch)
 
@@ -63,7 +64,7 @@ def _write_all(root: Path, patches: Sequence[FilePatch], replace_symlinks: bool)
     try:
         for patch in patches:
             target = root / patch.file
-            if write_if_changed(
+            if fileio.write_if_changed(
                 target,
                 patch.new_text,
                 allow_symlink_replace=replace_symlinks,
@@ -84,6 +85,19 @@ def _write_all(root: Path, patches: Sequence[FilePatch], replace_symlinks: bool)
             raise WriteError(f"write failed, nothing changed: {reason}", path=root) from exc
         raise
     return [p.file for p in written]
+
+
+def write_blocker(
+    root: Path, patches: Sequence[FilePatch], *, replace_symlinks: bool = False
+) -> WriteError | None:
+    """What ``write_patches`` would refuse before writing anything (a symlink, a read-only
+    file or folder), with what to do; None when nothing stands in its way. Writes nothing."""
+    try:
+        for patch in patches:
+            _check_writable(root, patch, replace_symlinks)
+    except WriteError as exc:
+        return exc
+    return None
 
 
 def _already(target: Path, new_text: str) -> bool:
@@ -143,13 +157,14 @@ def drop_no_exist_marker(snapshot: Path, target: Path, patch: FilePatch) -> None
     """After writing ``patch.file`` into a cache snapshot: delete ``.no_exist/<commit>/<file>``,
     which would make ``try_to_load_from_cache`` (and transformers offline) ignore the new file.
     An ``after_write`` once ``snapshot`` is bound (``functools.partial``)."""
-    marker = snapshot.parent.parent / ".no_exist" / snapshot.name / patch.file
+    _unlink(_no_exist_dir(snapshot) / patch.file, "written, but its .no_exist marker stays")
+
+
+def _unlink(marker: Path, failure: str) -> None:
     try:
         marker.unlink(missing_ok=True)
     except OSError as exc:
-        raise WriteError(
-            f"written, but its .no_exist marker stays: {exc.strerror or exc}", path=marker
-        ) from None
+        raise WriteError(f"{failure}: {exc.strerror or exc}", path=marker) from None
 
 
 def _no_exist_dir(snapshot: Path) -> Path:
@@ -174,10 +189,5 @@ def drop_stale_no_exist(snapshot: Path) -> list[Path]:
     """Delete the stale markers of ``snapshot``; return them. Run it with the folder locked."""
     stale = stale_no_exist_markers(snapshot)
     for marker in stale:
-        try:
-            marker.unlink(missing_ok=True)
-        except OSError as exc:
-            raise WriteError(
-                f"a stale .no_exist marker cannot be removed: {exc.strerror or exc}", path=marker
-            ) from None
+        _unlink(marker, "a stale .no_exist marker cannot be removed")
     return stale

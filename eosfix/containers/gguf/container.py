@@ -1,33 +1,27 @@
 """A GGUF file as a container: its repo, its stop keys, its plan, llama.cpp's and ollama's
-verdicts."""
+verdicts (``runtime_table``), and ``fix_gguf``: the plan written, read back and verified."""
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from eosfix.containers.gguf.ollama import ollama_view
+from eosfix.containers.fixed import A, Fixed
+from eosfix.containers.gguf.keys import GgufStops
 from eosfix.containers.gguf.plan import GgufEdit, GgufValue
 from eosfix.containers.gguf.read import GgufModel, load_gguf
-from eosfix.containers.gguf.stops import GgufStops
+from eosfix.containers.gguf.runtime_table import ollama_stops, runtime_table, values
+from eosfix.core.errors import EosfixError, VerificationError, WriteError
 from eosfix.core.repo import ModelRepo
 from eosfix.decide.check import RepoCheck
-from eosfix.decide.verdicts import RowInputs, RuntimeTable, build_table
-from eosfix.runtimes import Pins, llamacpp, ollama
-from eosfix.runtimes.ollama_engines import OllamaStops, gguf_stops
+from eosfix.decide.runtime_table import RuntimeTable
+from eosfix.runtimes import Pins
 
-# llama.cpp reading a GGUF (not a folder a converter would turn into one).
-GGUF_READER = dataclasses.replace(
-    llamacpp.RUNTIME,
-    reads="tokenizer.ggml eos/eot/eom + token texts",
-    note="LM Studio, llama-cpp-python and ollama's llama.cpp engines run it",
-    remedy="",
-)
-# ollama reading a GGUF blob: the engine its release runs the architecture on
-# (eosfix.runtimes.ollama_engines.gguf_stops), not ``ollama create`` from a folder.
-OLLAMA_READER = dataclasses.replace(ollama.RUNTIME, remedy="")
+if TYPE_CHECKING:
+    from eosfix.containers.gguf.write import Progress
+from eosfix.runtimes.ollama.engines import OllamaStops
 
 
 @dataclass(frozen=True)
@@ -53,7 +47,7 @@ class Gguf:
     @staticmethod
     def values(patches: Sequence[object]) -> dict[str, GgufValue]:
         """key -> the value to write, for the planned edits."""
-        return {e.key: e.value for e in patches if isinstance(e, GgufEdit)}
+        return values(patches)
 
     def ollama_stops(
         self,
@@ -63,34 +57,84 @@ class Gguf:
     ) -> OllamaStops:
         """What ollama ``version`` (None: the latest eosfix read) stops on for this file, with
         ``patches`` written."""
-        view = ollama_view(self.model, self.values(patches), has_projector=has_projector)
-        return gguf_stops(view, version)
+        return ollama_stops(self.model, patches, version, has_projector)
 
     def runtime_table(
         self, check: RepoCheck, patches: Sequence[GgufEdit], pins: Pins | None
     ) -> RuntimeTable:
         """llama.cpp's and ollama's sets now and once the planned keys are written."""
-        now = frozenset(check.stop.ids or ())
-        after = now if check.proposed is None else frozenset(check.proposed)
-        llama = RowInputs(GGUF_READER, GGUF_READER.current, (now, after, after))
-        version = (pins or {}).get(ollama.RUNTIME.name)
-        before_o, after_o = self.ollama_stops((), version), self.ollama_stops(patches, version)
-        rule = dataclasses.replace(
-            OLLAMA_READER.rule_for(version),
-            reads=f"{before_o.engine}: {before_o.reads}",
-            source=before_o.source,
-        )
-        note = (
-            f"ollama {before_o.version} runs {self.model.architecture or 'it'} on {before_o.engine}"
-        )
-        if before_o.rewrites:
-            changed = ", ".join(f"{k} -> {v}" for k, v in before_o.rewrites.items())
-            note += f"; its compatibility layer rewrites {changed}"
-        sets = (before_o.ids, after_o.ids, after_o.ids)
-        row = RowInputs(OLLAMA_READER, rule, sets, pinned=version, note=note)
-        return build_table(check, [llama, row])
+        return runtime_table(self.model, check, patches, pins)
+
+    def write_blocker(
+        self, patches: Sequence[object], *, replace_symlinks: bool | None = None
+    ) -> EosfixError | None:
+        """What would stop ``fix`` writing the file itself (a symlink, an ollama blob, a
+        read-only file or folder: ``check_in_place``); None when nothing does."""
+        from eosfix.containers.gguf.write import check_in_place  # only asked when planning
+
+        try:
+            check_in_place(self.model.header)
+        except WriteError as exc:
+            return exc
+        return None
 
 
 def open_gguf(path: Path) -> Gguf:
     """Read the GGUF's header (a later shard is read from the first)."""
     return Gguf(load_gguf(path))
+
+
+def fix_gguf(
+    path: Path,
+    analyze: Callable[[Gguf], A],
+    *,
+    output: Path | None = None,
+    force: bool = False,
+    progress: Progress | None = None,
+) -> Fixed[A]:
+    """Write the planned ``tokenizer.ggml.*`` keys into the GGUF at ``path`` (or ``output``).
+
+    In place when every key exists with the same encoding, else a verified rewrite renamed
+    over the original (or written to ``output``: for a split, every shard). Nothing is
+    written when the terminators cannot be expressed; the written file is analysed again and
+    must need no further fix. ``output`` with nothing to fix gets a verified copy
+    (``extra["write"]["mode"] == "copy"``; nothing counts as written). An existing ``output``
+    is refused unless ``force``, the input itself too (with ``force``, it is fixed in place).
+    """
+    from eosfix.containers.gguf.write import copy_gguf, in_place_or_output, write_token_ids
+    from eosfix.core.fileio import hard_link_note
+
+    container = open_gguf(path)
+    header, shards = container.model.header, container.model.shards
+    if output is not None:  # None: the input itself, with force
+        output = in_place_or_output(header, output, force=force)
+    planned = analyze(container)
+    if not planned.patches:
+        if output is None:
+            return Fixed(planned)
+        copied = copy_gguf(header, output, shards=shards, force=force, progress=progress)
+        return Fixed(planned, extra={"write": _write_json(copied)}, output=copied.path)
+    values = container.values(planned.patches)
+    link = hard_link_note(header.path) if output is None else None
+    written = write_token_ids(
+        header, values, output=output, shards=shards, force=force, progress=progress
+    )
+    again = analyze(open_gguf(written.path))
+    proposed = set(planned.check.proposed or ())
+    if again.patches or set(again.check.stop.ids or ()) != proposed:
+        raise VerificationError("the written file does not stop as planned", path=written.path)
+    notes = {"notes": [link]} if link and written.mode == "rewrite" else {}
+    return Fixed(
+        planned, again, tuple(str(p) for p in written.paths),
+        {"write": _write_json(written), **notes}, written.path if output is not None else None,
+    )  # fmt: skip
+
+
+def _write_json(written: Any) -> dict[str, object]:
+    return {
+        "path": str(written.path),
+        "paths": [str(p) for p in written.paths],
+        "mode": written.mode,
+        "bytes": written.bytes_written,
+        "data_sha256": written.data_sha256,
+    }

@@ -25,11 +25,13 @@ from eosfix.analysis.terminators import (
     Terminator,
     TerminatorSet,
 )
-from eosfix.containers.gguf.early import SLOTS, repointable
-from eosfix.containers.gguf.read import GgufModel, ValueType
+from eosfix.containers.gguf.earlystop import SLOTS, repointable
+from eosfix.containers.gguf.format import ValueType, key_name
+from eosfix.containers.gguf.read import GgufModel
 from eosfix.decide.stopids import StopId
-from eosfix.runtimes.llamacpp import EogSet, GgufVocab, end_of_generation, key_name
-from eosfix.runtimes.ollama_gguf import INT32
+from eosfix.runtimes.llamacpp import EogSet, GgufVocab, end_of_generation
+
+INT32 = ValueType.INT32.name
 
 _KIND_ORDER = {TURN_END: 0, NEXT_TURN: 1, TOOL_CALL: 2}
 
@@ -90,7 +92,7 @@ class KeyEdit:
 @dataclass(frozen=True)
 class ArrayEdit:
     """A ``tokenizer.ggml.eos_token_ids`` list to write, as an ARRAY of INT32: the only type
-    ollama's Go engine reads (``eosfix.containers.gguf.ollama``)."""
+    ollama's Go engine reads (``eosfix.containers.gguf.eos_ids``)."""
 
     key: str
     old: tuple[int, ...] | None  # the items in the file (None: the key is absent)
@@ -160,7 +162,7 @@ class GgufPlan:
 
 
 def _with_key(vocab: GgufVocab, role: str, token_id: int) -> GgufVocab:
-    keys = {**vocab.key_ids, key_name(role): token_id}
+    keys = {**vocab.key_ids, role: token_id}
     return dataclasses.replace(vocab, key_ids=keys)
 
 
@@ -250,7 +252,7 @@ def plan_keys(
     keys = [key_name(role) for role, _ in placed]
     in_place = all(k in fields and fields[k].type is ValueType.UINT32 for k in keys)
     edits = tuple(
-        KeyEdit(role, key, model.vocab.key_ids.get(key), t.id or 0, t.content, in_place)
+        KeyEdit(role, key, model.vocab.key_ids.get(role), t.id or 0, t.content, in_place)
         for key, (role, t) in zip(keys, placed, strict=True)
     )
     return GgufPlan(edits, end_of_generation(vocab), in_place), (), frozenset(fixed)

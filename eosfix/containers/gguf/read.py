@@ -14,7 +14,6 @@ reads to decide where generation ends (``GgufVocab``).
 
 from __future__ import annotations
 
-import enum
 import mmap
 import os
 import re
@@ -24,22 +23,29 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from eosfix.containers.gguf.format import (
+    ALIGNMENT_KEY,
+    ARCH_KEY,
+    CONTROL,
+    EOS_IDS_KEY,
+    KEY_PREFIX,
+    MAGIC,
+    MODEL_KEY,
+    PRE_KEY,
+    SPLIT_COUNT_KEY,
+    TEMPLATE_KEY,
+    TOKEN_TYPE_KEY,
+    TOKENS_KEY,
+    USER_DEFINED,
+    ValueType,
+    key_name,
+)
 from eosfix.core.errors import RepoLoadError, reading
 from eosfix.core.repo import ChatTemplate, ModelRepo, TokenInfo, TokenTable
 from eosfix.core.saferead import open_regular
-from eosfix.runtimes.llamacpp import ID_KEYS, KEY_PREFIX, GgufVocab, SpecialIds, special_ids
-from eosfix.runtimes.ollama_gguf import SHAPE_ARCHITECTURES
+from eosfix.runtimes.llamacpp import ID_SLOTS, GgufVocab, SpecialIds, special_ids
+from eosfix.runtimes.ollama.compat import SHAPE_ARCHITECTURES
 
-MAGIC = b"GGUF"
-TEMPLATE_KEY = "tokenizer.chat_template"
-TOKENS_KEY = "tokenizer.ggml.tokens"
-TOKEN_TYPE_KEY = "tokenizer.ggml.token_type"
-MODEL_KEY = "tokenizer.ggml.model"
-PRE_KEY = "tokenizer.ggml.pre"
-ALIGNMENT_KEY = "general.alignment"
-SPLIT_COUNT_KEY = "split.count"
-ARCH_KEY = "general.architecture"
-EOS_IDS_KEY = "tokenizer.ggml.eos_token_ids"
 DEFAULT_ALIGNMENT = 32
 # Limits far above real files (the largest vocabularies have ~262k tokens and headers of a
 # few MB), low enough that a hostile header cannot make eosfix hold or walk gigabytes.
@@ -49,24 +55,6 @@ MAX_TOKENS = 1 << 22
 MAX_TEMPLATE_BYTES = 16 * 1024 * 1024
 MAX_TENSORS = 1 << 20
 SPLIT_NAME = re.compile(r"^(?P<stem>.*)-(?P<no>\d{5})-of-(?P<count>\d{5})\.gguf$")
-# llama.cpp token types (tokenizer.ggml.token_type): 3 control, 4 user-defined
-CONTROL, USER_DEFINED = 3, 4
-
-
-class ValueType(enum.IntEnum):
-    UINT8 = 0
-    INT8 = 1
-    UINT16 = 2
-    INT16 = 3
-    UINT32 = 4
-    INT32 = 5
-    FLOAT32 = 6
-    BOOL = 7
-    STRING = 8
-    ARRAY = 9
-    UINT64 = 10
-    INT64 = 11
-    FLOAT64 = 12
 
 
 _SCALAR = {
@@ -160,11 +148,6 @@ class _Reader:
         data = bytes(self.buf[self.pos : self.pos + n])
         self.pos += n
         return data
-
-    def skip_string(self, what: str) -> None:
-        n = self.u64(what)
-        self.need(n, what)
-        self.pos += n
 
 
 def _open_map(path: Path) -> tuple[Any, os.stat_result]:
@@ -527,10 +510,6 @@ class GgufModel:
                                    ValueType.FLOAT64)  # fmt: skip
         return (tuple(int(v) for v in f.value) if ints else ()), f.item_type.name
 
-    @property
-    def n_split(self) -> int:
-        return len(self.shards) or 1
-
 
 def _expect(header: Header, key: str, vtype: ValueType, item: ValueType | None = None) -> None:
     f = header.fields.get(key)
@@ -571,8 +550,8 @@ def _vocab(header: Header) -> GgufVocab:
     tokens: list[str] = header.value(TOKENS_KEY) or []
     if not tokens and model not in ("no_vocab", "none"):
         raise RepoLoadError(f"no {TOKENS_KEY}: the file has no vocabulary", path=header.path)
-    keys = {KEY_PREFIX + k: header.fields[KEY_PREFIX + k].value for _, k in ID_KEYS
-            if KEY_PREFIX + k in header.fields}  # fmt: skip
+    keys = {slot: header.fields[key_name(slot)].value for _, slot in ID_SLOTS
+            if key_name(slot) in header.fields}  # fmt: skip
     vocab = GgufVocab.from_tokens(model, header.value(PRE_KEY, ""), tokens, keys)
     if len(vocab.text_ids) != len(tokens):
         seen: dict[str, int] = {}

@@ -1,0 +1,194 @@
+"""A few Hub repos by id: the one check of a Hub repo, a fix PR, a checked upload.
+
+``check_hub_repo`` is how every command that takes a Hub id checks it (``check``, ``explain``,
+``render``/``goldens``/``diagnose``, the ``serve`` bot through ``HubSession``): the repo's
+small files into eosfix's store (``eosfix.sources.hub.read``), then the pipeline, read-only,
+with full results; for an organisation use the batch (``eosfix.batch.hub``), which reads the
+same files and judges them by the same rules. ``upload_checked`` uploads a folder only if it
+stops at the end of every turn. Writes to the Hub go through ``eosfix.sources.hub.write``.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import functools
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from huggingface_hub import CommitInfo, HfApi
+
+from eosfix import pipeline
+from eosfix.batch.prs import Describe, open_fix_pr, token_user
+from eosfix.batch.verdict import needs_tokenizer_json
+from eosfix.core.errors import EosfixError
+from eosfix.decide.check import Status
+from eosfix.pipeline import RepoResult
+from eosfix.runtimes import Pins
+from eosfix.sources.hub.http import describe_error, hub_errors
+from eosfix.sources.hub.read import HubError, HubReader, fetch_repo_files
+from eosfix.sources.hub.store import Store
+from eosfix.sources.hub.write import PrError, PullRequest, upload
+
+
+class HubSession:
+    """Check a few Hub repos with full results, and open fix PRs.
+
+    ``describe`` writes a PR's description (``eosfix.render.pr.pr_description``); it is
+    needed only to open PRs.
+    """
+
+    def __init__(
+        self,
+        *,
+        token: str | None = None,
+        timeout: float | None = 30.0,
+        hf_api: HfApi | None = None,
+        store: Store | None = None,
+        describe: Describe | None = None,
+    ) -> None:
+        self.reader = HubReader(token=token, timeout=timeout, store=store)
+        self.api = hf_api or HfApi(token=token)
+        self.describe = describe
+
+    @functools.cached_property
+    def _me(self) -> str | None:
+        """The token's user, asked once (an eosfix PR of someone else is left, never
+        updated)."""
+        return token_user(self.api)
+
+    def list_author(self, author: str) -> list[str]:
+        """Model repo ids of a user or organisation."""
+        try:
+            return [e.repo_id for e in self.reader.list_author(author)]
+        except hub_errors() as exc:
+            message, status = describe_error(exc)
+            raise HubError(message, repo_id=author, status=status) from None
+
+    def check(self, repo_id: str, revision: str | None = None) -> RepoResult:
+        """Bring the stop-relevant files of ``repo_id`` in and analyze them (read-only)."""
+        return check_hub_repo(repo_id, revision, reader=self.reader)
+
+    def open_pr(self, result: RepoResult) -> PullRequest | None:
+        """Open one PR with the generation_config.json fix; a repo with an open eosfix PR
+        never gets a second: that PR is updated with the fix, or left as it is (someone
+        else's, or the Hub refuses the commit). ``PullRequest.outcome`` says which
+        (``eosfix.sources.hub.write.PrOutcome``: OPENED, UPDATED, UNCHANGED, LEFT).
+
+        Returns None when there is nothing to fix; raises HubError when the Hub refuses to
+        list or open PRs.
+        """
+        if self.describe is None:
+            raise TypeError("HubSession(describe=...) writes a PR's description; none given")
+        try:
+            return open_fix_pr(self.api, self.reader, result, self.describe, self._me)
+        except PrError as exc:
+            raise HubError(exc.message, repo_id=result.name, status=exc.status) from None
+
+
+def check_hub_repo(
+    repo_id: str,
+    revision: str | None = None,
+    *,
+    reader: HubReader | None = None,
+    keep_ids: Iterable[int] = (),
+    pins: Pins | None = None,
+    config_json: bool = False,
+) -> RepoResult:
+    """The one check of a Hub repo by id: its small files into eosfix's store (tokenizer.json
+    too when an id lives only there), then the pipeline, read-only. A repo with no config.json,
+    generation_config.json or weights holds no model: nothing is proposed for it, as ``eosfix
+    hub`` says too. The result is named ``org/name``; an error about a file names the repo id
+    and the file (``org/name/generation_config.json``), never eosfix's store; ``extra`` holds
+    ``repo_id``, ``revision`` and ``sha`` (None when the Hub named no commit)."""
+    extra: dict[str, object] = {"repo_id": repo_id, "revision": revision or "main", "sha": None}
+    options: dict[str, Any] = {"keep_ids": keep_ids, "pins": pins, "config_json": config_json}
+    try:
+        fetched = fetch_repo_files(repo_id, revision, reader=reader)
+        extra["sha"] = fetched.sha
+        result = pipeline.check_folder(fetched.path, label=repo_id, model=fetched.model, **options)
+        if fetched.has_tokenizer_json and needs_tokenizer_json(result):
+            fetched = fetch_repo_files(repo_id, fetched.sha, reader=reader, tokenizer_json=True)
+            result = pipeline.check_folder(
+                fetched.path, label=repo_id, model=fetched.model, **options
+            )
+    except HubError as exc:
+        return RepoResult(Path(repo_id), error=exc, label=repo_id, extra=extra)
+    error = _relabel(result.error, fetched.path, repo_id)
+    return dataclasses.replace(result, path=Path(repo_id), error=error, extra=extra)
+
+
+def _relabel(error: EosfixError | None, folder: Path, repo_id: str) -> EosfixError | None:
+    """Name a file by its place in the repo (``org/name/file``), not the work folder."""
+    if error is None or error.path is None:
+        return error
+    try:
+        rel = Path(error.path).relative_to(folder)
+    except ValueError:
+        return error
+    relabelled = copy.copy(error)
+    relabelled.path = f"{repo_id}/{rel.as_posix()}" if rel.parts else repo_id
+    return relabelled
+
+
+# --- uploads ---------------------------------------------------------------------------------
+
+
+class UploadRefusedError(EosfixError):
+    """``upload_checked`` refused: the folder would not stop at the end of a turn."""
+
+    def __init__(self, message: str, *, path: str | Path, result: RepoResult) -> None:
+        super().__init__(message, path=path)
+        self.result = result
+
+
+def refusal_reason(result: RepoResult, *, how_to_fix: str = "pass fix=True") -> str | None:
+    """Why an upload must not go ahead, or None when the folder stops correctly;
+    ``how_to_fix``: the words for having eosfix fix it first (the CLI says "--fix")."""
+    if result.error is not None:
+        return str(result.error)
+    if result.status in (Status.FIXABLE, Status.PROBLEMS):
+        assert result.check is not None
+        errors = [
+            f"{f.code} {f.message}" for f in result.check.findings if f.severity.value == "error"
+        ]
+        hint = f" (eosfix can fix this: {how_to_fix})" if result.status is Status.FIXABLE else ""
+        return "would not stop at the end of a turn: " + "; ".join(errors) + hint
+    return None
+
+
+def check_before_upload(folder: str | Path, *, fix: bool = False) -> RepoResult:
+    """Check (and with ``fix``, fix) a local folder before it is uploaded.
+
+    After a fix the folder is checked again, so the result describes what would be uploaded.
+    """
+    if not fix:
+        return pipeline.check(folder)
+    fixed = pipeline.fix(folder)
+    if fixed.error is not None or not fixed.written:
+        return fixed
+    return dataclasses.replace(pipeline.check(folder), written=fixed.written)
+
+
+def upload_checked(
+    folder: str | Path, repo_id: str, *, fix: bool = False, **upload_folder_kwargs: Any
+) -> CommitInfo:
+    """Upload ``folder`` with ``HfApi.upload_folder`` only if it stops at every turn end.
+
+    With ``fix=True`` the folder is fixed first (minimal atomic edit). Raises
+    ``UploadRefusedError`` (an ``EosfixError``) and uploads nothing when the folder would
+    not stop; other keyword arguments go to ``upload_folder`` (``revision``, ``create_pr``,
+    ``commit_message``, ``token``...).
+
+    Example::
+
+        from eosfix.batch.session import upload_checked
+        upload_checked("./out", "me/model-mlx-4bit", fix=True, commit_message="Add weights")
+    """
+    result = check_before_upload(folder, fix=fix)
+    reason = refusal_reason(result)
+    if reason is not None:
+        raise UploadRefusedError(f"refusing to upload: {reason}", path=folder, result=result)
+    token = upload_folder_kwargs.pop("token", None)
+    return upload(folder, repo_id, token=token, **upload_folder_kwargs)

@@ -1,0 +1,67 @@
+"""llama.cpp's and ollama's verdicts on a GGUF file: what each stops on now and once the
+planned keys are written (``eosfix.decide.runtime_table`` turns the sets into rows)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+from eosfix.containers.gguf.eos_ids import ollama_view
+from eosfix.containers.gguf.format import field_key
+from eosfix.containers.gguf.plan import GgufEdit, GgufValue
+from eosfix.containers.gguf.read import GgufModel
+from eosfix.decide.check import RepoCheck
+from eosfix.decide.runtime_table import RowInputs, RuntimeTable, build_table
+from eosfix.runtimes import Pins, llamacpp, ollama
+from eosfix.runtimes.ollama.engines import OllamaStops, gguf_stops
+
+# llama.cpp reading a GGUF (not a folder a converter would turn into one).
+GGUF_READER = dataclasses.replace(
+    llamacpp.RUNTIME,
+    reads="tokenizer.ggml eos/eot/eom + token texts",
+    note="LM Studio, llama-cpp-python and ollama's llama.cpp engines run it",
+    remedy="",
+)
+# ollama reading a GGUF blob: the engine its release runs the architecture on
+# (eosfix.runtimes.ollama.engines.gguf_stops), not ``ollama create`` from a folder.
+OLLAMA_READER = dataclasses.replace(ollama.RUNTIME, remedy="")
+
+
+def values(patches: Sequence[object]) -> dict[str, GgufValue]:
+    """key -> the value to write, for the planned edits."""
+    return {e.key: e.value for e in patches if isinstance(e, GgufEdit)}
+
+
+def ollama_stops(
+    model: GgufModel,
+    patches: Sequence[object] = (),
+    version: str | None = None,
+    has_projector: bool = False,
+) -> OllamaStops:
+    """What ollama ``version`` (None: the latest eosfix read) stops on for the file, with
+    ``patches`` written."""
+    view = ollama_view(model, values(patches), has_projector=has_projector)
+    return gguf_stops(view, version)
+
+
+def runtime_table(
+    model: GgufModel, check: RepoCheck, patches: Sequence[GgufEdit], pins: Pins | None
+) -> RuntimeTable:
+    """llama.cpp's and ollama's sets now and once the planned keys are written."""
+    now = frozenset(check.stop.ids or ())
+    after = now if check.proposed is None else frozenset(check.proposed)
+    llama = RowInputs(GGUF_READER, GGUF_READER.current, (now, after, after))
+    version = (pins or {}).get(ollama.RUNTIME.name)
+    before_o, after_o = ollama_stops(model, (), version), ollama_stops(model, patches, version)
+    rule = dataclasses.replace(
+        OLLAMA_READER.rule_for(version),
+        reads=f"{before_o.engine}: {before_o.reads}",
+        source=before_o.source,
+    )
+    note = f"ollama {before_o.version} runs {model.architecture or 'it'} on {before_o.engine}"
+    if before_o.rewrites:
+        changed = ", ".join(f"{field_key(k)} -> {v}" for k, v in before_o.rewrites.items())
+        note += f"; its compatibility layer rewrites {changed}"
+    sets = (before_o.ids, after_o.ids, after_o.ids)
+    row = RowInputs(OLLAMA_READER, rule, sets, pinned=version, note=note)
+    return build_table(check, [llama, row])

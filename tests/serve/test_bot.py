@@ -1,0 +1,460 @@
+"""The Hub bot, end to end on 127.0.0.1: the stand-in Hub serves repos, the bot runs as a real
+web service (uvicorn), and the test POSTs webhook payloads shaped as the Hub sends them
+(https://huggingface.co/docs/hub/webhooks; huggingface_hub's ``WebhookPayload``).
+
+Every wait is for an event (the bot's queue drained, a line printed), bounded by a generous
+timeout, never a fixed window."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("fastapi")
+uvicorn = pytest.importorskip("uvicorn")
+
+from eosfix.batch.session import HubSession
+from eosfix.render.pr import pr_description
+from eosfix.serve.app import create_app
+from eosfix.serve.config import ServeConfig, ServeConfigError, load_config
+from eosfix.serve.limits import server
+from eosfix.sources.hub.write import PR_TITLE_PREFIX
+from tests.conftest import SAMPLES
+
+SECRET = "s3cret-webhook"
+BROKEN = "chatml-missing-im-end"  # generation_config.json lists 248044, replies end with 248046
+HEALTHY = "llama3-healthy"
+
+
+def _files(sample: str) -> dict[str, bytes]:
+    root = SAMPLES / sample
+    return {
+        p.relative_to(root).as_posix(): p.read_bytes()
+        for p in root.rglob("*")
+        if p.is_file() and p.name != "expected.txt" and "fixed" not in p.relative_to(root).parts
+    }
+
+
+def post(url: str, body: Any, secret: str | None = SECRET) -> Response:
+    headers = {"Content-Type": "application/json"}
+    if secret is not None:
+        headers["X-Webhook-Secret"] = secret
+    data = body if isinstance(body, bytes) else json.dumps(body).encode()
+    return http("POST", f"{url}/webhook", data, headers)
+
+
+def payload(repo_id: str, sha: str, *, ref: str = "refs/heads/main", **event: Any) -> dict:
+    """A ``repo.content`` update as the Hub sends it."""
+    return {
+        "event": {
+            "action": event.get("action", "update"),
+            "scope": event.get("scope", "repo.content"),
+        },
+        "repo": {
+            "type": event.get("type", "model"),
+            "name": repo_id,
+            "id": "6" + "0" * 23,
+            "private": False,
+            "url": {
+                "web": f"https://huggingface.co/{repo_id}",
+                "api": f"https://huggingface.co/api/models/{repo_id}",
+            },
+            "headSha": sha,
+            "owner": {"id": "6" + "1" * 23},
+        },
+        "webhook": {"id": "6" + "2" * 23, "version": 3},
+        "updatedRefs": [{"ref": ref, "oldSha": "0" * 40, "newSha": sha}],
+    }
+
+
+class Response:
+    """What the service answered (stdlib HTTP: the tests need no HTTP client package)."""
+
+    def __init__(self, status: int, body: bytes) -> None:
+        self.status_code = status
+        self.body = body
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+
+def http(method: str, url: str, body: bytes | None = None, headers: dict | None = None) -> Response:
+    import urllib.error
+    import urllib.request
+
+    request = urllib.request.Request(url, data=body, method=method, headers=headers or {})
+    try:
+        with urllib.request.urlopen(request, timeout=30) as reply:
+            return Response(reply.status, reply.read())
+    except urllib.error.HTTPError as exc:
+        return Response(exc.code, exc.read())
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Service:
+    """The bot as a real ASGI server in a thread of this process."""
+
+    def __init__(self, config: ServeConfig) -> None:
+        session = HubSession(token=config.token, describe=pr_description)
+        self.app = create_app(config, session=session)
+        self.bot = self.app.state.bot
+        self.bot.sleep = lambda s: None  # retry backoff: instant (counted in metrics)
+        port = _free_port()
+        self.url = f"http://127.0.0.1:{port}"
+        self.server = server(self.app, host="127.0.0.1", port=port, log_level="warning")
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    def __enter__(self) -> Service:  # noqa: PYI034 - Python 3.10 has no typing.Self
+        self.thread.start()
+        deadline = time.monotonic() + 30
+        while not self.server.started:
+            assert time.monotonic() < deadline, "the service did not start"
+            time.sleep(0.01)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.should_exit = True
+        self.thread.join(30)
+
+    def post(self, body: Any, secret: str | None = SECRET) -> Response:
+        return post(self.url, body, secret)
+
+    def drained(self, timeout: float = 120) -> dict[str, Any]:
+        """Wait until nothing is queued or in flight; the metrics then."""
+        deadline = time.monotonic() + timeout
+        while True:
+            health = http("GET", f"{self.url}/healthz").json()
+            if health["queued"] == 0 and health["in_flight"] == 0 and not self.bot.running:
+                return http("GET", f"{self.url}/metrics").json()
+            assert time.monotonic() < deadline, f"queue not drained: {health}"
+            time.sleep(0.02)
+
+
+@pytest.fixture
+def config(tmp_path: Path) -> ServeConfig:
+    return ServeConfig(secret=SECRET, token="hf_test", policy="pr", state_dir=tmp_path / "state")
+
+
+@pytest.fixture
+def service(fake_hub, config) -> Iterator[Service]:
+    with Service(config) as s:
+        yield s
+
+
+def _eosfix_prs(repo) -> list:
+    return [
+        d for d in repo.discussions if d.is_pull_request and d.title.startswith(PR_TITLE_PREFIX)
+    ]
+
+
+def test_a_broken_push_gets_one_pr_with_the_fix_at_the_pushed_revision(fake_hub, service):
+    repo = fake_hub.add_repo("org/broken", _files(BROKEN))
+    sha = repo.head
+    response = service.post(payload("org/broken", sha))
+    assert response.status_code == 202
+    assert response.json() == {"status": "queued", "repo": "org/broken", "sha": sha}
+    metrics = service.drained()
+    (pr,) = _eosfix_prs(repo)
+    fixed = json.loads(repo.pr_files(pr.num)["generation_config.json"])
+    assert fixed["eos_token_id"] == [248044, 248046]
+    (commit,) = [c for c in fake_hub.commits_received if c["repo_id"] == "org/broken"]
+    assert commit["parent_commit"] == sha  # planned on the pushed commit
+    assert metrics["outcome_pr_opened"] == 1
+    assert metrics["checks"] == 1
+
+
+def test_a_healthy_push_gets_none(fake_hub, service):
+    repo = fake_hub.add_repo("org/healthy", _files(HEALTHY))
+    assert service.post(payload("org/healthy", repo.head)).status_code == 202
+    metrics = service.drained()
+    assert not repo.discussions
+    assert metrics["outcome_checked"] == 1
+
+
+def test_a_second_push_updates_the_open_pr(fake_hub, service):
+    repo = fake_hub.add_repo("org/broken", _files(BROKEN))
+    service.post(payload("org/broken", repo.head))
+    service.drained()
+    gen = json.loads(_files(BROKEN)["generation_config.json"])
+    assert gen["temperature"] != 0.55
+    gen["temperature"] = 0.55  # an unrelated edit upstream, still missing <|im_end|>
+    sha2 = fake_hub.push("org/broken", {"generation_config.json": json.dumps(gen, indent=2) + "\n"})
+    service.post(payload("org/broken", sha2))
+    metrics = service.drained()
+    (pr,) = _eosfix_prs(repo)  # never a second PR
+    fixed = json.loads(repo.pr_files(pr.num)["generation_config.json"])
+    assert fixed["eos_token_id"] == [248044, 248046]
+    assert fixed["temperature"] == 0.55  # brought up to date with the new commit
+    assert metrics["outcome_pr_opened"] == 1
+    assert metrics["outcome_pr_updated"] == 1
+
+
+@pytest.mark.parametrize("fake_hub", [{"token": "hf_test"}], indirect=True)
+def test_someone_elses_open_eosfix_pr_is_left_not_pushed_onto(fake_hub, service):
+    """The token's user did not open the eosfix PR: the bot leaves it (``pr_left``, the reason
+    in the log) and never opens a second one."""
+    repo = fake_hub.add_repo("org/broken", _files(BROKEN))
+    service.post(payload("org/broken", repo.head))
+    service.drained()
+    (pr,) = _eosfix_prs(repo)
+    pr.author = "someone-else"
+    sha2 = fake_hub.push("org/broken", {"generation_config.json": b'{"eos_token_id": 3}\n'})
+    service.post(payload("org/broken", sha2))
+    metrics = service.drained()
+    assert _eosfix_prs(repo) == [pr]
+    assert len(fake_hub.commits_received) == 1  # the opening commit only
+    assert metrics["outcome_pr_left"] == 1
+    outcome = service.bot.journal.handled("org/broken", sha2)
+    assert outcome is not None
+    assert outcome.outcome == "pr_left"
+
+
+def test_eosfix_own_pr_branch_push_triggers_nothing(fake_hub, service):
+    repo = fake_hub.add_repo("org/broken", _files(BROKEN))
+    response = service.post(payload("org/broken", "a" * 40, ref="refs/pr/1"))
+    assert response.status_code == 200
+    assert response.json()["status"] == "ignored"
+    assert "refs/pr/1" in response.json()["reason"]
+    metrics = service.drained()
+    assert metrics.get("checks", 0) == 0
+    assert not repo.discussions
+
+
+@pytest.mark.parametrize("secret", [None, "", "wrong", SECRET + "x"])
+def test_a_bad_secret_is_401_and_no_work(fake_hub, service, secret):
+    repo = fake_hub.add_repo("org/broken", _files(BROKEN))
+    response = service.post(payload("org/broken", repo.head), secret=secret)
+    assert response.status_code == 401
+    assert response.json() == {"error": "missing or wrong X-Webhook-Secret"}
+    metrics = service.drained()
+    assert metrics.get("accepted", 0) == 0
+    assert not (service.bot.journal.path.read_text().strip())  # nothing queued, nothing kept
+
+
+@pytest.mark.parametrize(
+    ("body", "where"),
+    [(b"not json", "body"), (json.dumps({"event": {}}).encode(), "event.action")],
+)
+def test_a_bad_payload_is_400_with_one_line(service, body, where):
+    response = service.post(body)
+    assert response.status_code == 400
+    message = response.json()["error"]
+    assert message.startswith("not a Hub webhook payload")
+    assert "\n" not in message
+
+
+@pytest.mark.parametrize(
+    ("event", "why"),
+    [
+        ({"scope": "discussion", "action": "create"}, "not a push"),
+        ({"type": "dataset"}, "not a model"),
+    ],
+)
+def test_other_events_are_acknowledged_and_ignored(fake_hub, service, event, why):
+    response = service.post(payload("org/x", "b" * 40, **event))
+    assert response.status_code == 200
+    assert why in response.json()["reason"]
+
+
+def test_unwatched_repos_are_ignored(fake_hub, tmp_path):
+    config = ServeConfig(secret=SECRET, authors=frozenset({"team"}), state_dir=tmp_path / "s")
+    with Service(config) as s:
+        assert s.post(payload("org/x", "c" * 40)).json()["reason"] == "org/x is not watched"
+        assert s.post(payload("team/x", "c" * 40)).status_code == 202
+
+
+def test_report_policy_comments_once_per_repo(fake_hub, tmp_path):
+    repo = fake_hub.add_repo("org/broken", _files(BROKEN))
+    config = ServeConfig(
+        secret=SECRET, token="hf_test", policy="report", comment=True, state_dir=tmp_path / "s"
+    )
+    with Service(config) as s:
+        s.post(payload("org/broken", repo.head))
+        s.drained()
+        sha2 = fake_hub.push("org/broken", {"README.md": "hi"})
+        s.post(payload("org/broken", sha2))
+        metrics = s.drained()
+    (discussion,) = repo.discussions
+    assert not discussion.is_pull_request
+    assert metrics["comments"] == 2  # one discussion, commented on again
+    assert metrics["outcome_reported"] == 2
+
+
+def test_dry_run_writes_nothing(fake_hub, tmp_path):
+    repo = fake_hub.add_repo("org/broken", _files(BROKEN))
+    config = ServeConfig(secret=SECRET, policy="pr", dry_run=True, state_dir=tmp_path / "s")
+    with Service(config) as s:
+        s.post(payload("org/broken", repo.head))
+        metrics = s.drained()
+    assert metrics["outcome_would_open_pr"] == 1
+    assert not repo.discussions
+    assert not fake_hub.commits_received
+
+
+def test_health_and_metrics(service):
+    health = http("GET", f"{service.url}/healthz").json()
+    assert health == {"ok": True, "queued": 0, "in_flight": 0}
+    service.post(payload("org/x", "d" * 40, type="space"))
+    metrics = http("GET", f"{service.url}/metrics").json()
+    assert metrics["events"] == 1
+    assert metrics["ignored"] == 1
+    assert metrics["policy"] == "pr"
+
+
+def test_100_pushes_across_20_repos_through_429s_and_500s(fake_hub, config):
+    """Every repo ends in the right state (a PR for the broken ones, none for the healthy
+    ones), and no repo gets a second PR, while the stand-in Hub fails at random."""
+    rng = random.Random(7)
+    repos = {}
+    for i in range(20):
+        sample = BROKEN if i % 2 == 0 else HEALTHY
+        repos[f"org/m{i}"] = (sample, fake_hub.add_repo(f"org/m{i}", _files(sample)))
+    for i, status in enumerate(rng.choice([429, 500, 502, 503]) for _ in range(40)):
+        headers = {"Retry-After": "0"} if status == 429 else None
+        fake_hub.fail("*", status, times=1, match=("/resolve/", "/api/")[i % 2], headers=headers)
+    with Service(config) as s:
+        for n in range(100):
+            repo_id = f"org/m{rng.randrange(20)}"
+            repo = repos[repo_id][1]
+            sha = fake_hub.push(repo_id, {"README.md": f"push {n}"}) if n % 3 else repo.head
+            assert s.post(payload(repo_id, sha)).status_code in (200, 202)  # 200: handled already
+        metrics = s.drained(timeout=300)
+    assert metrics.get("outcome_error", 0) == 0, metrics
+    for repo_id, (sample, repo) in repos.items():
+        prs = _eosfix_prs(repo)
+        pushed = any(r.path.startswith(f"/api/models/{repo_id}") for r in fake_hub.request_log)
+        if sample == BROKEN and pushed:
+            assert len(prs) == 1, repo_id
+        else:
+            assert not prs, repo_id
+
+
+def _serve_process(env: dict[str, str], port: int, log: Path) -> subprocess.Popen[bytes]:
+    with log.open("ab") as err:  # the child keeps its own descriptor
+        return subprocess.Popen(
+            [sys.executable, "-m", "eosfix", "serve", "--port", str(port)],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+        )
+
+
+def _wait_healthy(url: str, proc: subprocess.Popen[bytes], timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        assert proc.poll() is None, "the service exited"
+        try:
+            if http("GET", f"{url}/healthz").status_code == 200:
+                return
+        except OSError:
+            pass
+        assert time.monotonic() < deadline, "the service did not start"
+        time.sleep(0.05)
+
+
+def test_kill_9_mid_queue_loses_nothing(fake_hub, tmp_path):
+    """Pushes accepted (202) survive a ``kill -9`` of the service: after a restart every
+    broken repo has its one PR."""
+    fake_hub.latency = 0.3  # a far-away Hub: the queue is still full when the kill comes
+    names = [f"org/k{i}" for i in range(6)]
+    repos = {n: fake_hub.add_repo(n, _files(BROKEN)) for n in names}
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    env = {
+        **os.environ,
+        "EOSFIX_WEBHOOK_SECRET": SECRET,
+        "HF_TOKEN": "hf_test",
+        "EOSFIX_POLICY": "pr",
+        "EOSFIX_WORKERS": "1",
+        "EOSFIX_STATE_DIR": str(tmp_path / "state"),
+    }
+    log = tmp_path / "serve.log"
+    proc = _serve_process(env, port, log)
+    try:
+        _wait_healthy(url, proc)
+        for name in names:
+            assert post(url, payload(name, repos[name].head)).status_code == 202
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(30)
+        assert sum(len(_eosfix_prs(r)) for r in repos.values()) < len(names)  # work was left
+        proc = _serve_process(env, port, log)
+        _wait_healthy(url, proc)
+        deadline = time.monotonic() + 240
+        while not all(_eosfix_prs(r) for r in repos.values()):
+            assert proc.poll() is None, log.read_text()
+            assert time.monotonic() < deadline, log.read_text()
+            time.sleep(0.1)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(60)
+    assert all(len(_eosfix_prs(r)) == 1 for r in repos.values())
+    lines = [json.loads(line) for line in log.read_text().splitlines() if line.startswith("{")]
+    assert any(line.get("outcome") == "pr_opened" for line in lines)  # JSON logs
+
+
+def test_sigterm_finishes_or_keeps_the_work_in_flight(fake_hub, tmp_path):
+    """SIGTERM: the service exits 0 within its grace, and what it had not handled is still in
+    the journal for the next start."""
+    fake_hub.latency = 0.2
+    names = [f"org/t{i}" for i in range(4)]
+    repos = {n: fake_hub.add_repo(n, _files(BROKEN)) for n in names}
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    state = tmp_path / "state"
+    env = {
+        **os.environ,
+        "EOSFIX_WEBHOOK_SECRET": SECRET,
+        "HF_TOKEN": "hf_test",
+        "EOSFIX_POLICY": "pr",
+        "EOSFIX_WORKERS": "1",
+        "EOSFIX_STATE_DIR": str(state),
+        "EOSFIX_GRACE": "30",
+    }
+    proc = _serve_process(env, port, tmp_path / "serve.log")
+    _wait_healthy(url, proc)
+    for name in names:
+        assert post(url, payload(name, repos[name].head)).status_code == 202
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(90) == 0
+    from eosfix.serve.journal import Journal
+
+    journal = Journal(state)
+    handled = {n for n in names if _eosfix_prs(repos[n])}
+    assert set(journal.pending) == set(names) - handled  # the rest waits for the next start
+    journal.close()
+
+
+def test_config_from_file_and_environment(tmp_path):
+    path = tmp_path / "serve.toml"
+    path.write_text('[eosfix.serve]\nsecret = "file"\npolicy = "report"\nauthors = ["a", "b"]\n')
+    config = load_config(path, env={"EOSFIX_POLICY": "pr", "HF_TOKEN": "t", "EOSFIX_WORKERS": "2"})
+    assert config.secret == "file"
+    assert config.policy == "pr"  # the environment wins
+    assert config.authors == {"a", "b"}
+    assert config.workers == 2
+    with pytest.raises(ServeConfigError, match="no webhook secret"):
+        load_config(env={})
+    with pytest.raises(ServeConfigError, match="EOSFIX_POLICY: expected one of report, pr"):
+        load_config(env={"EOSFIX_WEBHOOK_SECRET": "x", "EOSFIX_POLICY": "merge"})
+    with pytest.raises(ServeConfigError, match="policy 'pr' needs HF_TOKEN"):
+        load_config(env={"EOSFIX_WEBHOOK_SECRET": "x", "EOSFIX_POLICY": "pr"})
+    path.write_text("secret = 'x'\nbogus = 1\n")
+    with pytest.raises(ServeConfigError, match="unknown setting 'bogus'"):
+        load_config(path, env={})
