@@ -146,10 +146,10 @@ class Bot:
                         return
                     self.metrics["in_flight"] += 1
                     try:
-                        push, outcome, fresh = await asyncio.to_thread(self.handle, taken)
+                        outcome, fresh = await asyncio.to_thread(self._handle, taken)
                     finally:
                         self.metrics["in_flight"] -= 1
-                await self._finish(push, outcome, count=fresh)
+                await self._finish(taken, outcome, count=fresh)
         except Exception:  # the task must not die unseen
             self.metrics["crashed"] += 1
             log.exception("worker crashed", extra={"fields": {"repo": repo}})
@@ -191,24 +191,24 @@ class Bot:
 
     # --- one push -------------------------------------------------------------------------
 
-    def handle(self, push: Push) -> tuple[Push, Outcome, bool]:
-        """Check the repo at the pushed commit and act by policy (runs in a thread): the
-        push, its outcome, and whether to count it (not for a redelivery). Never raises."""
+    def handle(self, push: Push) -> Outcome:
+        """Check the repo at the pushed commit and act by policy (runs in a thread); a
+        redelivery gets the earlier outcome. Never raises."""
+        return self._handle(push)[0]
+
+    def _handle(self, push: Push) -> tuple[Outcome, bool]:
+        """``handle``, and whether the outcome is new (to count; not for a redelivery)."""
         done = self.journal.handled(push.repo, push.sha)
         if done is not None:
             self.metrics["redelivered"] += 1
-            return push, done, False
+            return done, False
         try:
-            return push, self._attempts(push), True
+            return self._attempts(push), True
         except Exception as exc:  # a bug: this push fails, the bot goes on
             self.metrics["crashed"] += 1
             fields = {"repo": push.repo, "sha": push.sha, "outcome": "error"}
             log.exception("push crashed", extra={"fields": fields})
-            return (
-                push,
-                Outcome("error", error=f"internal error: {type(exc).__name__}: {exc}"),
-                True,
-            )
+            return Outcome("error", error=f"internal error: {type(exc).__name__}: {exc}"), True
 
     def _attempts(self, push: Push) -> Outcome:
         error: HubError | None = None
