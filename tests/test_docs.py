@@ -193,20 +193,38 @@ def test_runtime_table_says_what_is_executed_and_follows_the_rules():
     assert gen.row(changed).endswith(f" | cited at {changed.source} |")
 
 
-def test_every_safety_guarantee_names_a_test_that_exists():
-    """docs/safety.md states each guarantee with the test that proves it: every test it names
-    is a test function of tests/test_faults.py, and every guarantee names at least one."""
-    page = (DOCS / "safety.md").read_text()
-    named = set(re.findall(r"`(test_[a-z0-9_]+)`", page))
-    faults = (ROOT / "tests" / "test_faults.py").read_text()
-    defined = set(re.findall(r"^def (test_[a-z0-9_]+)\(", faults, re.MULTILINE))
-    assert named, "docs/safety.md names no test"
-    assert named <= defined, sorted(named - defined)
-    guarantees = re.findall(r"^- \*\*(.+?)\*\*(.*?)(?=^- \*\*|\Z)", page, re.MULTILINE | re.DOTALL)
-    assert len(guarantees) >= 10
-    assert all("`test_" in body for _, body in guarantees), [
-        title for title, body in guarantees if "`test_" not in body
+# A test named in the docs: `test_x` (in the page's own test file) or `tests/a/b.py::test_x`.
+_NAMED_TEST = re.compile(r"`(?:(tests/[\w/]+\.py)::)?(test_\w+)`")
+
+
+def _guarantees(page: str, default: str | None) -> list[tuple[str, list[tuple[str, str]]]]:
+    """Each ``- **Title.**`` bullet of ``page`` with the tests it names (file, name)."""
+    bullets = re.findall(r"^- \*\*(.+?)\*\*(.*?)(?=^- \*\*|^#|\Z)", page, re.MULTILINE | re.DOTALL)
+    return [
+        (title, [(f or default or "", name) for f, name in _NAMED_TEST.findall(body)])
+        for title, body in bullets
     ]
+
+
+def _defined(path: str) -> set[str]:
+    source = (ROOT / path).read_text()
+    return set(re.findall(r"^(?:async )?def (test_[a-z0-9_]+)\(", source, re.MULTILINE))
+
+
+@pytest.mark.parametrize(
+    ("page", "default", "least"),
+    [("safety.md", "tests/test_faults.py", 10), ("serve.md", None, 12)],
+)
+def test_every_guarantee_names_a_test_that_exists(page, default, least):
+    """docs/safety.md and docs/serve.md state each guarantee with the test that proves it
+    (a bare name is a test of tests/test_faults.py): every test named exists, and every
+    guarantee names at least one."""
+    guarantees = _guarantees((DOCS / page).read_text(), default)
+    assert len(guarantees) >= least
+    assert all(tests for _, tests in guarantees), [t for t, tests in guarantees if not tests]
+    named = {test for _, tests in guarantees for test in tests}
+    missing = [f"{f}::{n}" for f, n in sorted(named) if not f or n not in _defined(f)]
+    assert not missing, missing
 
 
 _LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")

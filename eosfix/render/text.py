@@ -12,7 +12,7 @@ from __future__ import annotations
 import itertools
 import json
 import shlex
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import click
 
@@ -55,9 +55,10 @@ KIND_TEXT = {
 }
 
 
-def _where_text(p: Placement) -> str:
-    """Where the template writes a token, as a clause (``eosfix.analysis.positions.WHERE``)."""
-    rel = ", ".join(p.related)
+def _where_text(p: Placement, token: Callable[[str], str] = str) -> str:
+    """Where the template writes a token, as a clause (``eosfix.analysis.positions.WHERE``);
+    ``token`` shows each token it names (a Markdown code span in a PR)."""
+    rel = ", ".join(token(r) for r in p.related)
     if p.where == LAST_REPLY:
         why = f"earlier replies end with {rel}" if rel else "other replies have no closing token"
         return f"written after the last reply only ({why})"
@@ -84,9 +85,10 @@ _WHERE_TEXT = {
 }
 
 
-def placement_text(t: Terminator) -> str:
-    """Where the template writes ``t``: every placement, first evidence first."""
-    clauses = list(dict.fromkeys(_where_text(p) for p in t.placements))
+def placement_text(t: Terminator, token: Callable[[str], str] = str) -> str:
+    """Where the template writes ``t``: every placement, first evidence first (``token``: as
+    in ``_where_text``)."""
+    clauses = list(dict.fromkeys(_where_text(p, token) for p in t.placements))
     if not clauses:
         return KIND_TEXT.get(t.kind, t.kind)
     text = clauses[0]

@@ -21,6 +21,7 @@ from eosfix.containers.folder.files import (
     present,
     read_bytes,
     shallow,
+    too_long_number,
 )
 from eosfix.core.errors import RepoLoadError
 from eosfix.core.models import (
@@ -216,6 +217,8 @@ def _decode_at(raw: bytes | mmap.mmap, key: bytes, path: Path) -> tuple[bool, An
                 return True, None
         except RecursionError:
             raise RepoLoadError("invalid JSON: nested too deeply", path=path) from None
+        except ValueError:  # a number too long for Python's int, found in the whole file
+            raise too_long_number(decode_text(bytes(raw), path), path) from None
         size *= 16
 
 
