@@ -538,6 +538,12 @@ class FakeHub:
         with self._lock:
             self._count_quotas[bucket] = _CountQuota(limit, retry_after)
 
+    def clear_rate_limits(self) -> None:
+        """No quota any more (``rate_limit`` again starts fresh windows)."""
+        with self._lock:
+            self._quotas.clear()
+            self._count_quotas.clear()
+
     def _quota_headers(self, raw_path: str) -> tuple[bool, dict[str, str]]:
         """Count a request against its bucket's quota: (allowed, headers to send)."""
         bucket = "resolvers" if "/resolve/" in raw_path else "api"
