@@ -286,9 +286,10 @@ def populate(hub: FakeHub, n: int, *, seed: int = 0, authors: tuple[str, ...] | 
     rank = {k: r for r, k in enumerate(order)}
     for k, spec in enumerate(specs):
         downloads = int(2_000_000 / (rank[k] + 1) ** 1.1)
+        readme = {"README.md": f"# {spec.repo_id}\n".encode()}  # a commit of its own
         hub.add_repo(
             spec.repo_id,
-            dict(spec.files),
+            {**readme, **spec.files},
             tags=spec.tags,
             downloads=downloads,
             likes=downloads // 500,
