@@ -71,19 +71,26 @@ def wants_progress(fmt: str) -> bool:
 
 
 @contextlib.contextmanager
-def progress_bar(show: bool) -> Iterator[Progress | None]:
-    """A RichProgress while the block runs, or None."""
+def progress_bar(show: bool, status: Callable[[], str] | None = None) -> Iterator[Progress | None]:
+    """A RichProgress while the block runs, or None. ``status``: a line after the count,
+    asked again at each refresh (the Hub's quotas left, an ETA)."""
     if not show:
         yield None
         return
     from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, TextColumn
+    from rich.progress import BarColumn, MofNCompleteColumn, ProgressColumn, TextColumn
     from rich.progress import Progress as Bar
+    from rich.text import Text
+
+    class StatusColumn(ProgressColumn):
+        def render(self, task: Any) -> Text:
+            return Text(status() if status is not None else "", style="dim")
 
     with Bar(
         TextColumn("{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
+        StatusColumn(),
         console=Console(stderr=True),
         transient=True,
         redirect_stdout=False,
