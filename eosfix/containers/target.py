@@ -56,9 +56,16 @@ class HubRepo:
     """A Hub model repo named where a path goes (``org/name``, ``hf://org/name``)."""
 
     repo_id: str
+    prefixed: bool = False  # given as ``hf://org/name``: never a local path
 
     def __str__(self) -> str:
         return self.repo_id
+
+    @property
+    def not_local(self) -> str:
+        """What an error about it adds when ``org/name`` was taken for a Hub id because no
+        local path has that name (a mistyped path looks the same); "" for ``hf://``."""
+        return "" if self.prefixed else f"; no local folder or file {self.repo_id} exists either"
 
     @property
     def problem(self) -> NotChecked | None:
@@ -79,7 +86,7 @@ def hub_repo(given: str) -> HubRepo | None:
     ``shadows_hub_id`` says so). After ``hf://`` anything is taken: ``HubRepo.problem``
     says when it is no repo id."""
     if given.startswith(HUB_PREFIX):
-        return HubRepo(given.removeprefix(HUB_PREFIX))
+        return HubRepo(given.removeprefix(HUB_PREFIX), prefixed=True)
     path = Path(given)
     if is_hub_id(given) and not (path.exists() or path.is_symlink()):
         return HubRepo(given)
