@@ -23,15 +23,15 @@ from __future__ import annotations
 import dataclasses
 import math
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from eosfix.batch.hubfetch import Fetcher, Plan
 from eosfix.batch.prs import PrPlan, carried_over, pr_extra
-from eosfix.batch.run import Done, Failure, Pending, Run, Unit, in_order
+from eosfix.batch.run import Done, Failure, Pending, Progress, Result, Run, Unit, in_order
 from eosfix.batch.state import StateError, StateFile, verdict_of_record
-from eosfix.batch.verdict import Verdict, with_error
+from eosfix.batch.verdict import Detail, Verdict, with_error
 from eosfix.core.repo import TOKENIZER_JSON
 from eosfix.sources.hub.http import Stopped, describe_error, hub_errors
 from eosfix.sources.hub.read import HubEntry, HubError, HubReader, ListingQuery
@@ -300,6 +300,56 @@ class HubSource:
         self.reader.http.gate.stop()
         self._io.shutdown(wait=False, cancel_futures=True)
         self._writes.shutdown(wait=False, cancel_futures=True)
+
+
+class _Callbacks(Progress):
+    wants_total = True
+
+    def __init__(self, source: HubSource, on_progress: Callable[[int, int | None, str], None]):
+        self.source, self.on_progress = source, on_progress
+        self.done, self.total = 0, None  # type: int, int | None
+
+    def start(self, stage: str, total: int | None) -> None:
+        self.total = total
+        self.on_progress(0, total, self.source.status())
+
+    def advance(self, n: int = 1) -> None:
+        self.done += n
+        self.on_progress(self.done, self.total, self.source.status())
+
+
+def audit_slice(
+    query: ListingQuery,
+    *,
+    on_result: Callable[[Result], None] | None = None,
+    on_progress: Callable[[int, int | None, str], None] | None = None,
+    stop: threading.Event | None = None,
+    reader: HubReader | None = None,
+    token: str | None = None,
+    workers: int = 16,
+    state: StateFile | None = None,
+    detail: Detail | None = None,
+) -> Run:
+    """Audit the repos ``query`` selects (an organisation, or any slice the listing gives) as
+    ``eosfix hub`` does, to the end; the Run, for its counts, ``exit_code`` and
+    ``source.errors`` (a listing that failed).
+
+    ``on_result(result)``: each repo's ``Result``, in listing order, as soon as it is known
+    (``result.row()``: its table row; ``result.item.downloads``). ``on_progress(done, total,
+    status)``: after each repo, ``total`` being None unless ``query.limit`` bounds it and
+    ``status`` the quotas left and an ETA (``api 812/1000 left; ...; ETA 4 min``). Setting
+    ``stop`` stops the audit early but whole, as a Ctrl-C does (``run.interrupted``).
+    ``detail``: each result's JSON or text renderer (``eosfix.render.batch``), else none."""
+    reader = reader or HubReader(token=token, workers=workers)
+    source = HubSource(reader, query=query, state=state)
+    progress = _Callbacks(source, on_progress) if on_progress is not None else None
+    run = Run(source, detail=detail, progress=progress)
+    for result in run:  # the run closes the source when it ends
+        if on_result is not None:
+            on_result(result)
+        if stop is not None and stop.is_set() and not run.interrupted:
+            run.stop()
+    return run
 
 
 def _duration(seconds: float) -> str:

@@ -210,3 +210,54 @@ def test_a_repo_waiting_for_those_before_it_gives_up_when_the_audit_stops():
     stopping.set()
     with pytest.raises(hubfetch.Stopped):
         seq.wait_before(later)
+
+
+def test_audit_slice_streams_results_in_listing_order_with_progress(fake_hub, tmp_path):
+    from eosfix.batch.hub import audit_slice
+    from eosfix.sources.hub.read import ListingQuery
+
+    ids = family(fake_hub, "base/chat", 4, downloads=7)
+    fake_hub.rate_limit(1000, 300, bucket="api")  # the Hub's headers: a quota to report
+    seen: list[tuple[str, str, int]] = []
+    ticks: list[tuple[int, int | None, str]] = []
+    reader = HubReader(store=Store(tmp_path))
+    run = audit_slice(
+        ListingQuery(search="chat", sort="likes", limit=4),
+        on_result=lambda r: seen.append((r.item.repo_id, r.verdict_name, r.item.downloads)),
+        on_progress=lambda done, total, status: ticks.append((done, total, status)),
+        reader=reader,
+    )
+    listed = [r.query for r in fake_hub.request_log if r.path == "/api/models"]
+    assert listed
+    assert listed[0]["search"] == ["chat"]
+    query = ListingQuery(search="chat", sort="likes", limit=4)
+    order = [e.repo_id for e in HubReader(store=Store(tmp_path / "x")).list_models(query)]
+    assert [repo for repo, _, _ in seen] == order
+    assert {v for _, v, _ in seen} == {"fixable"}
+    assert all(d == 7 for _, _, d in seen)
+    assert set(ids) >= {repo for repo, _, _ in seen}
+    assert [t[:2] for t in ticks] == [(0, 4), (1, 4), (2, 4), (3, 4), (4, 4)]
+    assert "api " in ticks[-1][2]
+    assert "/1000 left" in ticks[-1][2]
+    assert (run.count, run.exit_code, run.source.errors) == (4, 1, [])
+
+
+def test_audit_slice_stops_early_but_whole(fake_hub, tmp_path):
+    from eosfix.batch.hub import audit_slice
+    from eosfix.sources.hub.read import ListingQuery
+
+    family(fake_hub, "base/chat", 6)
+    stop = threading.Event()
+    seen: list[str] = []
+
+    def on_result(result) -> None:
+        seen.append(result.item.repo_id)
+        stop.set()
+
+    run = audit_slice(
+        ListingQuery(search="chat"), on_result=on_result, stop=stop,
+        reader=HubReader(store=Store(tmp_path), workers=1),
+    )  # fmt: skip
+    assert run.interrupted
+    assert 1 <= len(seen) < 7
+    assert len(set(seen)) == len(seen)
