@@ -368,7 +368,7 @@ def hub(
                     if fmt == "text":
                         _emit_text(run, blocks=blocks, hint=not open_prs, quiet=quiet)
                     else:
-                        _stream(run, fmt)
+                        _stream(run, fmt, digest=listing)
             except KeyboardInterrupt:  # a second Ctrl-C, or SIGTERM: stop at once
                 run.close()
             if run.interrupted:
@@ -385,8 +385,10 @@ def hub(
     sys.exit(run.exit_code)
 
 
-def _stream(run: Run, fmt: str) -> None:
-    """json/csv/markdown on stdout (errors are in it); csv's summary line goes to stderr."""
-    batchcli.stream(run, fmt, lambda: summary_line(run))
+def _stream(run: Run, fmt: str, *, digest: bool = False) -> None:
+    """json/csv/markdown on stdout (errors are in it); csv's summary line goes to stderr.
+    ``digest``: a listing's Markdown ends with the report's sections (verdicts, runtimes,
+    template families, what to fix first)."""
+    batchcli.stream(run, fmt, lambda: summary_line(run), digest=digest)
     if fmt == "csv":
         click.echo(summary_line(run), err=True)

@@ -454,7 +454,11 @@ def test_markdown_report_is_a_table_to_paste(fake_hub, run_eosfix):
     )
     assert lines[5] == ""
     assert lines[6].startswith("1 repo would be fixed")
-    assert len(lines) == 7
+    # then the report's sections: the error counted with the verdicts, the repo to fix first
+    assert lines[7:12] == ["", "## Verdicts", "", "| verdict | repos |", "| --- | --- |"]
+    assert {"| ok | 1 |", "| runs on | 1 |", "| error | 1 |"} <= set(lines[12:15])
+    first = lines[lines.index("## What to fix first (by downloads)") + 4 :]
+    assert first == ["| `org/m001` | 0 | runs on -> [1010, 1012] |"]
     url = f"{fake_hub.url}/org/m001/discussions/1"
     with_pr = run_eosfix("hub", "--author", "org", "--format", "markdown", "--pr")
     assert f"| [already open]({url}) |" in with_pr.stdout
