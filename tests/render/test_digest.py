@@ -16,11 +16,20 @@ def result(name: str, downloads: int, verdict: Verdict) -> Result:
     return Result(Unit(entry, verdict=verdict))
 
 
-CHATML = Verdict("fixable", terminators=(("<|im_end|>", 7),), eos=(2,), proposed=(2, 7),
-                 runs_on=("vLLM", "llama.cpp"))  # fmt: skip
-LLAMA = Verdict("fixable", terminators=(("<|eot_id|>", 9),), eos=(1,), proposed=(1, 9),
-                runs_on=("vLLM",), stops_early=("ollama",))  # fmt: skip
-OK = Verdict("ok", terminators=(("<|im_end|>", 7),), eos=(7,))
+# Functions, not module constants: a Verdict kept alive by a test module would count in
+# tests/batch/test_cache.py's census of live Verdicts.
+def chatml() -> Verdict:
+    return Verdict("fixable", terminators=(("<|im_end|>", 7),), eos=(2,), proposed=(2, 7),
+                   runs_on=("vLLM", "llama.cpp"))  # fmt: skip
+
+
+def llama() -> Verdict:
+    return Verdict("fixable", terminators=(("<|eot_id|>", 9),), eos=(1,), proposed=(1, 9),
+                   runs_on=("vLLM",), stops_early=("ollama",))  # fmt: skip
+
+
+def ok() -> Verdict:
+    return Verdict("ok", terminators=(("<|im_end|>", 7),), eos=(7,))
 
 
 def report(*results: Result) -> str:
@@ -34,8 +43,8 @@ def report(*results: Result) -> str:
 
 def test_counts_by_verdict_runtime_and_family_and_the_most_downloaded_first():
     text = report(
-        result("a", 10, CHATML), result("b", 500, LLAMA), result("c", 30, CHATML),
-        result("d", 9_999, OK),
+        result("a", 10, chatml()), result("b", 500, llama()), result("c", 30, chatml()),
+        result("d", 9_999, ok()),
     )  # fmt: skip
     assert "| runs on | 2 |\n" in text
     assert "| ok | 1 |\n| runs on and stops early | 1 |\n" in text  # ties: by name
@@ -49,7 +58,7 @@ def test_counts_by_verdict_runtime_and_family_and_the_most_downloaded_first():
 
 
 def test_the_list_to_fix_first_is_bounded_and_says_how_many_more():
-    many = [result(f"m{i:03d}", i, CHATML) for i in range(render.FIRST * 3 + 5)]
+    many = [result(f"m{i:03d}", i, chatml()) for i in range(render.FIRST * 3 + 5)]
     text = report(*many)
     first = text.split("## What to fix first (by downloads)\n\n", 1)[1].splitlines()
     rows = [ln for ln in first if ln.startswith("| `")]
@@ -59,7 +68,7 @@ def test_the_list_to_fix_first_is_bounded_and_says_how_many_more():
 
 
 def test_nothing_to_fix_shows_the_counts_only():
-    text = report(result("d", 1, OK))
+    text = report(result("d", 1, ok()))
     assert text.startswith("\n## Verdicts\n")
     assert "## Template families" not in text
     assert "## What to fix first" not in text
