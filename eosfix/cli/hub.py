@@ -299,6 +299,9 @@ def hub(
     files are then brought in, each distinct content once, and kept, so a later audit of
     unchanged repos only reads the listing. Requests are paced to the Hub's quotas (its
     RateLimit headers); a repo that still fails gets one error line and the audit goes on.
+    With --format markdown, a listing's table is followed by a report to publish: repos by
+    verdict and by runtime, the template families most common among those to fix, and
+    those by downloads.
 
     With --pr, open a pull request on each repo that would not stop, carrying the minimal
     generation_config.json edit.
