@@ -22,7 +22,9 @@ give them; and an ollama store in ``~/.ollama/models`` built as tests/containers
 
 The Hub transcripts (``--author my-org``) run against the stand-in Hub (tests/hubserver.py,
 ``HF_ENDPOINT`` pointed at it, a fresh ``HF_HOME`` per transcript) holding the organisation
-``my-org`` the README describes (``ORG_REPOS``: eight repos, four per listing page). A
+``my-org`` the README describes (``ORG_REPOS``: eight repos, four per listing page, with the
+downloads of ``ORG_LISTING``); a census transcript (one that sorts or filters the listing) sees
+their tags too (the MLX conversions tagged as made from ``chat-7b``). A
 transcript whose command uses ``--state FILE`` continues the page's earlier one with the same
 ``--state FILE``: that one's commands run first, in the same folder and against the same
 stand-in (its own output is checked by its own test). A ``# Ctrl-C …`` comment sends SIGINT on
@@ -75,6 +77,18 @@ ORG_REPOS = {
     "reasoner-20b": "stop-inside-turn",
     "tokenizer": "",
     "vl-chat": "vlm-text-config-eos",
+}
+# What the listing says of each: downloads over 30 days, and tags (in a census transcript: one
+# that sorts or filters the listing)
+ORG_LISTING = {
+    "base-7b": (900, ()),
+    "chat-7b": (52_000, ("conversational", "base_model:finetune:my-org/base-7b")),
+    "chat-7b-mlx-4bit": (8_100, ("mlx", "conversational", "base_model:quantized:my-org/chat-7b")),
+    "chat-7b-mlx-8bit": (2_300, ("mlx", "conversational", "base_model:quantized:my-org/chat-7b")),
+    "glm-chat": (14_000, ("conversational",)),
+    "reasoner-20b": (31_000, ("conversational",)),
+    "tokenizer": (40, ()),
+    "vl-chat": (6_500, ("conversational",)),
 }
 ORG_PAGE = 4  # repos per listing page
 ORG_QUOTA = 10  # file requests served between two 429s in the rate-limited transcript
@@ -131,7 +145,7 @@ def test_transcripts_are_found_and_markers_are_few_with_reasons():
     # the real output below): an interruption, a resumed run, a rate-limited one, a dry run
     hub = [t for t in ALL if _uses_hub(t)]
     shown = "\n".join(line for t in hub for line in t.lines)
-    assert len(hub) == 4, [t.name for t in hub]
+    assert len(hub) == 5, [t.name for t in hub]
     assert "interrupted: 4 repos checked" in shown
     assert "unchanged since the last run (--state)" in shown
     assert re.search(r"\d+ rate-limited \(429\)", shown)
@@ -221,6 +235,9 @@ def _stand_in(t: Transcript) -> FakeHub | None:
         return None
     from tests.batch.test_hub import sample_files
 
+    # a census (a listing sorted or filtered) sees the listing's tags; the other transcripts an
+    # organisation without them, whose repos are each fetched whole (no family to share)
+    census = any(o in c for c in t.commands for o in ("--sort", "--filter", "--library"))
     hub = FakeHub()
     hub.page_size = ORG_PAGE
     for name, sample in ORG_REPOS.items():
@@ -229,7 +246,9 @@ def _stand_in(t: Transcript) -> FakeHub | None:
         else:  # a tokenizer on its own: no config, no weights
             keep = ("tokenizer_config.json", "chat_template.jinja")
             files = {k: v for k, v in sample_files("llama3-healthy").items() if k in keep}
-        hub.add_repo(f"{ORG}/{name}", files)
+        downloads, tags = ORG_LISTING[name]
+        tags = tags if census else ()
+        hub.add_repo(f"{ORG}/{name}", files, downloads=downloads, tags=list(tags))
     return hub
 
 
