@@ -1,5 +1,8 @@
 """Talking to the Hub politely: one request at a time per slot, retries, and rate limits.
 
+One module, over 400 lines: every request of a batch (API calls, files, byte ranges) goes
+through the one gate below, and what each failure means is said here once.
+
 huggingface_hub's ``http_backoff`` retries one request on its own (429 with ``Retry-After`` or
 ``RateLimit``, 5xx, timeouts: 1, 2, 4, 8 s, no jitter). Sixteen threads each doing that would
 hammer a Hub that is already saying "slow down", and wake up together. So a batch shares one
@@ -240,19 +243,50 @@ class HubHttp:
                 _sleep(backoff(attempt), self.gate.stopping)
         raise BadAnswer(f"{why} ({MAX_ATTEMPTS} attempts): {url}")
 
-    def _request(self, url: str, params: list[tuple[str, Any]] | None) -> httpx2.Response:
-        kind = "resolve" if "/resolve/" in url else "api"
+    def get_range(
+        self,
+        url: str,
+        start: int,
+        end: int,
+        *,
+        send_token: bool = True,
+        tally: Counter[str] | None = None,
+    ) -> httpx2.Response:
+        """GET bytes [start, end) of the file at ``url`` (a 206 answer; a 200 means the
+        server ignored the range: then only its first ``end - start`` bytes are read, never
+        the whole file). ``send_token``: False for a URL off the Hub (a CDN's signed URL);
+        ``tally``: counts this call's requests too (the file's own count)."""
+        headers = {
+            **(self.headers if send_token else _without_token(self.headers)),
+            "Range": f"bytes={start}-{end - 1}",
+            # A compressed answer may ignore the range (huggingface_hub file_download.py
+            # http_get: "CloudFront with Accept-Encoding: gzip"), and its offsets are not the
+            # file's: ask for the bytes as they are.
+            "Accept-Encoding": "identity",
+        }
+        response = self._request(url, None, headers=headers, cap=end - start, tally=tally)
+        hf_raise_for_status(response)
+        return response
+
+    def _request(
+        self,
+        url: str,
+        params: list[tuple[str, Any]] | None,
+        *,
+        headers: Mapping[str, str] | None = None,
+        cap: int | None = None,
+        tally: Counter[str] | None = None,
+    ) -> httpx2.Response:
+        kind = "resolve" if "/resolve/" in url or cap is not None else "api"
         for attempt in range(1, MAX_ATTEMPTS + 1):
             last = attempt == MAX_ATTEMPTS
             started = self.gate.acquire()
             try:
-                response = get_session().get(
-                    url, params=params, headers=self.headers, timeout=self.timeout
-                )
+                response = _send(url, params, headers or self.headers, self.timeout, cap)
             except RETRY_ERRORS as exc:
                 self.gate.release()
                 connected = not isinstance(exc, (httpx2.ConnectError, httpx2.ConnectTimeout))
-                self._count(kind if connected else None)
+                self._count(kind if connected else None, tally=tally)
                 if last:
                     raise Unreachable(url, attempt, exc) from exc
                 self.stats["retries"] += 1  # timed out, dropped: try again after a backoff
@@ -261,7 +295,7 @@ class HubHttp:
             except BaseException:
                 self.gate.release()
                 raise
-            self._count(kind)
+            self._count(kind, len(response.history), tally)
             status = response.status_code
             retry = status in RETRY_STATUS and not last
             wait = retry_after(response.headers) if retry and status in (429, 503) else None
@@ -281,15 +315,51 @@ class HubHttp:
                 _sleep(backoff(attempt), self.gate.stopping)
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def _count(self, kind: str | None) -> None:
-        """One more request made (``kind``: api or resolve), or, None, one that never
-        connected."""
+    def _count(
+        self, kind: str | None, redirects: int = 0, tally: Counter[str] | None = None
+    ) -> None:
+        """One more request made (``kind``: api or resolve; each redirect followed is one
+        more), or, None, one that never connected; ``tally`` counts it too."""
         with self.gate._cond:
-            if kind is None:
-                self.stats["unreachable"] += 1
-            else:
-                self.stats["requests"] += 1
-                self.stats[kind] += 1
+            for counter in (self.stats, tally) if tally is not None else (self.stats,):
+                if kind is None:
+                    counter["unreachable"] += 1
+                else:
+                    counter["requests"] += 1 + redirects
+                    counter[kind] += 1 + redirects
+
+
+def _send(
+    url: str,
+    params: list[tuple[str, Any]] | None,
+    headers: Mapping[str, str],
+    timeout: float | None,
+    cap: int | None,
+) -> httpx2.Response:
+    """One GET; with ``cap``, the body is streamed and at most ``cap`` bytes of it are read
+    (a server that ignores a range would send the whole file)."""
+    if cap is None:
+        return get_session().get(url, params=params, headers=headers, timeout=timeout)
+    with get_session().stream(
+        "GET", url, params=params, headers=headers, timeout=timeout
+    ) as streamed:
+        body = bytearray()
+        for chunk in streamed.iter_raw():
+            body += chunk
+            if len(body) >= cap:
+                del body[cap:]
+                break
+        return httpx2.Response(
+            streamed.status_code,
+            headers=streamed.headers,
+            content=bytes(body),
+            request=streamed.request,
+            history=streamed.history,
+        )
+
+
+def _without_token(headers: Mapping[str, str]) -> dict[str, str]:
+    return {k: v for k, v in headers.items() if k.lower() != "authorization"}
 
 
 # --- one line per failure ------------------------------------------------------------------
