@@ -48,6 +48,7 @@ import json
 import math
 import re
 import socket
+import struct
 import sys
 import threading
 import time
@@ -1466,7 +1467,10 @@ def add_gguf_repo(
     larger than the bytes held (a header standing for a multi-GB file)."""
     repo = hub.add_repo(repo_id, {**(files or {}), **ggufs})
     first = summary_of or next(iter(ggufs))
-    repo.gguf = gguf_summary(ggufs[first])
+    try:
+        repo.gguf = gguf_summary(ggufs[first])
+    except Exception:  # noqa: BLE001 - a header gguf-py cannot read: the Hub says nothing
+        repo.gguf = None
     for path, size in (sizes or {}).items():
         hub.declared_sizes[(repo_id, path)] = size
     return repo
@@ -1598,3 +1602,81 @@ def fake_hub(
         finally:
             huggingface_hub.close_session()
     assert not hub.server_errors, f"fake hub raised: {hub.server_errors!r}"
+
+
+# --- a GGUF publisher ---------------------------------------------------------------------------
+
+GGUF_ORG = "my-gguf-org"
+QUANT_TYPES = {"Q2_K": 10, "Q3_K_M": 12, "Q4_K_M": 15, "Q5_K_M": 17, "Q6_K": 18, "Q8_0": 7}
+GIGABYTE = 10**9
+
+
+def _written(path: Path) -> bytes:
+    data = path.read_bytes()
+    path.unlink()
+    return data
+
+
+def add_gguf_org(hub: FakeHub, folder: Path, author: str = GGUF_ORG) -> dict[str, FakeRepo]:
+    """A GGUF publisher, its files written with gguf-py (tests/ggufs.py), each declared a few
+    GB (only the header and a tensor are held):
+
+    - ``Chat-7B-GGUF``: six quantisations of a Command-R-style model whose converter set eot
+      to ``<|END_OF_TURN_TOKEN|>``, but ``Q2_K`` comes from an older conversion without it;
+    - ``Reasoner-GGUF``: user-defined turn tokens (``<|turn_end|>`` ends a reply,
+      ``<|think_end|>`` ends the reasoning inside it), no eot, and a ``params`` file whose
+      stop list cuts at ``<|think_end|>``;
+    - ``Chat-70B-GGUF``: a split Q4_K_M (three shards) and a Q8_0;
+    - ``Broken-GGUF``: a file cut short inside its header, and one whose header claims 2**40
+      tokens;
+    - ``ChatML-GGUF``: a ChatML model every runtime stops on.
+    """
+    from tests import ggufs
+
+    folder.mkdir(parents=True, exist_ok=True)
+    cmd_ids = {"bos": "<BOS_TOKEN>", "eos": "<EOS_TOKEN>"}
+    chat = {}
+    for quant, ftype in QUANT_TYPES.items():
+        ids = cmd_ids if quant == "Q2_K" else {**cmd_ids, "eot": "<|END_OF_TURN_TOKEN|>"}
+        path = ggufs.write_gguf(
+            folder / f"Chat-7B-{quant}.gguf", ggufs.COMMAND_R_SPECIALS, template=ggufs.COMMAND_R,
+            ids=ids, kv={"general.file_type": ftype}, tensor=bytes(64),
+        )  # fmt: skip
+        chat[path.name] = _written(path)
+    reasoner = {}
+    for quant in ("Q4_K_M", "Q8_0"):
+        path = ggufs.reasoning(
+            folder / f"Reasoner-{quant}.gguf", {"eos": "<|endoftext|>"}, control=False,
+            kv={"general.file_type": QUANT_TYPES[quant]}, tensor=bytes(64),
+        )  # fmt: skip
+        reasoner[path.name] = _written(path)
+    params = '{\n  "stop": ["<|think_end|>"],\n  "temperature": 0.6\n}\n'
+    split = {}
+    first = ggufs.chatml(folder / "Chat-70B-Q4_K_M.gguf", shards=3, tensor=bytes(64))
+    for n in range(1, 4):
+        shard = first.with_name(f"Chat-70B-Q4_K_M-0000{n}-of-00003.gguf")
+        split[shard.name] = _written(shard)
+    one = ggufs.chatml(folder / "Chat-70B-Q8_0.gguf", tensor=bytes(64))
+    split[one.name] = _written(one)
+    whole = _written(ggufs.chatml(folder / "whole.gguf", tensor=bytes(64)))
+    tokens = ggufs.kv("tokenizer.ggml.tokens", 9, struct.pack("<IQ", 8, 1 << 40))
+    broken = {
+        "Broken-Q4_K_M.gguf": whole[: len(whole) // 2],
+        "Broken-Q8_0.gguf": ggufs.raw_gguf(ggufs.chatml_pairs(**{"tokenizer.ggml.tokens": tokens})),
+    }
+    chatml = {"ChatML-Q4_K_M.gguf": _written(ggufs.chatml(folder / "ChatML-Q4_K_M.gguf"))}
+    repos = {}
+    for name, files, extra, summary in (
+        ("Chat-7B-GGUF", chat, {}, "Chat-7B-Q4_K_M.gguf"),
+        ("Reasoner-GGUF", reasoner, {"params": params}, None),
+        ("Chat-70B-GGUF", split, {}, "Chat-70B-Q8_0.gguf"),
+        ("Broken-GGUF", broken, {}, "Broken-Q8_0.gguf"),
+        ("ChatML-GGUF", chatml, {}, None),
+    ):
+        repo_id = f"{author}/{name}"
+        sizes = {p: 4 * GIGABYTE for p in files if p != "Broken-Q4_K_M.gguf"}  # cut: its size
+        repos[repo_id] = add_gguf_repo(
+            hub, repo_id, files, files={"README.md": f"# {name}\n", **extra}, sizes=sizes,
+            summary_of=summary,
+        )  # fmt: skip
+    return repos
