@@ -50,6 +50,7 @@ from eosfix.runtimes import Pins
 from eosfix.sources.hub.gguf import (
     llama_cpp_pick,
     model_files,
+    model_stem,
     ollama_pick,
     quant_label,
     shards,
@@ -124,18 +125,22 @@ def read_files(
     *,
     known: KnownFields | None = KNOWN,
 ) -> tuple[FileRead, ...]:
-    """Every file's header: the first alone, the others in parallel sized from it."""
+    """Every file's header: the first alone, the others in parallel (a quantisation of the
+    same model, by its name, in one read sized from the first)."""
     if not paths:
         return ()
     first = read_file(reader, entry, paths[0], known=known)
-    hint = first.header
     if len(paths) == 1:
         return (first,)
-    with ThreadPoolExecutor(
-        min(PARALLEL, len(paths) - 1), thread_name_prefix="eosfix-gguf"
-    ) as pool:
-        rest = pool.map(lambda p: read_file(reader, entry, p, known=known, hint=hint), paths[1:])
-        return (first, *rest)
+    stem = model_stem(paths[0])
+
+    def read(path: str) -> FileRead:  # a sibling quantisation is read in one request
+        hint = first.header if model_stem(path) == stem else None
+        return read_file(reader, entry, path, known=known, hint=hint)
+
+    workers = min(PARALLEL, len(paths) - 1)
+    with ThreadPoolExecutor(workers, thread_name_prefix="eosfix-gguf") as pool:
+        return (first, *pool.map(read, paths[1:]))
 
 
 def read_file(

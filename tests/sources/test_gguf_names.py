@@ -89,3 +89,11 @@ def test_ollama_picks_by_quant_label_or_file_name():
     assert ollama_pick(REPO, "Chat-7B-Q8_0.gguf") == "Chat-7B-Q8_0.gguf"
     assert ollama_pick(REPO, "Q6_K") is None
     assert ollama_pick(["a-Q8_0.gguf"]) is None  # no Q4_K_M: the Hub's choice is not documented
+
+
+def test_the_quantisations_of_one_model_share_a_stem():
+    from eosfix.sources.hub.gguf import model_stem
+
+    assert model_stem("Chat-7B-Q4_K_M.gguf") == model_stem("chat-7b-q8_0.gguf")
+    assert model_stem("Chat-7B-Q4_K_M-00001-of-00002.gguf") == model_stem("Chat-7B-Q2_K.gguf")
+    assert model_stem("Chat-7B-Q4_K_M.gguf") != model_stem("Other-7B-Q4_K_M.gguf")

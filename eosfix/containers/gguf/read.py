@@ -364,6 +364,10 @@ class KnownFields:
         self._lock = threading.Lock()
         self.reused = 0  # fields taken from an earlier header (for tests and benchmarks)
 
+    def clear(self) -> None:
+        with self._lock:
+            self._fields.clear()
+
     def learn(self, header: Header, buf: Any) -> None:
         """Keep ``header``'s large fields, with their bytes from ``buf`` (its file's start)."""
         for f in header.fields.values():
@@ -382,6 +386,9 @@ class KnownFields:
             candidates = list(self._fields.get(key, ()))
         for f, data in candidates:
             if len(data) > r.limit - start:
+                continue
+            here = min(len(data), len(r.buf) - start)  # what is fetched already must agree
+            if r.buf[start : start + here] != data[:here]:  # (before more is fetched for it)
                 continue
             r.pos = start
             r.need(len(data), key)

@@ -52,6 +52,18 @@ def quant_label(name: str) -> str | None:
     return found[-1] if found else None
 
 
+def model_stem(path: str) -> str:
+    """A file's name without its quant label and shard number (``Chat-7B-Q4_K_M.gguf`` ->
+    ``chat-7b-``): the quantisations of one model share it."""
+    split = split_of(path)
+    name = split.stem.upper()
+    found = list(QUANT_RE.finditer(name))
+    if found:
+        m = found[-1]
+        name = name[: m.start()] + name[m.end() :]
+    return name.lower()
+
+
 def is_model_file(path: str) -> bool:
     """A ``.gguf`` file llama.cpp would load as a model (not a projector, an imatrix...)."""
     if not path.endswith(".gguf"):

@@ -195,3 +195,21 @@ def test_first_read_keeps_small_files_to_one_request(tmp_path):
     source = Ranges(Path(path).read_bytes())
     read_remote_header("s", source)
     assert source.reads == [(0, remote.FIRST_READ)]
+
+
+def test_a_known_field_costs_no_read_where_the_bytes_at_hand_differ(tmp_path, monkeypatch):
+    """A field known from another model is compared on the bytes already fetched before more
+    are asked for: a file of another vocabulary reads what it would have read anyway."""
+    monkeypatch.setattr(remote, "FIRST_READ", 200)  # the first read ends inside the tokens
+    normal = [f"tok{i}" for i in range(400)]
+    a = write_gguf(tmp_path / "a.gguf", ["<|im_end|>"], normal=normal)
+    b = write_gguf(tmp_path / "b.gguf", ["<|im_end|>"], normal=[f"other{i}" for i in range(40)])
+    alone = Ranges(b.read_bytes())
+    read_remote_header("b", alone)
+    known = KnownFields()
+    known.MIN_BYTES = 64
+    read_remote_header("a", Ranges(a.read_bytes()), known=known)
+    source = Ranges(b.read_bytes())
+    read_remote_header("b", source, known=known)
+    assert source.reads == alone.reads
+    assert known.reused == 0
