@@ -66,6 +66,10 @@ class Container(Protocol):
         self, check: RepoCheck, patches: Sequence[Any], pins: Pins | None
     ) -> RuntimeTable: ...
 
+    def write_blocker(
+        self, patches: Sequence[Any], *, replace_symlinks: bool | None = None
+    ) -> EosfixError | None: ...  # what would stop fix writing ``patches`` (writes nothing)
+
 
 @dataclass(frozen=True)
 class RepoResult:
@@ -89,6 +93,9 @@ class RepoResult:
     runtimes: RuntimeTable | None = None
     container: str = "folder"  # "folder" | "gguf"
     output: Path | None = None  # where fix wrote, when not over ``path`` (``--output``)
+    # What will stop fix writing ``patches`` (a symlink, a read-only file or folder), with
+    # what to do; asked by ``check`` of a local path, None when nothing does.
+    blocked: EosfixError | None = None
 
     @property
     def status(self) -> Status:
@@ -153,18 +160,25 @@ def check(
     label: str | None = None,
     keep_ids: Iterable[int] = (),
     pins: Pins | None = None,
+    blockers: bool = True,
+    replace_symlinks: bool | None = None,
 ) -> RepoResult:
     """Analyze a model folder (or one of its config files, or a GGUF file) and plan the fix
     without writing anything.
 
     ``keep_ids``: stop ids the fix must keep even where they cut a reply (``--keep-id``);
-    ``pins``: the runtime versions the verdicts are for (``--runtime``).
+    ``pins``: the runtime versions the verdicts are for (``--runtime``); ``blockers``: ask
+    what would stop the writer (``RepoResult.blocked``), for the command ``check`` recommends
+    (``replace_symlinks`` None) or as ``fix`` writes (False).
     """
     try:
         root = resolve(path)
     except (EosfixError, OSError) as exc:
         return RepoResult(Path(path), error=_one_line(exc, Path(path)), label=label)
-    return check_folder(root, config_json=config_json, label=label, keep_ids=keep_ids, pins=pins)
+    return check_folder(
+        root, config_json=config_json, label=label, keep_ids=keep_ids, pins=pins,
+        blockers=blockers, replace_symlinks=replace_symlinks,
+    )  # fmt: skip
 
 
 def check_folder(
@@ -175,19 +189,28 @@ def check_folder(
     keep_ids: Iterable[int] = (),
     pins: Pins | None = None,
     model: bool = True,
+    blockers: bool = False,
+    replace_symlinks: bool | None = None,
 ) -> RepoResult:
     """Analyze a folder (or GGUF file) as it is, whatever it holds (cache snapshots, the Hub
     store): a folder without tokenizer files is a repo without a chat template here, not an
     error. ``model``: False when the source knows the repo holds no model (a Hub repo or cache
     snapshot with tokenizer files only): nothing is proposed, every runtime is not applicable.
+    ``blockers``: ask what would stop the writer (``check``'s).
     """
     root = Path(path)
     kind = "gguf" if is_gguf(root) else "folder"
     try:
-        analysis = _analyze(_open(root, model), config_json, keep_ids, pins)
+        container = _open(root, model)
+        analysis = _analyze(container, config_json, keep_ids, pins)
+        blocked = (
+            container.write_blocker(analysis.patches, replace_symlinks=replace_symlinks)
+            if blockers and analysis.patches
+            else None
+        )
     except (EosfixError, OSError) as exc:
         return RepoResult(root, error=_one_line(exc, root), label=label, container=kind)
-    return _result(root, analysis, label)
+    return _result(root, analysis, label, blocked=blocked)
 
 
 def check_container(
@@ -258,7 +281,8 @@ def fix_gguf(
     """Write the planned ``tokenizer.ggml.*`` keys into a GGUF (or ``output``), verified
     (``eosfix.containers.gguf.container.fix_gguf``: in place or a rewrite; with nothing to fix,
     ``output`` gets a verified copy, ``extra["write"]["mode"] == "copy"``). An existing
-    ``output`` is refused unless ``force``."""
+    ``output`` is refused unless ``force`` (the input itself too: with ``force``, it is fixed
+    in place)."""
     from eosfix.containers.gguf.container import fix_gguf as fix_file
 
     root = Path(path)

@@ -193,17 +193,82 @@ def test_runtime_table_says_what_is_executed_and_follows_the_rules():
     assert gen.row(changed).endswith(f" | cited at {changed.source} |")
 
 
-def test_every_safety_guarantee_names_a_test_that_exists():
-    """docs/safety.md states each guarantee with the test that proves it: every test it names
-    is a test function of tests/test_faults.py, and every guarantee names at least one."""
-    page = (DOCS / "safety.md").read_text()
-    named = set(re.findall(r"`(test_[a-z0-9_]+)`", page))
-    faults = (ROOT / "tests" / "test_faults.py").read_text()
-    defined = set(re.findall(r"^def (test_[a-z0-9_]+)\(", faults, re.MULTILINE))
-    assert named, "docs/safety.md names no test"
-    assert named <= defined, sorted(named - defined)
-    guarantees = re.findall(r"^- \*\*(.+?)\*\*(.*?)(?=^- \*\*|\Z)", page, re.MULTILINE | re.DOTALL)
-    assert len(guarantees) >= 10
-    assert all("`test_" in body for _, body in guarantees), [
-        title for title, body in guarantees if "`test_" not in body
+# A test named in the docs: `test_x` (in the page's own test file) or `tests/a/b.py::test_x`.
+_NAMED_TEST = re.compile(r"`(?:(tests/[\w/]+\.py)::)?(test_\w+)`")
+
+
+def _guarantees(page: str, default: str | None) -> list[tuple[str, list[tuple[str, str]]]]:
+    """Each ``- **Title.**`` bullet of ``page`` with the tests it names (file, name)."""
+    bullets = re.findall(r"^- \*\*(.+?)\*\*(.*?)(?=^- \*\*|^#|\Z)", page, re.MULTILINE | re.DOTALL)
+    return [
+        (title, [(f or default or "", name) for f, name in _NAMED_TEST.findall(body)])
+        for title, body in bullets
     ]
+
+
+def _defined(path: str) -> set[str]:
+    source = (ROOT / path).read_text()
+    return set(re.findall(r"^(?:async )?def (test_[a-z0-9_]+)\(", source, re.MULTILINE))
+
+
+@pytest.mark.parametrize(
+    ("page", "default", "least"),
+    [("safety.md", "tests/test_faults.py", 10), ("serve.md", None, 12)],
+)
+def test_every_guarantee_names_a_test_that_exists(page, default, least):
+    """docs/safety.md and docs/serve.md state each guarantee with the test that proves it
+    (a bare name is a test of tests/test_faults.py): every test named exists, and every
+    guarantee names at least one."""
+    guarantees = _guarantees((DOCS / page).read_text(), default)
+    assert len(guarantees) >= least
+    assert all(tests for _, tests in guarantees), [t for t, tests in guarantees if not tests]
+    named = {test for _, tests in guarantees for test in tests}
+    missing = [f"{f}::{n}" for f, n in sorted(named) if not f or n not in _defined(f)]
+    assert not missing, missing
+
+
+_LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
+
+
+def _page_links(page):
+    """The relative link targets of a docs page, outside code blocks and code spans."""
+    text = re.sub(r"```.*?```", "", page.read_text(), flags=re.DOTALL)
+    text = re.sub(r"`[^`\n]*`", "", text)
+    return [t for t in _LINK.findall(text) if not re.match(r"[a-z]+:|#", t)]
+
+
+@pytest.mark.parametrize("page", sorted(DOCS.glob("*.md")), ids=lambda p: p.name)
+def test_every_relative_link_of_a_docs_page_names_a_page_of_the_site(page):
+    """mkdocs (strict) refuses a link to a file that is not a page of docs/: a link is
+    relative to the page's own folder, so `docs/x.md` from a page in docs/ names nothing."""
+    for target in _page_links(page):
+        path = (page.parent / target.split("#")[0]).resolve()
+        assert path.is_file(), f"{page.name}: {target}"
+        assert path.is_relative_to(DOCS.resolve()), f"{page.name}: {target}"
+
+
+def test_ci_builds_the_docs_site_so_that_a_warning_fails_it():
+    """`mkdocs build --strict` counts warnings; `-q` hides them and the build passes whatever
+    the docs hold. .ci/run builds without it, then breaks a link in a copy of the docs and
+    requires that build to fail (the proof that the step can fail)."""
+    ci = (ROOT / ".ci" / "run").read_text()
+    builds = [line for line in ci.splitlines() if "mkdocs build" in line]
+    assert builds
+    for line in builds:
+        assert "--strict" in line.split(), line
+        assert not {"-q", "--quiet"} & set(line.split()), line
+    assert "a broken link did not fail the docs build" in ci
+
+
+def test_an_eosfix_version_the_docs_or_help_name_as_past_is_earlier_than_this_one():
+    """'The order of eosfix 0.1.0 still works' read wrong in 0.1.0 itself: a version the docs
+    or a command's help name is an earlier release than the one installed."""
+    from packaging.version import Version
+
+    import eosfix
+
+    ctx = click.Context(cli)
+    helps = [cli.get_command(ctx, name).help or "" for name in cli.list_commands(ctx)]
+    text = " ".join((ALL_DOCS + " ".join(helps)).split())
+    for version in re.findall(r"\beosfix (\d+\.\d+(?:\.\d+)?)\b", text):
+        assert Version(version) < Version(eosfix.__version__), version

@@ -20,7 +20,11 @@ the same reply in history (another turn follows) places every token (``WHERE``):
   opening a call, between two calls of the message or two arguments of a call, or after the
   assistant's opener before the call (``eosfix.analysis.toolcalls.in_call_tokens``: never a
   terminator), or closing one call of several;
-- ``turn_opener``: opens the assistant turn (the generation prompt).
+- ``turn_opener``: opens the assistant turn (the generation prompt);
+- ``verdict``: closes the prompt's turn, right before the generation prompt, in a template
+  that quotes the conversation as text inside that turn (guard and classifier templates:
+  Llama Guard, Granite Guardian): the verdict's turn is opened the same way, so it ends the
+  same way. No assistant message of such a template is a turn (``quoted_reply``).
 
 The stop set must hold the first token a model can emit after a complete reply. So the first
 token after the last reply is always required, and so is the first token of a history closer
@@ -57,6 +61,7 @@ IN_TURN = "in_turn"
 IN_TOOL_CALL = "in_tool_call"
 TURN_OPENER = "turn_opener"
 PLAIN_TEXT = "plain_text"
+VERDICT = "verdict"
 WHERE = (
     EVERY_REPLY,
     LAST_REPLY,
@@ -67,6 +72,7 @@ WHERE = (
     TOOL_CALL,
     NEXT_TURN,
     PLAIN_TEXT,
+    VERDICT,
     IN_TURN,
     IN_TOOL_CALL,
     TURN_OPENER,
@@ -180,7 +186,7 @@ def turn_openers(
         found = frozenset(tok for tok, _ in scanner.find(generation_prompt))
     else:
         by_name = {p.spec.name: p.text for p in probes if p.text is not None}
-        for name, marker in (("final+system", SYSTEM), ("final", USER1)):
+        for name, marker in (("final+system", SYSTEM), ("final", USER1), ("final+parts", USER1)):
             text = by_name.get(name)
             at = -1 if text is None else find_marker(text, marker)
             if text is not None and at >= 0:
@@ -285,3 +291,84 @@ def where_written(
     for token in sorted(openers):
         out.setdefault(token, {})[TURN_OPENER] = None
     return tuple((token, tuple(wheres)) for token, wheres in out.items())
+
+
+# --- templates that quote the conversation (guards, classifiers) --------------------------
+
+
+def quoted_reply(final: Probe | None, prompt: Probe | None, scanner: SpecialScanner) -> str | None:
+    """Why the template quotes its assistant messages as text inside another turn, or None
+    when an assistant message renders at a reply position of its own.
+
+    ``final``: the conversation [user, assistant] rendered; ``prompt``: [user] rendered with
+    the generation prompt (its reply position is its end). A reply is at its own position when
+    the render of the user's message and what precedes it is the same in both, and the text
+    between the user's message and the reply leads where the prompt's does: one is a prefix
+    of the other (``<|im_end|>\n<|im_start|>assistant\n``, ``### Response:``), or they share a
+    control token (``[/INST]``). A guard template rewrites its instructions around the whole
+    conversation (``'Agent' messages`` once an assistant message is there), or writes the
+    assistant's text right after the user's inside the same turn (``\nAgent: ``), and goes
+    on writing its own text after it (the question it asks about the conversation): a
+    template that only closes the conversation after the reply (BlenderBot's ``</s>``) does
+    not quote it.
+    """
+    if final is None or prompt is None or final.text is None or prompt.text is None:
+        return None
+    f, x = final.text, prompt.text
+    u, xu = find_marker(f, USER1), find_marker(x, USER1)
+    a = rfind_marker(f, ASSISTANT1)
+    if u < 0 or xu < 0 or a < u:
+        return None
+    u, xu = u + len(USER1), xu + len(USER1)
+    after = f[a + len(ASSISTANT1) :]
+    for tok, _ in scanner.find(after):
+        after = after.replace(tok, " ")
+    if not after.strip():  # nothing but control tokens after the reply: it ends the render
+        return None
+    if f[:u] != x[:xu]:
+        return "adding an assistant message rewrites the text before the user's message"
+    lead, reply_lead = f[u:a], x[xu:]
+    if lead.startswith(reply_lead) or reply_lead.startswith(lead):
+        return None
+    if {t for t, _ in scanner.find(lead)} & {t for t, _ in scanner.find(reply_lead)}:
+        return None
+    return "the assistant's text follows the user's inside the same turn"
+
+
+def verdict_closer(
+    prompt: Probe, generation_prompt: str | None, openers: frozenset[str], scanner: SpecialScanner
+) -> list[Hit]:
+    """The control tokens that close the prompt's turn right before its reply position, with
+    only whitespace between them and the reply's opener: the generation prompt, or, where the
+    template writes its opener itself (Llama Guard 3 ignores add_generation_prompt), the
+    trailing control tokens from the last one a role's name follows
+    (``<|start_header_id|>assistant<|end_header_id|>``), else the trailing ones among
+    ``openers``. None when text of the prompt follows them (ShieldGemma writes its question
+    after its last control token)."""
+    text = prompt.text or ""
+    end = len(text)
+    if generation_prompt and text.endswith(generation_prompt):
+        end -= len(generation_prompt)
+    start = prompt.tail_start or 0
+    hits = [(t, start + p) for t, p in scanner.find(text[start:end])]
+
+    def after(i: int) -> str:  # the text between hit i and the next hit (or the end)
+        return text[hits[i][1] + len(hits[i][0]) : hits[i + 1][1] if i + 1 < len(hits) else end]
+
+    first = len(hits)  # where the reply's own opener starts among the hits
+    if end == len(text):  # no generation prompt written: the template opens the reply itself
+        named = [i for i in range(len(hits)) if _ROLE_NAME.fullmatch(after(i))]
+        if named:
+            first = named[-1]
+        else:
+            while first > 0 and hits[first - 1][0] in openers and not after(first - 1).strip():
+                first -= 1
+    out: list[Hit] = []
+    for i in range(first - 1, -1, -1):
+        if after(i).strip():
+            break
+        out.insert(0, hits[i])
+    return out
+
+
+_ROLE_NAME = re.compile(r"\s*[A-Za-z_]{2,20}\s*")

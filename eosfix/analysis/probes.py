@@ -13,7 +13,14 @@ from typing import Any
 import jinja2
 
 from eosfix.analysis.reads import placeholders, undeclared_names
-from eosfix.analysis.shapes import TOOL_SCHEMA, USER1, Probe, ProbeSpec, user_message
+from eosfix.analysis.shapes import (
+    TOOL_SCHEMA,
+    USER1,
+    Probe,
+    ProbeSpec,
+    find_marker,
+    user_message,
+)
 from eosfix.analysis.template import TemplateRefusal, render_chat
 from eosfix.core.limits import RenderLimitExceeded, SandboxEscape
 
@@ -104,15 +111,23 @@ def _render_probe(
     return Probe(spec, template_name, text=text), None
 
 
-def run_generation_prompt(source: str, special_tokens: Mapping[str, str]) -> str | None:
-    """What ``add_generation_prompt=True`` appends after a user turn: the assistant opener
-    (with placeholders for variables no probe passes, when the render fails on them)."""
+def run_generation_prompt(
+    source: str, template_name: str, special_tokens: Mapping[str, str]
+) -> tuple[str | None, Probe | None]:
+    """What ``add_generation_prompt=True`` appends after a user turn (the assistant opener),
+    and that whole render as a probe (``prompt``, ``prompt+tools``, ``prompt+parts``: the
+    reply position is its end; the first that shows the user's text), with placeholders for
+    variables no probe passes, when the render fails on them."""
     user: list[Mapping[str, Any]] = [user_message(USER1)]
-    shapes: tuple[tuple[list[Mapping[str, Any]], dict[str, Any]], ...] = (
-        (user, {}),
-        (user, {"tools": [TOOL_SCHEMA]}),
+    shapes: tuple[tuple[str, list[Mapping[str, Any]], dict[str, Any]], ...] = (
+        ("prompt", user, {}),
+        ("prompt+tools", user, {"tools": [TOOL_SCHEMA]}),
+        ("prompt+parts", [user_message(USER1, parts=True)], {}),
     )
-    for messages, extra in shapes:
+    first: tuple[str, Probe] | None = None
+    for name, messages, extra in shapes:
+        if name == "prompt+parts" and first is None:
+            break  # content parts only show the user's text: never the generation prompt
         for _ in range(2):  # once as given, once more with placeholders
             try:
                 without, with_prompt = (
@@ -133,8 +148,16 @@ def run_generation_prompt(source: str, special_tokens: Mapping[str, str]) -> str
                     break
                 extra = {**extra, **values}
                 continue
-            return with_prompt[_divergence(without, with_prompt) :]
-    return None
+            spec = ProbeSpec(name, "prompt", tuple(dict(m) for m in messages), extra, USER1)
+            found = (
+                with_prompt[_divergence(without, with_prompt) :],
+                Probe(spec, template_name, text=with_prompt),
+            )
+            if find_marker(with_prompt, USER1) >= 0:
+                return found if first is None else (first[0], found[1])
+            first = first or found
+            break
+    return first if first is not None else (None, None)
 
 
 def _divergence(without: str, with_prompt: str) -> int:

@@ -1,4 +1,6 @@
 """What a chat template reads and writes, from its syntax tree (never rendered). Pure.
+One module, a little over 400 lines: every reader below walks the same parsed tree with the
+same helpers (which role an ``if`` selects, what the model wrote, folded constants).
 
 - :func:`undeclared_names`: the variables a template looks up from its context
   (``jinja2.meta.find_undeclared_variables``), e.g. ``functions``, ``datetime``,
@@ -13,6 +15,8 @@
 - :func:`ending_literals`: the control tokens the template text writes right after what the
   model writes (a message's content, a call's arguments): where a reply can end. These are
   the only literals reported as "possible" terminators when no probe reaches them.
+- :func:`selected_role`: which role an ``if`` selects (``m.role == 'assistant'``), for
+  ``eosfix.analysis.branches`` too.
 """
 
 from __future__ import annotations
@@ -49,17 +53,17 @@ _DICT_FILTERS = frozenset({"items", "dictsort"})
 _ARITHMETIC = (nodes.Sub, nodes.Mul, nodes.Div, nodes.FloorDiv, nodes.Mod, nodes.Pow)
 
 
-def _ast(source: str) -> nodes.Template | None:
+def syntax_tree(source: str) -> nodes.Template | None:
     """The template's syntax tree, shared with the renderer: compiling it folds constant
     expressions in place (``['a', 'b']`` becomes one ``Const`` holding a list), so every walk
-    here reads a constant's strings whatever its shape (``_strings``)."""
+    here reads a constant's strings whatever its shape (``constant_strings``)."""
     try:
         return parse_template(source)
     except TemplateError:
         return None
 
 
-def _strings(value: Any) -> list[str]:
+def constant_strings(value: Any) -> list[str]:
     """The strings of a constant: itself, or the items of a folded list, tuple or dict."""
     if isinstance(value, str):
         return [value]
@@ -71,7 +75,7 @@ def _strings(value: Any) -> list[str]:
 @functools.lru_cache(maxsize=256)
 def undeclared_names(source: str) -> frozenset[str]:
     """Variables the template looks up from its context (globals such as ``range`` excluded)."""
-    ast = _ast(source)
+    ast = syntax_tree(source)
     return frozenset() if ast is None else frozenset(meta.find_undeclared_variables(ast))
 
 
@@ -90,7 +94,7 @@ def reasoning_flags(source: str) -> tuple[tuple[str, bool], ...]:
     ``if`` whose body, or a conditional expression whose value, reads a reasoning field),
     each with the value that writes the block: ``True``, ``False`` under ``not`` or
     ``is false``."""
-    ast = _ast(source)
+    ast = syntax_tree(source)
     if ast is None or not mentions(source, REASONING_NAMES):
         return ()
     stored = {n.name for n in ast.find_all(nodes.Name) if n.ctx in ("store", "param")}
@@ -155,7 +159,7 @@ _RANK = {"dict": 0, "list": 1, "int": 2, "str": 3}  # a concatenated name is tex
 @functools.lru_cache(maxsize=256)
 def _usages(source: str) -> tuple[tuple[str, str], ...]:
     """(name, kind) for each use of a bare name that an undefined value would fail."""
-    ast = _ast(source)
+    ast = syntax_tree(source)
     if ast is None:
         return ()
     out: list[tuple[str, str]] = []
@@ -212,7 +216,7 @@ def ending_literals(
     any other control token, ends a reply there. Text written only for a user, system or tool
     message, or as the generation prompt, does not count.
     """
-    ast = _ast(source)
+    ast = syntax_tree(source)
     if ast is None:
         return frozenset()
     walker = _EndWalker(scanner.find, dict(special_tokens))
@@ -284,7 +288,7 @@ class _EndWalker:
             if _reads(test, "add_generation_prompt", negated=False):
                 ends.append(self.body(stmts, False, "prompt"))  # the generation prompt
                 continue
-            ends.append(self.body(stmts, after, _role(test) or role))
+            ends.append(self.body(stmts, after, selected_role(test) or role))
         ends.append(self.body(node.else_, after, role) if node.else_ else after)
         return any(ends)
 
@@ -350,31 +354,49 @@ def _reads(test: nodes.Node, name: str, *, negated: bool) -> bool:
     return False
 
 
-def _role(test: nodes.Node) -> str | None:
+ASSISTANT_ROLES = frozenset({"assistant", "model", "chatbot"})
+
+
+def selected_role(test: nodes.Node, *, filtered: bool = False) -> str | None:
     """ "assistant" when ``test`` selects assistant messages (``m.role == 'assistant'``),
     "other" when it selects only other roles, None when it says nothing about the role
-    (a comparison under ``not`` says nothing)."""
+    (a comparison under ``not`` says nothing). ``filtered``: also a role read through a text
+    filter (``m.role | lower == 'assistant'``)."""
     roles: set[str] = set()
-    _roles(test, roles)
+    _roles(test, roles, filtered)
     if not roles:
         return None
-    return "assistant" if roles & {"assistant", "model", "chatbot"} else "other"
+    return "assistant" if roles & ASSISTANT_ROLES else "other"
 
 
-def _roles(test: nodes.Node, out: set[str]) -> None:
+def _roles(test: nodes.Node, out: set[str], filtered: bool = False) -> None:
     if isinstance(test, (nodes.And, nodes.Or)):
-        _roles(test.left, out)
-        _roles(test.right, out)
-    elif isinstance(test, nodes.Compare) and _is_role(test.expr) and len(test.ops) == 1:
+        _roles(test.left, out, filtered)
+        _roles(test.right, out, filtered)
+    elif (
+        isinstance(test, nodes.Compare)
+        and _is_role(_unfiltered(test.expr) if filtered else test.expr)
+        and len(test.ops) == 1
+    ):
         op = test.ops[0]
         if op.op == "eq" and isinstance(op.expr, nodes.Const) and isinstance(op.expr.value, str):
             out.add(op.expr.value)
         elif op.op == "in" and isinstance(op.expr, (nodes.List, nodes.Tuple)):
             out.update(
-                v for i in op.expr.items if isinstance(i, nodes.Const) for v in _strings(i.value)
+                v
+                for i in op.expr.items
+                if isinstance(i, nodes.Const)
+                for v in constant_strings(i.value)
             )
         elif op.op == "in" and isinstance(op.expr, nodes.Const):
-            out.update(_strings(op.expr.value))
+            out.update(constant_strings(op.expr.value))
+
+
+def _unfiltered(expr: nodes.Node) -> nodes.Node:
+    """``expr`` without the text filters it is read through (``m.role | lower | trim``)."""
+    while isinstance(expr, nodes.Filter) and expr.node is not None and expr.name in _STR_FILTERS:
+        expr = expr.node
+    return expr
 
 
 def _is_role(expr: nodes.Node) -> bool:

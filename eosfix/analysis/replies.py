@@ -16,6 +16,7 @@ from eosfix.analysis.positions import (
     HISTORY_REPLY,
     LAST_REPLY,
     TURN_END,
+    VERDICT,
     Gap,
     Hit,
     Sighting,
@@ -25,7 +26,7 @@ from eosfix.analysis.positions import (
     read_opener,
     split_gap,
     tail_specials,
-    turn_openers,
+    verdict_closer,
 )
 from eosfix.analysis.shapes import USER1, Probe
 from eosfix.analysis.toolcalls import read_tool_calls
@@ -118,10 +119,16 @@ def read_template(
     generation_prompt: str | None,
     scanner: SpecialScanner,
     in_turn: set[str],
-) -> tuple[list[Sighting], frozenset[str]]:
-    """Every sighting of one template's probes (replies, history, tool calls), and the
-    control tokens that open its assistant turn."""
-    openers = turn_openers(probes, generation_prompt, scanner)
+    prompt: Probe | None,
+    openers: frozenset[str],
+) -> list[Sighting]:
+    """Every sighting of one template's probes (replies, history, tool calls); ``openers``:
+    the control tokens that open its assistant turn (``turn_openers``). With ``prompt`` (a
+    template that quotes its assistant messages: ``eosfix.analysis.positions.quoted_reply``),
+    only what closes the prompt's turn before its reply position: no quoted message is a
+    turn."""
+    if prompt is not None:
+        return read_verdict(prompt, generation_prompt, openers, scanner)
     rendered = [p for p in probes if p.text is not None]
     finals = [
         (p, tail_specials(p, scanner, openers))
@@ -137,7 +144,20 @@ def read_template(
         out += read_history(history, final, in_turn)
     ended = {s.token for s in out if s.where == CONVERSATION_END}
     calls = read_tool_calls(rendered, scanner, openers, in_turn, ended, generation_prompt)
-    return out + calls, openers
+    return out + calls
+
+
+def read_verdict(
+    prompt: Probe, generation_prompt: str | None, openers: frozenset[str], scanner: SpecialScanner
+) -> list[Sighting]:
+    """A quoting template's verdict is written at the prompt's reply position, in a turn
+    opened as the prompt's own: it ends as the prompt's turn does, with the first control token
+    that closes it (the rest of that closer: acceptable stops)."""
+    closer = verdict_closer(prompt, generation_prompt, openers, scanner)
+    return [
+        Sighting(t, VERDICT, prompt, p, TURN_END if i == 0 else None, True)
+        for i, (t, p) in enumerate(closer)
+    ]
 
 
 def history_gap(

@@ -8,8 +8,10 @@ trained on that template learned to emit there.
 ``SPECS`` run on every template. Some shapes run only where they can show something: a
 reasoning reply as a content part of each type the template names (``reasoning_part_specs``),
 again with the flags that write a reasoning block when none was shown
-(``flagged_reasoning_spec``), and two calls of two arguments in one message in the shape of
-the first single call the template wrote (``several_calls_specs``).
+(``flagged_reasoning_spec``), each shape again on the other side of a variable that chooses
+a branch writing an assistant message or a tool call (``eosfix.analysis.branches``), and two
+calls of two arguments in one message in the shape of the first single call the template
+wrote (``several_calls_specs``).
 """
 
 from __future__ import annotations
@@ -96,11 +98,17 @@ class ProbeSpec:
     """One input shape: which messages, which extra variables, and which sentinels matter."""
 
     name: str
-    kind: str  # "final" | "reasoning" | "history" | "tool_call" | "tool_calls" | "tool_result"
+    # "final" | "reasoning" | "history" | "tool_call" | "tool_calls" | "tool_result", and
+    # "prompt" (a user message, add_generation_prompt=True) and "call_history" (a call probe's
+    # message followed by its results: ``history_twin``), never in ``TemplateAnalysis.probes``
+    kind: str
     messages: tuple[dict[str, Any], ...]
     kwargs: Mapping[str, Any] = field(default_factory=dict)
     end_marker: str = ASSISTANT1  # the assistant text whose tail is read
     next_marker: str | None = None  # the next turn's text (history shapes)
+
+
+DOCUMENTS = [{"title": "Eosfixtitle", "text": "Eosfixdoc"}]
 
 
 def _specs() -> tuple[ProbeSpec, ...]:
@@ -121,7 +129,7 @@ def _specs() -> tuple[ProbeSpec, ...]:
             "final+documents",
             "final",
             (user_message(USER1), _assistant(ASSISTANT1)),
-            {"documents": [{"title": "Eosfixtitle", "text": "Eosfixdoc"}], "tools": []},
+            {"documents": DOCUMENTS, "tools": []},
         ),
         # The legacy OpenAI "functions" role some function-calling templates require first.
         ProbeSpec(
@@ -279,6 +287,20 @@ def several_calls_specs(rendered: Sequence[Probe]) -> tuple[ProbeSpec, ...]:
     return (
         ProbeSpec("tool_calls+two", "tool_calls", (user, two), base.kwargs),
         ProbeSpec("tool_call+two_args", "tool_calls", (user, one), base.kwargs),
+    )
+
+
+def history_twin(spec: ProbeSpec) -> ProbeSpec:
+    """A call probe's conversation again with a result for each of its calls after it: the
+    same assistant message in history, where the model sees its own past replies."""
+    calls = spec.messages[-1].get("tool_calls") or []
+    results = tuple({**_TOOL_RESULT_MSG, "tool_call_id": call.get("id", CALL_ID)} for call in calls)
+    return dataclasses.replace(
+        spec,
+        name=f"{spec.name}+result",
+        kind="call_history",
+        messages=(*spec.messages, *results),
+        next_marker=TOOL_RESULT,
     )
 
 

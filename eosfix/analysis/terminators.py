@@ -1,4 +1,7 @@
 """Find the tokens that end an assistant turn, and check the stop configuration against them.
+One module, over 400 lines: the types every later layer reads (``Terminator``,
+``TemplateAnalysis``, ``TerminatorSet``) with the one analysis that makes them and the memos
+keyed on them.
 
 Vocabulary:
 
@@ -31,6 +34,7 @@ from dataclasses import dataclass, field
 
 from jinja2 import nodes
 
+from eosfix.analysis.branches import branch_gates, branch_specs
 from eosfix.analysis.memo import Same
 from eosfix.analysis.positions import (
     CONVERSATION_END,
@@ -42,6 +46,8 @@ from eosfix.analysis.positions import (
     Sighting,
     SpecialScanner,
     in_turn_tokens,
+    quoted_reply,
+    turn_openers,
     where_written,
 )
 from eosfix.analysis.probes import run_generation_prompt, run_probe
@@ -51,6 +57,7 @@ from eosfix.analysis.shapes import (
     SPECS,
     Probe,
     flagged_reasoning_spec,
+    history_twin,
     reasoning_part_specs,
     several_calls_specs,
 )
@@ -62,7 +69,12 @@ from eosfix.analysis.template import (
     refused_renders,
     strike_scope,
 )
-from eosfix.analysis.toolcalls import in_call_tokens
+from eosfix.analysis.toolcalls import (
+    Disagreement,
+    history_disagreements,
+    in_call_tokens,
+    wants_history,
+)
 from eosfix.core.errors import TemplateError
 from eosfix.core.limits import RenderLimits
 from eosfix.core.repo import ChatTemplate, ModelRepo
@@ -129,6 +141,19 @@ class TemplateAnalysis:
     # Where this template writes each control token: (token, (where, ...)), for rules that
     # need to know whether a token is written inside a turn, after every reply, at the end...
     positions: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    # A user message rendered with add_generation_prompt=True: the reply position is its end.
+    prompt: Probe | None = None
+    # Call probes rendered again with their results after them (the message in history),
+    # where the message writes before its calls a token that also closes replies.
+    twins: tuple[Probe, ...] = ()
+    # Variables an ``if`` tests to choose a branch writing an assistant message or a tool
+    # call, probed on both sides: (name, the value set, the template line of the ``if``).
+    branches: tuple[tuple[str, object, int], ...] = ()
+    # Set when the probes are read: why the template quotes its assistant messages inside
+    # another turn (guards, classifiers; None: replies are turns of their own), and the call
+    # probes whose message renders otherwise when the conversation ends with it.
+    quoted: str | None = None
+    disagreements: tuple[Disagreement, ...] = ()
 
     @property
     def refusals(self) -> tuple[Probe, ...]:
@@ -268,7 +293,10 @@ def _analysis(
 ) -> TemplateAnalysis:
     source, name, tokens = template.source, template.name, dict(special)
     probes = [run_probe(source, name, s, tokens) for s in SPECS]
-    probes += [run_probe(source, name, s, tokens) for s in reasoning_part_specs(source)]
+    parts = reasoning_part_specs(source)
+    probes += [run_probe(source, name, s, tokens) for s in parts]
+    gates = branch_gates(source, frozenset(tokens))
+    probes += [run_probe(source, name, s, tokens) for s in branch_specs(gates, parts)]
     flagged = flagged_reasoning_spec(source, probes)
     if flagged is not None:
         probes.append(run_probe(source, name, flagged, tokens))
@@ -278,12 +306,18 @@ def _analysis(
         if probes[-1].text is not None:
             break
     texts = [p.text for p in probes if p.text is not None]
+    generation_prompt, prompt = run_generation_prompt(source, name, tokens)
+    openers = turn_openers(probes, generation_prompt, scanner)
+    again = wants_history(probes, scanner, generation_prompt, openers)
     return TemplateAnalysis(
         name,
         template.file,
         tuple(probes),
-        run_generation_prompt(source, tokens),
+        generation_prompt,
         _unreached_literals(source, texts, scanner, tokens),
+        prompt=prompt,
+        twins=tuple(run_probe(source, name, history_twin(p.spec), tokens) for p in again),
+        branches=tuple((gate.name, value, gate.line) for gate, value in gates),
     )
 
 
@@ -361,19 +395,45 @@ class _Reading:
 def _read_templates(key: Same[TemplateAnalysis], scan: SpecialScanner) -> _Reading:
     """Read the analyses' probes (a pure function of them and the scanner): memoized, so the
     repos that share an analysis read it once and differ only in the ids of what was found."""
-    analyses = list(key.items)
-    own_in_turn = [in_turn_tokens(ta.rendered, scan) for ta in analyses]
-    own_in_call = [in_call_tokens(ta.rendered, scan, ta.generation_prompt) for ta in analyses]
+    analyses = [_read_shape(ta, scan) for ta in key.items]
+    own_in_turn = [set() if ta.quoted else in_turn_tokens(ta.rendered, scan) for ta in analyses]
+    openers = [turn_openers(ta.rendered, ta.generation_prompt, scan) for ta in analyses]
+    own_in_call = [
+        set()
+        if ta.quoted
+        else in_call_tokens(ta.rendered, scan, ta.generation_prompt, ta.disagreements, openers[i])
+        for i, ta in enumerate(analyses)
+    ]
     in_turn: set[str] = set().union(*own_in_turn)
     in_call: set[str] = set().union(*own_in_call)
     inside = in_turn | in_call
     found: list[Sighting] = []
     for i, ta in enumerate(analyses):
-        sightings, openers = read_template(ta.rendered, ta.generation_prompt, scan, inside)
+        prompt = ta.prompt if ta.quoted else None
+        sightings = read_template(
+            ta.rendered, ta.generation_prompt, scan, inside, prompt, openers[i]
+        )
         found += sightings
-        positions = where_written(sightings, own_in_turn[i], openers, own_in_call[i])
+        positions = where_written(sightings, own_in_turn[i], openers[i], own_in_call[i])
         analyses[i] = dataclasses.replace(ta, positions=positions)
     return _Reading(tuple(analyses), tuple(found), tuple(sorted(in_turn)), tuple(sorted(in_call)))
+
+
+def _read_shape(ta: TemplateAnalysis, scan: SpecialScanner) -> TemplateAnalysis:
+    """``ta`` with what its probes say of its shape: whether it quotes its assistant messages
+    (the first plain final reply, in the prompt's variables, against the prompt), and which
+    call probes render otherwise in history."""
+    if not ta.rendered:
+        return ta
+    same = ta.prompt.spec.name.replace("prompt", "final") if ta.prompt is not None else None
+    final = next((p for p in ta.rendered if p.spec.name == same), None)
+    quoted = quoted_reply(final, ta.prompt, scan)
+    differ: tuple[Disagreement, ...] = ()
+    if ta.twins and not quoted:
+        differ = tuple(history_disagreements(ta.rendered, ta.twins, scan))
+    if quoted is None and not differ:
+        return ta
+    return dataclasses.replace(ta, quoted=quoted, disagreements=differ)
 
 
 def scanner_for(repo: ModelRepo) -> SpecialScanner:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from eosfix.analysis.positions import (
     IN_TOOL_CALL,
@@ -22,8 +23,23 @@ from eosfix.analysis.positions import (
 from eosfix.analysis.shapes import CALL_ARGS, TOOL_ARG, USER1, Probe, find_marker, rfind_marker
 
 
+@dataclass(frozen=True)
+class Disagreement:
+    """A call probe's message rendered last (``final``) and in history (``history``), with
+    the control tokens each writes before its last argument, where they differ."""
+
+    final: Probe
+    history: Probe
+    final_tokens: tuple[str, ...]
+    history_tokens: tuple[str, ...]
+
+
 def in_call_tokens(
-    probes: Sequence[Probe], scanner: SpecialScanner, generation_prompt: str | None
+    probes: Sequence[Probe],
+    scanner: SpecialScanner,
+    generation_prompt: str | None,
+    disagreements: Sequence[Disagreement] = (),
+    openers: frozenset[str] = frozenset(),
 ) -> set[str]:
     """Control tokens a reply that makes tool calls writes before its last argument: the model
     writes more of that same message after them, so stopping there cuts it.
@@ -33,19 +49,114 @@ def in_call_tokens(
     the reply), and after the assistant's opener (the generation prompt) before the first
     argument (``<tool_call>``, or a token that also closes plain replies, written between the
     reply's text and a call the model goes on to write).
+
+    A call probe whose message renders otherwise in history (``disagreements``: the same
+    message followed by its results, ``history_disagreements``) is read in history, after the
+    last of its ``openers`` where the generation prompt is not written there: that is what
+    the model sees of its own past replies (Nemotron-Nano-v2 closes the text and opens a
+    second assistant block before the calls only when the conversation ends with them).
     """
     found: set[str] = set()
+    differ = {d.final.spec.name: d.history for d in disagreements}
     for probe in probes:
-        text = probe.text
-        if text is None or probe.spec.kind not in ("tool_call", "tool_calls"):
+        if probe.text is None or probe.spec.kind not in ("tool_call", "tool_calls"):
             continue
-        spans = [between_arguments(text)] if probe.spec.kind == "tool_calls" else []
-        if generation_prompt:
-            spans.append(before_call(text, generation_prompt))
+        twin = differ.get(probe.spec.name)
+        read = probe if twin is None else twin
+        text = read.text or ""
+        spans = _call_spans(
+            read, probe.spec.kind, generation_prompt, None if twin is None else openers
+        )
         for span in spans:
-            if span is not None:
-                found.update(tok for tok, _ in scanner.find(text[span[0] : span[1]]))
+            found.update(tok for tok, _ in scanner.find(text[span[0] : span[1]]))
     return found
+
+
+def _call_spans(
+    probe: Probe, kind: str, generation_prompt: str | None, openers: frozenset[str] | None
+) -> list[tuple[int, int]]:
+    """Where a call probe's message (of ``kind``) is written before its last argument:
+    between its first and last argument (several calls or arguments), and from its opener
+    to the first argument (after the generation prompt; ``openers``: where the prompt is not
+    written, after the last of these before the call)."""
+    text = probe.text or ""
+    spans = [between_arguments(text)] if kind == "tool_calls" else []
+    before = before_call(text, generation_prompt) if generation_prompt else None
+    if before is None and openers is not None:
+        before = _after_opener(text, openers)
+    return [span for span in (*spans, before) if span is not None]
+
+
+def _after_opener(text: str, openers: frozenset[str]) -> tuple[int, int] | None:
+    """From the last control token that opens a turn after the user's message (a history
+    reply's opener: ``<SPECIAL_11>``) to the call's first argument."""
+    user = find_marker(text, USER1)
+    args = [at for a in (TOOL_ARG, *CALL_ARGS) if (at := find_marker(text, a)) >= 0]
+    if user < 0 or not args:
+        return None
+    ends = [at + len(tok) for tok in openers if (at := text.rfind(tok, user, min(args))) >= 0]
+    return (max(ends), min(args)) if ends else None
+
+
+def history_disagreements(
+    probes: Sequence[Probe], twins: Sequence[Probe], scanner: SpecialScanner
+) -> list[Disagreement]:
+    """Call probes whose message writes other control tokens before its last argument when
+    the conversation ends with it than when its results follow (both render the same
+    arguments): only the part the model writes, from the user's message on."""
+    by_name = {t.spec.name: t for t in twins if t.text is not None}
+    out = []
+    for probe in probes:
+        twin = by_name.get(f"{probe.spec.name}+result")
+        if twin is None or probe.text is None or twin.text is None:
+            continue
+        mine, theirs = _interior(probe.text, scanner), _interior(twin.text, scanner)
+        if mine is None or theirs is None or mine[0] != theirs[0] or mine[1] == theirs[1]:
+            continue
+        out.append(Disagreement(probe, twin, mine[1], theirs[1]))
+    return out
+
+
+def _interior(text: str, scanner: SpecialScanner) -> tuple[frozenset[str], tuple[str, ...]] | None:
+    """The arguments a render writes, and its control tokens between the user's message and
+    its last argument (None: no user message or no argument)."""
+    user = find_marker(text, USER1)
+    args = {a: rfind_marker(text, a) for a in (TOOL_ARG, *CALL_ARGS)}
+    present = {a: at for a, at in args.items() if at >= 0}
+    if user < 0 or not present:
+        return None
+    end = max(present.values())
+    tokens = tuple(tok for tok, _ in scanner.find(text[user + len(USER1) : end]))
+    return frozenset(present), tokens
+
+
+def wants_history(
+    probes: Sequence[Probe],
+    scanner: SpecialScanner,
+    generation_prompt: str | None,
+    openers: frozenset[str],
+) -> list[Probe]:
+    """Call probes worth rendering again in history (``eosfix.analysis.shapes.
+    history_twin``): those that write, before their last argument, a token the template
+    also writes to close a reply (after its text, before the next turn's ``openers``):
+    whether that token is written inside the message decides what can end a reply."""
+    inside: dict[int, set[str]] = {}
+    for i, probe in enumerate(probes):
+        if probe.text is None or probe.spec.kind not in ("tool_call", "tool_calls"):
+            continue
+        spans = _call_spans(probe, probe.spec.kind, generation_prompt, None)
+        found = {tok for a, b in spans for tok, _ in scanner.find(probe.text[a:b])}
+        if found:
+            inside[i] = found
+    if not inside:
+        return []
+    closing = {
+        tok
+        for probe in probes
+        if probe.spec.kind in ("final", "history")
+        for tok, _ in tail_specials(probe, scanner, openers)
+    }
+    return [probes[i] for i, found in inside.items() if found & closing]
 
 
 def between_calls_tokens(probes: Sequence[Probe], scanner: SpecialScanner) -> set[str]:

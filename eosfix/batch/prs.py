@@ -81,6 +81,8 @@ CARRIED = frozenset(  # the words of a PR that is open
     for o in (PrOutcome.OPENED, PrOutcome.UNCHANGED, PrOutcome.UPDATED, PrOutcome.CARRIED_OVER)
 )
 
+_SETTLED = frozenset((PrOutcome.UNCHANGED.value, PrOutcome.CARRIED_OVER.value))
+
 
 def pr_extra(
     pr: str | None = None,
@@ -119,6 +121,12 @@ class PrPlan:
     keep_ids: tuple[int, ...] = ()  # stop ids the fix keeps (--keep-id)
     stopping: bool = False  # interrupted: no new pull request
 
+    @staticmethod
+    def settled(unit: Unit) -> bool:
+        """An open pull request already carries the unit's fix (found now, or recorded by an
+        earlier run): nothing is left to do for it (``Run.settled``)."""
+        return unit.extra.get("pr") in _SETTLED
+
     def wants(self, unit: Unit) -> bool:
         v = unit.verdict
         return v is not None and v.has_patches and not unit.extra.get("pr_url")
@@ -137,7 +145,7 @@ class PrPlan:
         item = unit.item
         fields = item.fields()
         result = dataclasses.replace(
-            pipeline.check(unit.path, label=item.repo_id, keep_ids=self.keep_ids),
+            pipeline.check(unit.path, label=item.repo_id, keep_ids=self.keep_ids, blockers=False),
             extra={"sha": fields.get("sha"), "revision": fields.get("revision", "main")},
         )
         try:

@@ -253,6 +253,7 @@ class Run:
         self.repos = 0
         self.rows: list[Row] | None = [] if keep_rows else None
         self._counts = dict.fromkeys(VERDICTS, 0)
+        self._settled = 0  # fixable units ``settled`` holds for
         self._lru = _Lru(LRU_DETAIL if detail else LRU_SIZE)
         self._pending: dict[bytes, pool.Ticket] = {}
         self._group: str | None = None
@@ -288,15 +289,21 @@ class Run:
         return self.rows if self.rows is not None else []
 
     strict = False  # warnings fail too (--strict)
+    # A fixable unit this holds for has nothing left to do (hub --pr: an open pull request
+    # already carries its fix): it counts as done for the exit code, as `fix` run twice does.
+    settled: Callable[[Unit], bool] | None = None
 
     @property
     def exit_code(self) -> int:
-        """``eosfix.core.outcome.exit_code`` of the verdicts so far; the source's own failures
-        (a listing, a corrupted cache entry, a pull request) count as unreadable input; 130
-        once interrupted."""
+        """``eosfix.core.outcome.exit_code`` of the verdicts so far (a settled fixable unit as
+        one with nothing to do); the source's own failures (a listing, a corrupted cache
+        entry, a pull request) count as unreadable input; 130 once interrupted."""
         if self.interrupted:
             return EXIT_INTERRUPTED
-        return exit_code(self._counts, strict=self.strict, failed=self.source.failed())
+        counts = dict(self._counts)
+        counts["fixable"] -= self._settled
+        counts["ok"] += self._settled
+        return exit_code(counts, strict=self.strict, failed=self.source.failed())
 
     def counts(self) -> dict[str, int]:
         return dict(self._counts)
@@ -326,6 +333,8 @@ class Run:
     def _count(self, result: Result) -> None:
         self.count += 1
         self._counts[result.verdict_name] += 1
+        if result.verdict_name == "fixable" and self.settled and self.settled(result.unit):
+            self._settled += 1
         group = result.item.repo_id.lower()  # a source yields a repo's revisions together
         if group != self._group:
             self._group, self._group_ids = group, set()

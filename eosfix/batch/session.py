@@ -86,7 +86,7 @@ class HubSession:
         try:
             return open_fix_pr(self.api, self.reader, result, self.describe, self._me)
         except PrError as exc:
-            raise HubError(exc.message, repo_id=result.name) from None
+            raise HubError(exc.message, repo_id=result.name, status=exc.status) from None
 
 
 def check_hub_repo(

@@ -306,6 +306,7 @@ def hub(
                 keep_ids=keep_ids,
             )
             run.strict = strict
+            run.settled = plan.settled if plan is not None else None
             try:
                 with batchcli.stoppable(run):  # Ctrl-C: what is in flight finishes, reported
                     if fmt == "text":

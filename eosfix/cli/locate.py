@@ -4,8 +4,10 @@ folder, and the line of the key the finding is about.
 A stop-id finding points at ``eos_token_id`` (or ``text_config.eos_token_id``) in its JSON
 file; a template finding at the template file (``chat_template`` inside
 tokenizer_config.json); EOS008 at ``added_tokens_decoder``. A file that does not exist (EOS002
-names the missing generation_config.json) has no line; a GGUF's finding names the GGUF file
-and its metadata key (the file is binary). A Hub repo checked by id is named ``org/name/...``.
+names the missing generation_config.json) points at config.json's ``eos_token_id`` instead
+(what transformers reads then), else at the folder, and says where ``fix`` creates it; a
+GGUF's finding names the GGUF file and its metadata key (the file is binary). A Hub repo
+checked by id is named ``org/name/...``.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from eosfix.core.jsonedit import find_value_span
+from eosfix.core.repo import CONFIG
 from eosfix.pipeline import RepoResult
 from eosfix.render.annotations import Location
 
@@ -65,9 +68,26 @@ def locate(r: RepoResult, cwd: Path) -> dict[tuple[str, str], Location]:
             continue
         file = name if base == "." else f"{base}/{name}"
         json_file = r.check.repo.files.get(name)
+        if json_file is None and not (r.check.repo.root / name).exists():
+            out[(f.code, f.file)] = _instead(r, base, name, file)
+            continue
         line = None if json_file is None else _line(json_file.text, f.code)
         out[(f.code, f.file)] = Location(file, line)
     return out
+
+
+def _instead(r: RepoResult, base: str, name: str, file: str) -> Location:
+    """A finding about a file that does not exist (EOS002: generation_config.json): CI
+    cannot show it there, so config.json's ``eos_token_id`` (else the folder), saying where
+    ``fix`` creates the file."""
+    assert r.check is not None
+    created = any(getattr(p, "created", False) and p.file == name for p in r.patches)
+    note = f"eosfix fix creates {file}" if created else f"{file} does not exist"
+    cfg = r.check.repo.files.get(CONFIG)
+    if cfg is None:
+        return Location(base, note=note)
+    where = CONFIG if base == "." else f"{base}/{CONFIG}"
+    return Location(where, _line(cfg.text, "EOS002"), note=note)
 
 
 def locate_all(results: Sequence[RepoResult], cwd: Path) -> list[dict[tuple[str, str], Location]]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import shlex
 import sys
 from collections.abc import Sequence
@@ -32,6 +33,7 @@ from eosfix.containers.target import (
     is_gguf,
     shadows_hub_id,
 )
+from eosfix.core.errors import EosfixError
 from eosfix.pipeline import RepoResult
 from eosfix.render.report import Report
 
@@ -105,12 +107,30 @@ def _check_hub(hub: HubRepo, **options: Any) -> tuple[RepoResult, ...]:
 
     if hub.problem is not None:
         return (RepoResult(Path(hub.repo_id), error=hub.problem, label=str(hub)),)
+    from eosfix.sources.hub.read import HubError
+
     with _quiet_hub():
         checked = check_hub_target(hub, **options)
     for line in (checked.summary, checked.note):
         if line:
             click.echo(line, err=True)
-    return checked.results
+    return tuple(
+        dataclasses.replace(r, error=_with_not_local(r.error, hub))
+        if isinstance(r.error, HubError)  # what the Hub said, and no local folder either
+        else r
+        for r in checked.results
+    )
+
+
+def _with_not_local(exc: EosfixError, hub: HubRepo) -> EosfixError:
+    """The error, saying also that no local path has the name when ``org/name`` was taken
+    for a Hub id for that reason (``HubRepo.not_local``)."""
+    if not hub.not_local:
+        return exc
+    said = type(exc).__new__(type(exc))  # the same kind of error (its fields as they are)
+    said.__dict__.update(vars(exc), message=f"{exc.message}{hub.not_local}")
+    said.args = (said.message,)
+    return said
 
 
 def _note_shadowed(paths: Sequence[str]) -> None:
@@ -198,8 +218,14 @@ def fix(
     for target in targets:
         if isinstance(target, HubRepo):
             result = _hub_not_fixed(target)
-        elif show_diff:
-            result = api.check(target, config_json=config_json, keep_ids=keep_ids, pins=pins)
+        elif show_diff:  # fix's plan and, as fix writes (no link replaced), what stops it
+            result = api.check(
+                target, config_json=config_json, keep_ids=keep_ids, pins=pins,
+                replace_symlinks=False,
+            )  # fmt: skip
+            if result.blocked is not None:  # fix would refuse: so does its --diff
+                result = RepoResult(result.path, error=result.blocked, label=result.label,
+                                    container=result.container)  # fmt: skip
         elif is_gguf(target):
             result = _fix_gguf(target, output, force, keep_ids, pins)
         else:
@@ -244,7 +270,8 @@ def _hub_not_fixed(hub: HubRepo) -> RepoResult:
         f"`eosfix hub {quoted} --pr` (--dry-run to see it first), or download the repo "
         "and fix the folder"
     )
-    return RepoResult(Path(hub.repo_id), error=NotChecked(reason, path=hub.repo_id))
+    error = _with_not_local(NotChecked(reason, path=hub.repo_id), hub)
+    return RepoResult(Path(hub.repo_id), error=error)
 
 
 def _emit_diff(report: Report, flags: tuple[str, ...], quiet: bool) -> None:

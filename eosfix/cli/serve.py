@@ -27,8 +27,9 @@ def serve(host: str, port: int, config_path: str | None) -> None:
     same secret in EOSFIX_WEBHOOK_SECRET. Settings (environment, or --config): HF_TOKEN,
     EOSFIX_POLICY (report | pr), EOSFIX_WATCH_REPOS, EOSFIX_WATCH_AUTHORS, EOSFIX_COMMENT,
     EOSFIX_DRY_RUN, EOSFIX_STATE_DIR (the queue: a restart loses no push), EOSFIX_WORKERS,
-    EOSFIX_ATTEMPTS, EOSFIX_GRACE. GET /healthz and /metrics report its state; logs are JSON
-    lines on stderr. SIGTERM finishes the work in flight (or leaves it queued).
+    EOSFIX_ATTEMPTS, EOSFIX_GRACE, EOSFIX_MAX_BODY, EOSFIX_REQUEST_TIMEOUT,
+    EOSFIX_MAX_CONNECTIONS. GET /healthz and /metrics report its state; logs are JSON lines on
+    stderr. SIGTERM finishes the work in flight (or leaves it queued).
 
     \b
     Example:
@@ -36,9 +37,8 @@ def serve(host: str, port: int, config_path: str | None) -> None:
             eosfix serve --host 0.0.0.0 --port 7860
     """
     try:
-        import uvicorn
-
         from eosfix.serve.app import create_app
+        from eosfix.serve.limits import server
     except ImportError as exc:
         raise EosfixError(
             f"eosfix serve needs its web server: pip install 'eosfix[serve]' ({exc.name} is "
@@ -54,6 +54,4 @@ def serve(host: str, port: int, config_path: str | None) -> None:
     # it found (eosfix's: KeyboardInterrupt); recent releases (0.54 here) swallow that in
     # uvicorn.run, 0.29 (the declared floor) does not. A server stopped on purpose exits 0.
     with contextlib.suppress(KeyboardInterrupt):
-        uvicorn.run(
-            app, host=host, port=port, log_config=log_config, timeout_graceful_shutdown=None
-        )
+        server(app, host=host, port=port, log_config=log_config).run()

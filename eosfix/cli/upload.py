@@ -1,8 +1,8 @@
 """``eosfix upload REPO_ID FOLDER``: upload a folder only if it stops at the end of every turn.
 
-The arguments come in the order ``hf upload`` takes them. The order of eosfix 0.1.0 (``FOLDER
-REPO_ID``) still works for this release, with a deprecation line on stderr: it is recognised
-when the first argument is an existing folder and the second is not.
+The arguments come in the order ``hf upload`` takes them. The earlier order (``FOLDER
+REPO_ID``) still works, with a deprecation line on stderr: it is recognised when the first
+argument is an existing folder and the second is not.
 """
 
 from __future__ import annotations
@@ -57,8 +57,8 @@ def upload(
 ) -> None:
     """Upload FOLDER to REPO_ID only if it stops at the end of every turn.
 
-    The arguments come in the order hf upload takes them (FOLDER REPO_ID, the order of eosfix
-    0.1.0, still works with a deprecation line, for this release only). The folder is checked
+    The arguments come in the order hf upload takes them (the earlier order, FOLDER REPO_ID,
+    still works, with a deprecation line). The folder is checked
     (and with --fix, fixed) first; a folder that would not stop is refused and nothing is
     uploaded (exit 1). Otherwise it is uploaded with huggingface_hub's upload_folder and the
     commit URL is printed.

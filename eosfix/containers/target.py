@@ -67,9 +67,16 @@ class HubRepo:
     file: str | None = None
     gguf: bool = False
     given: str = ""  # as the user wrote it, when that is not the repo id
+    prefixed: bool = False  # given as ``hf://...`` or ``hf.co/...``: never a local path
 
     def __str__(self) -> str:
         return self.given or self.repo_id
+
+    @property
+    def not_local(self) -> str:
+        """What an error about it adds when ``org/name`` was taken for a Hub id because no
+        local path has that name (a mistyped path looks the same); "" for ``hf://``."""
+        return "" if self.prefixed else f"; no local folder or file {self} exists either"
 
     @property
     def problem(self) -> NotChecked | None:
@@ -97,8 +104,8 @@ def _ollama_spelling(given: str) -> HubRepo | None:
         repo, _, tag = rest.rpartition(":")
     parts = repo.split("/")
     if len(parts) > 2 and parts[-1].endswith(".gguf"):  # a file's page URL: .../blob/main/x.gguf
-        return HubRepo("/".join(parts[:2]), file=parts[-1], gguf=True, given=given)
-    return HubRepo(repo, tag=tag or None, gguf=True, given=given)
+        return HubRepo("/".join(parts[:2]), file=parts[-1], gguf=True, given=given, prefixed=True)
+    return HubRepo(repo, tag=tag or None, gguf=True, given=given, prefixed=True)
 
 
 def hub_repo(given: str) -> HubRepo | None:
@@ -111,7 +118,9 @@ def hub_repo(given: str) -> HubRepo | None:
     if given.startswith(HUB_PREFIX):
         rest = given.removeprefix(HUB_PREFIX)
         repo, _, file = _split_file(rest)
-        return HubRepo(repo, file=file or None, gguf=bool(file), given=given if file else "")
+        return HubRepo(
+            repo, file=file or None, gguf=bool(file), given=given if file else "", prefixed=True
+        )
     ollama = _ollama_spelling(given)
     if ollama is not None:
         return ollama

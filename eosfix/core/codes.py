@@ -95,6 +95,13 @@ CODES: dict[str, Code] = {
             "what closes the last reply is also written by a tool-calling reply before more of "
             "its own text, and nothing else closes it",
         ),
+        Code(
+            "EOS017", _E, True,
+            "a file runtimes read starts with a byte-order mark: their JSON readers refuse it",
+            varies="not fixable in a file fix does not write (fix writes generation_config.json, "
+            "and config.json with --config-json)",
+        ),
+        Code("EOS018", _E, True, "eos_token_id is not a token id or a list of ids"),
         Code("EOS100", _E, False, "a template refused every probe"),
         Code("EOS101", _E, False, "a template exceeded a render limit"),
         Code("EOS102", _E, False, "a template tried to reach an attribute the sandbox hides"),

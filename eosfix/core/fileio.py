@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import shlex
 import stat
 import tempfile
 import threading
@@ -128,8 +129,11 @@ def _target_mode(path: Path, allow_symlink_replace: bool) -> int:
         return 0o644 & ~_current_umask()
     if stat.S_ISLNK(info.st_mode):
         if not allow_symlink_replace:
+            quoted = shlex.quote(str(path))
             raise WriteError(
-                "is a symlink; refusing to write through it (its target may be shared)",
+                "is a symlink; refusing to write through it (its target may be shared): "
+                f'replace it by a copy of its target (cp --remove-destination "$(readlink -f '
+                f'{quoted})" {quoted}), or fix the file it points to',
                 path=path,
             )
         with contextlib.suppress(OSError):  # a dangling link gets the default mode
@@ -139,7 +143,11 @@ def _target_mode(path: Path, allow_symlink_replace: bool) -> int:
         raise WriteError("is not a regular file; refusing to replace it", path=path)
     # Mode bits, not os.access: root may write anything, but a 0o444 file says "don't".
     if not info.st_mode & stat.S_IWUSR:
-        raise WriteError("is read-only; make it writable to let eosfix fix it", path=path)
+        raise WriteError(
+            "is read-only; make it writable to let eosfix fix it "
+            f"(chmod u+w {shlex.quote(str(path))})",
+            path=path,
+        )
     return stat.S_IMODE(info.st_mode)
 
 
@@ -147,12 +155,19 @@ def check_writable(path: Path, *, allow_symlink_replace: bool = False) -> None:
     """Raise ``WriteError`` if ``write_atomic(path, ...)`` would be refused; write nothing.
 
     Call it for every file of a multi-file fix before writing any, so that a file that
-    cannot be written (symlink, read-only, not a regular file, folder not writable) leaves
+    cannot be written (symlink, read-only, not a regular file, folder missing or not writable) leaves
     the others untouched too.
     """
+    if not path.parent.is_dir():  # named as it is, never as "not writable"
+        what = "is not a folder" if path.parent.exists() else "does not exist"
+        raise WriteError(f"its folder {path.parent} {what}", path=path)
     _target_mode(path, allow_symlink_replace)
     if not os.access(path.parent, os.W_OK | os.X_OK):
-        raise WriteError("its folder is not writable", path=path)
+        raise WriteError(
+            "its folder is not writable by this user: fix it as the folder's owner, or fix a "
+            "copy of the folder",
+            path=path,
+        )
     # Mode bits too, as for the file: root passes os.access, but a folder nobody may write
     # (0o555) says "don't".
     try:
@@ -162,7 +177,7 @@ def check_writable(path: Path, *, allow_symlink_replace: bool = False) -> None:
     if not folder_mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH):
         raise WriteError(
             f"its folder is read-only (mode {stat.S_IMODE(folder_mode):o}); make it writable "
-            "to let eosfix fix it",
+            f"to let eosfix fix it (chmod u+w {shlex.quote(str(path.parent))})",
             path=path,
         )
 

@@ -30,6 +30,41 @@ def _eos_value(value: Any) -> bool:
     return type(value) is list and len(value) <= MAX_STOP_IDS and all(map(_token_id, value))
 
 
+def eos_like(value: Any) -> bool:
+    """generation_config.json's ``eos_token_id`` as runtimes may read it: a number, a string,
+    a bool, null, or a list of at most MAX_STOP_IDS such values (nested lists too). A value
+    that is not ids (``"2"``, ``2.0``, ``true``, ``[2, null]``) is reported (EOS018) and
+    rewritten as ids, never refused; an object is no stop id at all."""
+    if value is None or type(value) in (int, float, bool, str):
+        return True
+    return type(value) is list and len(value) <= MAX_STOP_IDS and all(map(eos_like, value))
+
+
+def well_formed_eos(value: Any) -> bool:
+    """An id or a list of ids, as every runtime reads them (a negative id too: it is an id
+    no token has, EOS013); else what EOS018 reports."""
+    if type(value) is int:
+        return True
+    return type(value) is list and all(type(i) is int for i in value)
+
+
+def intended_eos(value: Any) -> tuple[int, ...]:
+    """The ids a value that is not ids names (EOS018), in order, once each: an integral
+    float is its int, a string of digits its number; a bool, null, another float or string
+    names none; a nested list is read through."""
+    out: list[int] = []
+    for item in value if type(value) is list else [value]:
+        if type(item) is list:
+            out.extend(intended_eos(item))
+        elif type(item) is int:
+            out.append(item)
+        elif type(item) is float and item.is_integer():
+            out.append(int(item))
+        elif type(item) is str and item.strip().isascii() and item.strip().isdigit():
+            out.append(int(item.strip()))
+    return tuple(dict.fromkeys(out))
+
+
 def _added_token(value: Any) -> bool:
     return (
         type(value) is dict
@@ -186,7 +221,26 @@ class _StopConfig(View):
 
 
 class GenerationConfig(_StopConfig):
+    """generation_config.json: its ``eos_token_id`` may be any value runtimes read as one
+    (``eos_like``), the field eosfix repairs."""
+
     __slots__ = ()
+
+    @property
+    def eos_malformed(self) -> bool:
+        """``eos_token_id`` is set to something that is not ids (EOS018)."""
+        raw = self.eos_token_id
+        return raw is not None and not well_formed_eos(raw)
+
+    @property
+    def eos_ids(self) -> tuple[int, ...] | None:
+        """The ids ``eos_token_id`` holds (those a malformed value names: ``intended_eos``)."""
+        raw = self.eos_token_id
+        return intended_eos(raw) if self.eos_malformed else eos_tuple(raw)
+
+    @staticmethod
+    def accepts(data: dict[str, Any]) -> bool:
+        return eos_like(data.get("eos_token_id"))
 
 
 class TextConfig(_StopConfig):

@@ -28,9 +28,10 @@ CHAT_TEMPLATE_JSON = "chat_template.json"
 PROCESSOR_CONFIG = "processor_config.json"
 TEMPLATE_DIR = "additional_chat_templates"
 # The one table of the files eosfix reads; every other list derives from it (the Hub and
-# cache sources, what makes a folder a model folder, the pre-commit hook's ``files:``, which a
-# test checks against it). The files that decide what eosfix reports, read first, plus the
-# templates in TEMPLATE_DIR/*.jinja; tokenizer.json (10-35 MB) only when an id is only there.
+# cache sources, what makes a folder a model folder, and with tokenizer.json the pre-commit
+# hook's ``files:``, which a test checks against READ_FILES). The files that decide what
+# eosfix reports, read first, plus the templates in TEMPLATE_DIR/*.jinja; tokenizer.json
+# (10-35 MB) only its head, and whole only when an id is only there.
 RELEVANT_FILES = (
     GENERATION_CONFIG,
     CONFIG,
@@ -174,6 +175,7 @@ class TokenizerHead:
 
     added: tuple[TokenInfo, ...]
     trailing_special: str | None = None
+    bom: bool = False  # the file starts with a UTF-8 byte-order mark (EOS017)
 
 
 @dataclass
@@ -195,6 +197,9 @@ class ModelRepo:
     added_tokens: dict[str, TokenInfo] = field(default_factory=dict)  # content -> info
     vocabulary: Vocabulary | None = None
     tokenizer_head: TokenizerHead | None = None  # None: no tokenizer.json (or not a folder)
+    # The JSON files read that start with a UTF-8 byte-order mark, which every runtime's JSON
+    # reader refuses (EOS017); eosfix reads past it.
+    bom: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.vocabulary is None:

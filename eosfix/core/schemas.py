@@ -11,7 +11,9 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
+
+from eosfix.core.models import eos_like
 
 TokenId = Annotated[StrictInt, Field(ge=0)]
 # eos_token_id: one id or a list of ids; floats, negatives and strings are refused.
@@ -51,8 +53,16 @@ class SpecialTokensMapModel(_Loose):
     eos_token: StrictStr | AddedTokenModel | None = None
 
 
+def _eos_like(value: Any) -> Any:
+    if not eos_like(value):
+        raise ValueError("expected a token id or a list of ids")
+    return value
+
+
 class GenerationConfigModel(_Loose):
-    eos_token_id: EosValue = None
+    # Any value a runtime may read as eos_token_id (eosfix.core.models.eos_like): one that is
+    # not ids is reported and rewritten (EOS018); an object is refused.
+    eos_token_id: Annotated[Any, AfterValidator(_eos_like)] = None
 
 
 class TextConfigModel(_Loose):

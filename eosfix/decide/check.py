@@ -146,6 +146,12 @@ def _terminator_findings(repo: ModelRepo, ts: TerminatorSet) -> list[Finding]:
         and any(ta.rendered for ta in ts.templates)
     ):
         msg = "no turn terminator found: the template writes nothing that ends a reply"
+        if all(ta.quoted for ta in ts.templates if ta.rendered):
+            msg = (
+                "no turn terminator found: the template quotes the conversation as text inside "
+                "its prompt and writes nothing after the reply position, so nothing in it "
+                "shows what ends the model's verdict"
+            )
         out.append(finding("EOS009", ts.templates[0].file, msg))
     return out
 

@@ -50,9 +50,10 @@ class StopIdReview:
 
     def cuts(self, token_id: int | None) -> bool:
         """Stopping at ``token_id`` cuts a reply (never add such an id, e.g. the tokenizer's
-        eos, to a list)."""
+        eos, to a list): it is written inside a turn, ordinary text, or the reply's only closer
+        that a finding says is also written inside a turn (EOS010, EOS016)."""
         s = None if token_id is None else self.by_id(token_id)
-        return s is not None and s.cuts
+        return s is not None and (s.cuts or s.closes_inside)
 
     @property
     def unchecked(self) -> tuple[StopId, ...]:

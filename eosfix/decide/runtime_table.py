@@ -25,7 +25,8 @@ class RuntimeRow:
 
     ``versions`` is the range the rule used holds for, ``pinned`` the version the user asked
     about (None: the current rule), ``executed`` the runtime version the conformance tests ran
-    that rule against (None: modelled from the runtime's source, not executed).
+    that rule against (None: not executed), ``cited`` the commit and lines of the runtime's
+    source the rule was read at when it cannot run here (None: modelled, not cited).
     """
 
     runtime: str
@@ -38,6 +39,7 @@ class RuntimeRow:
     pinned: str | None = None
     executed: str | None = None
     source: str = ""  # where the rule was read
+    cited: str | None = None
     # Stop ids in its set that cut a reply (eosfix.decide.stopids: in-turn or ordinary tokens),
     # label -> id, now, after the planned fix, and with --config-json.
     early_before: dict[str, int] = field(default_factory=dict)
@@ -54,9 +56,11 @@ class RuntimeRow:
 
     @property
     def basis(self) -> str:
-        if self.executed is None:
-            return "modelled, not executed"
-        return f"executed with {self.runtime} {self.executed}"
+        if self.executed is not None:
+            return f"executed with {self.runtime} {self.executed}"
+        if self.cited is not None:
+            return f"cited at {self.cited}"
+        return "modelled, not executed"
 
     @property
     def misses_before(self) -> bool:
@@ -172,10 +176,11 @@ def _row(
     early = [dict(early0), dict(early1), dict(early2)]  # a row's own: rows never share dicts
     before, after, with_cfg = dict(before), dict(after), dict(with_cfg)
     executed = rt.executed if rule == rt.current else None  # older rules are only modelled
+    cited = rt.cited if rule == rt.current else None
     note = rule.note if spec.note is None else spec.note
     return RuntimeRow(
         rt.name, rule.reads, before, after, with_cfg, note, rule.versions_str, spec.pinned,
-        executed, rule.source, early[0], early[1], early[2],
+        executed, rule.source, cited, early[0], early[1], early[2],
         config_only=rt.config_only, first_id_only=rt.first_id_only, remedy=rt.remedy,
     )  # fmt: skip
 

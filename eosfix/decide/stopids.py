@@ -67,6 +67,9 @@ class StopId:
     text: str | None = None
     reason: str = ""
     evidence: str = ""
+    # The reply's only closer, also written inside a turn (EOS010, EOS016): kept where it is,
+    # since nothing else ends the reply, but a finding says it cuts one: never added.
+    closes_inside: bool = False
 
     @property
     def cuts(self) -> bool:
@@ -172,6 +175,12 @@ class _Context:
         self.unsure = set(closers_inside_a_turn(ts))  # EOS010: removing them stops nothing
 
     def classify(self, token_id: int) -> StopId:
+        found = self._classify(token_id)
+        if found.token is not None and found.token in self.unsure:
+            return dataclasses.replace(found, closes_inside=True)
+        return found
+
+    def _classify(self, token_id: int) -> StopId:
         if token_id in self.ends:
             t = self.ends[token_id]
             return StopId(token_id, TERMINATOR, t.content, t.content)

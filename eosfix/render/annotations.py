@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from eosfix import __version__
 from eosfix.core.codes import CODES, Finding, Severity
@@ -28,11 +29,13 @@ SARIF_SCHEMA = (
 class Location:
     """Where a finding is: a file as CI names it (relative to the current folder, else
     absolute), the line of the key it is about when known, and for a GGUF the metadata key
-    (the file is binary: no line)."""
+    (the file is binary: no line); ``note`` what the message adds (a finding about a file
+    that does not exist yet points at another and says where ``fix`` creates it)."""
 
     file: str
     line: int | None = None
     key: str | None = None
+    note: str = ""
 
 
 # Per result (in order): (finding code, finding file) -> where; ("", "") is the unit itself.
@@ -40,7 +43,8 @@ Locations = Sequence[Mapping[tuple[str, str], Location]]
 
 
 def _message(f: Finding, where: Location) -> str:
-    return f"{where.key}: {f.message}" if where.key else f.message
+    text = f"{where.key}: {f.message}" if where.key else f.message
+    return f"{text} ({where.note})" if where.note else text
 
 
 # --- GitHub workflow commands --------------------------------------------------------------
@@ -98,8 +102,8 @@ def _physical(where: Location) -> dict[str, Any]:
     path = Path(where.file)
     artifact: dict[str, Any] = (
         {"uri": path.as_uri()}
-        if path.is_absolute()
-        else {"uri": path.as_posix(), "uriBaseId": "%SRCROOT%"}
+        if path.is_absolute()  # a URI reference: a space or "#" percent-encoded, as as_uri does
+        else {"uri": quote(path.as_posix(), safe="/"), "uriBaseId": "%SRCROOT%"}
     )
     out: dict[str, Any] = {"artifactLocation": artifact}
     if where.line is not None:

@@ -12,6 +12,7 @@ import csv
 import functools
 import json
 import math
+import re
 from collections.abc import Callable
 from json.encoder import encode_basestring
 from typing import Any, TextIO
@@ -19,6 +20,7 @@ from typing import Any, TextIO
 from eosfix.batch.run import Failure, Result, Run
 from eosfix.batch.verdict import Detail, Members, ids_text
 from eosfix.pipeline import RepoResult
+from eosfix.render.markdown import code, escape
 from eosfix.render.report import render_repo_text, result_to_dict
 
 _ENTRY = "    "  # where an entry of the "repos" list is nested in the report
@@ -222,33 +224,38 @@ def write_csv(run: Run, out: TextIO) -> None:
         out.flush()
 
 
-def _cell(text: str) -> str:
-    """A Markdown table cell: pipes escaped (also inside code spans, as GFM requires)."""
-    return text.replace("|", "\\|").replace("\n", "<br>")
-
-
 def _text(text: str) -> str:
-    """Plain text in a Markdown cell: no HTML either (``</s>`` in an error message)."""
-    return _cell(text.replace("<", "&lt;"))
+    """Plain text in a Markdown cell (``eosfix.render.markdown``: repo text stays text)."""
+    return escape(text, in_table=True)
 
 
 MARKDOWN_COLUMNS = ("repo", "revision", "ends a turn", "eos now", "verdict", "pull request")
+# A pull request's address as the Hub gives it: nothing that could end the link early.
+_URL = re.compile(r"https?://[^\s()<>\[\]`|\\]+")
 
 
 def _markdown_row(result: Result) -> str:
     v, row = result.verdict, result.row()
     terms = "<br>".join(
-        f"`{_cell(c)}` {i}" if i is not None else f"`{_cell(c)}`" for c, i in v.terminators
+        f"{code(c, in_table=True)} {i}" if i is not None else code(c, in_table=True)
+        for c, i in v.terminators
     )
     url, words = result.unit.extra.get("pr_url"), str(result.unit.extra.get("pr") or "")
-    pr = f"[{_text(words or 'pull request')}]({url})" if url else _text(words)
-    verdict = _text(verdict_words(row.verdict, row.problem) + row.note)
-    cells = (f"`{_cell(row.repo_id)}`", _text(row.revision), terms or "-", _text(row.eos or "-"))
+    if isinstance(url, str) and _URL.fullmatch(url):
+        pr = f"[{_text(words or 'pull request')}]({url})"
+    else:
+        pr = _text(words)
+    note = row.note  # " -> [ids]" (eosfix's), then ": the error" (may quote the repo)
+    if v.error and note.endswith(v.error):
+        note = note[: -len(v.error)] + _text(v.error)
+    verdict = verdict_words(row.verdict, row.problem) + note
+    repo = code(row.repo_id, in_table=True)
+    cells = (repo, _text(row.revision), terms or "-", row.eos or "-")  # ids: eosfix's words
     return "| " + " | ".join((*cells, verdict, pr)) + " |"
 
 
 def _markdown_failure(f: Failure) -> str:
-    return f"| `{_cell(f.name)}` | - | - | - | {_text('error: ' + f.error)} |  |"
+    return f"| {code(f.name, in_table=True)} | - | - | - | {_text('error: ' + f.error)} |  |"
 
 
 def write_markdown(run: Run, out: TextIO, summary: Callable[[], str]) -> None:

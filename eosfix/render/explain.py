@@ -3,6 +3,7 @@ exact ids a hand-written generation loop must compare after each step."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import click
@@ -80,11 +81,78 @@ def _template_block(ta: TemplateAnalysis, scanner: SpecialScanner) -> list[str]:
     if ta.generation_prompt is not None:
         lines.append("  --- generation prompt (what add_generation_prompt=True appends) ---")
         lines += _quoted(ta.generation_prompt, scanner)
+    lines += _branch_lines(ta)
+    lines += _shape_lines(ta, scanner)
     for tok, line in ta.unreached_literals:
         lines.append(
             f"  possible: {tok} is written at template line {line} but no probe reached it"
         )
     return lines
+
+
+_VALUE_CHARS = 60
+
+
+def _branch_lines(ta: TemplateAnalysis) -> list[str]:
+    """The variables that choose a branch writing an assistant message or a tool call, what
+    the probes set each to, and which probes set it."""
+    if not ta.branches:
+        return []
+    lines = [
+        (
+            "  branch variables (an if on each chooses a branch that writes an assistant "
+            "message or a tool call; probed on both sides):"
+        )
+    ]
+    for name, value, line in ta.branches:
+        shown = json.dumps(value, ensure_ascii=False)
+        if len(shown) > _VALUE_CHARS:
+            shown = shown[: _VALUE_CHARS - 1] + "…"
+        probes = [p.spec.name for p in ta.probes if p.spec.kwargs.get(name) == value]
+        where = ", ".join(probes) if probes else "no probe"
+        lines.append(
+            f"    {name} (template line {line}) = {shown} in {where}; unset in the other probes"
+        )
+    return lines
+
+
+def _shape_lines(ta: TemplateAnalysis, scanner: SpecialScanner) -> list[str]:
+    """A template that quotes its replies (the prompt whose end the verdict follows), and a
+    last message rendered otherwise than in history (both renders, and which is followed)."""
+    lines: list[str] = []
+    if ta.quoted is not None and ta.prompt is not None and ta.prompt.text is not None:
+        lines += [
+            (
+                f"  quoted conversation: {ta.quoted} (probe final against probe "
+                f"{ta.prompt.spec.name}), so no assistant message is a turn of its own; the "
+                "model writes its verdict at the end of the prompt, and what closes the "
+                "prompt's turn there closes the verdict"
+            ),
+            f"  --- probe {ta.prompt.spec.name} (add_generation_prompt=True) ---",
+            *_quoted(ta.prompt.text, scanner),
+        ]
+    for d in ta.disagreements:
+        mine = " ".join(d.final_tokens) or "no control token"
+        theirs = " ".join(d.history_tokens) or "no control token"
+        lines += [
+            (
+                f"  last message and history disagree: probe {d.final.spec.name} (the "
+                f"conversation ends with the message) writes {mine} before its last argument, "
+                f"probe {d.history.spec.name} (its results follow) writes {theirs}; eosfix "
+                "follows the history, which is what the model sees of its own past replies"
+            ),
+            f"  --- probe {d.history.spec.name} (add_generation_prompt=False) ---",
+            *_quoted(d.history.text or "", scanner),
+        ]
+    return lines
+
+
+def _shown_besides(ta: TemplateAnalysis) -> tuple[Probe, ...]:
+    """Renders that are not probes but that a report stands on: the prompt whose end a
+    quoting template's verdict follows, and the history renders followed over the last
+    message's."""
+    prompt = (ta.prompt,) if ta.quoted is not None and ta.prompt is not None else ()
+    return (*prompt, *(d.history for d in ta.disagreements))
 
 
 def loop_ids(c: RepoCheck) -> tuple[list[int], str]:
@@ -246,7 +314,7 @@ def result_explain_dict(result: RepoResult) -> dict[str, Any]:
     out["probes"] = [
         {"template": p.template, "probe": p.spec.name, "text": p.text, "refusal": p.refusal}
         for ta in result.check.terminators.templates
-        for p in ta.probes
+        for p in (*ta.probes, *_shown_besides(ta))
     ]
     ids, source = loop_ids(result.check)
     out["loop"] = {"stop_ids": ids, "source": source}

@@ -4,11 +4,13 @@ transformers in three lines, and (folded) the runtimes before and after.
 
 Nothing in it speaks of eosfix's command line or its finding codes, and no probe sentinel
 shows: the template's own text is quoted, with ``…`` where a probe message stood.
-``eosfix.sources.hub.write`` sends it as it is given.
+``eosfix.sources.hub.write`` sends it as it is given. Every text from the repo (tokens, template
+output, file names, reasons) goes through ``eosfix.render.markdown``: it shows as text.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable, Sequence
 
@@ -19,6 +21,7 @@ from eosfix.decide.check import RepoCheck
 from eosfix.decide.runtime_table import RuntimeTable
 from eosfix.decide.stopids import CUTTING, IN_TURN_KIND, ORDINARY, StopId
 from eosfix.pipeline import RepoResult
+from eosfix.render.markdown import code, escape, fenced
 from eosfix.render.text import placement_text
 
 # What the probes put into messages (eosfix.analysis.shapes: "Eosfixassistant1", the tool
@@ -29,20 +32,6 @@ _SENTINEL = re.compile(rf"(?i)eosfix\w*|{CALL_ID}|{CALL_ID2}")
 def neutral(text: str) -> str:
     """Rendered text with every probe sentinel replaced by ``…`` (runs of them by one)."""
     return re.sub(r"…(\s*…)+", "…", _SENTINEL.sub("…", text))
-
-
-def code(text: str, *, in_table: bool = False) -> str:
-    """``text`` as a Markdown code span; in a table cell its pipes are escaped (GFM splits
-    cells on them even inside code spans, and shows the backslash nowhere else)."""
-    fence = "``" if "`" in text else "`"
-    pad = " " if text.startswith("`") or text.endswith("`") else ""
-    span = f"{fence}{pad}{text}{pad}{fence}"
-    return span.replace("|", "\\|") if in_table else span
-
-
-def cell(text: str) -> str:
-    """Plain text in a Markdown table cell: no HTML (``</s>``), no cell break (``|``)."""
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace("|", "\\|")
 
 
 def _names(items: Sequence[str]) -> str:
@@ -93,12 +82,29 @@ def what_was_wrong(result: RepoResult) -> str:
         ids = _names([str(s.id) for s in never])
         what = "it never fires" if len(never) == 1 else "they never fire"
         parts.append(f"`eos_token_id` holds {ids}, which no token of this model has: {what}")
-    text = "; and ".join(parts) if parts else check.findings[0].message
+    gen = check.repo.generation_config
+    if gen is not None and gen.eos_malformed:
+        raw = code(json.dumps(gen.eos_token_id))
+        parts.append(f"`eos_token_id` is {raw}, not a token id or a list of ids")
+    if _removes_bom(result):
+        parts.append(
+            "`generation_config.json` starts with a byte-order mark, which the runtimes' JSON "
+            "readers refuse (transformers and others then ignore the file)"
+        )
+    if not parts:  # a finding's own words: they may quote the repo
+        text = check.findings[0].message
+        return escape(text[0].upper() + text[1:] + ".")
+    text = "; and ".join(parts)
     return text[0].upper() + text[1:] + "."
 
 
 def _fenced(text: str) -> list[str]:
-    return ["", "```text", *neutral(text).splitlines(), "```", ""] if text else [""]
+    return ["", *fenced(neutral(text), "text"), ""] if text else [""]
+
+
+def _placement(t: Terminator) -> str:
+    """Where the template writes ``t`` (eosfix's words), the tokens it names as code."""
+    return placement_text(t, code).removeprefix("written ")
 
 
 def _template_files(check: RepoCheck, names: Iterable[str]) -> str:
@@ -113,27 +119,25 @@ def _evidence(check: RepoCheck) -> list[str]:
     added = _added(check)
     kept = [t for t in check.id_terminators if t not in added]
     if kept:
-        listed = "; ".join(
-            f"{code(t.content)} ({t.id}, {placement_text(t).removeprefix('written ')})"
-            for t in kept
-        )
+        listed = "; ".join(f"{code(t.content)} ({t.id}, {_placement(t)})" for t in kept)
         lines += [f"Already stop ids, where the template ends a turn: {listed}.", ""]
     for t in added:
         lines.append(
             f"{_template_files(check, t.templates)} writes {code(t.content)} (id {t.id}) "
-            f"{placement_text(t).removeprefix('written ')}:"
+            f"{_placement(t)}:"
         )
         lines += _fenced(t.evidence)
     for s in _removed(check):
         name = code(s.token or s.text or str(s.id))
         if s.kind == IN_TURN_KIND:
-            where = neutral(s.reason)
+            where = escape(neutral(s.reason))
             lines.append(f"{name} (id {s.id}) is written inside an assistant turn ({where}):")
             lines += _fenced(s.evidence)
         elif s.kind == ORDINARY:
-            lines += [f"{name} (id {s.id}) is an ordinary text token: {neutral(s.reason)}.", ""]
+            reason = escape(neutral(s.reason))
+            lines += [f"{name} (id {s.id}) is an ordinary text token: {reason}.", ""]
         else:
-            lines += [f"{s.id} is no token of this model ({neutral(s.reason)}).", ""]
+            lines += [f"{s.id} is no token of this model ({escape(neutral(s.reason))}).", ""]
     return lines
 
 
@@ -150,23 +154,48 @@ def _verify(repo_id: str, check: RepoCheck) -> list[str]:
         return "[" + ", ".join(repr(known.get(i)) for i in ids) + "]"
 
     now = check.stop.raw if isinstance(check.stop.raw, int) else check.stop.ids
+    program = "\n".join(
+        [
+            "from transformers import AutoTokenizer, GenerationConfig",
+            (
+                f'tok, gen = AutoTokenizer.from_pretrained("{repo_id}"), '
+                f'GenerationConfig.from_pretrained("{repo_id}")'
+            ),
+            "print(tok.convert_ids_to_tokens(gen.eos_token_id))",
+        ]
+    )
     return [
-        "```python",
-        "from transformers import AutoTokenizer, GenerationConfig",
-        (
-            f'tok, gen = AutoTokenizer.from_pretrained("{repo_id}"), '
-            f'GenerationConfig.from_pretrained("{repo_id}")'
-        ),
-        "print(tok.convert_ids_to_tokens(gen.eos_token_id))",
-        "```",
+        *fenced(program, "python"),
         "",
         (
-            f"Today this prints `{printed(now)}`; with this pull request merged, "
-            f"`{printed(check.proposed)}`. To try this pull request before merging it, pass its "
+            f"Today this prints {code(printed(now))}; with this pull request merged, "
+            f"{code(printed(check.proposed))}. To try this pull request before merging it, pass its "
             'branch to `GenerationConfig.from_pretrained` as `revision="refs/pr/…"` (the '
             "number in its address)."
         ),
     ]
+
+
+def _removes_bom(result: RepoResult) -> bool:
+    return any(p.file == GENERATION_CONFIG and getattr(p, "bom_removed", False)
+               for p in result.patches)  # fmt: skip
+
+
+def _changes(result: RepoResult) -> str:
+    """What the pull request changes, in one line."""
+    gen = next((p for p in result.patches if p.file == GENERATION_CONFIG), None)
+    ids = gen is None or "eos_token_id" in gen.summary
+    if not _removes_bom(result):
+        return "This pull request changes only `eos_token_id` in `generation_config.json`:"
+    if not ids:
+        return (
+            "This pull request removes only the byte-order mark at the start of "
+            "`generation_config.json`:"
+        )
+    return (
+        "This pull request changes only `eos_token_id` in `generation_config.json`, and "
+        "removes the byte-order mark at its start:"
+    )
 
 
 def pr_description(result: RepoResult) -> str:
@@ -176,11 +205,12 @@ def pr_description(result: RepoResult) -> str:
     lines = [
         what_was_wrong(result),
         "",
-        "This pull request changes only `eos_token_id` in `generation_config.json`:",
+        _changes(result),
         "",
-        "```diff",
-        *(p.diff().rstrip("\n") for p in result.patches if p.file == GENERATION_CONFIG),
-        "```",
+        *fenced(
+            "\n".join(p.diff().rstrip("\n") for p in result.patches if p.file == GENERATION_CONFIG),
+            "diff",
+        ),
         "",
         "### What your chat template writes",
         "",
@@ -209,7 +239,7 @@ def _runtime_lines(table: RuntimeTable) -> list[str]:
         "| --- | --- | --- | --- | --- |",
     ]
     for row in table.rows:
-        reads = cell(row.reads)
+        reads = escape(row.reads, in_table=True)
         if row.runtime in table.not_applicable:
             lines.append(f"| {row.runtime} | {reads} | not applicable (no config.json) | | |")
             continue

@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from eosfix.analysis.terminators import Terminator
+from eosfix.analysis.terminators import TemplateAnalysis, Terminator
 from eosfix.containers.target import NotChecked
 from eosfix.core.errors import VerificationError, WriteError
 from eosfix.core.outcome import (
@@ -184,6 +184,38 @@ def runtime_rows_json(table: RuntimeTable | None) -> list[dict[str, Any]]:
     ]  # fmt: skip
 
 
+def template_to_dict(ta: TemplateAnalysis) -> dict[str, Any]:
+    """One template's entry; ``branch_variables``, ``quoted`` and ``history_differs`` only
+    where the template has them."""
+    out: dict[str, Any] = {
+        "name": ta.name,
+        "file": ta.file,
+        "probes": len(ta.probes),
+        "probes_rendered": len(ta.rendered),
+        "refusals": [f"{p.spec.name}: {p.refusal}" for p in ta.refusals],
+        "possible": [{"content": tok, "line": line} for tok, line in ta.unreached_literals],
+        "positions": {tok: list(wheres) for tok, wheres in ta.positions},
+        "placeholders": ta.placeholders,
+    }
+    if ta.branches:
+        out["branch_variables"] = [
+            {"name": name, "value": value, "line": line} for name, value, line in ta.branches
+        ]
+    if ta.quoted is not None:
+        out["quoted"] = ta.quoted
+    if ta.disagreements:
+        out["history_differs"] = [
+            {
+                "probe": d.final.spec.name,
+                "history_probe": d.history.spec.name,
+                "last": list(d.final_tokens),
+                "history": list(d.history_tokens),
+            }
+            for d in ta.disagreements
+        ]
+    return out
+
+
 def result_to_dict(r: RepoResult) -> dict[str, Any]:
     """The JSON shape of one repo or GGUF file (stable keys, documented in the README). After
     ``fix`` wrote files, the keys describe the repo as written and ``before`` what it was."""
@@ -210,19 +242,7 @@ def result_to_dict(r: RepoResult) -> dict[str, Any]:
         ),
         runs_on=list(runs_on),
         stops_early=list(early),
-        templates=[
-            {
-                "name": ta.name,
-                "file": ta.file,
-                "probes": len(ta.probes),
-                "probes_rendered": len(ta.rendered),
-                "refusals": [f"{p.spec.name}: {p.refusal}" for p in ta.refusals],
-                "possible": [{"content": tok, "line": line} for tok, line in ta.unreached_literals],
-                "positions": {tok: list(wheres) for tok, wheres in ta.positions},
-                "placeholders": ta.placeholders,
-            }
-            for ta in c.terminators.templates
-        ],
+        templates=[template_to_dict(ta) for ta in c.terminators.templates],
         terminators=[terminator_to_dict(t) for t in c.terminators.terminators],
         additional_stops=[terminator_to_dict(t) for t in c.terminators.additional],
         acceptable=list(c.terminators.acceptable),
@@ -247,6 +267,8 @@ def result_to_dict(r: RepoResult) -> dict[str, Any]:
         written=list(r.written),
         runtimes=runtime_rows_json(r.runtimes),
     )
+    if r.blocked is not None:
+        out["blocked"] = str(r.blocked)
     if r.before is not None:
         b = r.before
         out["before"] = {

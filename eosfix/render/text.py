@@ -10,8 +10,9 @@ verdicts come last: one line while a fix is pending, caveats once none is
 from __future__ import annotations
 
 import itertools
+import json
 import shlex
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import click
 
@@ -25,6 +26,7 @@ from eosfix.analysis.positions import (
     NEXT_TURN,
     PLAIN_TEXT,
     TOOL_CALL,
+    VERDICT,
 )
 from eosfix.analysis.terminators import Placement, Terminator
 from eosfix.containers.target import cache_snapshot
@@ -54,9 +56,10 @@ KIND_TEXT = {
 }
 
 
-def _where_text(p: Placement) -> str:
-    """Where the template writes a token, as a clause (``eosfix.analysis.positions.WHERE``)."""
-    rel = ", ".join(p.related)
+def _where_text(p: Placement, token: Callable[[str], str] = str) -> str:
+    """Where the template writes a token, as a clause (``eosfix.analysis.positions.WHERE``);
+    ``token`` shows each token it names (a Markdown code span in a PR)."""
+    rel = ", ".join(token(r) for r in p.related)
     if p.where == LAST_REPLY:
         why = f"earlier replies end with {rel}" if rel else "other replies have no closing token"
         return f"written after the last reply only ({why})"
@@ -76,12 +79,17 @@ _WHERE_TEXT = {
     TOOL_CALL: "written after a tool call",
     NEXT_TURN: "opens the next turn (replies have no closing token)",
     PLAIN_TEXT: "plain text: needs a stop string",
+    VERDICT: (
+        "written where the prompt's turn ends, before the reply: the verdict's turn ends the "
+        "same way (the template quotes the conversation as text, it renders no reply)"
+    ),
 }
 
 
-def placement_text(t: Terminator) -> str:
-    """Where the template writes ``t``: every placement, first evidence first."""
-    clauses = list(dict.fromkeys(_where_text(p) for p in t.placements))
+def placement_text(t: Terminator, token: Callable[[str], str] = str) -> str:
+    """Where the template writes ``t``: every placement, first evidence first (``token``: as
+    in ``_where_text``)."""
+    clauses = list(dict.fromkeys(_where_text(p, token) for p in t.placements))
     if not clauses:
         return KIND_TEXT.get(t.kind, t.kind)
     text = clauses[0]
@@ -105,11 +113,14 @@ def stop_source_text(c: RepoCheck) -> str:
 
 
 def ids_text(ids: Iterable[int] | int | None) -> str:
+    """``7``, ``[7, 9]``; a value that is not ids (EOS018) as the file writes it."""
     if ids is None:
         return "(not set)"
-    if isinstance(ids, int):
+    if type(ids) is int:
         return str(ids)
-    return "[" + ", ".join(str(i) for i in ids) + "]"
+    if isinstance(ids, (list, tuple)) and all(type(i) is int for i in ids):
+        return "[" + ", ".join(str(i) for i in ids) + "]"
+    return json.dumps(ids, ensure_ascii=False)
 
 
 def fix_command(r: RepoResult, flags: Sequence[str] = ()) -> str:
@@ -176,10 +187,12 @@ def _pending_lines(r: RepoResult, c: RepoCheck, run: str | None) -> list[str]:
         lines.append(f"  fix           {'; '.join(p.summary for p in r.patches)}  (its header)")
         lines += _after_lines(c)
     elif r.patches:
-        lines.append(
-            f"  fix           {changes_text(r.patches)}" + (f"  (run: {run})" if run else "")
-        )
+        hint = f"  (run: {run})" if run and r.blocked is None else ""
+        lines.append(f"  fix           {changes_text(r.patches)}{hint}")
         lines += _after_lines(c)
+        if r.blocked is not None:  # what stops the writer, and what to do first
+            then = f"; then run: {run}" if run else ""
+            lines.append(f"  cannot write  {r.blocked}{then}")
     return lines
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 
+from eosfix.core.repo import GENERATION_CONFIG
 from eosfix.runtimes import (
     candle,
     exllamav2,
@@ -87,11 +88,15 @@ def stop_sets(inputs: StopInputs, pins: Pins | None = None) -> dict[str, frozens
 
 
 def apply_generation_config_eos(inputs: StopInputs, new_eos: Sequence[int]) -> StopInputs:
-    """Inputs after generation_config.json's eos_token_id is written as a list (file created)."""
+    """Inputs after generation_config.json's eos_token_id is written as a list (file created,
+    without a byte-order mark)."""
     return dataclasses.replace(
         inputs,
         generation_config_exists=True,
         generation_config_eos=tuple(new_eos),
         generation_config_has_eos_key=True,
         generation_config_eos_is_list=True,
+        generation_config_eos_malformed=None,
+        generation_config_eos_truthy=None,
+        bom=inputs.bom - {GENERATION_CONFIG},
     )

@@ -10,7 +10,8 @@ list (lines 31-36), ``LlamaConfig.eos_token_id`` the top-level key only (line 50
 
 from __future__ import annotations
 
-from eosfix.runtimes.rule import Runtime, StopInputs, ids_of, one
+from eosfix.core.repo import CONFIG, TOKENIZER_JSON
+from eosfix.runtimes.rule import Refusals, Runtime, StopInputs, ids_of, one, refusing
 
 
 def _candle(x: StopInputs) -> frozenset[int]:
@@ -28,4 +29,8 @@ RUNTIME = Runtime(
     derive=_candle,
     note="llama example",
     config_only=True,
+    # serde_json::from_slice (config.json) and the tokenizers crate (tokenizer.json) refuse a
+    # mark: "expected value at line 1 column 1" (the tokenizers crate executed under
+    # ExLlamaV2, tests/conformance/); modelled for candle
+    refusals=Refusals(bom=refusing(CONFIG, TOKENIZER_JSON)),
 )

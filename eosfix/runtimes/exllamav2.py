@@ -19,9 +19,23 @@ TabbyAPI, ExLlamaV2's server, unites config.json's and generation_config.json's 
 
 from __future__ import annotations
 
-from eosfix.runtimes.rule import Runtime, StopInputs, one
+import math
+from typing import Any
+
+from eosfix.core.repo import CONFIG, GENERATION_CONFIG, TOKENIZER_CONFIG, TOKENIZER_JSON
+from eosfix.runtimes.rule import EosRead, Refusals, Runtime, StopInputs, one, refusing
 
 DEFAULT_EOS = 2  # tokenizer.py get_default_token_id("eos_token", self.eos_token_id, 2)
+
+
+def _read_generation_eos(value: Any) -> EosRead:
+    # config.py: read(gen_config, list, ...), on TypeError read(gen_config, int, ...), which
+    # takes an int, a bool or an integral float and raises TypeError for anything else; the
+    # ids are kept in config.generation_config, which no generator uses
+    integral = type(value) is float and math.isfinite(value) and value.is_integer()
+    if type(value) in (list, int, bool) or integral:
+        return EosRead()
+    return EosRead(fails="ExLlamaV2Config raises TypeError")
 
 
 def _exllamav2(x: StopInputs) -> frozenset[int]:
@@ -41,4 +55,10 @@ RUNTIME = Runtime(
     executed="0.3.2 (loader code, CUDA extension stubbed)",
     config_only=True,
     first_id_only=True,
+    # config.py and tokenizer/tokenizer.py json.load() these (and the tokenizers crate reads
+    # tokenizer.json): a mark raises (executed)
+    refusals=Refusals(
+        bom=refusing(CONFIG, GENERATION_CONFIG, TOKENIZER_CONFIG, TOKENIZER_JSON),
+        eos=_read_generation_eos,
+    ),
 )

@@ -24,7 +24,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from eosfix.runtimes.rule import Runtime, StopInputs
+from eosfix.core.repo import CONFIG, TOKENIZER_CONFIG, TOKENIZER_JSON
+from eosfix.runtimes.rule import Refusals, Runtime, StopInputs, refusing
 
 LLAMA_CPP_COMMIT = "0c1e57098"
 LLAMA_CPP_PYTHON = "0.3.36"  # the llama-cpp-python release that vendors that commit
@@ -316,4 +317,7 @@ RUNTIME = Runtime(
     # tests/containers/gguf/test_real_llamacpp.py asks that build's llama_vocab_is_eog for every id
     executed=f"{LLAMA_CPP_COMMIT} (llama-cpp-python {LLAMA_CPP_PYTHON})",
     remedy="after converting, run eosfix fix on the .gguf",  # its converter never reads it
+    # the converter: gguf-py SpecialVocab json.load()s these (executed with gguf 0.19.0,
+    # tests/test_llamacpp_model.py); generation_config.json it never reads
+    refusals=Refusals(bom=refusing(CONFIG, TOKENIZER_CONFIG, TOKENIZER_JSON)),
 )

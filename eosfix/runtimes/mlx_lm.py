@@ -21,13 +21,19 @@ config file sets ``eos_token_id`` (0.32.2: only ``muse_spark``); eosfix does not
 
 from __future__ import annotations
 
+from eosfix.core.repo import CONFIG, GENERATION_CONFIG
 from eosfix.runtimes.rule import (
+    IGNORES,
+    TOKENIZER_FILES,
+    Refusals,
     Rule,
     Runtime,
     StopInputs,
     else_tokenizer_eos,
     ids_of,
     one,
+    read_as_set,
+    refusing,
     truthy_over_config,
 )
 
@@ -96,4 +102,9 @@ RUNTIME = Runtime(
         ),
     ),
     floor="earlier releases were not read",
+    # utils.py load_config: `except json.JSONDecodeError: pass` around generation_config.json,
+    # config.json and the tokenizer (transformers) raise; TokenizerWrapper: set(eos) unless int
+    refusals=Refusals(
+        bom={**refusing(CONFIG, *TOKENIZER_FILES), GENERATION_CONFIG: IGNORES}, eos=read_as_set
+    ),
 )

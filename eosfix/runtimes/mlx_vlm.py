@@ -22,13 +22,21 @@ stop set only through the model type's config class, which may drop it.
 
 from __future__ import annotations
 
+from typing import Any
+
+from eosfix.core.repo import CONFIG, GENERATION_CONFIG
 from eosfix.runtimes.rule import (
+    IGNORES,
+    TOKENIZER_FILES,
+    EosRead,
+    Refusals,
     Rule,
     Runtime,
     StopInputs,
     else_tokenizer_eos,
     ids_of,
     one,
+    refusing,
     truthy_over_config,
 )
 
@@ -57,6 +65,15 @@ def _replace_truthy(x: StopInputs) -> frozenset[int]:
 
 def _replace_config_only(x: StopInputs) -> frozenset[int]:
     return else_tokenizer_eos(x.config_eos, x)
+
+
+def _read_ints(value: Any) -> EosRead:
+    # utils.py resolve_eos_token_ids: an int, or the int items of a list; anything else adds
+    # nothing (the key still replaces config.json's: _merge_generation_config)
+    if isinstance(value, int):
+        return EosRead((int(value),), False, bool(value))
+    ints = tuple(int(i) for i in value if isinstance(i, int)) if type(value) is list else ()
+    return EosRead(ints, type(value) is list, bool(value))
 
 
 _READS = "config.json (generation_config.json over it)"
@@ -95,4 +112,9 @@ RUNTIME = Runtime(
         ),
     ),
     floor="0.1.0 stopped on the tokenizer eos only; where that changed before 0.2.0 was not read",
+    # utils.py load_config: `except json.JSONDecodeError: pass` around generation_config.json;
+    # config.json and the processor's tokenizer files raise
+    refusals=Refusals(
+        bom={**refusing(CONFIG, *TOKENIZER_FILES), GENERATION_CONFIG: IGNORES}, eos=_read_ints
+    ),
 )

@@ -4,18 +4,28 @@ A runtime's rule drifts between versions. ``Runtime`` holds its current rule (th
 ``reads``/``source``/``derive``/``note``, for versions from ``since`` on) and the rules of
 older versions (``older``, each a ``Rule`` with its own range). ``since`` is ``None`` when the
 first version a rule holds for is not established. ``executed`` names the runtime version the
-conformance tests (tests/conformance/) ran the current rule against; every other rule is
-modelled from the runtime's source, not executed.
+conformance tests (tests/conformance/) ran the current rule against; ``cited`` the commit and
+lines of the runtime's source a rule that cannot run here was read from, whose behaviour the
+conformance tests hold as data; every other rule is modelled from the runtime's source.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
+from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
+from eosfix.core.repo import (
+    ADDED_TOKENS_JSON,
+    SPECIAL_TOKENS_MAP,
+    TOKENIZER_CONFIG,
+    TOKENIZER_JSON,
+)
 from eosfix.runtimes.config_defaults import Default
 
 
@@ -51,10 +61,157 @@ class StopInputs:
     text_config_present: bool = False
     text_config_model_type: str | None = None
     text_config_has_eos_key: bool = False
+    # What JSON readers refuse (``Refusals`` says what each runtime does with it): the files
+    # read that start with a UTF-8 byte-order mark, and generation_config.json's
+    # ``eos_token_id`` when it is not ids (``"2"``, ``2.0``, ``true``, ``[2, null]``), as
+    # written; the fields above then hold no ids of it. A rule never sees either: ``Rule``
+    # and ``Runtime`` give it the inputs as that runtime reads them.
+    bom: frozenset[str] = frozenset()
+    generation_config_eos_malformed: Malformed | None = None
+    # Python's truthiness of generation_config.json's value where the ids do not say it (a
+    # value read from one that is not ids); None: from the ids, as ``truthy_generation_eos``.
+    generation_config_eos_truthy: bool | None = None
 
     @property
     def generation_eos_key(self) -> bool:
         return self.generation_config_has_eos_key or self.generation_config_eos is not None
+
+
+@dataclass(frozen=True)
+class Malformed:
+    """generation_config.json's ``eos_token_id`` as the file holds it, when it is not ids."""
+
+    value: Any
+
+
+# --- what a runtime does with what JSON readers refuse -------------------------------------
+
+IGNORES = "ignores the file (as if it were missing)"
+FAILS = "cannot load the model"
+# What transformers' AutoTokenizer parses with json (every runtime that loads the tokenizer
+# with it: transformers, vLLM, SGLang, TGI, mlx-lm, mlx-vlm), all refused with a mark.
+TOKENIZER_FILES = (TOKENIZER_CONFIG, SPECIAL_TOKENS_MAP, ADDED_TOKENS_JSON, TOKENIZER_JSON)
+
+
+def refusing(*names: str) -> dict[str, str]:
+    """``Refusals.bom`` of a runtime that cannot load the model when any of ``names`` (and,
+    when ``generation_config.json`` is not among them, loads it with a fallback: IGNORES)
+    starts with a byte-order mark."""
+    return dict.fromkeys(names, FAILS)
+
+
+@dataclass(frozen=True)
+class EosRead:
+    """How a runtime holds generation_config.json's ``eos_token_id`` when it is not ids:
+    ``ids`` the token ids that equal what it holds (None: it ignores the value, as if the key
+    were absent; ``()``: it holds the value, and no token equals it), whether it holds a list
+    and whether the value is truthy to Python; ``fails``: why it cannot run at all."""
+
+    ids: tuple[int, ...] | None = None
+    is_list: bool = False
+    truthy: bool = False
+    fails: str = ""
+
+
+EosReader = Callable[[Any], EosRead]
+
+
+@dataclass(frozen=True)
+class Refusals:
+    """What a runtime does where JSON readers refuse: ``bom`` a file it reads that starts
+    with a byte-order mark (name -> IGNORES or FAILS; none of Python's ``json``, Go's
+    ``encoding/json`` or Rust's ``serde_json`` skips the mark); ``eos`` how it holds
+    generation_config.json's ``eos_token_id`` when that is not ids (None: it never uses that
+    value for stopping, or does not read the file)."""
+
+    bom: Mapping[str, str] = field(default_factory=dict)
+    eos: EosReader | None = None
+
+
+def _numbers(items: Iterable[Any]) -> tuple[int, ...]:
+    """The ids Python's ``==`` finds equal to ``items`` (``2.0`` is 2, ``True`` is 1)."""
+    return tuple(
+        int(i)
+        for i in items
+        if type(i) in (int, bool) or (type(i) is float and math.isfinite(i) and i.is_integer())
+    )
+
+
+def read_as_tensor(value: Any) -> EosRead:
+    """``torch.tensor(value, dtype=torch.long)`` (transformers ``_prepare_special_tokens``):
+    numbers become ids (a float truncated, a bool 0 or 1); a string or null raises; a nested
+    list builds a tensor generate() then fails on."""
+    items = value if type(value) is list else [value]
+    if any(type(i) is list for i in items):
+        return EosRead(fails="generate() fails on a nested list")
+    if any(i is None or type(i) is str for i in items):
+        return EosRead(fails="generate() raises TypeError")
+    ids = tuple(int(i) for i in items if type(i) is not float or math.isfinite(i))
+    return EosRead(ids, type(value) is list, bool(value))
+
+
+def read_as_set(value: Any) -> EosRead:
+    """``{value} if isinstance(value, int) else set(value)``, then ``token in ...`` (vLLM,
+    SGLang, mlx-lm): a string is a set of its characters, which no id equals; a float is
+    not iterable; a list inside the list is not hashable."""
+    if type(value) in (int, bool):
+        return EosRead((int(value),), False, bool(value))
+    if type(value) is float:
+        return EosRead(fails="TypeError: 'float' object is not iterable")
+    if type(value) is str:
+        return EosRead((), False, bool(value))
+    if any(type(i) is list for i in value):
+        return EosRead(fails="TypeError: unhashable type: 'list'")
+    return EosRead(_numbers(value), True, bool(value))
+
+
+# --- a rule applied to the inputs as its runtime reads them ---------------------------------
+
+
+def as_read(refusals: Refusals, x: StopInputs) -> StopInputs | str:
+    """``x`` as a runtime with ``refusals`` reads it, or why it cannot load or generate."""
+    if not (x.bom or x.generation_config_eos_malformed):
+        return x
+    for name in sorted(x.bom):
+        effect = refusals.bom.get(name)
+        if effect == FAILS:
+            return f"{FAILS}: {name} starts with a byte-order mark"
+        if effect == IGNORES:  # only generation_config.json is ever ignored
+            x = dataclasses.replace(
+                x, generation_config_exists=False, generation_config_eos=None,
+                generation_config_eos_is_list=False, generation_config_has_eos_key=False,
+                generation_config_eos_malformed=None,
+            )  # fmt: skip
+    malformed = x.generation_config_eos_malformed
+    x = dataclasses.replace(x, bom=frozenset(), generation_config_eos_malformed=None)
+    if malformed is None or not x.generation_config_exists:
+        return x
+    if refusals.eos is None:  # the value plays no part in its stop set
+        return x
+    read = refusals.eos(malformed.value)
+    if read.fails:
+        return f"cannot generate: {read.fails}"
+    if read.ids is None:  # ignored, as if the key were absent
+        return dataclasses.replace(
+            x, generation_config_eos=None, generation_config_has_eos_key=False
+        )
+    return dataclasses.replace(
+        x, generation_config_eos=read.ids, generation_config_eos_is_list=read.is_list,
+        generation_config_eos_truthy=read.truthy,
+    )  # fmt: skip
+
+
+def _reading(
+    derive: Callable[[StopInputs], frozenset[int]], refusals: Refusals
+) -> Callable[[StopInputs], frozenset[int]]:
+    """``derive`` over the inputs as read (``as_read``); no id at all when it cannot run."""
+
+    def read_then_derive(x: StopInputs) -> frozenset[int]:
+        read = as_read(refusals, x)
+        return frozenset() if isinstance(read, str) else derive(read)
+
+    read_then_derive.__wrapped__ = derive  # type: ignore[attr-defined]
+    return read_then_derive
 
 
 @lru_cache(maxsize=512)  # the rules compare a few dozen fixed bounds ~180 times a check
@@ -82,6 +239,14 @@ class Rule:
     note: str = ""
     since: str | None = None  # first version (inclusive); None: not established
     until: str | None = None  # first version it no longer holds for; None: the latest
+    # What its runtime does where JSON readers refuse (set from its ``Runtime``): ``derive``
+    # then takes the inputs as that runtime reads them.
+    refusals: Refusals = field(default_factory=Refusals, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.refusals.bom or self.refusals.eos is not None:
+            raw = getattr(self.derive, "__wrapped__", self.derive)
+            object.__setattr__(self, "derive", _reading(raw, self.refusals))
 
     def holds_for(self, version: str) -> bool:
         low = self.since is None or _cmp(version, self.since) >= 0
@@ -107,17 +272,40 @@ class Runtime:
     note: str = ""
     since: str | None = None  # first version the current rule holds for; None: not established
     executed: str | None = None  # the version tests/conformance/ runs the current rule against
+    cited: str | None = None  # the commit and lines the current rule was read at, when not run
     older: tuple[Rule, ...] = ()  # the rules of earlier versions, newest first
     floor: str = ""  # why versions below the oldest rule are not modelled
     # Facts the verdict text needs, so no caller branches on a runtime's name:
     config_only: bool = False  # reads config.json's eos and nothing else (--config-json helps)
     first_id_only: bool = False  # keeps only the first id of a list
     remedy: str = ""  # what makes it stop when no file of the folder can (llama.cpp: the GGUF)
+    # What it does where JSON readers refuse, for every version (executed where ``executed``
+    # is set: tests/conformance/); its rules then derive from the inputs as it reads them.
+    refusals: Refusals = field(default_factory=Refusals)
+
+    def __post_init__(self) -> None:
+        if self.refusals.bom or self.refusals.eos is not None:
+            raw = getattr(self.derive, "__wrapped__", self.derive)
+            object.__setattr__(self, "derive", _reading(raw, self.refusals))
+            older = tuple(dataclasses.replace(r, refusals=self.refusals) for r in self.older)
+            object.__setattr__(self, "older", older)
+
+    def refused(self, x: StopInputs) -> str:
+        """Why it cannot load (or generate with) the inputs as they are; "" when it can."""
+        read = as_read(self.refusals, x)
+        return read if isinstance(read, str) else ""
+
+    def ignored(self, x: StopInputs) -> str:
+        """The file it reads as if missing, for its byte-order mark ("" when none)."""
+        names = [n for n in sorted(x.bom) if self.refusals.bom.get(n) == IGNORES]
+        return f"ignores {names[0]}: it starts with a byte-order mark" if names else ""
 
     @cached_property
     def current(self) -> Rule:
         """Made once: the verdicts ask for it ~40 times a check."""
-        return Rule(self.derive, self.reads, self.source, self.note, self.since)
+        return Rule(
+            self.derive, self.reads, self.source, self.note, self.since, refusals=self.refusals
+        )
 
     @property
     def rules(self) -> tuple[Rule, ...]:
@@ -160,6 +348,8 @@ def truthy_generation_eos(x: StopInputs) -> tuple[int, ...] | None:
     ``null`` are not; ``[0]`` is."""
     gen = x.generation_config_eos if x.generation_config_exists else None
     truthy = bool(gen) and (x.generation_config_eos_is_list or gen != (0,))
+    if x.generation_config_eos_truthy is not None and gen is not None:  # read from a value
+        truthy = x.generation_config_eos_truthy  # that is not ids ("2": truthy, no id)
     return gen if truthy else None
 
 

@@ -19,8 +19,20 @@ scheduler's ``ModelConfig``, tokenizer and ``Req._check_token_based_finish`` on 
 
 from __future__ import annotations
 
+from eosfix.core.repo import CONFIG, GENERATION_CONFIG
 from eosfix.runtimes import config_defaults
-from eosfix.runtimes.rule import Runtime, StopInputs, ids_of, object_eos, one
+from eosfix.runtimes.rule import (
+    IGNORES,
+    TOKENIZER_FILES,
+    Refusals,
+    Runtime,
+    StopInputs,
+    ids_of,
+    object_eos,
+    one,
+    read_as_set,
+    refusing,
+)
 
 # srt/utils/hf_transformers/common.py _ADDITIONAL_STOP_TOKEN_TEXTS
 ADDITIONAL_STOP_TOKEN_TEXTS = ("<|eom_id|>", "<|content_model_end_sampling|>", "<|ifm|im_end|>")
@@ -37,6 +49,8 @@ def _generation_eos(x: StopInputs) -> tuple[int, ...] | None:
     # `if generation_eos_ids:` on the value as written: 0 and [] are falsy, [0] is not
     gen = x.generation_config_eos if x.generation_config_exists else None
     falsy = not gen or (gen == (0,) and not x.generation_config_eos_is_list)
+    if x.generation_config_eos_truthy is not None and gen is not None:  # a value not ids
+        falsy = not x.generation_config_eos_truthy
     return None if falsy else gen
 
 
@@ -58,4 +72,10 @@ RUNTIME = Runtime(
     note="union, plus <|eom_id|>, <|content_model_end_sampling|>, <|ifm|im_end|> when added "
     "tokens; a generation_config eos of 0 or [] is ignored",
     executed="0.5.23",
+    # srt/utils/hf_transformers/common.py get_generation_config: OSError -> no generation
+    # config; the config and the tokenizer raise on a mark; model_config.py
+    # _get_hf_eos_token_id: `{ids} if isinstance(ids, int) else set(ids)`
+    refusals=Refusals(
+        bom={**refusing(CONFIG, *TOKENIZER_FILES), GENERATION_CONFIG: IGNORES}, eos=read_as_set
+    ),
 )

@@ -16,7 +16,19 @@ Before 4.26.0 there was no generation_config.json: ``generate()`` read the model
 
 from __future__ import annotations
 
-from eosfix.runtimes.rule import Rule, Runtime, StopInputs, ids_of, model_config_eos
+from eosfix.core.repo import CONFIG, GENERATION_CONFIG
+from eosfix.runtimes.rule import (
+    IGNORES,
+    TOKENIZER_FILES,
+    Refusals,
+    Rule,
+    Runtime,
+    StopInputs,
+    ids_of,
+    model_config_eos,
+    read_as_tensor,
+    refusing,
+)
 
 
 def _transformers(x: StopInputs) -> frozenset[int]:
@@ -52,4 +64,12 @@ RUNTIME = Runtime(
         ),
     ),
     floor="earlier versions had no generation_config.json (generate() read the model config)",
+    # generation/utils.py: GenerationConfig.from_pretrained's OSError ("not a valid JSON
+    # file") falls back to config.json; AutoConfig and AutoTokenizer raise JSONDecodeError;
+    # _prepare_special_tokens: torch.tensor(eos_token_id, dtype=torch.long). Executed:
+    # tests/conformance/test_stop_sets.py (the BOM and malformed-eos shapes).
+    refusals=Refusals(
+        bom={**refusing(CONFIG, *TOKENIZER_FILES), GENERATION_CONFIG: IGNORES},
+        eos=read_as_tensor,
+    ),
 )

@@ -16,8 +16,20 @@ engine's ``InputProcessor.process_inputs`` and the scheduler's ``check_stop`` on
 
 from __future__ import annotations
 
+from eosfix.core.repo import CONFIG, GENERATION_CONFIG
 from eosfix.runtimes import config_defaults
-from eosfix.runtimes.rule import Runtime, StopInputs, ids_of, object_eos, one
+from eosfix.runtimes.rule import (
+    IGNORES,
+    TOKENIZER_FILES,
+    Refusals,
+    Runtime,
+    StopInputs,
+    ids_of,
+    object_eos,
+    one,
+    read_as_set,
+    refusing,
+)
 
 
 def _from_model_config(x: StopInputs) -> tuple[int, ...] | None:
@@ -43,4 +55,9 @@ RUNTIME = Runtime(
     derive=_vllm,
     note="union; without generation_config.json, config.json's class default eos joins",
     executed="0.33.0",
+    # try_get_generation_config: OSError -> the config.json fallback; the config and the
+    # tokenizer raise on a mark; update_from_generation_config: `{eos} if int else set(eos)`
+    refusals=Refusals(
+        bom={**refusing(CONFIG, *TOKENIZER_FILES), GENERATION_CONFIG: IGNORES}, eos=read_as_set
+    ),
 )

@@ -1,20 +1,31 @@
 """The bot's web service (ASGI, FastAPI): one endpoint for Hub webhooks, health and metrics.
 
-``POST /webhook``: the ``X-Webhook-Secret`` header is compared in constant time (401 and
-nothing queued otherwise); the body is parsed with huggingface_hub's ``WebhookPayload`` (400
-with one line when it is not one); a ``repo.content`` update of a watched model repo's
-default branch is written to the journal and queued (202); every other event is acknowledged
-and ignored (200, with the reason). A push to a pull request's branch (``refs/pr/N``) is
-ignored: eosfix's own PR commits never start another check.
+``POST /webhook``: the ``X-Webhook-Secret`` header is compared in constant time (401, the body
+never read, nothing queued otherwise). Then, before anything else, what the payload names is
+checked: ``repo.name`` must be a Hub repo id (``org/name`` in the Hub's grammar: no ``..``,
+no third part, which the HTTP client would collapse into another repo's path) and
+``repo.headSha`` and each ``updatedRefs[].newSha`` a commit id (40 lowercase hex digits, or
+null for a deleted branch); 400 with one line naming the field otherwise. The body is then
+parsed with huggingface_hub's ``WebhookPayload`` (400 with one line when it is not one). A
+``repo.content`` update of a watched model repo's default branch is written to the journal
+and queued (202); a redelivered push is not queued twice (202 while its copy waits; 200, the
+earlier outcome in the reason, once it was handled), and every other event is acknowledged
+and ignored (200, with the reason). A push to a pull request's
+branch (``refs/pr/N``) is ignored: eosfix's own PR commits never start another check.
 
-``GET /healthz``: 200 while the service runs, with the queue's depth. ``GET /metrics``:
-counts of events, checks, PRs and errors (JSON).
+``GET /healthz``: 200 while the service runs, with the pushes queued (accepted, not yet taken
+by a worker) and in flight. ``GET /metrics``: counts of events, checks, outcomes, PRs, errors,
+crashes, and the limits' refusals (JSON).
+
+Every route is under the limits of ``eosfix.serve.limits`` (body size, slow clients,
+connections): the app carries them (``app.state.guard``) and ``limits.server`` serves it.
 """
 
 from __future__ import annotations
 
 import hmac
 import json
+import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -25,11 +36,14 @@ from huggingface_hub import WebhookPayload
 from pydantic import ValidationError
 
 from eosfix.batch.session import HubSession
+from eosfix.containers.target import is_hub_id
 from eosfix.serve.bot import Bot
 from eosfix.serve.config import ServeConfig
 from eosfix.serve.journal import Journal, Push, new_push
+from eosfix.serve.limits import BoundedBody, Guard
 
 DEFAULT_BRANCH = "refs/heads/main"
+_COMMIT = re.compile(r"[0-9a-f]{40}")
 
 
 def classify(
@@ -56,11 +70,22 @@ def classify(
     return new_push(repo.name, sha, DEFAULT_BRANCH), "queued"
 
 
-def _head_sha(body: bytes) -> str | None:
-    data = json.loads(body)
+def names_problem(data: Any) -> str | None:
+    """Why the repo id or a commit id the payload names cannot be used, or None."""
     repo = data.get("repo") if isinstance(data, dict) else None
-    sha = repo.get("headSha") if isinstance(repo, dict) else None
-    return sha if isinstance(sha, str) else None
+    if isinstance(repo, dict) and "name" in repo:
+        name = repo["name"]
+        if not isinstance(name, str) or not is_hub_id(name):
+            return f"repo.name: not a Hub repo id (org/name): {json.dumps(name)[:120]}"
+    shas = [("repo.headSha", repo.get("headSha"))] if isinstance(repo, dict) else []
+    refs = data.get("updatedRefs") if isinstance(data, dict) else None
+    for i, ref in enumerate(refs if isinstance(refs, list) else ()):
+        if isinstance(ref, dict):
+            shas.append((f"updatedRefs.{i}.newSha", ref.get("newSha")))
+    for where, sha in shas:
+        if sha is not None and not (isinstance(sha, str) and _COMMIT.fullmatch(sha)):
+            return f"{where}: not a commit id (40 hex digits): {json.dumps(sha)[:120]}"
+    return None
 
 
 def _error(status: int, message: str) -> JSONResponse:
@@ -83,6 +108,8 @@ def create_app(config: ServeConfig, *, session: HubSession | None = None) -> Fas
 
     app = FastAPI(title="eosfix", lifespan=lifespan, docs_url=None, redoc_url=None)
     app.state.bot = bot
+    app.state.guard = guard = Guard(config, bot.metrics)
+    app.add_middleware(BoundedBody, guard=guard)
 
     @app.post("/webhook")
     async def webhook(request: Request) -> JSONResponse:
@@ -93,17 +120,37 @@ def create_app(config: ServeConfig, *, session: HubSession | None = None) -> Fas
             return _error(401, "missing or wrong X-Webhook-Secret")
         body = await request.body()
         try:
+            data = json.loads(body)
+        except ValueError:  # not JSON (or not UTF-8): the payload model says where
+            data = None
+        problem = names_problem(data)
+        if problem is not None:
+            bot.metrics["rejected"] += 1
+            return _error(400, f"not a Hub webhook payload: {problem}")
+        try:
             payload = WebhookPayload.model_validate_json(body)
         except ValidationError as exc:
             bot.metrics["rejected"] += 1
             first = exc.errors()[0]
             where = ".".join(str(p) for p in first["loc"]) or "body"
             return _error(400, f"not a Hub webhook payload: {where}: {first['msg']}")
-        push, reason = classify(payload, config, _head_sha(body))
+        head = data["repo"].get("headSha") if isinstance(data.get("repo"), dict) else None
+        push, reason = classify(payload, config, head)
         if push is None:
             bot.metrics["ignored"] += 1
             return JSONResponse({"status": "ignored", "reason": reason})
-        await bot.submit(push)
+        if not is_hub_id(push.repo) or not _COMMIT.fullmatch(push.sha):  # the model read
+            bot.metrics["rejected"] += 1  # other values than json.loads (duplicate keys)
+            return _error(400, "not a Hub webhook payload: repo.name or commit id")
+        done = journal.handled(push.repo, push.sha)
+        if done is not None:
+            bot.metrics["redelivered"] += 1
+            reason = f"{push.repo} at {push.sha} was handled already ({done.outcome})"
+            return JSONResponse({"status": "ignored", "reason": reason})
+        if bot.waiting(push.repo) == push.sha:  # a redelivery of a push still queued
+            bot.metrics["redelivered"] += 1
+        else:
+            await bot.submit(push)
         return JSONResponse(
             {"status": "queued", "repo": push.repo, "sha": push.sha}, status_code=202
         )

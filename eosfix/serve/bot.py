@@ -1,13 +1,23 @@
 """The bot's worker: each accepted push checked at its revision, then acted on by policy.
 
 - One repo at a time per repo: a push that arrives while its repo is being handled waits, and
-  only the newest waiting push of a repo is handled (the newer commit contains the older).
-- ``workers`` repos at once; the check and the Hub writes run in threads.
+  only the newest waiting push of a repo is handled (the newer commit contains the older); the
+  one it replaced is done, ``superseded``.
+- ``workers`` repos at once; the check and the Hub writes run in threads. A push waiting for a
+  worker is still queued (``depth``).
 - A push is retried with a growing pause when the Hub fails in a way that passes (5xx, 429,
-  network); a redelivered push of a commit already handled is not handled again.
+  no answer); any other failure (a repo that does not exist, a file eosfix cannot read) is the
+  push's outcome at once. A redelivered push of a commit already handled is not handled, nor
+  counted, again.
+- Nothing is written to the Hub for a commit the branch has moved on from (a push delivered
+  late, or one the journal kept across a restart): its outcome is ``superseded``, and the
+  newer commit's push writes. So a PR never goes back to an older commit's fix.
 - ``pr``: the fix PR is opened, or the open eosfix PR is kept or brought up to date (never a
   second one); ``report``: a log line, and with ``comment`` one discussion per repo commented.
 - ``dry_run`` writes nothing to the Hub and says what it would have done.
+- A crash while handling one push (a bug) is that push's ``error`` outcome, counted
+  (``crashed``) and logged with its traceback; the worker goes on. Failed outcomes are logged
+  as warnings, crashes as errors.
 """
 
 from __future__ import annotations
@@ -25,7 +35,8 @@ from eosfix.core.outcome import verdict_of
 from eosfix.pipeline import RepoResult
 from eosfix.serve.config import ServeConfig
 from eosfix.serve.journal import Journal, Outcome, Push
-from eosfix.sources.hub.read import HubError
+from eosfix.sources.hub.http import describe_error, hub_errors
+from eosfix.sources.hub.read import HubEntry, HubError
 from eosfix.sources.hub.write import PrOutcome
 
 log = logging.getLogger("eosfix.serve")
@@ -45,19 +56,22 @@ _PR_OUTCOMES = {
 
 
 def _transient(error: BaseException) -> bool:
-    """A Hub failure worth trying again: no answer, a 5xx or a 429."""
+    """A Hub failure worth trying again: no answer (no status), a 5xx or a 429."""
     status = getattr(error, "status", None)
     return status is None or status == 429 or status >= 500
 
 
 def report_markdown(result: RepoResult) -> str:
-    """A short report for a discussion: what eosfix found, and how to fix it."""
+    """A short report for a discussion: what eosfix found, and how to fix it. The repo's
+    texts (file names, messages quoting its tokens) show as text, never as Markdown."""
+    from eosfix.render.markdown import code, escape
+
     check = result.check
     assert check is not None
     lines = [
-        f"eosfix checked commit `{result.extra.get('sha')}` and found:",
+        f"eosfix checked commit {code(str(result.extra.get('sha')))} and found:",
         "",
-        *(f"- **{f.code}** `{f.file}`: {f.message}" for f in check.findings),
+        *(f"- **{f.code}** {code(f.file)}: {escape(f.message)}" for f in check.findings),
         "",
         (
             "`pip install eosfix && eosfix fix ./your-model` repairs what can be repaired; "
@@ -100,13 +114,15 @@ class Bot:
             self._spawn(repo)
 
     async def submit(self, push: Push) -> None:
-        """Accept a push: durable in the journal first, then queued."""
+        """Accept a push: durable in the journal first, then queued; a push of the repo that
+        was waiting is done (superseded)."""
         await asyncio.to_thread(self.journal.accept, push)
         self.metrics["accepted"] += 1
         with self._lock:
-            if push.repo in self.pending:
-                self.metrics["superseded"] += 1
+            replaced = self.pending.get(push.repo)
             self.pending[push.repo] = push
+        if replaced is not None:
+            await self._finish(replaced, Outcome("superseded"))
         self._spawn(push.repo)
 
     def _spawn(self, repo: str) -> None:
@@ -118,23 +134,42 @@ class Bot:
         task.add_done_callback(self._tasks.discard)
 
     async def _drain(self, repo: str) -> None:
+        """Handle the repo's pushes, newest first, one at a time. Never raises: a failure
+        is the push's outcome (``handle``), a journal that cannot be written is logged."""
         assert self._slots is not None
         try:
             while not self._stopping:
-                with self._lock:
-                    push = self.pending.pop(repo, None)
-                if push is None:
-                    return
-                async with self._slots:
+                async with self._slots:  # waiting here, the push is still queued
+                    with self._lock:
+                        taken = None if self._stopping else self.pending.pop(repo, None)
+                    if taken is None:
+                        return
                     self.metrics["in_flight"] += 1
                     try:
-                        outcome = await asyncio.to_thread(self.handle, push)
+                        outcome, fresh = await asyncio.to_thread(self._handle, taken)
                     finally:
                         self.metrics["in_flight"] -= 1
-                await asyncio.to_thread(self.journal.finish, push, outcome)
-                self.metrics[f"outcome_{outcome.outcome}"] += 1
+                await self._finish(taken, outcome, count=fresh)
+        except Exception:  # the task must not die unseen
+            self.metrics["crashed"] += 1
+            log.exception("worker crashed", extra={"fields": {"repo": repo}})
         finally:
             self.running.discard(repo)
+
+    async def _finish(self, push: Push, outcome: Outcome, *, count: bool = True) -> None:
+        """Record the outcome in the journal and count it (``count``: not a redelivery)."""
+        try:
+            await asyncio.to_thread(self.journal.finish, push, outcome)
+        except OSError as exc:  # a full disk: the push stays pending for the next start
+            self.metrics["journal_errors"] += 1
+            log.error(
+                "cannot record an outcome in the journal",
+                extra={"fields": {"repo": push.repo, "sha": push.sha, "error": str(exc)}},
+            )
+        if count:
+            self.metrics[f"outcome_{outcome.outcome}"] += 1
+            if outcome.outcome == "error":
+                self.metrics["errors"] += 1
 
     async def stop(self, grace: float) -> None:
         """Take no new work; give work in flight ``grace`` seconds. What is not finished stays
@@ -143,19 +178,40 @@ class Bot:
         if self._tasks:
             await asyncio.wait(set(self._tasks), timeout=grace)
 
+    def waiting(self, repo: str) -> str | None:
+        """The commit of the repo's push waiting for a worker, if one is."""
+        with self._lock:
+            push = self.pending.get(repo)
+        return push.sha if push is not None else None
+
     def depth(self) -> int:
+        """Pushes accepted and not yet taken by a worker."""
         with self._lock:
             return len(self.pending)
 
     # --- one push -------------------------------------------------------------------------
 
     def handle(self, push: Push) -> Outcome:
-        """Check the repo at the pushed commit and act by policy (runs in a thread)."""
+        """Check the repo at the pushed commit and act by policy (runs in a thread); a
+        redelivery gets the earlier outcome. Never raises."""
+        return self._handle(push)[0]
+
+    def _handle(self, push: Push) -> tuple[Outcome, bool]:
+        """``handle``, and whether the outcome is new (to count; not for a redelivery)."""
         done = self.journal.handled(push.repo, push.sha)
         if done is not None:
             self.metrics["redelivered"] += 1
-            return done
-        error: BaseException | None = None
+            return done, False
+        try:
+            return self._attempts(push), True
+        except Exception as exc:  # a bug: this push fails, the bot goes on
+            self.metrics["crashed"] += 1
+            fields = {"repo": push.repo, "sha": push.sha, "outcome": "error"}
+            log.exception("push crashed", extra={"fields": fields})
+            return Outcome("error", error=f"internal error: {type(exc).__name__}: {exc}"), True
+
+    def _attempts(self, push: Push) -> Outcome:
+        error: HubError | None = None
         for attempt in range(1, self.config.attempts + 1):
             try:
                 return self._handle_once(push)
@@ -165,10 +221,9 @@ class Bot:
                     break
                 self.metrics["retries"] += 1
                 self.sleep(min(30.0, 0.5 * 2 ** (attempt - 1)))
-        self.metrics["errors"] += 1
-        message = getattr(error, "message", str(error))
-        self._log(push, "error", error=message)
-        return Outcome("error", error=message)
+        assert error is not None
+        self._log(push, "error", error=error.message)
+        return Outcome("error", error=error.message)
 
     def _handle_once(self, push: Push) -> Outcome:
         result = self.session.check(push.repo, revision=push.sha)
@@ -182,9 +237,23 @@ class Bot:
         if verdict not in _NEEDS_FIX:
             self._log(push, "checked", verdict=verdict)
             return Outcome("checked")
+        writes = not self.config.dry_run and (self.config.policy == "pr" or self.config.comment)
+        head = self._head(push) if writes else push.sha
+        if head != push.sha:  # a newer commit's push writes (it may be on its way)
+            self._log(push, "superseded", verdict=verdict, reason=f"the branch is at {head}")
+            return Outcome("superseded")
         if self.config.policy == "pr" and result.patches:
             return self._pull_request(push, result, verdict)
         return self._report(push, result, verdict)
+
+    def _head(self, push: Push) -> str | None:
+        """The commit the pushed branch is at now."""
+        branch = push.ref.removeprefix("refs/heads/")
+        try:
+            return self.session.reader.resolve(HubEntry(push.repo, branch)).sha
+        except hub_errors() as exc:
+            message, status = describe_error(exc)
+            raise HubError(message, repo_id=push.repo, status=status) from None
 
     def _pull_request(self, push: Push, result: RepoResult, verdict: str) -> Outcome:
         if self.config.dry_run:
@@ -216,15 +285,16 @@ class Bot:
                     return str(d.url)
             created = api.create_discussion(repo_id, title=REPORT_TITLE, description=text)
         except Exception as exc:  # noqa: BLE001 - huggingface_hub raises many kinds
-            from eosfix.sources.hub.http import describe_error
-
             message, status = describe_error(exc)
             raise HubError(f"cannot comment: {message}", repo_id=repo_id, status=status) from None
         self.metrics["comments"] += 1
         return str(created.url)
 
     def _log(self, push: Push, outcome: str, **fields: Any) -> None:
-        log.info(
+        """One line per push handled; a failed one is a warning."""
+        level = logging.WARNING if outcome == "error" else logging.INFO
+        log.log(
+            level,
             "push handled",
             extra={"fields": {"repo": push.repo, "sha": push.sha, "outcome": outcome, **fields}},
         )

@@ -13,6 +13,9 @@
 | repos checked at once | ``EOSFIX_WORKERS`` | ``workers`` | 4 |
 | attempts per push (5xx, 429, network) | ``EOSFIX_ATTEMPTS`` | ``attempts`` | 5 |
 | seconds to finish in-flight work on SIGTERM | ``EOSFIX_GRACE`` | ``grace`` | 20 |
+| largest request body, bytes | ``EOSFIX_MAX_BODY`` | ``max_body`` | 1048576 |
+| seconds a client gets to send a whole request | ``EOSFIX_REQUEST_TIMEOUT`` | ``request_timeout`` | 10 |
+| connections open at once | ``EOSFIX_MAX_CONNECTIONS`` | ``max_connections`` | 256 |
 
 With no repos and no authors, every model repo whose webhook reaches the bot is watched (the
 Hub's webhook settings already choose them). A bad file or value is one ``ServeConfigError``.
@@ -54,6 +57,9 @@ class ServeConfig:
     workers: int = 4
     attempts: int = 5
     grace: float = 20.0
+    max_body: int = 1024 * 1024  # a Hub webhook is a few kB
+    request_timeout: float = 10.0
+    max_connections: int = 256  # and never more than the open-file limit leaves room for
 
     def watches(self, repo_id: str) -> bool:
         """Whether pushes to ``repo_id`` are checked."""
@@ -74,6 +80,9 @@ _ENV = {
     "workers": ("EOSFIX_WORKERS",),
     "attempts": ("EOSFIX_ATTEMPTS",),
     "grace": ("EOSFIX_GRACE",),
+    "max_body": ("EOSFIX_MAX_BODY",),
+    "request_timeout": ("EOSFIX_REQUEST_TIMEOUT",),
+    "max_connections": ("EOSFIX_MAX_CONNECTIONS",),
 }
 
 
@@ -110,10 +119,12 @@ def _convert(name: str, value: Any, where: str) -> Any:
         return _names(value, where)
     if name in ("comment", "dry_run"):
         return _flag(value, where)
-    if name == "workers" or name == "attempts":
+    if name in ("workers", "attempts", "max_body", "max_connections"):
         return _number(value, where, int, 1)
     if name == "grace":
         return _number(value, where, float, 0)
+    if name == "request_timeout":
+        return _number(value, where, float, 0.1)
     if name == "state_dir":
         return Path(str(value))
     if name == "policy" and value not in POLICIES:

@@ -1,15 +1,20 @@
 """The bot's journal: every accepted push and every outcome, one JSON line each, fsynced before
 the webhook is answered, so a restart (even after ``kill -9``) loses no push.
 
-- ``push``: a webhook was accepted (``id``, ``repo``, ``sha``, ``ref``);
-- ``done``: a push was handled (``id``, ``repo``, ``sha``, ``outcome``, optional ``pr``, ``error``).
+- ``push``: a webhook was accepted (``id``, ``repo``, ``sha``, ``ref``, ``at``);
+- ``done``: a push was handled (``id``, ``repo``, ``sha``, ``outcome``, optional ``pr``,
+  ``error``); a push replaced by a newer one while it waited is done too (``superseded``).
 
-Pending = pushes without a ``done``. Delivery is at least once: a push handled but not yet
-marked done when the process died is handled again, which is harmless (a check reads; a PR
-is updated, never doubled). Only the newest pending push of a repo matters (the newer commit
-contains the older one): opening the journal drops older ones. A torn last line (a kill
-mid-write) is ignored. Opening compacts the file to what is pending plus each commit's last
-outcome.
+Pending = each repo's newest push, unless it is done: an older push of the repo never runs
+again (the newer commit contains it), whether or not its ``superseded`` line made it to disk.
+Delivery is at least once: a push handled but not yet marked done when the process died is
+handled again, which is harmless (a check reads; a PR is updated, never doubled, and never
+with an older commit's fix: ``eosfix.serve.bot``). A torn last line (a kill mid-write) is
+ignored.
+
+The file stays small: on opening, and whenever it has grown to four times what it must keep
+(at least ``COMPACT_AT`` lines), it is rewritten to the pushes not yet done plus each repo's
+last ``KEEP`` outcomes (what tells a redelivered push from a new one).
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import os
 import threading
 import time
 import uuid
+from collections import OrderedDict
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -26,6 +32,8 @@ from typing import Any
 from eosfix.core.fileio import fsync_dir, write_atomic
 
 JOURNAL = "journal.jsonl"
+KEEP = 8  # outcomes kept per repo
+COMPACT_AT = 512  # lines, at least, before the file is rewritten
 
 
 @dataclass(frozen=True)
@@ -43,7 +51,8 @@ class Push:
 class Outcome:
     """How a push was handled: ``checked`` (healthy), ``reported``, ``pr_opened``,
     ``pr_updated``, ``pr_unchanged``, ``pr_left`` (an eosfix PR by someone else, left as it
-    is), ``would_open_pr`` (dry run), ``superseded``, ``error``."""
+    is), ``would_open_pr`` (dry run), ``superseded`` (a newer push replaced it, or the branch
+    had moved on), ``error``."""
 
     outcome: str
     pr: str | None = None
@@ -62,70 +71,104 @@ class Journal:
         self.path = folder / JOURNAL
         self._lock = threading.Lock()
         folder.mkdir(parents=True, exist_ok=True)
-        self.pending, self.last = self._replay()
-        self._compact()
-        self._fh = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - kept open
+        self._open: dict[str, Push] = {}  # id -> push accepted and not done, oldest first
+        self._last: dict[str, OrderedDict[str, Outcome]] = {}  # repo -> sha -> outcome
+        self._replay()
+        self._lines = 0
+        self._fh = self._rewrite()
 
-    def _replay(self) -> tuple[dict[str, Push], dict[tuple[str, str], Outcome]]:
-        """(newest pending push per repo, last outcome per (repo, sha))."""
-        pushes: dict[str, Push] = {}
-        done: dict[str, Outcome] = {}
-        last: dict[tuple[str, str], Outcome] = {}
-        order: list[Push] = []
-        if self.path.exists():
-            for line in self.path.read_text(encoding="utf-8", errors="replace").splitlines():
-                try:
-                    rec = json.loads(line)
-                except json.JSONDecodeError:
-                    continue  # a torn last line
+    # --- reading it back ------------------------------------------------------------------
+
+    def _replay(self) -> None:
+        if not self.path.exists():
+            return
+        pushes: list[Push] = []
+        done: set[str] = set()
+        for line in self.path.read_text(encoding="utf-8", errors="replace").splitlines():
+            try:
+                rec = json.loads(line)
                 if not isinstance(rec, dict):
                     continue
                 if rec.get("op") == "push":
-                    p = Push(rec["id"], rec["repo"], rec["sha"], rec.get("ref", ""), rec["at"])
-                    pushes[p.id] = p
-                    order.append(p)
+                    pushes.append(
+                        Push(rec["id"], rec["repo"], rec["sha"], rec.get("ref", ""), rec["at"])
+                    )
                 elif rec.get("op") == "done":
+                    done.add(rec["id"])
                     out = Outcome(rec["outcome"], rec.get("pr"), rec.get("error"))
-                    done[rec["id"]] = out
-                    last[(rec["repo"], rec["sha"])] = out
-        pending: dict[str, Push] = {}
-        for p in order:
-            if p.id not in done:
-                pending[p.repo] = p  # a newer push of the same repo replaces an older one
-        return pending, last
+                    self._remember(rec["repo"], rec["sha"], out)
+            except (ValueError, KeyError, TypeError):
+                continue  # a torn last line
+        newest: dict[str, Push] = {}
+        for push in pushes:
+            newest[push.repo] = push  # a newer push of the same repo replaces an older one
+        self._open = {p.id: p for p in pushes if newest[p.repo] is p and p.id not in done}
 
-    def _compact(self) -> None:
+    def _remember(self, repo: str, sha: str, outcome: Outcome) -> None:
+        kept = self._last.setdefault(repo, OrderedDict())
+        kept[sha] = outcome
+        kept.move_to_end(sha)
+        while len(kept) > KEEP:
+            kept.popitem(last=False)
+
+    # --- keeping it small -------------------------------------------------------------------
+
+    def _rewrite(self) -> Any:
+        """Write what must be kept to a new file (atomically) and open it for appending."""
         lines = [
             json.dumps({"op": "done", "id": "-", "repo": repo, "sha": sha, **asdict(out)})
-            for (repo, sha), out in self.last.items()
+            for repo, kept in self._last.items()
+            for sha, out in kept.items()
         ]
-        lines += [json.dumps({"op": "push", **asdict(p)}) for p in self.pending.values()]
+        lines += [json.dumps({"op": "push", **asdict(p)}) for p in self._open.values()]
         write_atomic(self.path, ("\n".join(lines) + "\n" if lines else "").encode("utf-8"))
         fsync_dir(self.folder)
+        self._lines = len(lines)
+        return open(self.path, "a", encoding="utf-8")  # kept open
 
     def _append(self, record: dict[str, Any]) -> None:
+        self._fh.write(json.dumps(record, ensure_ascii=False) + "\n")
+        self._fh.flush()
+        os.fsync(self._fh.fileno())
+        self._lines += 1
+        kept = len(self._open) + sum(len(k) for k in self._last.values())
+        if self._lines > max(COMPACT_AT, 4 * kept):
+            self._fh.close()
+            self._fh = self._rewrite()
+
+    # --- the bot's calls ------------------------------------------------------------------
+
+    @property
+    def pending(self) -> dict[str, Push]:
+        """Each repo's newest push not yet done (what a start handles)."""
         with self._lock:
-            self._fh.write(json.dumps(record, ensure_ascii=False) + "\n")
-            self._fh.flush()
-            os.fsync(self._fh.fileno())
+            return {p.repo: p for p in self._open.values()}
 
     def accept(self, push: Push) -> None:
         """Record a push before the webhook is answered (durable once this returns)."""
-        self._append({"op": "push", **asdict(push)})
+        with self._lock:
+            self._open[push.id] = push
+            self._append({"op": "push", **asdict(push)})
 
     def finish(self, push: Push, outcome: Outcome) -> None:
-        self._append(
-            {"op": "done", "id": push.id, "repo": push.repo, "sha": push.sha, **asdict(outcome)}
-        )
         with self._lock:
-            self.last[(push.repo, push.sha)] = outcome
+            self._open.pop(push.id, None)
+            self._remember(push.repo, push.sha, outcome)
+            self._append(
+                {"op": "done", "id": push.id, "repo": push.repo, "sha": push.sha, **asdict(outcome)}
+            )
+
+    def last_outcome(self, repo: str, sha: str) -> Outcome | None:
+        """The last outcome recorded for this commit of the repo (one of its latest)."""
+        with self._lock:
+            kept = self._last.get(repo)
+            return kept.get(sha) if kept is not None else None
 
     def handled(self, repo: str, sha: str) -> Outcome | None:
         """The outcome of a push of this very commit, if one was handled (a redelivery); a
-        push that ended in an error is tried again."""
-        with self._lock:
-            out = self.last.get((repo, sha))
-        return None if out is None or out.outcome == "error" else out
+        push that ended in an error, or was superseded, is handled if it comes again."""
+        out = self.last_outcome(repo, sha)
+        return None if out is None or out.outcome in ("error", "superseded") else out
 
     def close(self) -> None:
         with self._lock:

@@ -32,7 +32,12 @@ from eosfix.core.limits import (
 )
 from tests.conftest import ROOT, SAMPLES, copy_repo
 
-CPU_SECONDS = 2.5  # what one hostile repo may cost: counts stop the worst in ~0.4 s of CPU
+# What one hostile repo may cost. That a count (EOS101), not the wall-clock backstop (EOS103),
+# stopped a render is asserted by its code; this bound only catches a guard that lets a render
+# run orders of magnitude longer. Measured: the worst (exponential-macro, stopped at 100,000
+# calls) takes 0.46 s of CPU with the current dependencies and 1.5 s with the minimum versions,
+# 3.3 s on CI's loaded floor run; how fast eosfix is belongs to benchmarks/, not to this bound.
+CPU_SECONDS = 10.0
 
 # (id, template, finding code). Each would hang, eat gigabytes or escape without the guards.
 HOSTILE = [
@@ -258,7 +263,7 @@ def test_the_backstop_is_its_own_retryable_outcome(tmp_path, monkeypatch):
 
 def test_the_backstop_is_far_beyond_what_counts_allow():
     """Counts decide; the backstop (seconds of wall clock) is only for a stalled machine."""
-    assert DEFAULT_LIMITS.max_seconds >= 10 * CPU_SECONDS
+    assert DEFAULT_LIMITS.max_seconds >= 3 * CPU_SECONDS
 
 
 def test_deadline_stops_a_slow_render():

@@ -67,7 +67,7 @@ def test_hub_pr_explains_the_removal(fake_hub, run_eosfix):
     )
     # where each terminator is written (report.placement_text)
     assert "`<|return|>` (200002, after the last reply only (earlier replies end with " \
-        "<|end|>))" in desc  # fmt: skip
+        "`<|end|>`))" in desc  # fmt: skip
     assert "`<|call|>` (200012, after a tool call)" in desc
     assert (
         "`<|end|>` (id 200007) is written inside an assistant turn (between the reasoning "

@@ -229,11 +229,17 @@ def test_pr_description_is_written_for_the_repos_owner(name):
 
 
 def test_repeated_pr_sends_nothing_and_prints_existing(hub_repos, run_eosfix):
+    """Like `fix` run twice: the first run opens the pull request (exit 1, something was
+    done), a second finds it open with the same fix and has nothing left to do (exit 0)."""
     assert run_eosfix("hub", BROKEN, "--pr").exit_code == 1
-    result = run_eosfix("hub", BROKEN, "--pr")
-    assert result.exit_code == 1, result.output
+    for dry in ((), ("--dry-run",)):
+        result = run_eosfix("hub", BROKEN, "--pr", *dry)
+        assert result.exit_code == 0, result.output
+        assert f"pull request already open: {hub_repos.url}/{BROKEN}/discussions/1" in (
+            result.stdout
+        )
     assert len(hub_repos.commits_received) == 1
-    assert f"pull request already open: {hub_repos.url}/{BROKEN}/discussions/1" in result.stdout
+    assert run_eosfix("hub", BROKEN).exit_code == 1  # without --pr: still something to fix
 
 
 def test_an_open_eosfix_pr_proposing_something_else_is_updated_never_doubled(hub_repos, run_eosfix):

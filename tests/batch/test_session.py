@@ -99,7 +99,11 @@ def test_an_invalid_file_is_named_by_repo_id_and_file_everywhere(hub, run_eosfix
 
 @pytest.mark.parametrize("repo_id", [GATED, MISSING])
 def test_a_repo_the_hub_refuses_is_one_error_everywhere(hub, run_eosfix, tmp_path, repo_id):
-    checked, audited = _check(run_eosfix, repo_id), _hub(run_eosfix, repo_id)
+    checked, audited = _check(run_eosfix, f"hf://{repo_id}"), _hub(run_eosfix, repo_id)
+    # org/name where a path goes, naming no local path either: a mistyped path looks the
+    # same, so check says that too
+    plain = _check(run_eosfix, repo_id)["error"]
+    assert plain == f"{checked['error']}; no local folder or file {repo_id} exists either"
     assert checked["verdict"] == audited["verdict"] == "error"
     assert checked["error"] == f"{repo_id}: {audited['error']}"
     assert (checked["repo_id"], checked["revision"], checked["sha"]) == (repo_id, "main", None)

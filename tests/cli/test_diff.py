@@ -35,8 +35,8 @@ def _run(capsys, monkeypatch, cwd, *args):
 @pytest.fixture
 def project(tmp_path):
     """A git work tree with three repos to fix: one in a subfolder, one whose
-    generation_config.json is missing (created), one with CRLF newlines and a BOM; and a
-    healthy one."""
+    generation_config.json is missing (created), one with CRLF newlines and a BOM (which the
+    fix removes); and a healthy one."""
     root = tmp_path / "project"
     root.mkdir()
     copy_repo(SAMPLES / "chatml-missing-im-end", root / "chat")
@@ -79,7 +79,8 @@ def test_fix_diff_applies_with_git_and_equals_what_fix_writes(
     assert _run(capsys, monkeypatch, twin, "fix", *REPOS)[0] == 1
     for repo in REPOS:
         assert (project / repo / GEN).read_bytes() == (twin / repo / GEN).read_bytes(), repo
-    assert (project / "crlf" / GEN).read_bytes().startswith(b"\xef\xbb\xbf{\r\n")
+    # CRLF kept; the byte-order mark goes (runtimes refuse it: EOS017), in the patch too
+    assert (project / "crlf" / GEN).read_bytes().startswith(b"{\r\n")
     assert _run(capsys, monkeypatch, project, "check", *REPOS)[0] == 0
 
 
@@ -123,3 +124,39 @@ def test_fix_diff_with_a_machine_format_is_a_usage_error(project, capsys, monkey
     assert (code, out) == (2, "")
     assert "--diff prints a patch" in err
     assert "eosfix check --format json" in err
+
+
+def _patch_p1(cwd, patch: str) -> subprocess.CompletedProcess:
+    """GNU patch, as the docs tell a user without git to apply ``fix --diff``."""
+    tool = shutil.which("patch")
+    if tool is None:
+        pytest.skip("needs GNU patch (Debian: apt-get install patch)")
+    return subprocess.run(
+        [tool, "-p1", "--batch", "--forward"], cwd=cwd, input=patch, capture_output=True,
+        text=True, check=False,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("tool", ["patch -p1", "git apply"])
+def test_fix_diff_for_a_path_with_a_space_applies(tool, tmp_path, capsys, monkeypatch):
+    """A file name with a space ends with a tab on the ---/+++ lines (as git and GNU diff
+    write it): patch -p1 otherwise reads the name up to the space and finds no file."""
+    root = tmp_path / "project"
+    copy_repo(SAMPLES / "chatml-missing-im-end", root / "my models" / "chat")
+    created = copy_repo(SAMPLES / "chatml-missing-im-end", root / "my models" / "new one")
+    (created / GEN).unlink()
+    twin = tmp_path / "twin"
+    shutil.copytree(root, twin)
+    assert _git(root, "init", "-q").returncode == 0
+    repos = ("my models/chat", "my models/new one")
+    code, patch, _ = _run(capsys, monkeypatch, root, "fix", "--diff", *repos)
+    assert code == 1
+    assert f"--- a/my models/chat/{GEN}\t\n+++ b/my models/chat/{GEN}\t\n" in patch
+    assert f"--- /dev/null\n+++ b/my models/new one/{GEN}\t\n" in patch
+    done = _patch_p1(root, patch) if tool == "patch -p1" else _git(root, "apply", "-", stdin=patch)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert _run(capsys, monkeypatch, twin, "fix", *repos)[0] == 1
+    for repo in repos:
+        assert (root / repo / GEN).read_bytes() == (twin / repo / GEN).read_bytes()
+    assert not list(root.rglob("*.orig"))
+    assert not list(root.rglob("*.rej"))

@@ -69,9 +69,23 @@ def test_explain_a_hub_id(hub, capsys):
 
 
 def test_a_missing_hub_repo_is_one_line_exit_2(hub, capsys):
-    code, out, err = _run(capsys, "check", "org/missing")
+    code, out, err = _run(capsys, "check", "hf://org/missing")
     assert (code, out) == (2, "1 repo could not be checked\n")
     assert err == "error: org/missing: repository not found (404)\n"
+
+
+@pytest.mark.parametrize("command", ["check", "explain", "fix"])
+def test_a_mistyped_local_path_with_one_slash_says_no_such_folder_too(hub, capsys, command):
+    """``models/qwen`` that exists nowhere is taken for a Hub id: what the Hub said, and that
+    no local folder has that name either (the user may have mistyped a path)."""
+    code, _, err = _run(capsys, command, "models/qwen")
+    assert code == 2
+    assert "no local folder or file models/qwen exists either" in err, err
+    if command != "fix":  # fix asks nothing of the Hub
+        assert err == (
+            "error: models/qwen: repository not found (404); no local folder or file "
+            "models/qwen exists either\n"
+        )
 
 
 def test_hf_prefix_without_a_repo_id_is_one_line(hub, capsys):

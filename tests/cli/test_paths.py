@@ -192,12 +192,12 @@ def test_a_real_model_without_template_is_told_apart(capsys):
 
 def test_invalid_file_is_not_called_unreadable(tmp_path, capsys):
     (tmp_path / "tokenizer_config.json").write_text("{}")
-    (tmp_path / "generation_config.json").write_text('{"eos_token_id": "two"}')
+    (tmp_path / "generation_config.json").write_text('{"eos_token_id": {"id": 2}}')
     code, out, err = _run(capsys, "check", tmp_path)
     assert code == 2
     assert err == (
         f"error: {tmp_path}/generation_config.json: eos_token_id: expected a token id (an "
-        'integer >= 0) or a list of at most 4096 ids (got "two")\n'
+        'integer >= 0) or a list of at most 4096 ids (got {"id": 2})\n'
     )
     assert out == "1 repo could not be checked\n"
 

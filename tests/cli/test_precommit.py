@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from eosfix.core.repo import RELEVANT_FILES, TEMPLATE_DIR, TOKENIZER_JSON, is_relevant_file
+from eosfix.core.repo import READ_FILES, TEMPLATE_DIR, is_read_file
 from tests.conftest import ROOT, SAMPLES, copy_repo
 
 MANIFEST = ROOT / ".pre-commit-hooks.yaml"
@@ -80,25 +80,26 @@ def test_manifest_is_valid_for_pre_commit():
         "processor_config.json",
         "chat_template.jinja",
         "m/additional_chat_templates/tool_use.jinja",
+        "m/tokenizer.json",  # its added tokens decide ids, specials and the converter's eos
     ):
         assert files.search(name), name
-    for name in ("tokenizer.json", "model.safetensors", "myconfig.json", "README.md"):
+    for name in ("model.safetensors", "myconfig.json", "README.md"):
         assert not files.search(name), name
 
 
-def test_manifest_files_are_the_relevant_files_table():
-    """The hook's ``files:`` runs it on exactly the files eosfix reads first
-    (``eosfix.core.repo.RELEVANT_FILES``) and on templates: none missed, nothing else."""
+def test_manifest_files_are_the_read_files_table():
+    """The hook's ``files:`` runs it on exactly the files a check may read
+    (``eosfix.core.repo.READ_FILES``: tokenizer.json too, whose added tokens decide ids) and
+    on templates: none missed, nothing else."""
     from pre_commit.clientlib import load_manifest  # type: ignore[import-untyped]
 
     (hook,) = load_manifest(str(MANIFEST))
     files = re.compile(hook["files"])
     templates = ("chat_template.jinja", f"{TEMPLATE_DIR}/tool_use.jinja")
-    for name in (*RELEVANT_FILES, *templates):
+    for name in (*READ_FILES, *templates):
         for path in (name, f"models/chat/{name}"):
             assert files.search(path), path
     others = (
-        TOKENIZER_JSON,  # read only when an id is only there; it does not decide the fix
         "model.safetensors",
         "README.md",
         "vocab.json",
@@ -110,11 +111,11 @@ def test_manifest_files_are_the_relevant_files_table():
     )
     for name in others:
         assert not files.search(name), name
-        assert not is_relevant_file(name), name
+        assert not is_read_file(name), name
     # the .json names the pattern lists are the table's, no more
     listed = re.search(r"\(\^\|/\)\(([\w|]+)\)\\\.json\$", hook["files"])
     assert listed is not None, hook["files"]
-    table = {n.removesuffix(".json") for n in RELEVANT_FILES if n.endswith(".json")}
+    table = {n.removesuffix(".json") for n in READ_FILES if n.endswith(".json")}
     assert set(listed.group(1).split("|")) == table
 
 

@@ -31,7 +31,6 @@ class External:
     runtime: str  # eosfix's name for it (eosfix.runtimes)
     venv: str
     runner: str
-    args: tuple[str, ...] = ()
 
 
 EXTERNAL: dict[str, External] = {
@@ -39,8 +38,6 @@ EXTERNAL: dict[str, External] = {
     for e in (
         External("vLLM", "vllm", "vllm_stop_sets.py"),
         External("SGLang", "sglang", "sglang_stop_sets.py"),
-        External("TGI", "tgi", "tgi_stop_sets.py", ("--path", "flash")),
-        External("TGI-transformers", "tgi", "tgi_stop_sets.py", ("--path", "transformers")),
         External("ExLlamaV2", "exllamav2", "exllamav2_stop_sets.py"),
     )
 }
@@ -66,7 +63,7 @@ def ask(runtime: str, folders: Iterable[Path]) -> Answer:
     folders = list(folders)
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "sets.json"
-        command = [str(python), str(RUNNERS / spec.runner), *spec.args, "--out", str(out),
+        command = [str(python), str(RUNNERS / spec.runner), "--out", str(out),
                    "--scan", str(SCAN), *map(str, folders)]  # fmt: skip
         done = subprocess.run(command, capture_output=True, text=True, check=False, env=OFFLINE)
         if done.returncode != 0 or not out.exists():

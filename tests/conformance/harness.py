@@ -3,8 +3,10 @@
 A runtime's stop set is read where its generation loop reads it:
 
 - transformers: ``from_pretrained`` (which loads generation_config.json, else builds one from
-  config.json), then what ``generate()`` does: ``_prepare_generation_config``,
-  ``_prepare_special_tokens`` and the ``EosTokenCriteria`` of ``_get_stopping_criteria``;
+  config.json) and ``AutoTokenizer.from_pretrained`` (a chat needs it), a one-token
+  ``generate()`` (which raises where the config makes generation fail), then what
+  ``generate()`` does: ``_prepare_generation_config``, ``_prepare_special_tokens`` and the
+  ``EosTokenCriteria`` of ``_get_stopping_criteria``, asked of every id;
 - mlx-lm: what ``mlx_lm.load`` wires, ``load_config`` then
   ``load_tokenizer(path, eos_token_ids=config.get("eos_token_id"))``; the wrapper's
   ``eos_token_ids`` is what ``generate_step``'s loop compares;
@@ -12,9 +14,10 @@ A runtime's stop set is read where its generation loop reads it:
   and transformers 5 names Llava's weights differently from what mlx-vlm expects), then the
   processor's ``StoppingCriteria``, reset with the model config's eos as ``generate`` does.
 
-vLLM, SGLang, TGI and ExLlamaV2 run in virtualenvs of their own (tests/conformance/external.py,
+vLLM, SGLang and ExLlamaV2 run in virtualenvs of their own (tests/conformance/external.py,
 runners/): ``build_matrix`` writes every shape in every state once, with eosfix's prediction for
-every runtime, so that each of them is asked once for all folders.
+every runtime, so that each of them is asked once for all folders. TGI cannot run here: its
+predictions are held against the sets its cited source gives (cited.py).
 
 eosfix's prediction is its current rule for that runtime applied to ``stop_inputs`` of the
 checked folder: before the fix, and after it as planned (the patches' new text, computed
@@ -34,23 +37,46 @@ from eosfix.runtimes import RUNTIMES, describe
 STATES = ("before", "fix", "fix --config-json")
 
 
+SCAN = 256  # every id below this is asked (and every id a held value equals)
+
+
+def matched(values) -> frozenset[int]:
+    """The token ids a runtime's ``token in values`` finds: ``2.0`` is 2, ``True`` is 1; a
+    string, ``None`` or a list equals no id."""
+    values = list(values)
+    equal = {int(v) for v in values if isinstance(v, (int, float)) and v == int(v)}
+    return frozenset(t for t in set(range(SCAN)) | equal if any(t == v for v in values))
+
+
 def generate_eos_ids(model) -> frozenset[int]:
-    """The ids ``model.generate()`` stops on, built the way generate() builds them."""
+    """The ids ``model.generate()`` stops on, built the way generate() builds them: its
+    ``EosTokenCriteria`` asked of every id."""
+    import torch
     from transformers.generation.stopping_criteria import EosTokenCriteria, StoppingCriteriaList
 
     generation_config, _ = model._prepare_generation_config(None)
     model._prepare_special_tokens(generation_config, True, device="cpu")
     criteria = model._get_stopping_criteria(generation_config, StoppingCriteriaList())
     eos = [c for c in criteria if isinstance(c, EosTokenCriteria)]
-    return frozenset(eos[0].eos_token_id.tolist()) if eos else frozenset()
+    if not eos:
+        return frozenset()
+    held = [int(i) for i in eos[0].eos_token_id.flatten().tolist()]
+    return frozenset(
+        t for t in set(range(SCAN)) | set(held) if bool(eos[0](torch.tensor([[t]]), None).item())
+    )
 
 
 def transformers_stop_set(folder: Path) -> frozenset[int]:
-    from transformers import AutoModelForCausalLM, AutoModelForImageTextToText
+    import torch
+    from transformers import AutoModelForCausalLM, AutoModelForImageTextToText, AutoTokenizer
 
-    config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    # utf-8-sig: which class to load is the test's choice; the runtime reads the file itself
+    config = json.loads((folder / "config.json").read_text(encoding="utf-8-sig"))
     vlm = "text_config" in config
     model = (AutoModelForImageTextToText if vlm else AutoModelForCausalLM).from_pretrained(folder)
+    AutoTokenizer.from_pretrained(folder)  # a chat needs its tokenizer: it must load too
+    if not vlm:  # the generation loop itself runs with this config
+        model.generate(torch.tensor([[1]]), max_new_tokens=1, do_sample=False)
     return generate_eos_ids(model)
 
 
@@ -59,7 +85,7 @@ def mlx_lm_stop_set(folder: Path) -> frozenset[int]:
 
     config = load_config(folder)
     tokenizer = load_tokenizer(folder, eos_token_ids=config.get("eos_token_id", None))
-    return frozenset(tokenizer.eos_token_ids)
+    return matched(tokenizer.eos_token_ids)
 
 
 def mlx_vlm_stop_set(folder: Path) -> frozenset[int]:
@@ -73,7 +99,7 @@ def mlx_vlm_stop_set(folder: Path) -> frozenset[int]:
     if hasattr(model.config, "eos_token_id"):
         tokenizer.stopping_criteria.reset(model.config.eos_token_id)
         assert tokenizer.stopping_criteria.eos_token_ids == loaded
-    return frozenset(loaded)
+    return matched(loaded)
 
 
 PROBES = {
@@ -85,10 +111,12 @@ PROBES = {
 
 @dataclass(frozen=True)
 class Prediction:
-    """eosfix's stop set for one runtime, and its verdict on ``<|im_end|>`` (stops or not)."""
+    """eosfix's stop set for one runtime, and its verdict on ``<|im_end|>`` (stops or not);
+    ``refused``: why eosfix says the runtime cannot load the folder or generate ("": it can)."""
 
     ids: frozenset[int]
     stops: bool | None  # the verdict row's value for <|im_end|>
+    refused: str = ""
 
 
 def predictions(
@@ -97,13 +125,12 @@ def predictions(
     """eosfix's prediction for ``runtime`` now and after the planned fix (nothing written)."""
     result = api.check(folder, config_json=config_json)
     assert result.check is not None, result.error
-    rule = describe(runtime).current
+    rt = describe(runtime)
     (row,) = [r for r in runtime_table(result.check, result.patches).rows if r.runtime == runtime]
-    before = rule.derive(stop_inputs(result.check))
-    after = rule.derive(stop_inputs(result.check, result.patches))
+    now, fixed = stop_inputs(result.check), stop_inputs(result.check, result.patches)
     return (
-        Prediction(before, row.stops_before["<|im_end|>"]),
-        Prediction(after, row.stops_after["<|im_end|>"]),
+        Prediction(rt.current.derive(now), row.stops_before["<|im_end|>"], rt.refused(now)),
+        Prediction(rt.current.derive(fixed), row.stops_after["<|im_end|>"], rt.refused(fixed)),
     )
 
 
@@ -134,7 +161,9 @@ def predict_all(folder: Path, state: str) -> dict[str, Prediction]:
     for rt in RUNTIMES:
         row = rows[rt.name]
         verdicts = row.stops_before if state == "before" else row.stops_after
-        out[rt.name] = Prediction(rt.current.derive(inputs), verdicts["<|im_end|>"])
+        out[rt.name] = Prediction(
+            rt.current.derive(inputs), verdicts["<|im_end|>"], rt.refused(inputs)
+        )
     if state != "before":
         fixed = api.fix(folder, config_json=config_json)
         assert fixed.error is None, fixed.error

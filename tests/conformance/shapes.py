@@ -6,7 +6,9 @@ tokens sit where SmolLM2's do (``<|endoftext|>`` 0, ``<|im_start|>`` 1, ``<|im_e
 transformers, mlx-lm and mlx-vlm load with their own code. The turn terminator is always
 ``<|im_end|>``; the shapes move the eos ids between tokenizer_config.json, config.json (top
 level or ``text_config``) and generation_config.json, including the values runtimes treat
-differently: an int, a list, ``0``, ``[0]``, ``[]``, ``null``, the key absent, the file absent.
+differently: an int, a list, ``0``, ``[0]``, ``[]``, ``null``, the key absent, the file absent;
+and what JSON readers refuse: a file that starts with a byte-order mark, an ``eos_token_id``
+that is not ids (``"2"``, ``2.0``, ``true``, ``[2, null]``, ``[[0, 2]]``).
 ``write_models`` makes the weights once (torch + transformers); ``build`` writes one shape.
 """
 
@@ -20,6 +22,7 @@ from typing import Any
 
 from tokenizers import AddedToken
 
+from eosfix.core.repo import CONFIG, GENERATION_CONFIG, TOKENIZER_CONFIG
 from tests.tiny_lm import save_tokenizer, word_level_tokenizer
 
 ENDOFTEXT, IM_START, IM_END = "<|endoftext|>", "<|im_start|>", "<|im_end|>"
@@ -67,6 +70,14 @@ class Shape:
     vlm: bool = False  # a Llava (config.json with text_config) instead of a Llama
     # More added tokens, text -> special, at the ids after the vocabulary's.
     added: dict[str, bool] = field(default_factory=dict)
+    bom: tuple[str, ...] = ()  # files written with a UTF-8 byte-order mark first
+
+    @property
+    def refused(self) -> bool:
+        """What JSON readers refuse: a byte-order mark, or an eos_token_id that is not ids."""
+        eos = (self.generation or {}).get("eos_token_id")
+        ids = type(eos) is int or (type(eos) is list and all(type(i) is int for i in eos))
+        return bool(self.bom) or (eos is not None and not ids)
 
 
 SHAPES: tuple[Shape, ...] = (
@@ -111,6 +122,28 @@ SHAPES: tuple[Shape, ...] = (
     Shape("added-stop-texts", "added tokens <|eom_id|>, <|content_model_end_sampling|> and "
           "<|ifm|im_end|> (not special)", ENDOFTEXT, {"eos_token_id": 0}, {"eos_token_id": 0},
           added={EOM: True, CONTENT_END: True, IFM_IM_END: False}),
+    # What JSON readers refuse (EOS017, EOS018): a byte-order mark (the ids right behind it),
+    # and eos_token_id values that are not ids, each reaching another branch of a reader.
+    Shape("gen-bom", "generation_config [0, 2] behind a byte-order mark", ENDOFTEXT,
+          {"eos_token_id": 0}, {"eos_token_id": [0, 2]}, bom=(GENERATION_CONFIG,)),
+    Shape("config-bom", "config.json behind a byte-order mark", ENDOFTEXT,
+          {"eos_token_id": 0}, {"eos_token_id": [0, 2]}, bom=(CONFIG,)),
+    Shape("tokenizer-config-bom", "tokenizer_config.json behind a byte-order mark", ENDOFTEXT,
+          {"eos_token_id": 0}, {"eos_token_id": [0, 2]}, bom=(TOKENIZER_CONFIG,)),
+    Shape("gen-string", 'generation_config "2"', ENDOFTEXT, {"eos_token_id": 0},
+          {"eos_token_id": "2"}),
+    Shape("gen-string-item", 'generation_config [0, "2"]', ENDOFTEXT, {"eos_token_id": 0},
+          {"eos_token_id": [0, "2"]}),
+    Shape("gen-float", "generation_config 2.0", ENDOFTEXT, {"eos_token_id": 0},
+          {"eos_token_id": 2.0}),
+    Shape("gen-float-item", "generation_config [0, 2.0]", ENDOFTEXT, {"eos_token_id": 0},
+          {"eos_token_id": [0, 2.0]}),
+    Shape("gen-true", "generation_config true (id 1 to Python)", ENDOFTEXT,
+          {"eos_token_id": 0}, {"eos_token_id": True}),
+    Shape("gen-null-item", "generation_config [2, null]", ENDOFTEXT, {"eos_token_id": 0},
+          {"eos_token_id": [2, None]}),
+    Shape("gen-nested", "generation_config [[0, 2]]", ENDOFTEXT, {"eos_token_id": 0},
+          {"eos_token_id": [[0, 2]]}),
 )  # fmt: skip
 
 
@@ -189,4 +222,7 @@ def build(shape: Shape, folder: Path, models: Path) -> Path:
     _dump(folder / "config.json", _merge(base, shape.config))
     if shape.generation is not None:
         _dump(folder / "generation_config.json", shape.generation)
+    for name in shape.bom:
+        path = folder / name
+        path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
     return folder

@@ -2,10 +2,12 @@
 
 For each runtime and shape, in each state (before ``fix``, after ``fix``, after
 ``fix --config-json``): the stop set the runtime computed, and whether eosfix predicted exactly
-that set. transformers, mlx-lm and mlx-vlm are asked in this process; vLLM, SGLang, TGI and
+that set. transformers, mlx-lm and mlx-vlm are asked in this process; vLLM, SGLang and
 ExLlamaV2 in their virtualenvs (``python -m tests.conformance.venvs create`` first; a runtime
-without one is left out). The tests in test_stop_sets.py and test_external_runtimes.py assert
-the same; this prints it for people (docs/runtimes.md holds a dated copy).
+without one is left out); TGI's two paths, which cannot run here, are the sets their cited
+source gives (cited.py), marked "(cited)". The tests in test_stop_sets.py,
+test_external_runtimes.py and test_cited_runtimes.py assert the same; this prints it for people
+(docs/runtimes.md holds a dated copy).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import tempfile
 from pathlib import Path
 
 from tests.conformance import external
+from tests.conformance.cited import CITED
 from tests.conformance.harness import PROBES, STATES, Prediction, build_matrix
 from tests.conformance.shapes import IM_END, SHAPES, SPECIAL, write_models
 
@@ -60,19 +63,22 @@ def main() -> int:
               f"<|im_end|> {SPECIAL[IM_END]} (the turn end); 'stops': the set holds it.\n")  # fmt: skip
         print("| runtime | shape | " + " | ".join(STATES) + " |")
         print("|---|---|" + "---|" * len(STATES))
-        for runtime in [*PROBES, *answers]:
+        for runtime in [*PROBES, *answers, *CITED]:
             for shape in SHAPES:
                 cells = []
-                for state in STATES:
+                for i, state in enumerate(STATES):
                     folder = matrix.folders[shape.name, state]
                     predicted = matrix.predicted[shape.name, state][runtime]
                     if runtime in PROBES:
                         actual = _in_process(runtime, folder)
+                    elif runtime in CITED:
+                        actual = CITED[runtime][shape.name][i]
                     else:
                         actual = answers[runtime][folder]
                     cells.append(_cell(actual, predicted))
                 what = _md(f"{shape.name}: {shape.what}")
-                print(f"| {runtime} | {what} | " + " | ".join(map(_md, cells)) + " |")
+                label = f"{runtime} (cited)" if runtime in CITED else runtime
+                print(f"| {label} | {what} | " + " | ".join(map(_md, cells)) + " |")
     return 0
 
 

@@ -27,6 +27,10 @@ RUNTIME_ERRORS = {
     # transformers generation/utils.py _prepare_special_tokens: pad = eos_token_tensor[0]
     ("transformers", "gen-empty-list", "before"): IndexError,
 }
+# What a runtime raises where eosfix says it cannot load the folder (a byte-order mark:
+# json's JSONDecodeError, a ValueError, or transformers' OSError "not a valid JSON file") or
+# cannot generate (an eos_token_id that is not ids).
+REFUSALS = {"cannot load": (ValueError, OSError), "cannot generate": (TypeError, RuntimeError)}
 
 
 def _require(runtime: str) -> None:
@@ -44,6 +48,9 @@ def test_runtime_stop_set_is_what_eosfix_predicts(runtime, shape, state, models,
     folder = build(shape, tmp_path / shape.name, models)
     predicted = predict(folder, runtime, state)
     error = RUNTIME_ERRORS.get((runtime, shape.name, state))
+    if predicted.refused:  # eosfix: it cannot load the folder or generate with it
+        kind = next(k for k in REFUSALS if predicted.refused.startswith(k))
+        error = REFUSALS[kind]
     if error is not None:
         with pytest.raises(error):
             PROBES[runtime](folder)
@@ -66,6 +73,13 @@ def test_after_fix_every_executed_runtime_stops_at_the_turn_end_and_nowhere_else
     folder = build(shape, tmp_path / shape.name, models)
     result = api.fix(folder)
     assert result.error is None, result.error
+    if set(shape.bom) - {"generation_config.json"}:  # a mark in a file fix does not write:
+        (f,) = [f for f in result.check.findings if f.code == "EOS017"]  # named, not fixed
+        assert not f.fixable
+        for probe in PROBES.values():
+            with pytest.raises(REFUSALS["cannot load"]):
+                probe(folder)
+        return
     for runtime, probe in PROBES.items():
         actual = probe(folder)
         assert SPECIAL[IM_END] in actual, f"{runtime} {shape.name}"
@@ -75,8 +89,8 @@ def test_after_fix_every_executed_runtime_stops_at_the_turn_end_and_nowhere_else
 @pytest.mark.parametrize("shape_name", ["text-config", "config-only", "gen-int"])
 def test_a_generation_config_reader_that_misses_is_a_fixable_finding(shape_name, models, tmp_path):
     """transformers stops on <|im_end|> in these shapes; a runtime that reads
-    generation_config.json does not (mlx-lm and mlx-vlm: executed here; TGI: in
-    test_external_runtimes.py), and writing the file fixes it: EOS015, not a caveat."""
+    generation_config.json does not (mlx-lm and mlx-vlm: executed here; TGI: cited, in
+    test_cited_runtimes.py), and writing the file fixes it: EOS015, not a caveat."""
     (shape,) = [s for s in SHAPES if s.name == shape_name]
     folder = build(shape, tmp_path / shape.name, models)
     result = api.check(folder)

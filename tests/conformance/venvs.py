@@ -1,8 +1,7 @@
 """The virtualenvs the runtimes that cannot share eosfix's run in, made from committed locks.
 
 vLLM 0.33.0 and SGLang 0.5.23 need transformers 5.19.0 (eosfix's tests pin 5.24.0) and a
-torch/torchvision pair that imports on a CPU; TGI's server code runs with the transformers 4.51.3
-its own requirements pin; ExLlamaV2 needs nothing of eosfix's. Each gets a virtualenv of its
+torch/torchvision pair that imports on a CPU; ExLlamaV2 needs nothing of eosfix's. Each gets a virtualenv of its
 own, installed from ``locks/NAME.txt`` with ``pip install --no-deps``: every package pinned,
 and only those the stop-set code imports (found by running it), not the runtime's whole
 dependency tree (vLLM's would be 9.4 GB of CUDA kernels).
@@ -52,7 +51,6 @@ VENVS: dict[str, Venv] = {
     for v in (
         Venv("vllm", "vLLM 0.33.0"),
         Venv("sglang", "SGLang 0.5.23"),
-        Venv("tgi", "TGI 3.3.7 server code (vendored) with transformers 4.51.3"),
         Venv("exllamav2", "ExLlamaV2 0.3.2"),
     )
 }

@@ -125,11 +125,45 @@ def test_a_view_vouches_only_for_what_its_model_accepts(view, data):
 
 
 def test_plain_checks_leave_only_huge_ids_to_pydantic():
-    """What a view cannot vouch for but its model accepts: ids of 2**63 and more."""
+    """What a view cannot vouch for but its model accepts: ids of 2**63 and more (in
+    generation_config.json every value runtimes may read as ids is the view's to vouch for)."""
     big = {"eos_token_id": [2**64, 3]}
-    assert not models.GenerationConfig.accepts(big)
-    assert schemas.GenerationConfigModel.model_validate(big).eos_token_id == [2**64, 3]
-    assert models.GenerationConfig(big).eos_token_id == [2**64, 3]
+    assert not models.ModelConfig.accepts(big)
+    assert schemas.ModelConfigModel.model_validate(big).eos_token_id == [2**64, 3]
+    assert models.ModelConfig(big).eos_token_id == [2**64, 3]
+    assert models.GenerationConfig.accepts(big)
+
+
+@pytest.mark.parametrize(
+    ("value", "ids"),
+    [
+        ("248044", (248044,)),
+        ([248044, "248046"], (248044, 248046)),
+        (248044.0, (248044,)),
+        (True, ()),
+        ([248044, None], (248044,)),
+        ([[248044, 248046]], (248044, 248046)),
+        ([1.5, "x", "-3", 7, 7.0], (7,)),
+    ],
+)
+def test_an_eos_token_id_of_the_wrong_type_is_read_for_the_ids_it_names(value, ids):
+    gen = models.GenerationConfig({"eos_token_id": value})
+    assert models.GenerationConfig.accepts(gen.data)
+    assert gen.eos_malformed
+    assert gen.eos_ids == ids
+
+
+@pytest.mark.parametrize("value", [7, [7, -1], -1, [], None])
+def test_ids_and_negative_ids_are_well_formed(value):
+    gen = models.GenerationConfig({"eos_token_id": value})
+    assert not gen.eos_malformed
+    assert gen.eos_ids == models.eos_tuple(value)
+
+
+def test_an_object_is_still_no_eos_token_id():
+    assert not models.GenerationConfig.accepts({"eos_token_id": {"id": 2}})
+    with pytest.raises(ValidationError):
+        schemas.GenerationConfigModel.model_validate({"eos_token_id": [2, {"id": 2}]})
 
 
 def test_model_config_reads_vocab_size_and_text_config():

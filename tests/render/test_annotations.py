@@ -160,3 +160,48 @@ def test_sarif_outside_the_current_folder_uses_file_uris(project, tmp_path, caps
     _validate(log)
     artifact = log["runs"][0]["results"][0]["locations"][0]["physicalLocation"]["artifactLocation"]
     assert artifact == {"uri": (project / "chat" / "generation_config.json").as_uri()}
+
+
+def test_sarif_relative_uris_are_percent_encoded(tmp_path, capsys, monkeypatch):
+    """A SARIF ``uri`` is a URI reference (RFC 3986): a space or ``#`` in a path is encoded,
+    or a reader takes ``a#b`` for a fragment."""
+    root = tmp_path / "project"
+    copy_repo(SAMPLES / "chatml-missing-im-end", root / "my models" / "chat #2")
+    code, out, _ = _run(
+        capsys, monkeypatch, root, "check", "--format", "sarif", "my models/chat #2"
+    )
+    assert code == 1
+    log = json.loads(out)
+    _validate(log)
+    artifact = log["runs"][0]["results"][0]["locations"][0]["physicalLocation"]["artifactLocation"]
+    assert artifact == {
+        "uri": "my%20models/chat%20%232/generation_config.json", "uriBaseId": "%SRCROOT%",
+    }  # fmt: skip
+
+
+def test_a_finding_about_a_file_fix_creates_points_at_an_existing_file(
+    tmp_path, capsys, monkeypatch
+):
+    """EOS002 names generation_config.json, which does not exist yet: the annotation points
+    at config.json's eos_token_id (what transformers reads instead) and says where `fix`
+    creates the file; SARIF the same."""
+    root = tmp_path / "project"
+    folder = copy_repo(SAMPLES / "chatml-missing-im-end", root / "new")
+    (folder / "generation_config.json").unlink()
+    line = _line_of(folder / "config.json", '"eos_token_id"')
+    code, out, _ = _run(capsys, monkeypatch, root, "check", "--format", "github", "new")
+    assert code == 1
+    assert out.splitlines()[0] == (
+        f"::error file=new/config.json,line={line},title=eosfix EOS002::generation_config.json "
+        "is missing and config.json's eos_token_id 248044 does not include <|im_end|> (248046): "
+        "generation runs past the turn end (eosfix fix creates new/generation_config.json)"
+    )
+    code, out, _ = _run(capsys, monkeypatch, root, "check", "--format", "sarif", "new")
+    log = json.loads(out)
+    _validate(log)
+    result = log["runs"][0]["results"][0]
+    assert result["locations"][0]["physicalLocation"] == {
+        "artifactLocation": {"uri": "new/config.json", "uriBaseId": "%SRCROOT%"},
+        "region": {"startLine": line},
+    }
+    assert result["message"]["text"].endswith("(eosfix fix creates new/generation_config.json)")

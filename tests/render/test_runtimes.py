@@ -11,7 +11,7 @@ from eosfix.containers.folder.plan import plan_config
 from eosfix.containers.folder.runtime_table import runtime_table, stop_inputs
 from eosfix.ports.loop import split_probe, tokenize_probe
 from eosfix.render.report import runtimes_line
-from eosfix.runtimes import RUNTIMES, apply_generation_config_eos
+from eosfix.runtimes import RUNTIMES, apply_generation_config_eos, describe
 from tests.conftest import CORPUS, SAMPLES, corpus_cases, sample_names
 from tests.tiny_lm import save_tokenizer, word_level_tokenizer
 
@@ -134,7 +134,11 @@ def test_check_json_runtimes_key(name, flag, sample_repo, run_eosfix):
             "applicable",
         }
         assert row["version"] is None  # nothing pinned: each runtime's current rule
-        if row["executed"] is None:
+        cited = describe(row["runtime"]).cited
+        if cited is not None:  # read at a commit, with lines: TGI's two paths
+            assert row["executed"] is None
+            assert row["basis"] == f"cited at {cited}"
+        elif row["executed"] is None:
             assert row["basis"] == "modelled, not executed"
         else:
             assert row["basis"] == f"executed with {row['runtime']} {row['executed']}"
@@ -149,6 +153,10 @@ def test_check_json_runtimes_key(name, flag, sample_repo, run_eosfix):
     assert (tf["versions"], tf["executed"]) == (">= 4.28.0", "5.24.0")
     vllm = entry["runtimes"][1]
     assert (vllm["versions"], vllm["basis"]) == ("not established", "executed with vLLM 0.33.0")
+    tgi = entry["runtimes"][3]
+    assert (tgi["runtime"], tgi["executed"]) == ("TGI", None)
+    flash = "TGI db931fcf: flash_causal_lm.py:1232-1247, tokens.py:150-160,200"
+    assert tgi["basis"] == f"cited at {flash}"
     if entry["status"] in ("fixable", "ok"):
         assert tf["ok_after"], "transformers must stop after the default fix"
 

@@ -176,3 +176,27 @@ def test_converter_prediction_reaches_the_runtime_table(tmp_path):
 def test_converter_inputs_without_files():
     x = ConverterInputs(False, (), None, None)
     assert converter_special_ids(x) == {}
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["config.json", "tokenizer_config.json", "tokenizer.json", "generation_config.json",
+     "special_tokens_map.json"],
+)  # fmt: skip
+def test_a_byte_order_mark_stops_the_converter_where_eosfix_says(name, tmp_path):
+    """gguf-py's SpecialVocab json.load()s config.json, tokenizer_config.json and
+    tokenizer.json: a mark there stops the conversion (llama.cpp's ``Refusals``), in any other
+    file it is not read."""
+    from eosfix.runtimes import describe
+    from eosfix.runtimes.rule import FAILS
+
+    folder = copy_repo(SAMPLES / "ordinary-stop-id", tmp_path / "m")
+    if not (folder / name).exists():
+        (folder / name).write_text(json.dumps({"eos_token": "<|im_end|>"}))
+    (folder / name).write_bytes(b"\xef\xbb\xbf" + (folder / name).read_bytes())
+    refused = describe("llama.cpp").refusals.bom.get(name) == FAILS
+    if refused:
+        with pytest.raises(ValueError, match="BOM"):
+            _special_vocab(folder)
+    else:
+        _special_vocab(folder)

@@ -334,11 +334,15 @@ def test_parse_pins_refuses(spec, message):
 
 
 def test_only_rules_a_test_runs_say_executed():
-    """transformers, mlx-lm, mlx-vlm (tests/conformance/), vLLM, SGLang, TGI's two paths and
-    ExLlamaV2 (tests/conformance/, each in its own virtualenv) and llama.cpp (tests/
-    test_gguf_llamacpp.py, at a commit: its rule is not versioned) are run; the rest modelled."""
+    """transformers, mlx-lm, mlx-vlm (tests/conformance/), vLLM, SGLang and ExLlamaV2
+    (tests/conformance/, each in its own virtualenv) and llama.cpp (tests/
+    test_gguf_llamacpp.py, at a commit: its rule is not versioned) are run; TGI's two paths
+    are cited (tests/conformance/test_cited_runtimes.py holds their sets as data); the rest
+    modelled. No rule is both."""
     executed = {rt.name for rt in RUNTIMES if rt.executed is not None}
-    assert executed == ALL - {"ollama", "candle"}
+    cited = {rt.name for rt in RUNTIMES if rt.cited is not None}
+    assert executed == ALL - {"ollama", "candle", "TGI", "TGI-transformers"}
+    assert cited == {"TGI", "TGI-transformers"}
 
 
 def test_rule_ranges_are_contiguous_and_named():

@@ -13,6 +13,8 @@ from eosfix.containers.folder.keys import FolderStops
 from eosfix.containers.folder.plan import FilePatch, plan_patches
 from eosfix.containers.folder.read import load_repo
 from eosfix.containers.folder.runtime_table import runtime_table
+from eosfix.containers.target import cache_snapshot
+from eosfix.core.errors import EosfixError
 from eosfix.core.repo import ModelRepo
 from eosfix.decide.check import RepoCheck
 from eosfix.decide.runtime_table import RuntimeTable
@@ -38,6 +40,17 @@ class Folder:
         self, check: RepoCheck, patches: Sequence[FilePatch], pins: Pins | None
     ) -> RuntimeTable:
         return runtime_table(check, patches, pins)
+
+    def write_blocker(
+        self, patches: Sequence[FilePatch], *, replace_symlinks: bool | None = None
+    ) -> EosfixError | None:
+        """What would stop the writer (``write_blocker``); ``replace_symlinks`` None: as the
+        command ``check`` recommends writes (``eosfix cache --fix`` in a cache snapshot)."""
+        from eosfix.containers.folder.write import write_blocker  # only asked when planning
+
+        root = self.repo.root
+        replace = cache_snapshot(root) is not None if replace_symlinks is None else replace_symlinks
+        return write_blocker(root, patches, replace_symlinks=replace)
 
 
 def open_folder(path: Path, *, model: bool = True) -> Folder:

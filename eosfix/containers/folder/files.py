@@ -14,6 +14,8 @@ import errno
 import json
 import mmap
 import os
+import re
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -107,7 +109,27 @@ def parse_json_text(text: str, path: Path) -> Any:
         ) from None
     except RecursionError:
         raise RepoLoadError("invalid JSON: nested too deeply", path=path) from None
+    except ValueError:  # a number longer than Python's int conversion takes
+        raise too_long_number(text, path) from None
     return shallow(data, path)
+
+
+def too_long_number(text: str, path: Path) -> RepoLoadError:
+    """The error for JSON whose integer has more digits than Python converts
+    (``sys.get_int_max_str_digits()``, 4,300 by default: ``int()`` raises ValueError, which
+    is no JSONDecodeError), at the first such run of digits."""
+    limit = getattr(sys, "get_int_max_str_digits", lambda: 0)() or 4300
+    found = re.search(f"[0-9]{{{limit + 1},}}", text)
+    if found is None:  # not a number after all: say what Python said
+        return RepoLoadError("invalid JSON: a value Python cannot convert", path=path)
+    start = found.start()
+    line = text.count("\n", 0, start) + 1
+    column = start - text.rfind("\n", 0, start)
+    return RepoLoadError(
+        f"invalid JSON: a number of {found.end() - start} digits at line {line} column "
+        f"{column} (Python reads at most {limit})",
+        path=path,
+    )
 
 
 def shallow(data: Any, path: Path) -> Any:

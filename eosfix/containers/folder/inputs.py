@@ -15,10 +15,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from eosfix.core.models import eos_tuple
+from eosfix.core.models import eos_tuple, well_formed_eos
 from eosfix.core.repo import TOKENIZER_CONFIG, ModelRepo, TokenInfo
 from eosfix.runtimes import StopInputs
 from eosfix.runtimes.llamacpp import ConverterInputs, converter_special_ids
+from eosfix.runtimes.rule import Malformed
 
 
 def token_ids(
@@ -37,8 +38,7 @@ def token_ids(
 def eos_value(data: Mapping[str, Any] | None) -> tuple[tuple[int, ...] | None, bool]:
     """(ids, written as a list) of an object's ``eos_token_id``; (None, False) if unusable."""
     raw = None if data is None else data.get("eos_token_id")
-    valid = isinstance(raw, int) or (isinstance(raw, list) and all(isinstance(i, int) for i in raw))
-    return (eos_tuple(raw), isinstance(raw, list)) if valid else (None, False)
+    return (eos_tuple(raw), isinstance(raw, list)) if well_formed_eos(raw) else (None, False)
 
 
 def inputs_from_files(
@@ -47,9 +47,13 @@ def inputs_from_files(
     repo: ModelRepo,
     known: Mapping[str, int | None],
     eos: TokenInfo | None,
+    bom: frozenset[str] = frozenset(),
 ) -> StopInputs:
-    """StopInputs from generation_config.json / config.json objects (``None``: file absent)."""
+    """StopInputs from generation_config.json / config.json objects (``None``: file absent);
+    ``bom``: the files that start with a byte-order mark."""
     gen_eos, gen_list = eos_value(gen)
+    raw = None if gen is None else gen.get("eos_token_id")
+    malformed = None if raw is None or well_formed_eos(raw) else Malformed(raw)
     cfg_eos, cfg_list = eos_value(cfg)
     text_config = cfg.get("text_config") if cfg is not None else None
     text = text_config if isinstance(text_config, dict) else None
@@ -72,6 +76,8 @@ def inputs_from_files(
         text_config_present=text is not None,
         text_config_model_type=_model_type(text),
         text_config_has_eos_key=text is not None and "eos_token_id" in text,
+        bom=bom,
+        generation_config_eos_malformed=malformed,
     )
 
 

@@ -16,7 +16,9 @@ stops on today (``current_stop_config``).
   integer in the file, which TGI ignores). Runtimes that never read the file (candle,
   ExLlamaV2, llama.cpp) are not counted: ``--config-json`` and the GGUF fix are their
   remedies. Each runtime is judged by its current rule;
-- EOS004: the tokenizer's eos is not in the list.
+- EOS004: the tokenizer's eos is not in the list;
+- EOS017 / EOS018: a file that starts with a byte-order mark, an ``eos_token_id`` that is not
+  ids (``eosfix.containers.folder.refusals``): what the runtimes' JSON reading refuses.
 
 A folder whose source knows the repo holds no model (``model=False``: a Hub repo or cache
 snapshot with no config.json, generation_config.json or weights, only tokenizer files) gets
@@ -28,14 +30,16 @@ existing ids first, in their order). Pure.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 
 from eosfix.analysis.terminators import STOP_STRING, Terminator, TerminatorSet
 from eosfix.containers.folder.earlystop import review_stop_ids
 from eosfix.containers.folder.inputs import inputs_from_files
+from eosfix.containers.folder.refusals import bom_findings, malformed_finding
 from eosfix.core.codes import Finding, finding
-from eosfix.core.models import eos_tuple
+from eosfix.core.models import eos_tuple, well_formed_eos
 from eosfix.core.repo import CONFIG, GENERATION_CONFIG, ModelRepo, TokenInfo
 from eosfix.decide.keys import NO_REVIEW, StopConfig, StopDecision, tokenizer_eos
 from eosfix.runtimes import RUNTIMES, Runtime, apply_generation_config_eos
@@ -43,9 +47,9 @@ from eosfix.runtimes import RUNTIMES, Runtime, apply_generation_config_eos
 
 def current_stop_config(repo: ModelRepo) -> StopConfig:
     """transformers reads generation_config.json alone; only a missing file falls back."""
-    if repo.generation_config is not None:
-        raw = repo.generation_config.eos_token_id
-        return StopConfig(eos_tuple(raw), GENERATION_CONFIG, raw)
+    if repo.generation_config is not None:  # a value that is not ids: the ids it names
+        gen = repo.generation_config
+        return StopConfig(gen.eos_ids, GENERATION_CONFIG, gen.eos_token_id)
     if repo.config is not None:
         if repo.config.eos_token_id is not None:
             raw = repo.config.eos_token_id
@@ -63,6 +67,7 @@ def propose_eos(
     remove: Collection[int] = (),
     *,
     always: bool = False,
+    rewrite: bool = False,
 ) -> tuple[int, ...] | None:
     """The list to write, or None when it would not change what transformers stops on.
 
@@ -70,13 +75,15 @@ def propose_eos(
     the first), minus ``remove`` (ids that cut a reply or are no token), then the tokenizer's
     eos when a terminator is added (TGI and mlx-lm before 0.32 replace it with the list),
     then each missing terminator id. ``always``: the list even when nothing changes (a
-    runtime that reads generation_config.json needs it written as a list).
+    runtime that reads generation_config.json needs it written as a list); ``rewrite``: the
+    list even when the ids are complete, without adding the tokenizer's eos (the value is
+    not ids: EOS018).
     """
     before = list(current or ())
     have = [i for i in before if i not in remove]
     missing = [t.id for t in terminators if t.id is not None and t.id not in have]
     if not missing and have == before and not always:
-        return None
+        return tuple(dict.fromkeys(have)) if rewrite else None
     extra = [eos.id] if eos is not None and eos.id is not None and (missing or always) else []
     return tuple(dict.fromkeys([*have, *extra, *missing]))
 
@@ -159,7 +166,8 @@ def _missing_findings(
     if stop.ids is None:
         msg = f"eos_token_id is not set: generation never stops on {names}"
         return [finding("EOS003", GENERATION_CONFIG, msg)]
-    msg = f"eos_token_id {stop.raw} does not include {names}: generation runs past the turn end"
+    raw = stop.raw if well_formed_eos(stop.raw) else json.dumps(stop.raw)  # EOS018's as written
+    msg = f"eos_token_id {raw} does not include {names}: generation runs past the turn end"
     return [finding("EOS001", GENERATION_CONFIG, msg)]
 
 
@@ -184,10 +192,15 @@ class FolderStops:
         )
         # never add a tokenizer eos that cuts a reply
         listed_eos = None if eos is not None and review.cuts(eos.id) else eos
-        proposed = propose_eos(stop.ids, listed_eos, ts.terminators, review.remove)
+        malformed = malformed_finding(repo)
+        proposed = propose_eos(
+            stop.ids, listed_eos, ts.terminators, review.remove, rewrite=malformed is not None
+        )
         have = set(stop.ids or ())
         missing = [t for t in ts.terminators if t.id is not None and t.id not in have]
-        findings = list(early)
+        findings = [*bom_findings(repo, config_json=config_json), *early]
+        if malformed is not None:
+            findings.insert(0, malformed)
         if proposed is None and repo.templates:
             target, misses = readers_fixed_by_list(repo, ts, listed_eos, stop)
             if misses:

@@ -4,7 +4,9 @@
 that would change. Edits are byte-level (only the ``eos_token_id`` value changes), verified by
 re-parsing, and idempotent. A missing generation_config.json is created with what transformers
 would have derived from config.json (``GenerationConfig.from_model_config``), so nothing else
-about generation changes.
+about generation changes. A file written that starts with a UTF-8 byte-order mark loses it
+(the one byte change beyond the ids): every runtime's JSON reader refuses the mark (EOS017),
+which overrides the design's "keep the BOM" for these files.
 """
 
 from __future__ import annotations
@@ -69,6 +71,7 @@ _GENERATION_KEYS = frozenset(
     }
 )
 _SUBCONFIGS = ("decoder", "generator", "text_config")
+BOM = "\ufeff"
 
 
 @dataclass(frozen=True)
@@ -84,16 +87,28 @@ class FilePatch:
     how = ""  # a file is always written whole (atomically)
 
     @property
+    def bom_removed(self) -> bool:
+        """The file's byte-order mark goes (EOS017)."""
+        old = self.old_text or ""
+        return old.startswith(BOM) and not self.new_text.startswith(BOM)
+
+    @property
     def summary(self) -> str:
         """``eos_token_id -> [..]`` as the patch writes it (``text_config.`` when nested there;
-        the file named unless it is generation_config.json)."""
-        data = json.loads(self.new_text.removeprefix("\ufeff"))
+        the file named unless it is generation_config.json), and the byte-order mark it
+        removes (the file named then)."""
+        data = json.loads(self.new_text.removeprefix(BOM))
+        old = {} if self.old_text is None else json.loads(self.old_text.removeprefix(BOM))
         if "eos_token_id" in data or not isinstance(data.get("text_config"), dict):
-            text = f"eos_token_id -> {_ids_text(data.get('eos_token_id'))}"
+            key, new, before = "eos_token_id", data.get("eos_token_id"), old.get("eos_token_id")
         else:
-            nested = data["text_config"].get("eos_token_id")
-            text = f"text_config.eos_token_id -> {_ids_text(nested)}"
-        return text if self.file == GENERATION_CONFIG else f"{self.file}: {text}"
+            key, new = "text_config.eos_token_id", data["text_config"].get("eos_token_id")
+            before = (old.get("text_config") or {}).get("eos_token_id")
+        ids = f"{key} -> {_ids_text(new)}" if self.created or new != before else ""
+        mark = "byte-order mark removed" if self.bom_removed else ""
+        text = " and the ".join(t for t in (ids, mark) if t)
+        named = self.file != GENERATION_CONFIG or not ids
+        return f"{self.file}: {text}" if named else text
 
     def as_json(self) -> dict[str, Any]:
         return {"file": self.file, "created": self.created, "diff": self.diff()}
@@ -104,10 +119,13 @@ class FilePatch:
         old = (self.old_text or "").splitlines(keepends=True)
         new = self.new_text.splitlines(keepends=True)
         path = f"{name.rstrip('/')}/{self.file}" if name else self.file
-        src = "/dev/null" if self.created else f"a/{path}"
+        # A name with a space ends with a tab, as git and GNU diff write it: patch -p1 reads
+        # a name up to the first space otherwise.
+        tab = "\t" if " " in path else ""
+        src = "/dev/null" if self.created else f"a/{path}{tab}"
         import difflib  # only a diff needs it (a check that finds nothing to fix shows none)
 
-        lines = difflib.unified_diff(old, new, src, f"b/{path}")
+        lines = difflib.unified_diff(old, new, src, f"b/{path}{tab}")
         return "".join(
             line if line.endswith("\n") else line + "\n\\ No newline at end of file\n"
             for line in lines
@@ -117,9 +135,11 @@ class FilePatch:
 def _ids_text(ids: Any) -> str:
     if ids is None:
         return "(not set)"
-    if isinstance(ids, int):
+    if type(ids) is int:
         return str(ids)
-    return "[" + ", ".join(str(i) for i in ids) + "]"
+    if type(ids) is list and all(type(i) is int for i in ids):
+        return "[" + ", ".join(str(i) for i in ids) + "]"
+    return json.dumps(ids)  # a value that is not ids (EOS018), as written
 
 
 def derived_generation_config(config: dict[str, Any] | None) -> dict[str, Any]:
@@ -147,7 +167,7 @@ def _new_generation_config(repo: ModelRepo, eos: list[int]) -> str:
 
 
 def _verify(text: str, key_path: tuple[str, ...], value: list[int], file: str) -> None:
-    data = json.loads(text.removeprefix("\ufeff"))
+    data = json.loads(text.removeprefix(BOM))
     for key in key_path:
         data = data[key]
     if data != value or set_json_value(text, key_path, value) != text:
@@ -156,15 +176,16 @@ def _verify(text: str, key_path: tuple[str, ...], value: list[int], file: str) -
 
 def plan_generation_config(check: RepoCheck) -> FilePatch | None:
     """The generation_config.json edit (or creation) that adds the missing terminators."""
-    if check.proposed is None:
-        return None
-    eos = list(check.proposed)
     gen = check.repo.files.get(GENERATION_CONFIG)
+    if check.proposed is None:  # the ids stay; a byte-order mark still goes (EOS017)
+        bom = gen is not None and gen.text.startswith(BOM)
+        return FilePatch(GENERATION_CONFIG, gen.text, gen.text[1:]) if gen and bom else None
+    eos = list(check.proposed)
     if gen is None:
         new = _new_generation_config(check.repo, eos)
         _verify(new, ("eos_token_id",), eos, GENERATION_CONFIG)
         return FilePatch(GENERATION_CONFIG, None, new)
-    new = set_json_value(gen.text, ("eos_token_id",), eos)
+    new = set_json_value(gen.text, ("eos_token_id",), eos).removeprefix(BOM)
     _verify(new, ("eos_token_id",), eos, GENERATION_CONFIG)
     return None if new == gen.text else FilePatch(GENERATION_CONFIG, gen.text, new)
 
@@ -208,15 +229,16 @@ def config_edits(check: RepoCheck) -> list[tuple[tuple[str, ...], list[int]]]:
 
 def plan_config(check: RepoCheck) -> FilePatch | None:
     """config.json's eos_token_id (and text_config's), for runtimes that read only config.json:
-    the ``config_edits``, each made in the file's text and verified."""
+    the ``config_edits``, each made in the file's text and verified; its byte-order mark
+    goes too (EOS017)."""
     cfg = check.repo.files.get(CONFIG)
-    edits = config_edits(check)
-    if cfg is None or not edits:
+    if cfg is None:
         return None
     text = cfg.text
-    for path, new_list in edits:
+    for path, new_list in config_edits(check):
         text = set_json_value(text, path, new_list)
         _verify(text, path, new_list, CONFIG)
+    text = text.removeprefix(BOM)
     return None if text == cfg.text else FilePatch(CONFIG, cfg.text, text)
 
 

@@ -21,6 +21,7 @@ from eosfix.containers.folder.files import (
     present,
     read_bytes,
     shallow,
+    too_long_number,
 )
 from eosfix.core.errors import RepoLoadError
 from eosfix.core.models import (
@@ -124,8 +125,11 @@ def _read_template(root: Path, rel: str) -> ChatTemplate:
     return ChatTemplate(name, decode_text(read_bytes(path), path), rel)
 
 
-def _load_templates(root: Path, tok: TokenizerConfig | None) -> tuple[ChatTemplate, ...]:
-    """Templates with transformers' precedence: .jinja files replace tokenizer_config's entry."""
+def _load_templates(
+    root: Path, tok: TokenizerConfig | None, read: list[JsonFile]
+) -> tuple[ChatTemplate, ...]:
+    """Templates with transformers' precedence: .jinja files replace tokenizer_config's entry
+    (a JSON file read for them is added to ``read``)."""
     rels = []
     if present(root / CHAT_TEMPLATE_JINJA):
         rels.append(CHAT_TEMPLATE_JINJA)
@@ -138,13 +142,16 @@ def _load_templates(root: Path, tok: TokenizerConfig | None) -> tuple[ChatTempla
         if isinstance(tok.chat_template, str):
             return (ChatTemplate("default", tok.chat_template, TOKENIZER_CONFIG),)
         return tuple(ChatTemplate(t.name, t.template, TOKENIZER_CONFIG) for t in tok.chat_template)
-    return _load_processor_templates(root)
+    return _load_processor_templates(root, read)
 
 
-def _load_processor_templates(root: Path) -> tuple[ChatTemplate, ...]:
-    """Vision/audio repos: processor_config.json's ``chat_template`` beats chat_template.json."""
+def _load_processor_templates(root: Path, read: list[JsonFile]) -> tuple[ChatTemplate, ...]:
+    """Vision/audio repos: processor_config.json's ``chat_template`` beats chat_template.json
+    (each file read is added to ``read``)."""
     for name in (PROCESSOR_CONFIG, CHAT_TEMPLATE_JSON):
         loaded = _load_json(root, name, ChatTemplateJson)
+        if loaded is not None:
+            read.append(loaded[0])
         if loaded is not None and loaded[1].chat_template is not None:
             return (ChatTemplate("default", loaded[1].chat_template, name),)
     return ()
@@ -186,6 +193,7 @@ def _tokens_from_decoder(tok: TokenizerConfig, root: Path) -> dict[str, TokenInf
     return out
 
 
+BOM = "\ufeff"  # a UTF-8 byte-order mark, as decoded
 _WINDOW = 64 * 1024  # decode this much after a key first; 16 times more while the value is longer
 
 
@@ -209,6 +217,8 @@ def _decode_at(raw: bytes | mmap.mmap, key: bytes, path: Path) -> tuple[bool, An
                 return True, None
         except RecursionError:
             raise RepoLoadError("invalid JSON: nested too deeply", path=path) from None
+        except ValueError:  # a number too long for Python's int, found in the whole file
+            raise too_long_number(decode_text(bytes(raw), path), path) from None
         size *= 16
 
 
@@ -234,6 +244,7 @@ def read_tokenizer_head(path: Path) -> TokenizerHead:
     """tokenizer.json's ``added_tokens`` and post-processor, without parsing the vocabulary
     (both sit near the top of the file; an unusual layout is parsed whole)."""
     with mapped(path) as head:
+        bom = head[:3] == BOM.encode()
         found, items = _decode_at(head, b'"added_tokens"', path)
         _, post = _decode_at(head, b'"post_processor"', path)
     if not isinstance(items, list):
@@ -249,19 +260,23 @@ def read_tokenizer_head(path: Path) -> TokenizerHead:
         added.append(
             TokenInfo(tinfo.content, item["id"], tinfo.special, tinfo.normalized, TOKENIZER_JSON)
         )
-    return TokenizerHead(tuple(added), _trailing_special(post))
+    return TokenizerHead(tuple(added), _trailing_special(post), bom)
 
 
 def _added_tokens(
-    root: Path, tok: TokenizerConfig | None, head: TokenizerHead | None
+    root: Path, tok: TokenizerConfig | None, head: TokenizerHead | None, bom: list[str]
 ) -> dict[str, TokenInfo]:
-    """content -> id, from the first source transformers would use."""
+    """content -> id, from the first source transformers would use (added_tokens.json's
+    name goes into ``bom`` when it is read and starts with a byte-order mark)."""
     if tok is not None and tok.added_tokens_decoder is not None:
         return _tokens_from_decoder(tok, root)
     out: dict[str, TokenInfo] = {t.content: t for t in head.added} if head is not None else {}
     path = root / ADDED_TOKENS_JSON
     if path.is_file():
-        data = parse_json_text(decode_text(read_bytes(path), path), path)
+        text = decode_text(read_bytes(path), path)
+        if text.startswith(BOM):
+            bom.append(ADDED_TOKENS_JSON)
+        data = parse_json_text(text, path)
         if not isinstance(data, dict) or not all(isinstance(v, int) for v in data.values()):
             raise RepoLoadError("expected an object of token -> id", path=path)
         for content, token_id in data.items():
@@ -285,10 +300,16 @@ def load_repo(path: str | Path) -> ModelRepo:
     repo.tokenizer_config = tok[1] if tok else None
     repo.generation_config = gen[1] if gen else None
     repo.config = cfg[1] if cfg else None
-    repo.templates = _load_templates(root, repo.tokenizer_config)
+    read: list[JsonFile] = []
+    repo.templates = _load_templates(root, repo.tokenizer_config, read)
+    repo.files.update((f.name, f) for f in read)  # chat_template.json, processor_config.json
     repo.special_tokens = _special_tokens(repo.tokenizer_config, stm[1] if stm else None)
     tokenizer_json = root / TOKENIZER_JSON
     if tokenizer_json.is_file() or tokenizer_json.is_symlink():
         repo.tokenizer_head = read_tokenizer_head(tokenizer_json)
-    repo.added_tokens = _added_tokens(root, repo.tokenizer_config, repo.tokenizer_head)
+    bom = [name for name, f in repo.files.items() if f.text.startswith(BOM)]
+    repo.added_tokens = _added_tokens(root, repo.tokenizer_config, repo.tokenizer_head, bom)
+    if repo.tokenizer_head is not None and repo.tokenizer_head.bom:
+        bom.append(TOKENIZER_JSON)
+    repo.bom = tuple(bom)
     return repo

@@ -25,11 +25,16 @@ from eosfix.runtimes import RUNTIMES, Pins, Runtime, StopInputs, rule_for
 
 
 def inputs_from_files(
-    gen: Mapping[str, Any] | None, cfg: Mapping[str, Any] | None, check: RepoCheck
+    gen: Mapping[str, Any] | None,
+    cfg: Mapping[str, Any] | None,
+    check: RepoCheck,
+    patches: Sequence[FilePatch] = (),
 ) -> StopInputs:
-    """StopInputs from generation_config.json / config.json objects (``None``: file absent)."""
+    """StopInputs from generation_config.json / config.json objects (``None``: file absent),
+    the byte-order marks as ``patches`` leave them."""
     terms = {t.content: t.id for t in check.terminators.terminators}
-    return stopinputs.inputs_from_files(gen, cfg, check.repo, terms, check.tokenizer_eos)
+    bom = frozenset(check.repo.bom) - {p.file for p in patches if p.bom_removed}
+    return stopinputs.inputs_from_files(gen, cfg, check.repo, terms, check.tokenizer_eos, bom)
 
 
 def _data(check: RepoCheck, name: str, patches: Sequence[FilePatch]) -> dict[str, Any] | None:
@@ -44,7 +49,7 @@ def _data(check: RepoCheck, name: str, patches: Sequence[FilePatch]) -> dict[str
 def stop_inputs(check: RepoCheck, patches: Sequence[FilePatch] = ()) -> StopInputs:
     """What the runtimes read from the repo, after ``patches`` (none: as the files are now)."""
     return inputs_from_files(
-        _data(check, GENERATION_CONFIG, patches), _data(check, CONFIG, patches), check
+        _data(check, GENERATION_CONFIG, patches), _data(check, CONFIG, patches), check, patches
     )
 
 
@@ -56,18 +61,26 @@ def _with_config_json(
     ``fix --config-json`` plans it; here only the values matter). ``after`` when it changes
     nothing."""
     edits = config_edits(check)
-    if not edits:
+    cfg = check.repo.files.get(CONFIG)
+    if cfg is None or not (edits or CONFIG in check.repo.bom):
         return after
-    data = dict(check.repo.files[CONFIG].data)  # copied along each edited path only
+    data = dict(cfg.data)  # copied along each edited path only
     for path, value in edits:
         node = data
         for key in path[:-1]:
             node[key] = node = dict(node[key])
         node[path[-1]] = value
-    return inputs_from_files(_data(check, GENERATION_CONFIG, patches), data, check)
+    stripped = FilePatch(CONFIG, cfg.text, cfg.text.removeprefix("\ufeff"))  # its mark goes
+    gen = _data(check, GENERATION_CONFIG, patches)
+    return inputs_from_files(gen, data, check, [*patches, stripped])
 
 
-def _note(rt: Runtime, base: str, check: RepoCheck, after: StopInputs) -> str:
+def _note(rt: Runtime, base: str, check: RepoCheck, before: StopInputs, after: StopInputs) -> str:
+    # it cannot load (or generate with) the files as they are, or reads one as missing
+    refused = rt.refused(before) or rt.ignored(before)
+    if refused:
+        still = rt.refused(after) or rt.ignored(after)
+        return refused + ("" if still else "; the fix removes that")
     if rt.first_id_only and after.config_eos and len(after.config_eos) > 1:
         return f"keeps only config.json's first id ({after.config_eos[0]}): stops on no other id"
     if rt.config_only and CONFIG not in check.repo.files:
@@ -110,7 +123,7 @@ def runtime_table(
     for rt in RUNTIMES:
         rule = rule_for(rt, pins)
         sets = (rule.derive(before), rule.derive(after), rule.derive(with_cfg))
-        note = _note(rt, rule.note, check, after)
+        note = _note(rt, rule.note, check, before, after)
         specs.append(RowInputs(rt, rule, sets, (pins or {}).get(rt.name), note))
     first = after.config_eos[0] if after.config_eos else None
     return build_table(

@@ -87,6 +87,19 @@ def _write_all(root: Path, patches: Sequence[FilePatch], replace_symlinks: bool)
     return [p.file for p in written]
 
 
+def write_blocker(
+    root: Path, patches: Sequence[FilePatch], *, replace_symlinks: bool = False
+) -> WriteError | None:
+    """What ``write_patches`` would refuse before writing anything (a symlink, a read-only
+    file or folder), with what to do; None when nothing stands in its way. Writes nothing."""
+    try:
+        for patch in patches:
+            _check_writable(root, patch, replace_symlinks)
+    except WriteError as exc:
+        return exc
+    return None
+
+
 def _already(target: Path, new_text: str) -> bool:
     """The file already holds ``new_text`` (another eosfix run wrote it): nothing to do."""
     try:

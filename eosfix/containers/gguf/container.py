@@ -20,7 +20,7 @@ from eosfix.containers.gguf.runtime_table import (
     runtime_table,
     values,
 )
-from eosfix.core.errors import VerificationError
+from eosfix.core.errors import EosfixError, VerificationError, WriteError
 from eosfix.core.repo import ModelRepo
 from eosfix.decide.check import RepoCheck
 from eosfix.decide.runtime_table import RuntimeTable
@@ -72,6 +72,19 @@ class Gguf:
         """llama.cpp's and ollama's sets now and once the planned keys are written."""
         return runtime_table(self.model, check, patches, pins)
 
+    def write_blocker(
+        self, patches: Sequence[object], *, replace_symlinks: bool | None = None
+    ) -> EosfixError | None:
+        """What would stop ``fix`` writing the file itself (a symlink, an ollama blob, a
+        read-only file or folder: ``check_in_place``); None when nothing does."""
+        from eosfix.containers.gguf.write import check_in_place  # only asked when planning
+
+        try:
+            check_in_place(self.model.header)
+        except WriteError as exc:
+            return exc
+        return None
+
 
 @dataclass(frozen=True)
 class HubGguf(Gguf):
@@ -108,21 +121,23 @@ def fix_gguf(
     written when the terminators cannot be expressed; the written file is analysed again and
     must need no further fix. ``output`` with nothing to fix gets a verified copy
     (``extra["write"]["mode"] == "copy"``; nothing counts as written). An existing ``output``
-    is refused unless ``force``.
+    is refused unless ``force``, the input itself too (with ``force``, it is fixed in place).
     """
-    from eosfix.containers.gguf.write import copy_gguf, is_in_place, write_token_ids
+    from eosfix.containers.gguf.write import copy_gguf, in_place_or_output, write_token_ids
     from eosfix.core.fileio import hard_link_note
 
     container = open_gguf(path)
     header, shards = container.model.header, container.model.shards
+    if output is not None:  # None: the input itself, with force
+        output = in_place_or_output(header, output, force=force)
     planned = analyze(container)
     if not planned.patches:
-        if output is None or is_in_place(header, output):
+        if output is None:
             return Fixed(planned)
         copied = copy_gguf(header, output, shards=shards, force=force, progress=progress)
         return Fixed(planned, extra={"write": _write_json(copied)}, output=copied.path)
     values = container.values(planned.patches)
-    link = hard_link_note(header.path) if output is None or is_in_place(header, output) else None
+    link = hard_link_note(header.path) if output is None else None
     written = write_token_ids(
         header, values, output=output, shards=shards, force=force, progress=progress
     )

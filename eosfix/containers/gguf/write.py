@@ -514,9 +514,23 @@ def check_in_place(header: Header) -> None:
     check_writable(header.path)
 
 
-def is_in_place(header: Header, output: Path | None) -> bool:
-    """No ``output``, or one naming the input itself."""
-    return output is None or (output.exists() and output.resolve() == header.path.resolve())
+def in_place_or_output(header: Header, output: Path, *, force: bool) -> Path | None:
+    """Where ``--output`` writes: ``output``, or None (the input fixed in place) when it
+    names the input itself (the same path, a link to it, a hard link) and ``force`` lets it
+    be overwritten; without ``force`` that is refused like any existing file."""
+    try:
+        itself = os.path.samefile(output, header.path)
+    except OSError:  # absent (or unreadable): not the input
+        itself = False
+    if not itself:
+        return output
+    if not force:
+        raise WriteError(
+            "exists (it is the input itself); refusing to overwrite it (use --force, or leave "
+            "out --output to fix the file in place)",
+            path=output,
+        )
+    return None
 
 
 def write_token_ids(
@@ -529,9 +543,10 @@ def write_token_ids(
     progress: Progress | None = None,
 ) -> WriteResult:
     """Set each key in ``values`` (an int: UINT32; a tuple: ARRAY of INT32): in place when
-    possible, else a rewrite. ``output``: a new file (a split: every shard) instead."""
+    possible, else a rewrite. ``output``: a new file (a split: every shard) instead
+    (``in_place_or_output`` says which)."""
     shards = tuple(shards) or (header.path,)
-    if output is None or is_in_place(header, output):
+    if output is None:
         check_in_place(header)
         if _can_edit_in_place(header, values):
             return _edit_in_place(header, values)

@@ -11,13 +11,13 @@ Editing a blob would break its digest, so eosfix never writes here.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from eosfix.containers.folder.files import parse_json_text
 from eosfix.core.errors import RepoLoadError, reading
 from eosfix.core.saferead import read_regular
 
@@ -77,10 +77,7 @@ def _small_text(path: Path) -> str:
 
 
 def _json(path: Path) -> Any:
-    try:
-        return json.loads(_small_text(path))
-    except json.JSONDecodeError as exc:
-        raise RepoLoadError(f"invalid JSON: {exc.msg} at line {exc.lineno}", path=path) from None
+    return parse_json_text(_small_text(path), path)  # the folder's reader: one way to fail
 
 
 def read_manifest(models: Path, manifest: Path) -> OllamaModel:

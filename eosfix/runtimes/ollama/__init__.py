@@ -25,7 +25,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from functools import partial
+from typing import Any
 
+from eosfix.core.repo import CONFIG, GENERATION_CONFIG, TOKENIZER_CONFIG, TOKENIZER_JSON
 from eosfix.runtimes.llamacpp import converted_vocab
 from eosfix.runtimes.ollama.compat import INT32, OllamaGguf
 from eosfix.runtimes.ollama.engines import (
@@ -38,7 +40,7 @@ from eosfix.runtimes.ollama.engines import (
     go_stops,
     vendored,
 )
-from eosfix.runtimes.rule import Rule, Runtime, StopInputs
+from eosfix.runtimes.rule import EosRead, Refusals, Rule, Runtime, StopInputs, refusing
 from eosfix.runtimes.rule import parse_version as _v
 
 __all__ = ["RUNTIME", "converted_gguf", "folder_stops", "stops_on"]
@@ -100,6 +102,17 @@ def _rule(since: str, until: str | None) -> Rule:
     )
 
 
+def _read_int32_list(value: Any) -> EosRead:
+    # convert/tokenizer.go (ollama@040a8e85, lines 214-227): json.Unmarshal into []int32; any
+    # error ("value is not a list so the existing ID is used") leaves the value out; a JSON
+    # null item is no error and stays 0
+    if type(value) is list and all(
+        i is None or (type(i) is int and -(2**31) <= i < 2**31) for i in value
+    ):
+        return EosRead(tuple(0 if i is None else i for i in value), True, bool(value))
+    return EosRead()
+
+
 _BOUNDS = sorted({v.since for v in VENDORED} | {GO_LIST_SINCE, LLAMA_SERVER_SINCE}, key=_v)
 _RULES = tuple(_rule(a, b) for a, b in zip(_BOUNDS, (*_BOUNDS[1:], None), strict=True))
 _CURRENT = _RULES[-1]
@@ -113,4 +126,11 @@ RUNTIME = Runtime(
     since=LLAMA_SERVER_SINCE,
     older=tuple(reversed(_RULES[:-1])),
     floor="before 0.6.0 ollama picked no engine by architecture; those releases were not read",
+    # ollama create: convert/tokenizer.go parseTokenizer json-decodes tokenizer.json,
+    # tokenizer_config.json and generation_config.json (and convert.go config.json), and Go's
+    # encoding/json refuses a mark: the conversion fails (ollama@040a8e85)
+    refusals=Refusals(
+        bom=refusing(CONFIG, GENERATION_CONFIG, TOKENIZER_CONFIG, TOKENIZER_JSON),
+        eos=_read_int32_list,
+    ),
 )

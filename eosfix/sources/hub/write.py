@@ -37,7 +37,12 @@ _SHA_RE = re.compile(r"^[0-9a-f]{40}$")
 
 
 class PrError(EosfixError):
-    """A pull request could not be opened (or looked for)."""
+    """A pull request could not be opened (or looked for); ``status``: the Hub's HTTP status
+    (None: no answer, or none to give)."""
+
+    def __init__(self, message: str, *, path: str | Path | None = None, status: int | None = None):
+        super().__init__(message, path=path)
+        self.status = status
 
 
 class PrOutcome(str, Enum):
@@ -125,8 +130,10 @@ def open_pr(
     try:
         existing = find_eosfix_pr(hf_api, repo_id)
     except hub_errors() as exc:
-        message, _ = describe_error(exc)
-        raise PrError(f"cannot look for pull requests: {message}", path=repo_id) from None
+        message, status = describe_error(exc)
+        raise PrError(
+            f"cannot look for pull requests: {message}", path=repo_id, status=status
+        ) from None
     if existing is not None:
         return _update(hf_api, reader, repo_id, existing, new_bytes, description, me)
     try:
@@ -140,8 +147,10 @@ def open_pr(
             parent_commit=parent_commit,
         )
     except hub_errors() as exc:
-        message, _ = describe_error(exc)
-        raise PrError(f"cannot open a pull request: {message}", path=repo_id) from None
+        message, status = describe_error(exc)
+        raise PrError(
+            f"cannot open a pull request: {message}", path=repo_id, status=status
+        ) from None
     if info.pr_url is None:  # the Hub saw no change: the file already has these bytes
         raise PrError("cannot open a pull request: the Hub reports no change", path=repo_id)
     return PullRequest(info.pr_url, info.pr_num, PrOutcome.OPENED)

@@ -22,13 +22,21 @@ class Disagrees(AssertionError):
     """The runtime's stop check disagrees with the set its fields hold."""
 
 
-def confirm(declared: Iterable[int], stops: Callable[[int], bool], scan: int) -> list[int]:
-    """``declared`` as a sorted list, after checking ``stops(i) == (i in declared)`` for every
-    id below ``scan`` and every declared id."""
-    ids = set(declared)
-    for token_id in sorted(set(range(scan)) | ids):
-        if stops(token_id) != (token_id in ids):
-            raise Disagrees(f"id {token_id}: stop check {stops(token_id)}, set {sorted(ids)}")
+def confirm(declared: Iterable[object], stops: Callable[[int], bool], scan: int) -> list[int]:
+    """The token ids of ``declared`` (the values the runtime's fields hold) as a sorted list,
+    after checking ``stops(i)`` for every id below ``scan`` and every id a value equals.
+
+    A value counts as the ids that compare equal to it, as the runtime's ``token in ...``
+    does: ``2.0`` and ``True`` are 2 and 1; a string, ``None`` or a list equals no id."""
+    values = list(declared)
+    equal = {int(v) for v in values if isinstance(v, (int, float)) and v == int(v)}
+    ids = set()
+    for token_id in sorted(set(range(scan)) | equal):
+        listed = any(token_id == v for v in values)
+        if stops(token_id) != listed:
+            raise Disagrees(f"id {token_id}: stop check {stops(token_id)}, set {values!r}")
+        if listed:
+            ids.add(token_id)
     return sorted(ids)
 
 

@@ -46,12 +46,12 @@ def stop_set(folder: str, scan: int) -> list[int]:
         return req
 
     req = request()
-    declared = {
+    declared = [  # a list: the values as the fields hold them (confirm compares them)
         *(req.sampling_params.stop_token_ids or ()),
         *(req.eos_token_ids or ()),
         tokenizer.eos_token_id,
         *(tokenizer.additional_stop_token_ids or ()),
-    } - {None}
+    ]
 
     def stops(token_id: int) -> bool:
         req = request()

@@ -35,7 +35,7 @@ def stop_set(folder: str, scan: int) -> list[int]:
         )
 
     params = engine_request(-1).sampling_params
-    declared = {params.eos_token_id, *(params.stop_token_ids or ())} - {None}
+    declared = [params.eos_token_id, *(params.stop_token_ids or ())]  # a list: values as held
 
     def stops(token_id: int) -> bool:
         request = Request.from_engine_core_request(engine_request(token_id), None)

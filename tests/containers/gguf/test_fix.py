@@ -411,3 +411,53 @@ def test_a_file_that_needs_no_fix_never_reads_as_still_failing(tmp_path, capsys)
         assert "after fix" not in out
         # llama.cpp and ollama (its own row) cut alike: one line
         assert "  caveat        llama.cpp, ollama stop mid-reply at '</s>' (96)" in out
+
+
+@pytest.mark.parametrize("how", ["same path", "symlink", "hard link", "another spelling"])
+@pytest.mark.parametrize("maker", [command_r, chatml], ids=["to fix", "nothing to fix"])
+def test_output_naming_the_input_itself_is_refused_like_any_existing_file(
+    tmp_path, capsys, how, maker
+):
+    """``--output`` that is the input (the same path, a link to it, another spelling of its
+    path) exists: refused without --force, the input untouched, whether or not it needs a
+    fix; never "X.gguf is unchanged" after writing into it."""
+    path = maker(tmp_path / "in.gguf")
+    before = sha(path)
+    target = {
+        "same path": path,
+        "symlink": tmp_path / "link.gguf",
+        "hard link": tmp_path / "hard.gguf",
+        "another spelling": tmp_path / "sub" / ".." / "in.gguf",
+    }[how]
+    (tmp_path / "sub").mkdir()
+    if how == "symlink":
+        target.symlink_to(path)
+    elif how == "hard link":
+        os.link(path, target)
+    code, out, err = run(capsys, "fix", path, "--output", target)
+    assert code == 2
+    assert err == (
+        f"error: {target}: exists (it is the input itself); refusing to overwrite it "
+        "(use --force, or leave out --output to fix the file in place)\n"
+    )
+    assert "unchanged" not in out
+    assert sha(path) == before
+
+
+def test_output_naming_the_input_with_force_fixes_it_in_place(tmp_path, capsys):
+    path = command_r(tmp_path / "in.gguf")
+    code, _, _ = run(capsys, "fix", path, "--output", path, "--force")
+    assert code == 1
+    assert load_gguf(path).specials.get("eot") == N + 4
+
+
+def test_output_into_a_missing_folder_names_the_folder_as_missing(tmp_path, capsys):
+    path = command_r(tmp_path / "in.gguf")
+    for target, problem in (
+        (tmp_path / "nodir" / "x.gguf", f"its folder {tmp_path / 'nodir'} does not exist"),
+        (path / "x.gguf", f"its folder {path} is not a folder"),
+    ):
+        code, _, err = run(capsys, "fix", path, "--output", target)
+        assert code == 2
+        assert err == f"error: {target}: {problem}\n"
+        assert not (tmp_path / "nodir").exists()

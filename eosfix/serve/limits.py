@@ -1,0 +1,217 @@
+"""The service's limits, for every route of the app (the webhook, health, metrics, and any page
+added later): ``create_app`` puts a ``Guard`` on the app, and ``server`` serves the app with
+it. Counts go to the bot's ``/metrics``.
+
+- **Body**: a ``Content-Length`` over ``max_body`` is refused (413) before a byte of the body
+  is read; a body without one (chunked) is counted as it arrives and refused once over. A
+  response sent before the whole body was read closes the connection (nothing more of it is
+  read). ``too_large`` counts them.
+- **Slow clients**: a request must arrive whole (head and body) within ``request_timeout``
+  seconds of its connection opening, or of the previous response on it; otherwise the
+  connection is closed (``timed_out``). A client sending a byte at a time gains nothing.
+- **Connections**: at most ``connection_cap`` open at once, under the open-file limit with
+  room left for the bot's own files and Hub connections. One more closes the oldest
+  connection still waiting for its request's bytes (a slow or idle client), or is itself
+  closed when every one is being answered (``connections_closed``). A webhook sent whole
+  gets through while hundreds of slow clients hang.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections import Counter
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+
+from eosfix.serve.config import ServeConfig
+
+log = logging.getLogger("eosfix.serve.limits")
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+
+def connection_cap(config: ServeConfig) -> int:
+    """``max_connections``, lowered to leave a quarter of the open-file limit (and at least
+    64 descriptors) to the bot's journal, reads and Hub connections."""
+    try:
+        import resource
+    except ImportError:  # Windows: no such limit to mind
+        return config.max_connections
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        return config.max_connections
+    return max(1, min(config.max_connections, soft - max(64, soft // 4)))
+
+
+class Guard:
+    """The limits of one app, and their counts."""
+
+    def __init__(self, config: ServeConfig, counts: Counter[str]) -> None:
+        self.max_body = config.max_body
+        self.timeout = config.request_timeout
+        self.cap = connection_cap(config)
+        self.counts = counts
+
+
+class _TooLarge(Exception):
+    pass
+
+
+class _Gone(Exception):
+    pass
+
+
+async def _refuse(send: Send, status: int, message: str) -> None:
+    body = json.dumps({"error": message}).encode()
+    headers = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(body)).encode()),
+        (b"connection", b"close"),
+    ]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+def _declared_length(scope: Scope) -> int | None:
+    """The request's Content-Length (h11 refused the request if it was not a number)."""
+    for name, value in scope.get("headers", ()):
+        if name == b"content-length" and value.strip().isdigit():
+            return int(value)
+    return None
+
+
+def _chunked(scope: Scope) -> bool:
+    return any(name == b"transfer-encoding" for name, _ in scope.get("headers", ()))
+
+
+class BoundedBody:
+    """ASGI middleware: the body bound (see the module)."""
+
+    def __init__(self, app: ASGIApp, guard: Guard) -> None:
+        self.app = app
+        self.guard = guard
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        limit = self.guard.max_body
+        declared = _declared_length(scope)
+        if declared is not None and declared > limit:
+            self.guard.counts["too_large"] += 1
+            await _refuse(send, 413, f"body too large ({declared} bytes, limit {limit})")
+            return
+        state = {"read": 0, "whole": not declared and not _chunked(scope), "started": False}
+
+        async def bounded() -> Message:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                raise _Gone
+            if message["type"] == "http.request":
+                state["read"] += len(message.get("body", b""))
+                state["whole"] = not message.get("more_body", False)
+                if state["read"] > limit:
+                    raise _TooLarge
+            return message
+
+        async def watched(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                state["started"] = True
+                if not state["whole"]:  # answered before the body was read: read no more
+                    headers = [*message.get("headers", ()), (b"connection", b"close")]
+                    message = {**message, "headers": headers}
+            await send(message)
+
+        try:
+            await self.app(scope, bounded, watched)
+        except _TooLarge:
+            self.guard.counts["too_large"] += 1
+            if not state["started"]:
+                await _refuse(send, 413, f"body too large (over {limit} bytes)")
+        except _Gone:  # the client went away (closed for being slow): no one to answer
+            pass
+
+
+def protocol_class(guard: Guard) -> type[asyncio.Protocol]:
+    """uvicorn's HTTP/1.1 protocol (h11) with the request deadline and the connection cap."""
+    import h11
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    waiting_states = (h11.IDLE, h11.SEND_BODY)  # the client owes us (the rest of) a request
+
+    class Guarded(H11Protocol):
+        _deadline: asyncio.TimerHandle | None = None
+        _since: float = 0.0
+
+        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+            super().connection_made(transport)
+            self._arm()
+            live = [c for c in self.connections if not c.transport.is_closing()]
+            if len(live) > guard.cap:
+                self._make_room(live)
+
+        def _arm(self) -> None:
+            self._disarm()
+            self._since = self.loop.time()
+            self._deadline = self.loop.call_later(guard.timeout, self._expire)
+
+        def _disarm(self) -> None:
+            if self._deadline is not None:
+                self._deadline.cancel()
+                self._deadline = None
+
+        def _waiting(self) -> bool:
+            return self.conn.their_state in waiting_states
+
+        def _expire(self) -> None:
+            self._deadline = None
+            if self._waiting() and not self.transport.is_closing():
+                guard.counts["timed_out"] += 1
+                log.info("request timed out", extra={"fields": {"client": self.client}})
+                self.transport.close()
+
+        def _make_room(self, live: list[Any]) -> None:
+            slow = [c for c in live if c is not self and c._waiting()]
+            victim = min(slow, key=lambda c: c._since) if slow else self
+            guard.counts["connections_closed"] += 1
+            log.info("too many connections", extra={"fields": {"closed": victim.client}})
+            victim.transport.close()
+
+        def data_received(self, data: bytes) -> None:
+            super().data_received(data)
+            if not self._waiting():  # the whole request is in: the app has it
+                self._disarm()
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            self._arm()  # the next request on this connection gets its own deadline
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._disarm()
+            super().connection_lost(exc)
+
+    return Guarded
+
+
+def server(app: Any, *, host: str, port: int, **options: Any) -> Any:
+    """A uvicorn server for ``app`` (made by ``create_app``) with its guard's limits;
+    ``options`` go to ``uvicorn.Config`` (``log_config``, ``log_level``)."""
+    import uvicorn
+
+    guard: Guard = app.state.guard
+    config = uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        http=protocol_class(guard),
+        ws="none",  # no WebSocket route: an upgrade request is plain HTTP
+        timeout_graceful_shutdown=None,
+        **options,
+    )
+    return uvicorn.Server(config)
