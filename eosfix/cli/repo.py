@@ -261,8 +261,8 @@ def _hub_not_fixed(hub: HubRepo) -> RepoResult:
         reason = (
             "a GGUF file on the Hub: fix writes local files only, and no pull request can "
             "change a GGUF header; download the file and run eosfix fix FILE.gguf --output "
-            f"NEW.gguf; `eosfix hub {quoted} --pr` opens the pull request of the repo's params "
-            "file (what ollama run hf.co/... stops on)"
+            f"NEW.gguf; `eosfix check {shlex.quote(str(hub))}` shows the params file a pull "
+            "request can set (what ollama run hf.co/... stops on)"
         )
         return RepoResult(Path(hub.repo_id), error=NotChecked(reason, path=str(hub)))
     reason = (

@@ -110,10 +110,9 @@ def ollama_lines(r: RepoResult) -> list[str]:
             what.append(f"dropping {_json(planned['removed'])}, which cut replies{when}")
         if planned["added"]:
             what.append(f"adding {_json(planned['added'])}")
-        command = shlex.join(["eosfix", "hub", str(r.extra["repo_id"]), "--pr"])
         lines.append(
             f"  params        a pull request can set the repo's params file to stop "
-            f"{_json(planned['stop'])} ({'; '.join(what)}): {command}"
+            f"{_json(planned['stop'])} ({'; '.join(what)}; every other key kept)"
         )
         hidden = planned.get("control") or []
         if hidden:
@@ -123,3 +122,82 @@ def ollama_lines(r: RepoResult) -> list[str]:
                 "make it stop there"
             )
     return lines
+
+
+def params_pr_description(r: RepoResult) -> str:
+    """The body of the pull request that sets a GGUF repo's ``params`` file (what ``ollama
+    run hf.co/...`` stops on): what was wrong, the file before and after, what the PR cannot
+    change (the header) and what works for it today, how to verify. Every text from the repo
+    goes through ``eosfix.render.markdown``."""
+    from eosfix.render.markdown import code, fenced
+
+    ollama: Any = r.extra["ollama"]
+    planned: Any = ollama["planned"]
+    repo = str(r.extra["repo_id"])
+    tag = str(r.extra.get("quant") or _short(str(r.extra["file"])))
+
+    def listed(items: Sequence[str]) -> str:
+        return ", ".join(code(s) for s in items)
+
+    source = (
+        "the repo's `params` file"
+        if ollama["params_from"] == "params file"
+        else "the Hub's conversion of the GGUF's chat template (`@huggingface/ollama-utils`)"
+    )
+    wrong = [f"`ollama run hf.co/{repo}` takes its stop list from {source}"]
+    if planned["removed"]:
+        wrong.append(
+            f"that list holds {listed(planned['removed'])}, which the chat template writes "
+            "inside a reply, so ollama cuts replies there"
+        )
+    if planned["added"]:
+        wrong.append(
+            f"nothing in it or in the file's end-of-generation set stops at "
+            f"{listed(planned['added'])}, which ends every assistant turn, so generation runs "
+            "on into the next turn"
+        )
+    lines = ["; ".join(wrong) + ".", ""]
+    lines.append(
+        f"This pull request {'updates' if planned['old'] is not None else 'adds'} the repo's "
+        f"`params` file (ollama's parameters for `hf.co/` models): its `stop` list becomes "
+        f"{listed(planned['stop'])}; every other key is kept."
+    )
+    lines.append("")
+    if planned["old"] is not None:
+        lines += ["Before:", "", *fenced(str(planned["old"]).rstrip("\n"), "json"), ""]
+    lines += ["After:", "", *fenced(str(planned["new"]).rstrip("\n"), "json"), ""]
+    if planned.get("control"):
+        lines += [
+            (
+                f"ollama 0.30 and later never match {listed(planned['control'])} as a stop string "
+                "(llama-server drops a control token's text): for them only the GGUF header's keys "
+                "make it stop there."
+            ),
+            "",
+        ]
+    flags = override_kv(r)
+    if r.patches:
+        lines += [
+            (
+                "The GGUF header (what llama.cpp and LM Studio read) is not changed by a pull "
+                "request: that takes a new file. Until then, llama.cpp stops there with:"
+            ),
+            "",
+            *fenced(f"llama-server -hf {repo}:{tag} {' '.join(flags)}".rstrip(), "sh"),
+            "",
+        ]
+    lines += [
+        "### Check it",
+        "",
+        "After merging, pull the model again and look at the parameters ollama got:",
+        "",
+        *fenced(
+            f"ollama pull hf.co/{repo}:{tag}\nollama show --parameters hf.co/{repo}:{tag}", "sh"
+        ),
+        "",
+        (
+            "<sub>Prepared with eosfix, which reads a repo's chat template and tokenizer "
+            "and changes nothing but the stop list.</sub>"
+        ),
+    ]
+    return "\n".join(lines)

@@ -10,10 +10,12 @@ import json
 import pytest
 
 from eosfix.batch.gguf_hub import check_gguf_repo, read_files
-from eosfix.batch.session import check_hub_target
+from eosfix.batch.session import HubSession, check_hub_target
 from eosfix.containers.gguf.read import KnownFields, read_header
 from eosfix.containers.target import hub_repo
+from eosfix.render.pr import pr_description
 from eosfix.sources.hub.read import HubEntry, HubReader
+from eosfix.sources.hub.write import PrOutcome
 from tests import ggufs
 from tests.hubserver import GGUF_ORG, add_gguf_org, add_gguf_repo
 
@@ -98,6 +100,50 @@ def test_a_params_file_that_cuts_replies_and_the_one_a_pull_request_writes(org):
     assert planned["control"] == []  # user-defined tokens: every ollama sees their text
     assert planned["new"] == '{\n  "stop": ["<|turn_end|>"],\n  "temperature": 0.6\n}\n'
     assert json.loads(planned["old"])["temperature"] == 0.6
+
+
+@pytest.mark.parametrize("fake_hub", [{"token": "hf_gguf_test"}], indirect=True)
+def test_the_params_pull_request_keeps_every_other_key_and_is_never_doubled(org):
+    """A GGUF repo's pull request writes the repo's params file (no other file: the header
+    cannot be changed that way), through the machinery of a generation_config.json fix: one
+    pull request, updated when the repo's params change, reported unchanged otherwise."""
+    session = HubSession(token="hf_gguf_test", describe=pr_description)
+
+    def params_pr():
+        (result,) = check_hub_target(hub_repo(f"hf.co/{REASONER}:Q8_0")).results
+        pr = session.open_pr(result)
+        assert pr is not None
+        assert pr.url == f"{org.url}/{REASONER}/discussions/1"  # one pull request, ever
+        return pr.outcome
+
+    assert params_pr() is PrOutcome.OPENED
+    (commit,) = org.commits_received
+    assert commit["create_pr"]
+    assert list(commit["files"]) == ["params"]
+    written = json.loads(commit["files"]["params"])
+    assert written == {"stop": ["<|turn_end|>"], "temperature": 0.6}
+    body = commit["description"]
+    assert "`<|think_end|>`" in body
+    assert "`<|turn_end|>`" in body
+    assert "ollama show --parameters hf.co/my-gguf-org/Reasoner-GGUF:Q8_0" in body
+    assert "--override-kv tokenizer.ggml.eot_token_id=int:99" in body  # the header: not by PR
+    assert params_pr() is PrOutcome.UNCHANGED
+    tuned = b'{\n  "stop": ["<|think_end|>"],\n  "temperature": 0.6,\n  "top_k": 20\n}\n'
+    org.push(REASONER, {"params": tuned}, message="tune sampling")
+    assert params_pr() is PrOutcome.UPDATED
+    updated = json.loads(org.commits_received[-1]["files"]["params"])
+    assert updated == {"stop": ["<|turn_end|>"], "temperature": 0.6, "top_k": 20}
+    assert [c["create_pr"] for c in org.commits_received] == [True, False]
+
+
+def test_a_gguf_repo_whose_params_need_no_change_gets_no_pull_request(org):
+    """ollama's stop list is right for every quant; the older quant's header is wrong, and a
+    header is no pull request's to change."""
+    session = HubSession(describe=pr_description)
+    results = check_hub_target(hub_repo(CHAT)).results
+    assert [r.status.value for r in results] == ["ok", "fixable"]
+    assert all(session.open_pr(r) is None for r in results)
+    assert not org.commits_received
 
 
 def test_a_split_is_read_from_its_first_shard(org):
