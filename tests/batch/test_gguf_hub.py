@@ -18,6 +18,7 @@ from eosfix.sources.hub.read import HubEntry, HubReader
 from eosfix.sources.hub.write import PrOutcome
 from tests import ggufs
 from tests.hubserver import GGUF_ORG, add_gguf_org, add_gguf_repo
+from tests.render.test_schema import CHECK, valid
 
 CHAT = f"{GGUF_ORG}/Chat-7B-GGUF"
 REASONER = f"{GGUF_ORG}/Reasoner-GGUF"
@@ -82,6 +83,7 @@ def test_per_file_requests_and_bytes_are_in_the_json(org, run_eosfix):
         assert f["metadata_bytes"] <= f["bytes_read"]
     assert entries[0]["ollama"]["params_from"] == "conversion"
     assert "6 GGUF files read by their headers" in result.stderr
+    valid(CHECK, json.loads(result.stdout))  # what docs/schema/check.schema.json says
 
 
 def test_a_params_file_that_cuts_replies_and_the_one_a_pull_request_writes(org):
@@ -190,6 +192,11 @@ def test_broken_files_are_one_line_each_and_the_rest_goes_on(org, run_eosfix):
     # the hostile header cost no read past the first
     hostile = [r for r in org.cdn_requests if r.path.endswith("Broken-Q8_0.gguf")]
     assert [r.headers["range"] for r in hostile] == ["bytes=0-1048575"]
+    broken = json.loads(run_eosfix("check", "--format", "json", BROKEN).stdout)
+    valid(CHECK, broken)  # an unreadable file's entry: its error and what reading it cost
+    assert [e["files"][0]["path"] for e in broken["repos"]] == [
+        "Broken-Q4_K_M.gguf", "Broken-Q8_0.gguf",
+    ]  # fmt: skip
 
 
 def test_a_tag_picks_one_file_as_ollama_does(org, run_eosfix):
