@@ -55,11 +55,13 @@ import base64
 import contextlib
 import difflib
 import fnmatch
+import functools
 import hashlib
 import json
 import math
 import re
 import socket
+import struct
 import sys
 import threading
 import time
@@ -80,6 +82,7 @@ PATHS_INFO_MAX = 1000
 _SHA_RE = re.compile(r"^[0-9a-f]{40}$")
 
 
+@functools.lru_cache(maxsize=4096)  # GGUF repos hold many large files, often the same bytes
 def git_sha1(data: bytes) -> str:
     """The git blob sha1 of `data` (what the Hub uses as etag/oid of non-LFS files)."""
     return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
@@ -398,6 +401,12 @@ class FakeHub:
         self.page_size = 1000
         self.discussions_page_size = 50
         self.latency = 0.0
+        # GGUF repos (see "GGUF repos" below): redirect .gguf downloads to a CDN host, serve
+        # files larger than the bytes held (zeros after them), and what reached the CDN.
+        self.cdn = False
+        self.ignore_ranges = False  # answer a ranged GET with 200 and the whole file
+        self.declared_sizes: dict[tuple[str, str], int] = {}
+        self.cdn_requests: list[RequestRecord] = []
         self._quotas: dict[str, _Quota] = {}
         self._count_quotas: dict[str, _CountQuota] = {}
         self._holds: list[Hold] = []
@@ -1042,6 +1051,9 @@ class _Handler(BaseHTTPRequestHandler):
         if method in ("GET", "HEAD") and len(parts) == 2 and parts[0] == LFS_ROUTE:
             self._lfs_object(parts[1])
             return
+        if method in ("GET", "HEAD") and parts and parts[0] == CDN_PREFIX:
+            self._cdn(parts[1:])
+            return
         if len(parts) < 2 or parts[0] != "api":
             raise _HTTPError(404, f"Not found: {method} {raw_path}")
         if parts[1] == "whoami-v2" and method == "GET":
@@ -1218,6 +1230,10 @@ class _Handler(BaseHTTPRequestHandler):
                 404, "Entry not found", "EntryNotFound", headers={"X-Repo-Commit": sha}
             )
         data = files[path]
+        size = self.hub.declared_sizes.get((repo_id, path), len(data))
+        if self.hub.cdn and path.endswith(".gguf"):  # a GGUF repo's publisher (signed URLs)
+            self._redirect_to_cdn(repo_id, sha, path, data, size)
+            return
         if is_lfs(repo, path):
             self._lfs_redirect(sha, data)
             return
@@ -1227,20 +1243,76 @@ class _Handler(BaseHTTPRequestHandler):
             "Accept-Ranges": "bytes",
             "Content-Disposition": f'inline; filename="{Path(path).name}"',
         }
-        self._send_bytes(data, headers)
+        self._send_file(data, size, headers)
 
-    def _send_bytes(self, data: bytes, headers: dict[str, str | None]) -> None:
-        """200 with ``data``, or 206 with the part a ``Range: bytes=A-B`` asks."""
-        status = 200
+    # --- GGUF repos: ranges, a CDN, files larger than the bytes held ----------------------
+    def _send_file(self, data: bytes, size: int, headers: dict[str, str | None]) -> None:
+        """A file's bytes (``data``, then zeros up to ``size``), whole or the one range asked
+        (``bytes=a-b`` or ``bytes=a-``): 206 with ``Content-Range``, 416 past the end."""
         rng = self.headers.get("Range")
         m = re.fullmatch(r"bytes=(\d+)-(\d*)", rng or "")
-        if m and self.command == "GET":
-            start = int(m.group(1))
-            end = int(m.group(2)) if m.group(2) else len(data) - 1
-            headers["Content-Range"] = f"bytes {start}-{end}/{len(data)}"
-            data = data[start : end + 1]
-            status = 206
-        self._send(status, data, content_type="application/octet-stream", headers=headers)
+        if not (m and self.command == "GET") or self.hub.ignore_ranges:
+            self._send_whole(data, size, headers)
+            return
+        start = int(m.group(1))
+        end = min(int(m.group(2)) if m.group(2) else size - 1, size - 1)
+        if start >= size:
+            headers["Content-Range"] = f"bytes */{size}"
+            self._send(416, b"", content_type="application/octet-stream", headers=headers)
+            return
+        headers["Content-Range"] = f"bytes {start}-{end}/{size}"
+        body = _span(data, start, end + 1)
+        self._send(206, body, content_type="application/octet-stream", headers=headers)
+
+    def _send_whole(self, data: bytes, size: int, headers: dict[str, str | None]) -> None:
+        """200 and the whole file, its zeros written a chunk at a time (never held whole: a
+        client that stops reading closes the connection)."""
+        if size <= len(data):
+            self._send(200, data[:size], content_type="application/octet-stream", headers=headers)
+            return
+        self.record.status = 200
+        self.send_response(200)
+        all_headers = {"Content-Type": "application/octet-stream", "Content-Length": str(size),
+                       **headers}  # fmt: skip
+        for key, value in all_headers.items():
+            if value is not None:
+                self.send_header(key, value)
+        self.end_headers()
+        if self.command == "HEAD":
+            return
+        self.wfile.write(data)
+        zeros, left = bytes(1 << 20), size - len(data)
+        while left > 0:
+            self.wfile.write(zeros[: min(left, len(zeros))])
+            left -= len(zeros)
+
+    def _redirect_to_cdn(self, repo_id: str, sha: str, path: str, data: bytes, size: int) -> None:
+        """As the Hub does for an LFS/Xet file: 302 to a signed URL on another host (here
+        ``localhost`` instead of ``127.0.0.1``), with the X-Linked-* headers."""
+        port = self.server.server_address[1]
+        target = f"http://localhost:{port}/{CDN_PREFIX}/{quote(repo_id)}/{sha}/{quote(path)}"
+        headers: dict[str, str | None] = {
+            "Location": f"{target}?X-Amz-Expires=3600&X-Amz-Signature=fake",
+            "X-Repo-Commit": sha,
+            "X-Linked-Size": str(size),
+            "X-Linked-Etag": f'"{hashlib.sha256(data).hexdigest()}"',
+        }
+        self._send(302, b"", headers=headers)
+
+    def _cdn(self, rest: list[str]) -> None:
+        """The CDN's answer to a signed URL: the file's bytes, ranges honoured; every request
+        is kept in ``hub.cdn_requests`` (a test checks that no token reached it)."""
+        self.hub.cdn_requests.append(self.record)
+        if len(rest) < 4:
+            raise _HTTPError(404, "no such object")
+        repo_id, sha, path = f"{rest[0]}/{rest[1]}", rest[2], "/".join(rest[3:])
+        repo = self.hub.repos.get(repo_id)
+        files = repo.commit_objects[sha].files if repo and sha in repo.commit_objects else {}
+        if path not in files:
+            raise _HTTPError(404, "no such object")
+        data = files[path]
+        size = self.hub.declared_sizes.get((repo_id, path), len(data))
+        self._send_file(data, size, {"Accept-Ranges": "bytes", "ETag": '"cdn-etag"'})
 
     def _lfs_redirect(self, sha: str, data: bytes) -> None:
         """An LFS file's resolve: a redirect to the CDN carrying the file's metadata, which
@@ -1271,7 +1343,7 @@ class _Handler(BaseHTTPRequestHandler):
         if data is None:
             raise _HTTPError(404, "NoSuchKey")
         etag = hashlib.md5(data, usedforsecurity=False).hexdigest()
-        self._send_bytes(data, {"ETag": f'"{etag}"', "Accept-Ranges": "bytes"})
+        self._send_file(data, len(data), {"ETag": f'"{etag}"', "Accept-Ranges": "bytes"})
 
     def _paths_info(self, repo_id: str, rev: str, body: bytes, authed: bool) -> None:
         """``POST /api/models/{id}/paths-info/{rev}``, form-encoded ``paths`` (repeated) and
@@ -1613,6 +1685,75 @@ def _diff(old: dict[str, bytes], new: dict[str, bytes]) -> str:
     return "".join(line if line.endswith("\n") else line + "\n" for line in out)
 
 
+# --- GGUF repos ---------------------------------------------------------------------------------
+
+CDN_PREFIX = "cdn"  # the path the stand-in CDN serves signed URLs under (FakeHub.cdn)
+
+
+def _span(data: bytes, start: int, end: int) -> bytes:
+    """Bytes [start, end) of a file held as ``data`` followed by zeros."""
+    head = data[start:end] if start < len(data) else b""
+    return head + bytes(max(0, end - max(start, len(data))))
+
+
+def gguf_summary(data: bytes) -> dict[str, Any]:
+    """What the Hub's ``expand=gguf`` says of a GGUF file, read with gguf-py (llama.cpp's
+    reader, not eosfix's): its architecture, context length, chat template and the texts of
+    its bos and eos tokens (packages/ollama-utils/README.md lines 12-25 at huggingface.js
+    fe42e68; packages/tasks/src/model-data.ts lines 129-134)."""
+    import tempfile
+
+    import gguf
+
+    with tempfile.NamedTemporaryFile(suffix=".gguf") as tmp:
+        tmp.write(data)
+        tmp.flush()
+        reader = gguf.GGUFReader(tmp.name)
+        fields = reader.fields
+
+        def value(key: str) -> Any:
+            f = fields.get(key)
+            return None if f is None else f.contents()
+
+        arch = value("general.architecture")
+        tokens = value("tokenizer.ggml.tokens") or []
+        out: dict[str, Any] = {"total": 0, "architecture": arch}
+        ctx = value(f"{arch}.context_length")
+        if ctx is not None:
+            out["context_length"] = ctx
+        template = value("tokenizer.chat_template")
+        if template is not None:
+            out["chat_template"] = template
+        for role in ("bos", "eos"):
+            i = value(f"tokenizer.ggml.{role}_token_id")
+            if isinstance(i, int) and 0 <= i < len(tokens):
+                out[f"{role}_token"] = tokens[i]
+    return out
+
+
+def add_gguf_repo(
+    hub: FakeHub,
+    repo_id: str,
+    ggufs: dict[str, bytes],
+    *,
+    files: dict[str, bytes | str] | None = None,
+    sizes: dict[str, int] | None = None,
+    summary_of: str | None = None,
+) -> FakeRepo:
+    """A repo of GGUF files (and ``files`` beside them: README.md, params...): the listing's
+    ``gguf`` summary is ``summary_of``'s (default: the first file), ``sizes`` declares files
+    larger than the bytes held (a header standing for a multi-GB file)."""
+    repo = hub.add_repo(repo_id, {**(files or {}), **ggufs})
+    first = summary_of or next(iter(ggufs))
+    try:
+        repo.gguf = gguf_summary(ggufs[first])
+    except Exception:  # noqa: BLE001 - a header gguf-py cannot read: the Hub says nothing
+        repo.gguf = None
+    for path, size in (sizes or {}).items():
+        hub.declared_sizes[(repo_id, path)] = size
+    return repo
+
+
 # --- pytest integration ------------------------------------------------------------------------
 
 
@@ -1739,3 +1880,81 @@ def fake_hub(
         finally:
             huggingface_hub.close_session()
     assert not hub.server_errors, f"fake hub raised: {hub.server_errors!r}"
+
+
+# --- a GGUF publisher ---------------------------------------------------------------------------
+
+GGUF_ORG = "my-gguf-org"
+QUANT_TYPES = {"Q2_K": 10, "Q3_K_M": 12, "Q4_K_M": 15, "Q5_K_M": 17, "Q6_K": 18, "Q8_0": 7}
+GIGABYTE = 10**9
+
+
+def _written(path: Path) -> bytes:
+    data = path.read_bytes()
+    path.unlink()
+    return data
+
+
+def add_gguf_org(hub: FakeHub, folder: Path, author: str = GGUF_ORG) -> dict[str, FakeRepo]:
+    """A GGUF publisher, its files written with gguf-py (tests/ggufs.py), each declared a few
+    GB (only the header and a tensor are held):
+
+    - ``Chat-7B-GGUF``: six quantisations of a Command-R-style model whose converter set eot
+      to ``<|END_OF_TURN_TOKEN|>``, but ``Q2_K`` comes from an older conversion without it;
+    - ``Reasoner-GGUF``: user-defined turn tokens (``<|turn_end|>`` ends a reply,
+      ``<|think_end|>`` ends the reasoning inside it), no eot, and a ``params`` file whose
+      stop list cuts at ``<|think_end|>``;
+    - ``Chat-70B-GGUF``: a split Q4_K_M (three shards) and a Q8_0;
+    - ``Broken-GGUF``: a file cut short inside its header, and one whose header claims 2**40
+      tokens;
+    - ``ChatML-GGUF``: a ChatML model every runtime stops on.
+    """
+    from tests import ggufs
+
+    folder.mkdir(parents=True, exist_ok=True)
+    cmd_ids = {"bos": "<BOS_TOKEN>", "eos": "<EOS_TOKEN>"}
+    chat = {}
+    for quant, ftype in QUANT_TYPES.items():
+        ids = cmd_ids if quant == "Q2_K" else {**cmd_ids, "eot": "<|END_OF_TURN_TOKEN|>"}
+        path = ggufs.write_gguf(
+            folder / f"Chat-7B-{quant}.gguf", ggufs.COMMAND_R_SPECIALS, template=ggufs.COMMAND_R,
+            ids=ids, kv={"general.file_type": ftype}, tensor=bytes(64),
+        )  # fmt: skip
+        chat[path.name] = _written(path)
+    reasoner = {}
+    for quant in ("Q4_K_M", "Q8_0"):
+        path = ggufs.reasoning(
+            folder / f"Reasoner-{quant}.gguf", {"eos": "<|endoftext|>"}, control=False,
+            kv={"general.file_type": QUANT_TYPES[quant]}, tensor=bytes(64),
+        )  # fmt: skip
+        reasoner[path.name] = _written(path)
+    params = '{\n  "stop": ["<|think_end|>"],\n  "temperature": 0.6\n}\n'
+    split = {}
+    first = ggufs.chatml(folder / "Chat-70B-Q4_K_M.gguf", shards=3, tensor=bytes(64))
+    for n in range(1, 4):
+        shard = first.with_name(f"Chat-70B-Q4_K_M-0000{n}-of-00003.gguf")
+        split[shard.name] = _written(shard)
+    one = ggufs.chatml(folder / "Chat-70B-Q8_0.gguf", tensor=bytes(64))
+    split[one.name] = _written(one)
+    whole = _written(ggufs.chatml(folder / "whole.gguf", tensor=bytes(64)))
+    tokens = ggufs.kv("tokenizer.ggml.tokens", 9, struct.pack("<IQ", 8, 1 << 40))
+    broken = {
+        "Broken-Q4_K_M.gguf": whole[: len(whole) // 2],
+        "Broken-Q8_0.gguf": ggufs.raw_gguf(ggufs.chatml_pairs(**{"tokenizer.ggml.tokens": tokens})),
+    }
+    chatml = {"ChatML-Q4_K_M.gguf": _written(ggufs.chatml(folder / "ChatML-Q4_K_M.gguf"))}
+    repos = {}
+    for name, files, extra, summary in (
+        ("Chat-7B-GGUF", chat, {}, "Chat-7B-Q4_K_M.gguf"),
+        ("Reasoner-GGUF", reasoner, {"params": params}, None),
+        ("Chat-70B-GGUF", split, {}, "Chat-70B-Q8_0.gguf"),
+        ("Broken-GGUF", broken, {}, "Broken-Q8_0.gguf"),
+        ("ChatML-GGUF", chatml, {}, None),
+    ):
+        repo_id = f"{author}/{name}"
+        sizes = {p: 4 * GIGABYTE for p in files if p != "Broken-Q4_K_M.gguf"}  # cut: its size
+        repos[repo_id] = add_gguf_repo(
+            hub, repo_id, files, files={"README.md": f"# {name}\n", **extra}, sizes=sizes,
+            summary_of=summary,
+        )  # fmt: skip
+    return repos

@@ -36,6 +36,10 @@ so the numbers of requests and of 429s it shows are exact; on that line only, th
 paused and the concurrency figures (``N s paused, concurrency down to N, now N of``) depend on
 jitter and on which requests were in flight when a 429 came, so any number matches there.
 
+The GGUF transcripts (a command naming ``my-gguf-org``) run against a stand-in Hub holding
+the GGUF publisher of ``tests.hubserver.add_gguf_org`` (headers written with gguf-py, each file
+declared a few GB, .gguf downloads redirected to the stand-in's CDN host as the Hub does).
+
 A transcript that cannot run here is preceded by ``<!-- transcript: not executed: REASON -->``;
 such markers are few and each carries a reason.
 """
@@ -59,7 +63,7 @@ import pytest
 
 from tests import ggufs
 from tests.conftest import ROOT, SAMPLES
-from tests.hubserver import FakeHub, Hold
+from tests.hubserver import GGUF_ORG, FakeHub, Hold, add_gguf_org
 
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 MARKER = re.compile(r"<!-- transcript: not executed: (.+?) -->")
@@ -229,8 +233,18 @@ def _uses_hub(t: Transcript) -> bool:
     return any(f"--author {ORG}" in command for command in t.commands)
 
 
-def _stand_in(t: Transcript) -> FakeHub | None:
-    """The stand-in Hub with the organisation the README audits (not started yet)."""
+def _uses_gguf_hub(t: Transcript) -> bool:
+    return any(GGUF_ORG in command for command in t.commands)
+
+
+def _stand_in(t: Transcript, folder: Path) -> FakeHub | None:
+    """The stand-in Hub with the organisation the README audits, or the GGUF publisher the
+    GGUF pages check (``folder``: where its files are written first); not started yet."""
+    if _uses_gguf_hub(t):
+        gguf_hub = FakeHub()
+        gguf_hub.cdn = True
+        add_gguf_org(gguf_hub, folder)
+        return gguf_hub
     if not _uses_hub(t):
         return None
     from tests.batch.test_hub import sample_files
@@ -378,7 +392,7 @@ def test_transcript_is_the_real_output(t, tmp_path):
     if t.not_executed is not None:
         pytest.skip(f"marked not executed: {t.not_executed}")  # counted and bounded above
     work = _workspace(tmp_path, t)
-    hub = _stand_in(t)
+    hub = _stand_in(t, tmp_path / "gguf-org")
     with hub if hub is not None else contextlib.nullcontext():
         for earlier in _continues(t):
             for command, _ in _steps(earlier):

@@ -404,28 +404,58 @@ class HubHttp:
                 _sleep(backoff(attempt), self.gate.stopping)
         raise BadAnswer(f"{why} ({MAX_ATTEMPTS} attempts): {url}")
 
+    def get_range(
+        self,
+        url: str,
+        start: int,
+        end: int,
+        *,
+        send_token: bool = True,
+        tally: Counter[str] | None = None,
+    ) -> httpx2.Response:
+        """GET bytes [start, end) of the file at ``url`` (a 206 answer; a 200 means the
+        server ignored the range: then only its first ``end - start`` bytes are read, never
+        the whole file). ``send_token``: False for a URL off the Hub (a CDN's signed URL);
+        ``tally``: counts this call's requests too (the file's own count)."""
+        headers = {
+            **(self.headers if send_token else _without_token(self.headers)),
+            "Range": f"bytes={start}-{end - 1}",
+            # A compressed answer may ignore the range (huggingface_hub file_download.py
+            # http_get: "CloudFront with Accept-Encoding: gzip"), and its offsets are not the
+            # file's: ask for the bytes as they are.
+            "Accept-Encoding": "identity",
+        }
+        response = self._request(
+            "GET", url, None, None, headers=headers, cap=end - start, tally=tally
+        )
+        hf_raise_for_status(response)
+        return response
+
     def _request(
         self,
         method: str,
         url: str,
         params: list[tuple[str, Any]] | None,
         data: Mapping[str, Any] | None,
+        *,
+        headers: Mapping[str, str] | None = None,
+        cap: int | None = None,
+        tally: Counter[str] | None = None,
     ) -> httpx2.Response:
-        bucket = bucket_of(url)
+        bucket = RESOLVERS if cap is not None else bucket_of(url)  # a byte range reads a file
         kind = "resolve" if bucket == RESOLVERS else "api"
         gate = self.gate
         for attempt in range(1, MAX_ATTEMPTS + 1):
             last = attempt == MAX_ATTEMPTS
             started = gate.acquire(bucket)
             try:
-                response = get_session().request(
-                    method, url, params=params, data=data, headers=self.headers,
-                    timeout=self.timeout,
-                )  # fmt: skip
+                response = _send(
+                    method, url, params, data, headers or self.headers, self.timeout, cap
+                )
             except RETRY_ERRORS as exc:
                 gate.release(bucket)
                 connected = not isinstance(exc, (httpx2.ConnectError, httpx2.ConnectTimeout))
-                self._count(kind if connected else None)
+                self._count(kind if connected else None, tally=tally)
                 if last:
                     raise Unreachable(url, attempt, exc) from exc
                 self.stats["retries"] += 1  # timed out, dropped: try again after a backoff
@@ -434,7 +464,7 @@ class HubHttp:
             except BaseException:
                 gate.release(bucket)
                 raise
-            self._count(kind)
+            self._count(kind, len(response.history), tally)
             status = response.status_code
             hub_answer = hub_response(response)
             retry = status in RETRY_STATUS and not last
@@ -456,15 +486,63 @@ class HubHttp:
                 _sleep(backoff(attempt), gate.stopping)
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def _count(self, kind: str | None) -> None:
+    def _count(
+        self, kind: str | None, redirects: int = 0, tally: Counter[str] | None = None
+    ) -> None:
         """One more request made (``kind``: api or resolve), or, None, one that never
-        connected."""
+        connected. ``redirects`` followed (an LFS file's CDN) are counted apart in ``stats``:
+        the Hub's quotas count the request, not the CDN's answer. ``tally`` (one file's own
+        count) counts every request sent, redirects included."""
         with self.gate._cond:
             if kind is None:
                 self.stats["unreachable"] += 1
-            else:
-                self.stats["requests"] += 1
-                self.stats[kind] += 1
+                if tally is not None:
+                    tally["unreachable"] += 1
+                return
+            self.stats["requests"] += 1
+            self.stats[kind] += 1
+            self.stats["redirects"] += redirects
+            if tally is not None:
+                tally["requests"] += 1 + redirects
+                tally[kind] += 1 + redirects
+
+
+def _send(
+    method: str,
+    url: str,
+    params: list[tuple[str, Any]] | None,
+    data: Mapping[str, Any] | None,
+    headers: Mapping[str, str],
+    timeout: float | None,
+    cap: int | None,
+) -> httpx2.Response:
+    """One request; with ``cap``, the body is streamed and at most ``cap`` bytes of it are read
+    (a server that ignores a range would send the whole file)."""
+    session = get_session()
+    if cap is None:
+        return session.request(
+            method, url, params=params, data=data, headers=headers, timeout=timeout
+        )
+    with session.stream(
+        method, url, params=params, data=data, headers=headers, timeout=timeout
+    ) as streamed:
+        body = bytearray()
+        for chunk in streamed.iter_raw():
+            body += chunk
+            if len(body) >= cap:
+                del body[cap:]
+                break
+        return httpx2.Response(
+            streamed.status_code,
+            headers=streamed.headers,
+            content=bytes(body),
+            request=streamed.request,
+            history=streamed.history,
+        )
+
+
+def _without_token(headers: Mapping[str, str]) -> dict[str, str]:
+    return {k: v for k, v in headers.items() if k.lower() != "authorization"}
 
 
 def hub_response(response: httpx2.Response) -> httpx2.Response:

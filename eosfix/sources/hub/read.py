@@ -40,14 +40,17 @@ from huggingface_hub import constants
 from huggingface_hub.errors import RemoteEntryNotFoundError
 
 from eosfix.core.errors import EosfixError
-from eosfix.core.repo import TOKENIZER_JSON, is_relevant_file
+from eosfix.core.repo import MODEL_FOLDER_FILES, TOKENIZER_JSON, is_relevant_file
 from eosfix.sources import holds_a_model
+from eosfix.sources.hub.gguf import OLLAMA_FILES, model_files
 from eosfix.sources.hub.http import HubHttp, describe_error, hub_errors, hub_response
 from eosfix.sources.hub.store import Manifest, Store, git_sha1
 
 _SHA_RE = re.compile(r"^[0-9a-f]{40}$")
 _ID_RE = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")
-_EXPAND = (("expand", "sha"), ("expand", "siblings"))
+# gguf: the Hub's summary of a GGUF repo (chat template, bos/eos texts, architecture): a
+# repo with GGUF files is read by its headers (eosfix.batch.gguf_hub), not its small files.
+_EXPAND = (("expand", "sha"), ("expand", "siblings"), ("expand", "gguf"))
 # What an audit reads of each listed repo: its commit and file names (the files to fetch),
 # its tags (``base_model:...``: which repos were made from one another), whether it is gated,
 # and its downloads (the report's order). The listing gives file names only, never their ids
@@ -130,6 +133,9 @@ class HubEntry:
     files: tuple[str, ...] | None = None  # its stop-relevant files (None: not known yet)
     tokenizer_json: bool = False  # it has tokenizer.json
     model: bool = True  # False: no config, no weights (``eosfix.sources.holds_a_model``)
+    ggufs: tuple[str, ...] = ()  # its .gguf files, in listing order
+    ollama_files: tuple[str, ...] = ()  # which of template, system, params it has
+    gguf: dict[str, Any] | None = field(default=None, compare=False)  # expand=gguf
     # What the listing said of it: every field asked for (``expand``), as the Hub wrote it
     # (``siblings`` all its file names, ``tags``, ``downloads``, ``gguf``...); None for a repo
     # given by id.
@@ -146,6 +152,16 @@ class HubEntry:
     def tags(self) -> tuple[str, ...]:
         tags = (self.listed or {}).get("tags")
         return tuple(t for t in tags if isinstance(t, str)) if isinstance(tags, list) else ()
+
+    @property
+    def is_gguf(self) -> bool:
+        """A GGUF repo: it has GGUF model files and no tokenizer or template files of a
+        folder (a repo with both is checked as a folder, and says it has GGUF files)."""
+        return bool(model_files(self.ggufs)) and not self.folder_files
+
+    @property
+    def folder_files(self) -> bool:
+        return self.tokenizer_json or any(f in MODEL_FOLDER_FILES for f in self.files or ())
 
     @property
     def revision_cell(self) -> str:
@@ -165,6 +181,8 @@ class HubEntry:
 def entry_of(data: dict[str, Any], revision: str = "main", *, listed: bool = False) -> HubEntry:
     """The entry of one model in a listing (``listed``: kept whole) or info answer."""
     names = [s["rfilename"] for s in data.get("siblings") or () if "rfilename" in s]
+    ggufs = tuple(n for n in names if n.endswith(".gguf"))
+    gguf = data.get("gguf")
     return HubEntry(
         str(data.get("id") or data.get("modelId")),
         revision,
@@ -172,6 +190,9 @@ def entry_of(data: dict[str, Any], revision: str = "main", *, listed: bool = Fal
         tuple(sorted(n for n in names if is_relevant(n))),
         TOKENIZER_JSON in names,
         holds_a_model(names) or not data.get("siblings"),  # no file list: assume a model
+        ggufs,
+        tuple(n for n in OLLAMA_FILES if n in names),
+        gguf if isinstance(gguf, dict) else None,
         listed=data if listed else None,
     )
 
@@ -394,16 +415,18 @@ def fetch_repo_files(
     token: str | None = None,
     tokenizer_json: bool = False,
     reader: HubReader | None = None,
+    entry: HubEntry | None = None,
 ) -> FetchedRepo:
     """Bring one Hub repo's small stop-relevant files into a local folder and return it.
 
     The folder is eosfix's store (``$EOSFIX_CACHE``, else ``~/.cache/eosfix``), shared and
     read-only by convention: copy it before editing. ``tokenizer_json`` also brings
-    tokenizer.json when the repo has one. Raises HubError (one line) when it cannot.
+    tokenizer.json when the repo has one; ``entry``: the repo already resolved (no second
+    info request). Raises HubError (one line) when it cannot.
     """
     reader = reader or HubReader(token=token, workers=4)
     try:
-        entry = reader.resolve(HubEntry(repo_id, revision or "main"))
+        entry = reader.resolve(entry or HubEntry(repo_id, revision or "main"))
         manifest = reader.download(entry)
         if tokenizer_json and entry.tokenizer_json and TOKENIZER_JSON not in manifest.files:
             manifest = reader.add_tokenizer_json(entry)
