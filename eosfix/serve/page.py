@@ -1,5 +1,6 @@
 """The page: a person checks a Hub repo (or the small files of a private model), sees where it
-stops in each runtime, and opens the fix PR as themselves. Routes of the same app as the bot
+stops in each runtime, and opens the fix PR as themselves. One module: every route shares the
+page's templates, sign-in, headers and limits set up in ``attach_page``. Routes of the same app as the bot
 (``eosfix.serve.app``), under the same limits (``eosfix.serve.limits``: body bound, request
 deadline, connection cap), server-rendered from Jinja2 templates; a single check works
 without JavaScript.
@@ -15,6 +16,7 @@ without JavaScript.
   CSRF token: the fix PR made with the user's token through the same code as ``eosfix hub
   --pr`` (an open eosfix PR is updated, never doubled). The token stays in the signed session
   cookie, never in a page, a log line or the journal.
+- ``GET /audit?author=org``: an audit of a user or organisation (``eosfix.serve.audit``).
 - ``GET /codes``: every finding code and its title (the result's code links point here).
 
 Every check takes a slot of ``page_workers`` (more wait; 503 once 4 times that many wait) and a
@@ -41,7 +43,13 @@ from typing import Any, TypeVar
 
 import jinja2
 from fastapi import FastAPI, Request
-from fastapi.responses import HTMLResponse, PlainTextResponse, Response
+from fastapi.responses import (
+    HTMLResponse,
+    JSONResponse,
+    PlainTextResponse,
+    RedirectResponse,
+    Response,
+)
 from starlette.datastructures import UploadFile
 
 from eosfix import pipeline
@@ -52,6 +60,7 @@ from eosfix.core.codes import CODES
 from eosfix.pipeline import RepoResult
 from eosfix.render.pr import pr_description
 from eosfix.serve import view as views
+from eosfix.serve.audit import Audits
 from eosfix.serve.config import ServeConfig, ServeConfigError
 from eosfix.serve.limits import Busy, Limiter, RateLimited, Slots
 from eosfix.sources.hub.http import hub_errors
@@ -191,6 +200,57 @@ def attach_page(app: FastAPI, config: ServeConfig) -> None:
             return problem(
                 request, 503, "The page is busy: try again in a moment.", **{"Retry-After": "5"}
             )
+
+    audits = Audits()
+    app.state.page["audits"] = audits
+
+    @app.get("/audit", response_class=HTMLResponse)
+    async def audit_start(request: Request, author: str = "") -> Response:
+        author = author.strip()
+        if not is_hub_id(f"{author}/x"):
+            return problem(request, 400, f"Not a Hub user or organisation: {author[:120]}")
+        try:
+            limiter.take(client(request))
+        except RateLimited as exc:
+            return problem(
+                request,
+                429,
+                f"Too many checks from you: try again in {exc.retry_after} s.",
+                **{"Retry-After": str(exc.retry_after)},
+            )
+        audit = audits.start(author)
+        if audit is None:
+            return problem(
+                request,
+                503,
+                "Audits are running already: try again in a minute.",
+                **{"Retry-After": "60"},
+            )
+        return RedirectResponse(f"/audit/{audit.id}", status_code=303, headers=HEADERS)
+
+    @app.get("/audit/{audit_id}", response_class=HTMLResponse)
+    async def audit_page(request: Request, audit_id: str) -> HTMLResponse:
+        audit = audits.audits.get(audit_id)
+        if audit is None:
+            return problem(request, 404, "No such audit (audits are kept a while only).")
+        return page(request, "audit.html", audit=audit, chart=audit.chart())
+
+    @app.get("/audit/{audit_id}/progress")
+    async def audit_progress(audit_id: str) -> Response:
+        audit = audits.audits.get(audit_id)
+        if audit is None:
+            return JSONResponse({"error": "no such audit"}, status_code=404, headers=HEADERS)
+        return JSONResponse(audit.progress(), headers=HEADERS)
+
+    @app.get("/audit/{audit_id}/{kind}")
+    async def audit_download(audit_id: str, kind: str) -> Response:
+        audit = audits.audits.get(audit_id)
+        if audit is None or not audit.finished or kind not in ("csv", "json"):
+            return PlainTextResponse("not found", status_code=404, headers=HEADERS)
+        body, media = (audit.csv, "text/csv") if kind == "csv" else (audit.json, "application/json")
+        name = f"eosfix-{audit.author}.{kind}"
+        headers = {**HEADERS, "Content-Disposition": f'attachment; filename="{name}"'}
+        return Response(body, media_type=media, headers=headers)
 
     @app.get("/", response_class=HTMLResponse)
     async def index(request: Request) -> HTMLResponse:

@@ -305,3 +305,47 @@ def test_a_client_over_its_rate_gets_429_with_retry_after(fake_hub, tmp_path):
         third = client.check("org/healthy")
         assert third.status == 429
         assert int(third.headers["Retry-After"]) > 0
+
+
+def _wait_audit(client, location: str) -> dict:
+    import time
+
+    deadline = time.monotonic() + 120
+    while True:
+        progress = json.loads(client.get(location + "/progress").body)
+        if progress["finished"]:
+            return progress
+        assert time.monotonic() < deadline, progress
+        time.sleep(0.05)
+
+
+def test_an_audit_reaches_the_end_with_chart_table_and_downloads(fake_hub, page):
+    fake_hub.add_repo("org/broken", files_of(BROKEN))
+    fake_hub.add_repo("org/healthy", files_of(HEALTHY))
+    fake_hub.add_repo("org/xss", xss_repo())
+    client = page.client(follow=False)
+    started = client.get("/audit?author=org")
+    assert started.status == 303
+    location = started.headers["Location"]
+    progress = _wait_audit(client, location)
+    assert progress["done"] == 3
+    assert progress["error"] is None
+    text = client.get(location).text
+    assert "<img" not in text
+    assert '<a href="/check?repo=org/broken">org/broken</a>' in text
+    assert "transformers 1 stop, 2 do not;" in text  # org/broken and org/xss miss a turn end
+    assert 'class="chart"' in text
+    rows = client.get(location + "/csv").text.splitlines()
+    assert rows[0].startswith("repo_id,revision,commit,verdict,problem,runs_on")
+    assert sorted(r.split(",")[0] for r in rows[1:]) == ["org/broken", "org/healthy", "org/xss"]
+    document = json.loads(client.get(location + "/json").body)
+    assert [e["name"] for e in document["repos"]] == ["org/broken", "org/healthy", "org/xss"]
+    assert document["summary"]["repos"] == 3
+
+
+def test_an_audit_takes_only_an_author_name(page):
+    client = page.client(follow=False)
+    for given in ("https://evil.example", "a/b", XSS, ""):
+        reply = client.get("/audit?author=" + __import__("urllib.parse").parse.quote(given))
+        assert reply.status == 400
+        assert "<img" not in reply.text

@@ -268,3 +268,36 @@ def test_a_check_works_without_javascript(fake_hub, site, tmp_path):
         b.state("result")
     finally:
         d.quit()
+
+
+def test_an_audit_shows_progress_to_the_end_and_sorts(fake_hub, browser):
+    from selenium.webdriver.common.keys import Keys
+
+    from tests.serve.test_page import HEALTHY, xss_repo
+
+    fake_hub.add_repo("org/broken", files_of(BROKEN))
+    fake_hub.add_repo("org/healthy", files_of(HEALTHY))
+    fake_hub.add_repo("org/xss", xss_repo())
+    fake_hub.latency = 0.2  # slow enough to see the progress before the end
+    browser.open("/")
+    browser.tab_to("#author")
+    browser.keys("org", Keys.ENTER)
+    browser.wait("#audit-progress")
+    browser.state("audit-running")
+    done = browser.wait("#audit-done")  # the script polled to the end and reloaded
+    assert done.text.startswith("3 repos checked")
+    fake_hub.latency = 0.0
+
+    def column(n: int) -> list[str]:
+        return browser.driver.execute_script(
+            f"return [...document.querySelectorAll('#repos tbody tr')]"
+            f".map(r => r.cells[{n}].textContent.trim())"
+        )
+
+    browser.find("#repos th button[data-sort='1']").click()
+    verdicts = column(1)
+    assert verdicts == sorted(verdicts)
+    browser.find("#repos th button[data-sort='1']").click()
+    assert column(1) == sorted(verdicts, reverse=True)
+    assert sorted(column(0)) == ["org/broken", "org/healthy", "org/xss"]
+    browser.state("audit-done")
