@@ -16,7 +16,7 @@ it. Counts go to the bot's ``/metrics``.
   gets through while hundreds of slow clients hang.
 - **The page's checks** (``eosfix.serve.page``): a ``Limiter`` gives each client
   ``page_rate`` checks a minute (429 with ``Retry-After`` past it), and ``Slots`` runs at most
-  ``page_workers`` checks at once, with at most four times that many waiting (503 past it).
+  ``page_workers`` checks at once, with at most 32 times that many waiting (503 past it).
 """
 
 from __future__ import annotations
@@ -257,7 +257,7 @@ class Limiter:
 
 
 class Slots:
-    """At most ``n`` checks at once; at most ``4 * n`` waiting, then ``Busy``."""
+    """At most ``n`` checks at once; at most ``32 * n`` waiting, then ``Busy``."""
 
     def __init__(self, n: int) -> None:
         self.n = n
@@ -265,7 +265,7 @@ class Slots:
         self.waiting = 0
 
     async def run(self, work: Callable[[], T]) -> T:
-        if self.waiting >= 4 * self.n:
+        if self.waiting >= 32 * self.n:
             raise Busy
         self.waiting += 1
         try:

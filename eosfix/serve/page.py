@@ -19,7 +19,7 @@ without JavaScript.
 - ``GET /audit?author=org``: an audit of a user or organisation (``eosfix.serve.audit``).
 - ``GET /codes``: every finding code and its title (the result's code links point here).
 
-Every check takes a slot of ``page_workers`` (more wait; 503 once 4 times that many wait) and a
+Every check takes a slot of ``page_workers`` (more wait; 503 once 32 times that many wait) and a
 token of the client's ``page_rate`` per minute (429 with ``Retry-After`` otherwise). Every
 answer carries a strict Content-Security-Policy (no inline script or style, nothing from
 another origin) and ``nosniff``; every text from a repo is escaped by the templates.
