@@ -7,7 +7,8 @@ csv|json``).
 
 Bounded: at most ``RUNNING`` audits at once (503 past it), the first ``MAX_REPOS`` repos of an
 author (then the run stops whole, as Ctrl-C does, and the page says so), the last ``KEPT``
-audits kept in memory (nothing on disk). Read without a token: public repos only.
+audits kept in memory (nothing on disk). Read without a token (not the bot's, not a
+visitor's): public repos only.
 """
 
 from __future__ import annotations
@@ -125,7 +126,7 @@ class Audits:
 
     def _run(self, audit: Audit) -> None:
         try:
-            source = HubSource(HubReader(token=None), author=audit.author)
+            source = HubSource(HubReader(token=False), author=audit.author)
             run = Run(source, detail=JSON_DETAIL)
             results: list[Result] = []
             try:

@@ -274,7 +274,8 @@ def attach_page(app: FastAPI, config: ServeConfig) -> None:
         if not is_hub_id(repo):
             return problem(request, 400, f"Not a Hub repo id (org/name): {repo[:120] or '(empty)'}")
         user = user_of(request)
-        session = HubSession(token=user.token if user else None)
+        # a visitor reads public repos only: never the bot's token (HF_TOKEN on a Space)
+        session = HubSession(token=user.token if user else False)
         done = await guarded(request, lambda: _check_with_pr(session, repo))
         if isinstance(done, HTMLResponse):
             return done

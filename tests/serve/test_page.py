@@ -349,3 +349,60 @@ def test_an_audit_takes_only_an_author_name(page):
         reply = client.get("/audit?author=" + __import__("urllib.parse").parse.quote(given))
         assert reply.status == 400
         assert "<img" not in reply.text
+
+
+@pytest.mark.parametrize("fake_hub", [{"token": "hf_bot_token"}], indirect=True)
+def test_a_visitor_never_reads_through_the_bots_token(fake_hub, tmp_path, monkeypatch):
+    """On a Space HF_TOKEN is the bot's: a visitor's check and audit go without any token, so
+    a private repo the bot can read stays private."""
+    monkeypatch.setenv("HF_TOKEN", "hf_bot_token")
+    fake_hub.add_repo("org/secret", files_of(BROKEN), private=True)
+    fake_hub.add_repo("org/public", files_of(BROKEN))
+    config = ServeConfig(secret="s", token="hf_bot_token", state_dir=tmp_path / "s")
+    with Page(config) as p:
+        client = p.client(follow=False)
+        secret = client.check("org/secret").text
+        assert 'id="error"' in secret
+        assert "248046" not in secret
+        assert "<mark>" in client.check("org/public").text
+        location = client.get("/audit?author=org").headers["Location"]
+        _wait_audit(client, location)
+        rows = client.get(location + "/csv").text
+    assert "org/public" in rows
+    assert "org/secret" not in rows
+    sent = [r for r in fake_hub.request_log if "authorization" in {k.lower() for k in r.headers}]
+    assert not sent, [r.path for r in sent]
+
+
+def test_slots_run_n_at_once_and_refuse_past_the_waiting_bound():
+    import asyncio
+    import threading
+
+    from eosfix.serve.limits import Busy, Slots
+
+    gate = threading.Event()
+    lock = threading.Lock()
+    now = {"running": 0, "most": 0}
+
+    def work() -> int:
+        with lock:
+            now["running"] += 1
+            now["most"] = max(now["most"], now["running"])
+        gate.wait(60)
+        with lock:
+            now["running"] -= 1
+        return 1
+
+    async def main() -> list[int]:
+        slots = Slots(2)
+        tasks = [asyncio.create_task(slots.run(work)) for _ in range(2 + 64)]
+        for _ in range(10):
+            await asyncio.sleep(0)
+        assert slots.waiting == 64
+        with pytest.raises(Busy):
+            await slots.run(work)
+        gate.set()
+        return await asyncio.gather(*tasks)
+
+    assert sum(asyncio.run(main())) == 66
+    assert now["most"] == 2
