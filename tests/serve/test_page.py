@@ -396,9 +396,11 @@ def test_slots_run_n_at_once_and_refuse_past_the_waiting_bound():
     async def main() -> list[int]:
         slots = Slots(2)
         tasks = [asyncio.create_task(slots.run(work)) for _ in range(2 + 64)]
-        for _ in range(10):
-            await asyncio.sleep(0)
-        assert slots.waiting == 64
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 30
+        while not (slots.waiting == 64 and now["running"] == 2):  # two run, the rest wait
+            assert loop.time() < deadline, (slots.waiting, now)
+            await asyncio.sleep(0.01)
         with pytest.raises(Busy):
             await slots.run(work)
         gate.set()
@@ -406,3 +408,12 @@ def test_slots_run_n_at_once_and_refuse_past_the_waiting_bound():
 
     assert sum(asyncio.run(main())) == 66
     assert now["most"] == 2
+
+
+def test_a_form_over_the_body_bound_is_refused_before_it_is_read(tmp_path):
+    config = ServeConfig(secret="s", state_dir=tmp_path / "s", max_body=4096)
+    with Page(config) as p:
+        reply = p.client().post_files({"config.json": b"{" + b" " * 8192 + b"}"})
+        assert reply.status == 413
+        assert b"body too large" in reply.body
+        assert p.app.state.guard.counts["too_large"] == 1
