@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any, TypeVar
+from urllib.parse import parse_qsl, urlsplit
 
 import jinja2
 from fastapi import FastAPI, Request
@@ -143,6 +144,20 @@ def attach_page(app: FastAPI, config: ServeConfig) -> None:
                 if getattr(m.cls, "__name__", "") == "SessionMiddleware":
                     m.kwargs.update(https_only=False, same_site="lax")
     app.state.page = {"limiter": limiter, "slots": slots, "sign_in": mode}
+
+    @app.middleware("http")
+    async def local_targets(request: Request, call_next: Any) -> Response:
+        """huggingface_hub's sign-in routes redirect to ``_target_url`` as given: only a path
+        of this page is let through (no open redirect to another site)."""
+        target = request.query_params.get("_target_url")
+        if (
+            request.url.path.startswith("/oauth/")
+            and target is not None
+            and not _local(target, request.url.netloc)
+        ):
+            return PlainTextResponse("_target_url: not a path of this page", 400, headers=HEADERS)
+        response: Response = await call_next(request)
+        return response
 
     def user_of(request: Request) -> User | None:
         if mode is None:
@@ -349,6 +364,17 @@ async def _read_files(request: Request) -> dict[str, bytes]:
                 raise _Refused(413, f"{name}: larger than {FILE_CAP // 1024} KiB")
             given[name] = data
     return given
+
+
+def _local(target: str, host: str) -> bool:
+    """A path of this site (``/...``, not ``//host`` or another site's URL), or the sign-in
+    callback's own URL on this host (which the mocked login passes on) leading to one."""
+    parts = urlsplit(target)
+    if not parts.scheme and not parts.netloc:
+        return target.startswith("/") and not target.startswith("//") and "\\" not in target
+    if parts.netloc != host or not parts.path.startswith("/oauth/huggingface/callback"):
+        return False
+    return _local(dict(parse_qsl(parts.query)).get("_target_url", "/"), host)
 
 
 def _target(request: Request) -> str:

@@ -417,3 +417,25 @@ def test_a_form_over_the_body_bound_is_refused_before_it_is_read(tmp_path):
         assert reply.status == 413
         assert b"body too large" in reply.body
         assert p.app.state.guard.counts["too_large"] == 1
+
+
+@pytest.mark.parametrize(
+    "target", ["https://evil.example/", "//evil.example/x", "/\\evil.example", "javascript:x"]
+)
+def test_sign_in_never_redirects_off_the_page(signed, target):
+    import urllib.parse
+
+    client = signed.client(follow=False)
+    query = urllib.parse.urlencode({"_target_url": target})
+    for route in ("login", "callback"):
+        reply = client.get(f"/oauth/huggingface/{route}?{query}")
+        assert reply.status == 400
+    nested = "http://evil.example/oauth/huggingface/callback?_target_url=/"
+    reply = client.get(
+        "/oauth/huggingface/callback?" + urllib.parse.urlencode({"_target_url": nested})
+    )
+    assert reply.status == 400
+    fine = client.get(
+        "/oauth/huggingface/login?" + urllib.parse.urlencode({"_target_url": "/check?repo=a/b"})
+    )
+    assert fine.status in (302, 307)
