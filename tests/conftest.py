@@ -14,7 +14,7 @@ from typing import Any, NoReturn
 import pytest
 from click.testing import CliRunner
 
-from eosfix.cli import cli
+from eosfix.cli import cli, main
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "sample_repos"
@@ -89,6 +89,14 @@ def corpus_cases() -> list[str]:
     if not CORPUS.is_dir():
         return []
     return sorted(p.name for p in CORPUS.iterdir() if (p / "expect.json").is_file())
+
+
+def run_in(capsys, monkeypatch, cwd: Path, *args: object) -> tuple[int, str, str]:
+    """``eosfix ARGS`` in this process, from the folder ``cwd``: exit code, stdout, stderr."""
+    monkeypatch.chdir(cwd)
+    code = main([str(a) for a in args])
+    out, err = capsys.readouterr()
+    return code, out, err
 
 
 def copy_repo(src: Path, dst: Path) -> Path:

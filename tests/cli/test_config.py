@@ -7,15 +7,7 @@ import json
 
 import pytest
 
-from eosfix.cli import main
-from tests.conftest import SAMPLES, copy_repo
-
-
-def _run(capsys, monkeypatch, cwd, *args):
-    monkeypatch.chdir(cwd)
-    code = main([str(a) for a in args])
-    out, err = capsys.readouterr()
-    return code, out, err
+from tests.conftest import SAMPLES, copy_repo, run_in
 
 
 @pytest.fixture
@@ -32,14 +24,14 @@ def _pyproject(folder, body: str) -> None:
 
 def test_without_a_table_the_defaults_hold(project, capsys, monkeypatch):
     _pyproject(project, "[tool.ruff]\nline-length = 100\n")
-    code, out, _ = _run(capsys, monkeypatch, project, "check", "alpaca")
+    code, out, _ = run_in(capsys, monkeypatch, project, "check", "alpaca")
     assert code == 0  # warnings alone exit 0
     assert out.startswith("alpaca\n")
 
 
 def test_the_table_sets_strict_format_and_keep_id(project, capsys, monkeypatch):
     _pyproject(project, '[tool.eosfix]\nstrict = true\nformat = "json"\nkeep-id = [2]\n')
-    code, out, _ = _run(capsys, monkeypatch, project, "check", "alpaca", "qwen")
+    code, out, _ = run_in(capsys, monkeypatch, project, "check", "alpaca", "qwen")
     assert code == 1  # strict: the warning fails
     repos = json.loads(out)["repos"]
     qwen = repos[1]
@@ -49,7 +41,7 @@ def test_the_table_sets_strict_format_and_keep_id(project, capsys, monkeypatch):
 
 def test_the_command_line_wins(project, capsys, monkeypatch):
     _pyproject(project, '[tool.eosfix]\nstrict = true\nformat = "json"\n')
-    code, out, _ = _run(
+    code, out, _ = run_in(
         capsys, monkeypatch, project, "check", "--format", "text", "--no-strict", "alpaca"
     )
     assert code == 0
@@ -60,26 +52,26 @@ def test_the_nearest_table_is_found_from_a_subfolder(project, capsys, monkeypatc
     _pyproject(project, "[tool.eosfix]\nstrict = true\n")
     sub = project / "qwen"
     _pyproject(sub, "[tool.black]\nline-length = 88\n")  # nearer, but without [tool.eosfix]
-    code, _, _ = _run(capsys, monkeypatch, sub, "check", "../alpaca")
+    code, _, _ = run_in(capsys, monkeypatch, sub, "check", "../alpaca")
     assert code == 1
 
 
 def test_fix_takes_keep_id_and_quiet_from_the_table(project, capsys, monkeypatch):
     before = (project / "qwen" / "generation_config.json").read_bytes()
     _pyproject(project, "[tool.eosfix]\nkeep-id = 2\nquiet = true\n")
-    code, out, _ = _run(capsys, monkeypatch, project, "fix", "qwen")
+    code, out, _ = run_in(capsys, monkeypatch, project, "fix", "qwen")
     assert code == 0  # '#' kept: nothing to fix, a warning only
     assert (project / "qwen" / "generation_config.json").read_bytes() == before
     assert out.startswith("qwen\n")  # quiet still shows a repo with a warning
     copy_repo(SAMPLES / "llama3-healthy", project / "healthy")
-    code, out, _ = _run(capsys, monkeypatch, project, "fix", "healthy")
+    code, out, _ = run_in(capsys, monkeypatch, project, "fix", "healthy")
     assert (code, out) == (0, "1 repo already stops correctly\n")  # quiet: the summary only
 
 
 def test_fix_takes_config_json_from_the_table(tmp_path, capsys, monkeypatch):
     repo = copy_repo(SAMPLES / "chatml-missing-im-end", tmp_path / "chat")
     _pyproject(tmp_path, "[tool.eosfix]\nconfig-json = true\n")
-    code, _, err = _run(capsys, monkeypatch, tmp_path, "fix", "chat")
+    code, _, err = run_in(capsys, monkeypatch, tmp_path, "fix", "chat")
     assert code == 1
     assert "Fixing chat/config.json" in err
     assert json.loads((repo / "config.json").read_text())["eos_token_id"] == [248044, 248046]
@@ -87,7 +79,7 @@ def test_fix_takes_config_json_from_the_table(tmp_path, capsys, monkeypatch):
 
 def test_explain_takes_keep_id_and_ignores_the_check_only_keys(project, capsys, monkeypatch):
     _pyproject(project, '[tool.eosfix]\nkeep-id = [2]\nformat = "sarif"\nstrict = true\n')
-    code, out, _ = _run(capsys, monkeypatch, project, "explain", "--format", "json", "qwen")
+    code, out, _ = run_in(capsys, monkeypatch, project, "explain", "--format", "json", "qwen")
     assert code == 0  # '#' kept: a warning only
     assert json.loads(out)["path"] == "qwen"
 
@@ -114,7 +106,7 @@ def test_explain_takes_keep_id_and_ignores_the_check_only_keys(project, capsys, 
 def test_a_table_eosfix_cannot_use_is_one_line_exit_2(project, capsys, monkeypatch, body, message):
     (project / "pyproject.toml").write_text(body)
     before = (project / "qwen" / "generation_config.json").read_bytes()
-    code, out, err = _run(capsys, monkeypatch, project / "qwen", "fix", ".")
+    code, out, err = run_in(capsys, monkeypatch, project / "qwen", "fix", ".")
     assert (code, out) == (2, "")
     assert err.startswith("error: ../pyproject.toml: " + message), err
     assert err.count("\n") == 1
@@ -123,6 +115,6 @@ def test_a_table_eosfix_cannot_use_is_one_line_exit_2(project, capsys, monkeypat
 
 def test_other_commands_never_read_the_table(project, capsys, monkeypatch):
     (project / "pyproject.toml").write_text("[tool.eosfix\n")  # invalid, unread by --help
-    code, out, _ = _run(capsys, monkeypatch, project, "cache", "--help")
+    code, out, _ = run_in(capsys, monkeypatch, project, "cache", "--help")
     assert code == 0
     assert "--cache-dir" in out

@@ -10,9 +10,8 @@ import subprocess
 
 import pytest
 
-from eosfix.cli import main
 from tests import ggufs
-from tests.conftest import SAMPLES, copy_repo
+from tests.conftest import SAMPLES, copy_repo, run_in
 
 GEN = "generation_config.json"
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
@@ -23,13 +22,6 @@ def _git(cwd, *args, stdin: str | None = None) -> subprocess.CompletedProcess:
     return subprocess.run(
         ["git", *args], cwd=cwd, env=env, input=stdin, capture_output=True, text=True, check=False
     )
-
-
-def _run(capsys, monkeypatch, cwd, *args):
-    monkeypatch.chdir(cwd)
-    code = main([str(a) for a in args])
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 @pytest.fixture
@@ -59,7 +51,7 @@ def test_fix_diff_applies_with_git_and_equals_what_fix_writes(
 ):
     twin = tmp_path / "twin"  # the same repos, fixed by `eosfix fix`
     shutil.copytree(project, twin)
-    code, patch, err = _run(capsys, monkeypatch, project, "fix", "--diff", *REPOS)
+    code, patch, err = run_in(capsys, monkeypatch, project, "fix", "--diff", *REPOS)
     assert code == 1
     # only the patch on stdout: every line is a diff line
     assert patch.startswith(
@@ -76,17 +68,17 @@ def test_fix_diff_applies_with_git_and_equals_what_fix_writes(
     check = _git(project, "apply", "--check", "-", stdin=patch)
     assert check.returncode == 0, check.stderr
     assert _git(project, "apply", "-", stdin=patch).returncode == 0
-    assert _run(capsys, monkeypatch, twin, "fix", *REPOS)[0] == 1
+    assert run_in(capsys, monkeypatch, twin, "fix", *REPOS)[0] == 1
     for repo in REPOS:
         assert (project / repo / GEN).read_bytes() == (twin / repo / GEN).read_bytes(), repo
     # CRLF kept; the byte-order mark goes (runtimes refuse it: EOS017), in the patch too
     assert (project / "crlf" / GEN).read_bytes().startswith(b"{\r\n")
-    assert _run(capsys, monkeypatch, project, "check", *REPOS)[0] == 0
+    assert run_in(capsys, monkeypatch, project, "check", *REPOS)[0] == 0
 
 
 def test_fix_diff_paths_are_relative_to_the_current_folder(project, capsys, monkeypatch):
     """Run from a subfolder, given a path through its parent: git apply, run there, takes it."""
-    code, patch, _ = _run(
+    code, patch, _ = run_in(
         capsys, monkeypatch, project / "models", "fix", "--diff", "llama", "../chat"
     )
     assert code == 1
@@ -99,7 +91,7 @@ def test_fix_diff_paths_are_relative_to_the_current_folder(project, capsys, monk
 
 
 def test_fix_diff_nothing_to_fix_prints_nothing_on_stdout(project, capsys, monkeypatch):
-    code, out, err = _run(capsys, monkeypatch, project, "fix", "--diff", "healthy")
+    code, out, err = run_in(capsys, monkeypatch, project, "fix", "--diff", "healthy")
     assert (code, out) == (0, "")
     assert "1 repo stops correctly" in err
 
@@ -110,7 +102,7 @@ def test_fix_diff_gguf_key_edits_go_to_stderr_and_stdout_still_applies(
     """A GGUF's key edits are binary: listed on stderr, left out of the patch."""
     ids = {"eos": "<|endoftext|>", "eot": "<|endoftext|>", "eom": "<|endoftext|>"}
     ggufs.glm(project / "glm.gguf", ids=ids, tensor=bytes(64))
-    code, patch, err = _run(capsys, monkeypatch, project, "fix", "--diff", "glm.gguf", "chat")
+    code, patch, err = run_in(capsys, monkeypatch, project, "fix", "--diff", "glm.gguf", "chat")
     assert code == 1
     assert "gguf" not in patch.lower()
     assert _git(project, "apply", "--check", "-", stdin=patch).returncode == 0
@@ -120,7 +112,7 @@ def test_fix_diff_gguf_key_edits_go_to_stderr_and_stdout_still_applies(
 
 @pytest.mark.parametrize("fmt", ["json", "github", "sarif"])
 def test_fix_diff_with_a_machine_format_is_a_usage_error(project, capsys, monkeypatch, fmt):
-    code, out, err = _run(capsys, monkeypatch, project, "fix", "--diff", "--format", fmt, "chat")
+    code, out, err = run_in(capsys, monkeypatch, project, "fix", "--diff", "--format", fmt, "chat")
     assert (code, out) == (2, "")
     assert "--diff prints a patch" in err
     assert "eosfix check --format json" in err
@@ -149,13 +141,13 @@ def test_fix_diff_for_a_path_with_a_space_applies(tool, tmp_path, capsys, monkey
     shutil.copytree(root, twin)
     assert _git(root, "init", "-q").returncode == 0
     repos = ("my models/chat", "my models/new one")
-    code, patch, _ = _run(capsys, monkeypatch, root, "fix", "--diff", *repos)
+    code, patch, _ = run_in(capsys, monkeypatch, root, "fix", "--diff", *repos)
     assert code == 1
     assert f"--- a/my models/chat/{GEN}\t\n+++ b/my models/chat/{GEN}\t\n" in patch
     assert f"--- /dev/null\n+++ b/my models/new one/{GEN}\t\n" in patch
     done = _patch_p1(root, patch) if tool == "patch -p1" else _git(root, "apply", "-", stdin=patch)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert _run(capsys, monkeypatch, twin, "fix", *repos)[0] == 1
+    assert run_in(capsys, monkeypatch, twin, "fix", *repos)[0] == 1
     for repo in repos:
         assert (root / repo / GEN).read_bytes() == (twin / repo / GEN).read_bytes()
     assert not list(root.rglob("*.orig"))

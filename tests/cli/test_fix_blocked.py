@@ -10,18 +10,10 @@ import shlex
 
 import pytest
 
-from eosfix.cli import main
-from tests.conftest import SAMPLES, copy_repo
+from tests.conftest import SAMPLES, copy_repo, run_in
 from tests.render.test_schema import CHECK, valid
 
 GEN = "generation_config.json"
-
-
-def _run(capsys, monkeypatch, cwd, *args):
-    monkeypatch.chdir(cwd)
-    code = main([str(a) for a in args])
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def _symlinked(folder):
@@ -64,12 +56,12 @@ def blocked(request, tmp_path):
 
 def test_check_says_what_will_stop_fix_and_what_to_do(blocked, capsys, monkeypatch):
     root, _, message = blocked
-    code, out, _ = _run(capsys, monkeypatch, root, "check", "m")
+    code, out, _ = run_in(capsys, monkeypatch, root, "check", "m")
     assert code == 1
     assert "  fix           eos_token_id -> [248044, 248046]\n" in out
     assert f"  cannot write  {message}; then run: eosfix fix m\n" in out
     assert "(run: eosfix fix m)" not in out
-    code, out, _ = _run(capsys, monkeypatch, root, "check", "--format", "json", "m")
+    code, out, _ = run_in(capsys, monkeypatch, root, "check", "--format", "json", "m")
     assert code == 1
     document = json.loads(out)
     valid(CHECK, document)
@@ -78,21 +70,21 @@ def test_check_says_what_will_stop_fix_and_what_to_do(blocked, capsys, monkeypat
 
 def test_fix_refuses_with_the_same_words(blocked, capsys, monkeypatch):
     root, _, message = blocked
-    code, _, err = _run(capsys, monkeypatch, root, "fix", "m")
+    code, _, err = run_in(capsys, monkeypatch, root, "fix", "m")
     assert code == 2
     assert err.startswith(f"error: {message}\n")
 
 
 def test_fix_diff_agrees_with_fix(blocked, capsys, monkeypatch):
     root, _, message = blocked
-    code, out, err = _run(capsys, monkeypatch, root, "fix", "--diff", "m")
+    code, out, err = run_in(capsys, monkeypatch, root, "fix", "--diff", "m")
     assert (code, out) == (2, "")
     assert f"error: {message}" in err
 
 
 def test_a_writable_folder_gets_no_such_line(tmp_path, capsys, monkeypatch):
     copy_repo(SAMPLES / "chatml-missing-im-end", tmp_path / "m")
-    code, out, _ = _run(capsys, monkeypatch, tmp_path, "check", "--format", "json", "m")
+    code, out, _ = run_in(capsys, monkeypatch, tmp_path, "check", "--format", "json", "m")
     assert code == 1
     assert "blocked" not in json.loads(out)["repos"][0]
     assert os.access(tmp_path / "m", os.W_OK)
@@ -103,12 +95,12 @@ def test_a_symlinked_gguf_check_says_fix_needs_output(tmp_path, capsys, monkeypa
 
     command_r(tmp_path / "real.gguf")
     (tmp_path / "link.gguf").symlink_to("real.gguf")
-    code, out, _ = _run(capsys, monkeypatch, tmp_path, "check", "link.gguf")
+    code, out, _ = run_in(capsys, monkeypatch, tmp_path, "check", "link.gguf")
     assert code == 1
     assert (
         "  cannot write  link.gguf: is a symlink; refusing to write through it (its target may "
         "be shared): use --output NEW.gguf; then run: eosfix fix link.gguf\n"
     ) in out
-    code, _, err = _run(capsys, monkeypatch, tmp_path, "fix", "link.gguf")
+    code, _, err = run_in(capsys, monkeypatch, tmp_path, "fix", "link.gguf")
     assert code == 2
     assert "link.gguf: is a symlink; refusing to write through it" in err

@@ -19,7 +19,7 @@ import tempfile
 from pathlib import Path
 
 from tests.conformance import external
-from tests.conformance.cited import CITED
+from tests.conformance.cited import CITED, Fails
 from tests.conformance.harness import PROBES, STATES, Prediction, build_matrix
 from tests.conformance.shapes import IM_END, SHAPES, SPECIAL, write_models
 
@@ -31,9 +31,15 @@ def _md(text: str) -> str:
     return _TOKEN.sub(lambda m: m.group(0).replace("|", "\\|"), text)
 
 
-def _cell(actual: frozenset[int] | str, predicted: Prediction) -> str:
+def _cell(actual: frozenset[int] | str | Fails, predicted: Prediction) -> str:
+    """A set, or what the runtime raised; where eosfix says the runtime cannot load the
+    folder, ``=`` when that is what happened (a cited failure must name the file eosfix names)."""
+    if isinstance(actual, Fails):
+        agree = "=" if actual.file in predicted.refused else f"!= eosfix {sorted(predicted.ids)}"
+        return f"cannot load ({actual.file}) {agree}"
     if isinstance(actual, str):
-        return f"raises {actual.split(':')[0]}; eosfix {sorted(predicted.ids)}"
+        said = "cannot load =" if predicted.refused else str(sorted(predicted.ids))
+        return f"raises {actual.split(':')[0]}; eosfix {said}"
     verdict = "stops" if SPECIAL[IM_END] in actual else "misses"
     agree = "=" if actual == predicted.ids else f"!= eosfix {sorted(predicted.ids)}"
     return f"{sorted(actual)} {verdict} {agree}"
@@ -69,6 +75,7 @@ def main() -> int:
                 for i, state in enumerate(STATES):
                     folder = matrix.folders[shape.name, state]
                     predicted = matrix.predicted[shape.name, state][runtime]
+                    actual: frozenset[int] | str | Fails
                     if runtime in PROBES:
                         actual = _in_process(runtime, folder)
                     elif runtime in CITED:

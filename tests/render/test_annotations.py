@@ -8,20 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from eosfix.cli import main
 from eosfix.core.codes import CODES
 from eosfix.render.annotations import _escape_data, _escape_property
 from tests import ggufs
-from tests.conftest import SAMPLES, copy_repo
+from tests.conftest import SAMPLES, copy_repo, run_in
 
 SCHEMA = Path(__file__).parents[1] / "schemas" / "sarif-schema-2.1.0.json"
-
-
-def _run(capsys, monkeypatch, cwd, *args):
-    monkeypatch.chdir(cwd)
-    code = main([str(a) for a in args])
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 @pytest.fixture
@@ -44,7 +36,7 @@ def _line_of(path: Path, text: str) -> int:
 
 
 def test_github_annotations_name_file_and_line(project, capsys, monkeypatch):
-    code, out, err = _run(capsys, monkeypatch, project, "check", "--format", "github", *TARGETS)
+    code, out, err = run_in(capsys, monkeypatch, project, "check", "--format", "github", *TARGETS)
     assert code == 2  # a path not checked, as in every format
     lines = out.splitlines()
     assert all(line.startswith(("::error ", "::warning ")) for line in lines), out
@@ -81,13 +73,13 @@ def test_github_annotations_name_file_and_line(project, capsys, monkeypatch):
 
 
 def test_github_healthy_prints_no_annotation(project, capsys, monkeypatch):
-    code, out, err = _run(capsys, monkeypatch, project, "check", "--format", "github", "healthy")
+    code, out, err = run_in(capsys, monkeypatch, project, "check", "--format", "github", "healthy")
     assert (code, out) == (0, "")
     assert "1 repo stops correctly" in err
 
 
 def test_github_after_fix_reports_what_remains(project, capsys, monkeypatch):
-    code, out, err = _run(
+    code, out, err = run_in(
         capsys, monkeypatch, project, "fix", "--format", "github", "chat", "alpaca"
     )
     assert code == 1  # files changed
@@ -110,7 +102,7 @@ def _validate(log: dict) -> None:
 
 
 def test_sarif_is_valid_sarif_2_1_0(project, capsys, monkeypatch):
-    code, out, _ = _run(capsys, monkeypatch, project, "check", "--format", "sarif", *TARGETS)
+    code, out, _ = run_in(capsys, monkeypatch, project, "check", "--format", "sarif", *TARGETS)
     assert code == 2
     log = json.loads(out)
     _validate(log)
@@ -141,7 +133,7 @@ def test_sarif_is_valid_sarif_2_1_0(project, capsys, monkeypatch):
 
 
 def test_sarif_for_a_healthy_repo_has_no_results(project, capsys, monkeypatch):
-    code, out, _ = _run(capsys, monkeypatch, project, "check", "--format", "sarif", "healthy")
+    code, out, _ = run_in(capsys, monkeypatch, project, "check", "--format", "sarif", "healthy")
     assert code == 0
     log = json.loads(out)
     _validate(log)
@@ -152,7 +144,7 @@ def test_sarif_for_a_healthy_repo_has_no_results(project, capsys, monkeypatch):
 def test_sarif_outside_the_current_folder_uses_file_uris(project, tmp_path, capsys, monkeypatch):
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    code, out, _ = _run(
+    code, out, _ = run_in(
         capsys, monkeypatch, elsewhere, "check", "--format", "sarif", project / "chat"
     )
     assert code == 1
@@ -167,7 +159,7 @@ def test_sarif_relative_uris_are_percent_encoded(tmp_path, capsys, monkeypatch):
     or a reader takes ``a#b`` for a fragment."""
     root = tmp_path / "project"
     copy_repo(SAMPLES / "chatml-missing-im-end", root / "my models" / "chat #2")
-    code, out, _ = _run(
+    code, out, _ = run_in(
         capsys, monkeypatch, root, "check", "--format", "sarif", "my models/chat #2"
     )
     assert code == 1
@@ -189,14 +181,14 @@ def test_a_finding_about_a_file_fix_creates_points_at_an_existing_file(
     folder = copy_repo(SAMPLES / "chatml-missing-im-end", root / "new")
     (folder / "generation_config.json").unlink()
     line = _line_of(folder / "config.json", '"eos_token_id"')
-    code, out, _ = _run(capsys, monkeypatch, root, "check", "--format", "github", "new")
+    code, out, _ = run_in(capsys, monkeypatch, root, "check", "--format", "github", "new")
     assert code == 1
     assert out.splitlines()[0] == (
         f"::error file=new/config.json,line={line},title=eosfix EOS002::generation_config.json "
         "is missing and config.json's eos_token_id 248044 does not include <|im_end|> (248046): "
         "generation runs past the turn end (eosfix fix creates new/generation_config.json)"
     )
-    code, out, _ = _run(capsys, monkeypatch, root, "check", "--format", "sarif", "new")
+    code, out, _ = run_in(capsys, monkeypatch, root, "check", "--format", "sarif", "new")
     log = json.loads(out)
     _validate(log)
     result = log["runs"][0]["results"][0]

@@ -346,6 +346,19 @@ def test_100_pushes_across_20_repos_through_429s_and_500s(fake_hub, config):
             assert not prs, repo_id
 
 
+def _one_worker_env(state: Path, token: str = "hf_test", **extra: str) -> dict[str, str]:
+    """The environment of a bot process that opens PRs with one worker, its state in ``state``."""
+    return {
+        **os.environ,
+        "EOSFIX_WEBHOOK_SECRET": SECRET,
+        "HF_TOKEN": token,
+        "EOSFIX_POLICY": "pr",
+        "EOSFIX_WORKERS": "1",
+        "EOSFIX_STATE_DIR": str(state),
+        **extra,
+    }
+
+
 def _serve_process(env: dict[str, str], port: int, log: Path) -> subprocess.Popen[bytes]:
     with log.open("ab") as err:  # the child keeps its own descriptor
         return subprocess.Popen(
@@ -377,14 +390,7 @@ def test_kill_9_mid_queue_loses_nothing(fake_hub, tmp_path):
     repos = {n: fake_hub.add_repo(n, _files(BROKEN)) for n in names}
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
-    env = {
-        **os.environ,
-        "EOSFIX_WEBHOOK_SECRET": SECRET,
-        "HF_TOKEN": "hf_test",
-        "EOSFIX_POLICY": "pr",
-        "EOSFIX_WORKERS": "1",
-        "EOSFIX_STATE_DIR": str(tmp_path / "state"),
-    }
+    env = _one_worker_env(tmp_path / "state")
     log = tmp_path / "serve.log"
     proc = _serve_process(env, port, log)
     try:
@@ -418,15 +424,7 @@ def test_sigterm_finishes_or_keeps_the_work_in_flight(fake_hub, tmp_path):
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
     state = tmp_path / "state"
-    env = {
-        **os.environ,
-        "EOSFIX_WEBHOOK_SECRET": SECRET,
-        "HF_TOKEN": "hf_test",
-        "EOSFIX_POLICY": "pr",
-        "EOSFIX_WORKERS": "1",
-        "EOSFIX_STATE_DIR": str(state),
-        "EOSFIX_GRACE": "30",
-    }
+    env = _one_worker_env(state, EOSFIX_GRACE="30")
     proc = _serve_process(env, port, tmp_path / "serve.log")
     _wait_healthy(url, proc)
     for name in names:

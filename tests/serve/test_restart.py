@@ -9,7 +9,6 @@ carries (delivered late) never writes to it."""
 from __future__ import annotations
 
 import json
-import os
 import signal
 import time
 from pathlib import Path
@@ -21,10 +20,10 @@ pytest.importorskip("uvicorn")
 
 from tests.serve.test_bot import (
     BROKEN,
-    SECRET,
     _eosfix_prs,
     _files,
     _free_port,
+    _one_worker_env,
     _serve_process,
     _wait_healthy,
     http,
@@ -62,14 +61,7 @@ def test_a_restart_never_rolls_the_pr_back(fake_hub, tmp_path):
     fake_hub.latency = 0.2
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
-    env = {
-        **os.environ,
-        "EOSFIX_WEBHOOK_SECRET": SECRET,
-        "HF_TOKEN": TOKEN,
-        "EOSFIX_POLICY": "pr",
-        "EOSFIX_WORKERS": "1",
-        "EOSFIX_STATE_DIR": str(tmp_path / "state"),
-    }
+    env = _one_worker_env(tmp_path / "state", TOKEN)
     log = tmp_path / "serve.log"
     proc = _serve_process(env, port, log)
     try:
@@ -120,14 +112,7 @@ def test_a_fully_drained_run_leaves_nothing_pending(fake_hub, tmp_path):
     repos = [fake_hub.add_repo(f"org/d{i}", _files(BROKEN)) for i in range(4)]
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
-    env = {
-        **os.environ,
-        "EOSFIX_WEBHOOK_SECRET": SECRET,
-        "HF_TOKEN": "hf_test",
-        "EOSFIX_POLICY": "pr",
-        "EOSFIX_WORKERS": "1",
-        "EOSFIX_STATE_DIR": str(tmp_path / "state"),
-    }
+    env = _one_worker_env(tmp_path / "state")
     proc = _serve_process(env, port, tmp_path / "serve.log")
     try:
         _wait_healthy(url, proc)

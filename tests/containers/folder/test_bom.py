@@ -11,19 +11,11 @@ import json
 import pytest
 
 from eosfix import api
-from eosfix.cli import main
 from tests.cachebuilder import CacheBuilder, chatml_files
-from tests.conftest import SAMPLES, copy_repo
+from tests.conftest import SAMPLES, copy_repo, run_in
 
 GEN = "generation_config.json"
 BOM = b"\xef\xbb\xbf"
-
-
-def _run(capsys, monkeypatch, cwd, *args):
-    monkeypatch.chdir(cwd)
-    code = main([str(a) for a in args])
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def _with_bom(folder, name):
@@ -45,7 +37,7 @@ def _sample(tmp_path, *, healthy=False):
 def test_a_bom_in_generation_config_is_eos017_and_fix_removes_it(tmp_path, capsys, monkeypatch):
     folder = _sample(tmp_path)
     path = _with_bom(folder, GEN)
-    code, out, _ = _run(capsys, monkeypatch, tmp_path, "check", "m")
+    code, out, _ = run_in(capsys, monkeypatch, tmp_path, "check", "m")
     assert code == 1
     assert (
         f"m/{GEN}: EOS017 {GEN} starts with a UTF-8 byte-order mark, which JSON readers "
@@ -53,16 +45,16 @@ def test_a_bom_in_generation_config_is_eos017_and_fix_removes_it(tmp_path, capsy
         "it were missing), ollama and ExLlamaV2 cannot load the model; fix removes the mark"
     ) in out
     assert "  fix           eos_token_id -> [248044, 248046] and the byte-order mark removed" in out
-    code, diff, _ = _run(capsys, monkeypatch, tmp_path, "fix", "--diff", "m")
+    code, diff, _ = run_in(capsys, monkeypatch, tmp_path, "fix", "--diff", "m")
     assert code == 1
     removed = [ln for ln in diff.splitlines() if ln.startswith("-") and not ln.startswith("---")]
     assert removed == ["-\ufeff{", '-  "eos_token_id": 248044,']
-    code, out, _ = _run(capsys, monkeypatch, tmp_path, "fix", "m")
+    code, out, _ = run_in(capsys, monkeypatch, tmp_path, "fix", "m")
     assert code == 1
     assert "wrote         eos_token_id -> [248044, 248046] and the byte-order mark removed" in out
     assert not path.read_bytes().startswith(BOM)
     assert json.loads(path.read_text())["eos_token_id"] == [248044, 248046]
-    assert _run(capsys, monkeypatch, tmp_path, "check", "m")[0] == 0
+    assert run_in(capsys, monkeypatch, tmp_path, "check", "m")[0] == 0
 
 
 def test_right_ids_behind_a_bom_do_not_stop_transformers(tmp_path, capsys, monkeypatch):
@@ -80,10 +72,10 @@ def test_right_ids_behind_a_bom_do_not_stop_transformers(tmp_path, capsys, monke
     assert rows["transformers"].note == (
         f"ignores {GEN}: it starts with a byte-order mark; the fix removes that"
     )
-    code, out, _ = _run(capsys, monkeypatch, tmp_path, "check", "m")
+    code, out, _ = run_in(capsys, monkeypatch, tmp_path, "check", "m")
     assert code == 1
     assert "would not stop: transformers" in out
-    code, out, _ = _run(capsys, monkeypatch, tmp_path, "fix", "m")
+    code, out, _ = run_in(capsys, monkeypatch, tmp_path, "fix", "m")
     assert code == 1
     assert f"  wrote         {GEN}: byte-order mark removed" in out
     assert path.read_bytes() == (SAMPLES / "chatml-missing-im-end" / GEN).read_bytes().replace(
@@ -105,7 +97,7 @@ def test_a_bom_in_a_file_fix_does_not_write_is_a_problem_it_names(
     )
     assert "remove the mark (its first 3 bytes)" in f.message
     assert result.check.status.value == "problems"
-    assert _run(capsys, monkeypatch, tmp_path, "fix", "m")[0] == 1  # a problem fix cannot fix
+    assert run_in(capsys, monkeypatch, tmp_path, "fix", "m")[0] == 1  # a problem fix cannot fix
     assert path.read_bytes().startswith(BOM)
     if name == "config.json":  # --config-json writes config.json: its mark goes too
         assert api.check(folder, config_json=True).check.findings[0].fixable

@@ -10,8 +10,7 @@ import json
 import pytest
 
 from eosfix import api
-from eosfix.cli import main
-from tests.conftest import SAMPLES, copy_repo
+from tests.conftest import SAMPLES, copy_repo, run_in
 
 GEN = "generation_config.json"
 VALUES = {  # what the value is -> (as written, the list fix writes)
@@ -23,13 +22,6 @@ VALUES = {  # what the value is -> (as written, the list fix writes)
     "a nested list": ("[[248044, 248046]]", "[248044, 248046]"),
     "-1": ("-1", "[248046]"),  # an id no token has: removed (EOS013)
 }
-
-
-def _run(capsys, monkeypatch, cwd, *args):
-    monkeypatch.chdir(cwd)
-    code = main([str(a) for a in args])
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def _sample(tmp_path, value):
@@ -46,11 +38,11 @@ def test_fix_writes_the_ids_the_value_names_changing_only_the_value(
     value, fixed = VALUES[what]
     _, path = _sample(tmp_path, value)
     before = path.read_text()
-    code, out, err = _run(capsys, monkeypatch, tmp_path, "check", "m")
+    code, out, err = run_in(capsys, monkeypatch, tmp_path, "check", "m")
     assert code == 1, err
     assert "could not be checked" not in out + err
     assert f"  fix           eos_token_id -> {fixed}" in out
-    code, out, _ = _run(capsys, monkeypatch, tmp_path, "fix", "m")
+    code, out, _ = run_in(capsys, monkeypatch, tmp_path, "fix", "m")
     assert code == 1
     after = path.read_text()
     start = before.index('"eos_token_id": ') + len('"eos_token_id": ')
@@ -58,7 +50,7 @@ def test_fix_writes_the_ids_the_value_names_changing_only_the_value(
     assert after.startswith(before[:start])  # only the value changes
     assert after.endswith(before[end:])
     assert json.loads(after) == {**json.loads(before), "eos_token_id": json.loads(fixed)}
-    assert _run(capsys, monkeypatch, tmp_path, "check", "m")[0] == 0
+    assert run_in(capsys, monkeypatch, tmp_path, "check", "m")[0] == 0
 
 
 @pytest.mark.parametrize("what", sorted(set(VALUES) - {"-1"}))
@@ -108,7 +100,7 @@ def test_minus_one_is_an_id_no_token_has(tmp_path):
 
 def test_an_object_is_still_refused_in_one_line(tmp_path, capsys, monkeypatch):
     _sample(tmp_path, '{"id": 2}')
-    code, _, err = _run(capsys, monkeypatch, tmp_path, "check", "m")
+    code, _, err = run_in(capsys, monkeypatch, tmp_path, "check", "m")
     assert code == 2
     assert "eos_token_id: expected a token id" in err
 
@@ -117,7 +109,7 @@ def test_json_output_keeps_the_value_as_written_and_validates(tmp_path, capsys, 
     from tests.render.test_schema import CHECK, valid
 
     _sample(tmp_path, '[248044, "248046"]')
-    code, out, _ = _run(capsys, monkeypatch, tmp_path, "check", "--format", "json", "m")
+    code, out, _ = run_in(capsys, monkeypatch, tmp_path, "check", "--format", "json", "m")
     assert code == 1
     document = json.loads(out)
     valid(CHECK, document)
