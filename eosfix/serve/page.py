@@ -145,19 +145,7 @@ def attach_page(app: FastAPI, config: ServeConfig) -> None:
                     m.kwargs.update(https_only=False, same_site="lax")
     app.state.page = {"limiter": limiter, "slots": slots, "sign_in": mode}
 
-    @app.middleware("http")
-    async def local_targets(request: Request, call_next: Any) -> Response:
-        """huggingface_hub's sign-in routes redirect to ``_target_url`` as given: only a path
-        of this page is let through (no open redirect to another site)."""
-        target = request.query_params.get("_target_url")
-        if (
-            request.url.path.startswith("/oauth/")
-            and target is not None
-            and not _local(target, request.url.netloc)
-        ):
-            return PlainTextResponse("_target_url: not a path of this page", 400, headers=HEADERS)
-        response: Response = await call_next(request)
-        return response
+    app.add_middleware(LocalTargets)  # pure ASGI: the body bound's exceptions pass through
 
     def user_of(request: Request) -> User | None:
         if mode is None:
@@ -364,6 +352,26 @@ async def _read_files(request: Request) -> dict[str, bytes]:
                 raise _Refused(413, f"{name}: larger than {FILE_CAP // 1024} KiB")
             given[name] = data
     return given
+
+
+class LocalTargets:
+    """huggingface_hub's sign-in routes redirect to ``_target_url`` as given: only a path of
+    this page is let through (400 otherwise: no open redirect to another site)."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope["path"].startswith("/oauth/"):
+            request = Request(scope)
+            target = request.query_params.get("_target_url")
+            if target is not None and not _local(target, request.url.netloc):
+                refusal = PlainTextResponse(
+                    "_target_url: not a path of this page", 400, headers=HEADERS
+                )
+                await refusal(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
 
 
 def _local(target: str, host: str) -> bool:
