@@ -213,6 +213,23 @@ def check_folder(
     return _result(root, analysis, label, blocked=blocked)
 
 
+def check_container(
+    container: Container,
+    root: Path,
+    *,
+    label: str | None = None,
+    keep_ids: Iterable[int] = (),
+    pins: Pins | None = None,
+) -> RepoResult:
+    """Analyze a container already read (a GGUF on the Hub, read by ranges): ``root`` names
+    it in the result."""
+    try:
+        analysis = _analyze(container, False, keep_ids, pins)
+    except (EosfixError, OSError) as exc:
+        return RepoResult(root, error=_one_line(exc, root), label=label, container=container.kind)
+    return _result(root, analysis, label)
+
+
 def fix(
     path: str | Path,
     *,

@@ -49,18 +49,23 @@ def write_gguf(
     eos_token_ids: Sequence[str] | None = None,
     eos_token_ids_type: str = "INT32",
     shards: int = 1,
+    kv: Mapping[str, int | str] | None = None,
 ) -> Path:
     """A GGUF: byte tokens, ``normal`` text tokens, then ``specials``; ``ids`` maps a role
     (eos, eot...) to a token; ``arch`` is ``general.architecture``; ``eos_token_ids`` (tokens)
     is written as ollama's converter writes it, an array of ``eos_token_ids_type``; ``shards``
     > 1: split as llama.cpp's gguf-split does (``NAME-00001-of-0000N.gguf``..., one
-    ``tensor`` each, ``split.count`` in every shard): the first shard's path is returned."""
+    ``tensor`` each, ``split.count`` in every shard): the first shard's path is returned;
+    ``kv``: more keys, written first (``general.file_type`` of a quantisation: an int is a
+    u32)."""
     gguf = pytest.importorskip("gguf", reason="pip install 'eosfix[verify]' (the gguf package)")
     import numpy as np
 
     tokens = [*BASE, *normal, *specials]
     types = [1] * (len(BASE) + len(normal)) + [3 if control else 4] * len(specials)
     w = gguf.GGUFWriter(str(path), arch, split_max_tensors=1 if shards > 1 else 0)
+    for key, value in (kv or {}).items():
+        w.add_uint32(key, value) if isinstance(value, int) else w.add_string(key, value)
     w.add_tokenizer_model(model)
     w.add_tokenizer_pre("default")
     w.add_token_list(tokens)

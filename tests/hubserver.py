@@ -35,6 +35,18 @@ Behaviour notes (mirroring the real Hub):
 - `create_commit(create_pr=True)` creates `refs/pr/N` = base files + the commit's changes, and a
   pull-request discussion authored by "eosfix-user" with a comment event (the description) and a
   commit event (`DiscussionCommit.oid` is the PR head sha).
+- The listing (`GET /api/models`) takes `author`, `search`, `filter` (tags, all required),
+  `pipeline_tag`, `sort` (always descending), `limit` (the page size: the client stops by
+  itself), `expand` (only the fields named), `full`, `config`; its `siblings` are file names
+  only, whatever `blobs` says (the ids come one repo at a time: `model_info` with `blobs=true`,
+  the tree, or `POST /api/models/{id}/paths-info/{rev}`). `expand=config` is the Hub's parsed
+  subset (`hub_config`), `expand=gguf` a repo's `FakeRepo.gguf`. See `listing_fields`.
+- Files matching `FakeRepo.lfs` are kept in LFS: their resolve is a 302 to a CDN (this server as
+  `localhost`, `FakeHub.cdn_url`) with `X-Linked-Etag` (sha256) and `X-Linked-Size`; the tree and
+  paths-info give `lfs: {oid, size, pointerSize}` with `oid` the pointer's git sha1.
+- Quotas (`rate_limit`): fixed windows per bucket ("api": `/api/` URLs; "resolvers": `/resolve/`
+  URLs; the CDN hop counts in none), `RateLimit`/`RateLimit-Policy` on every answer of the
+  bucket, 429 with `Retry-After` past the quota.
 """
 
 from __future__ import annotations
@@ -42,11 +54,14 @@ from __future__ import annotations
 import base64
 import contextlib
 import difflib
+import fnmatch
+import functools
 import hashlib
 import json
 import math
 import re
 import socket
+import struct
 import sys
 import threading
 import time
@@ -62,9 +77,12 @@ from urllib.parse import parse_qs, quote, unquote, urlsplit
 import pytest
 
 USER = "eosfix-user"
+LFS_ROUTE = "cdn-lfs"  # where an LFS file's resolve redirects (the stand-in's CDN)
+PATHS_INFO_MAX = 1000
 _SHA_RE = re.compile(r"^[0-9a-f]{40}$")
 
 
+@functools.lru_cache(maxsize=4096)  # GGUF repos hold many large files, often the same bytes
 def git_sha1(data: bytes) -> str:
     """The git blob sha1 of `data` (what the Hub uses as etag/oid of non-LFS files)."""
     return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
@@ -137,6 +155,20 @@ class FakeRepo:
     refs: dict[str, str] = field(default_factory=dict)  # "main" / "refs/pr/1" -> sha
     discussions: list[FakeDiscussion] = field(default_factory=list)
     created_at: str = field(default_factory=_now)
+    # What the Hub's listing says of a repo besides its files (``listing_fields``): tags
+    # (library, pipeline, ``conversational``, ``base_model:quantized:ORG/NAME``...),
+    # downloads over 30 days, likes, the pipeline tag, the library, and the ``gguf`` summary
+    # the Hub parses from one GGUF file of the repo.
+    tags: list[str] = field(default_factory=list)
+    downloads: int = 0
+    likes: int = 0
+    trending_score: int = 0
+    pipeline_tag: str | None = None
+    library_name: str | None = "transformers"
+    gguf: dict[str, Any] | None = None
+    # Files kept in Git LFS (fnmatch patterns over paths, as .gitattributes names them): a
+    # resolve answers them with a redirect to a CDN (``lfs_resolve``).
+    lfs: tuple[str, ...] = ()
 
     @property
     def head(self) -> str:
@@ -369,9 +401,16 @@ class FakeHub:
         self.page_size = 1000
         self.discussions_page_size = 50
         self.latency = 0.0
+        # GGUF repos (see "GGUF repos" below): redirect .gguf downloads to a CDN host, serve
+        # files larger than the bytes held (zeros after them), and what reached the CDN.
+        self.cdn = False
+        self.ignore_ranges = False  # answer a ranged GET with 200 and the whole file
+        self.declared_sizes: dict[tuple[str, str], int] = {}
+        self.cdn_requests: list[RequestRecord] = []
         self._quotas: dict[str, _Quota] = {}
         self._count_quotas: dict[str, _CountQuota] = {}
         self._holds: list[Hold] = []
+        self.lfs_objects: dict[str, bytes] = {}  # sha256 -> bytes the CDN serves
         self.url = ""
         self._failures: list[_Failure] = []
         self._lock = threading.RLock()
@@ -485,7 +524,10 @@ class FakeHub:
         as the real Hub does (https://huggingface.co/docs/hub/rate-limits): "resolvers" is every
         `/resolve/` URL, "api" every `/api/` URL. Each response of the bucket carries the IETF
         draft headers the Hub sends (`RateLimit: "api";r=<remaining>;t=<reset>` and
-        `RateLimit-Policy`); a request over the quota gets 429 with `Retry-After: <reset>`."""
+        `RateLimit-Policy`); a request over the quota gets 429 with `Retry-After: <reset>`.
+        A window starts with the first request after the last one ended (when the Hub's
+        windows start is not documented). huggingface_hub reads whole seconds only: a scaled
+        window (5 minutes as a few seconds) is a whole number of seconds."""
         if bucket not in ("resolvers", "api"):
             raise ValueError(f"unknown bucket {bucket!r}")
         with self._lock:
@@ -504,6 +546,12 @@ class FakeHub:
             raise ValueError(f"unknown bucket {bucket!r}")
         with self._lock:
             self._count_quotas[bucket] = _CountQuota(limit, retry_after)
+
+    def clear_rate_limits(self) -> None:
+        """No quota any more (``rate_limit`` again starts fresh windows)."""
+        with self._lock:
+            self._quotas.clear()
+            self._count_quotas.clear()
 
     def _quota_headers(self, raw_path: str) -> tuple[bool, dict[str, str]]:
         """Count a request against its bucket's quota: (allowed, headers to send)."""
@@ -568,6 +616,13 @@ class FakeHub:
         for t in threads:
             t.join(5)
         server.server_close()
+
+    @property
+    def cdn_url(self) -> str:
+        """Where LFS files are served from: this server under another name (``localhost``),
+        so a client sees another origin, as the Hub's CDN is (huggingface_hub then reads the
+        file's metadata from the redirect and does not follow it: utils/_http.py 735-782)."""
+        return self.url.replace("//127.0.0.1:", "//localhost:", 1)
 
     def __enter__(self) -> FakeHub:  # noqa: PYI034
         return self.start()
@@ -635,6 +690,212 @@ def _repo_id_of(raw_path: str) -> str | None:
     if len(parts) >= 3 and parts[2] == "resolve":
         return f"{parts[0]}/{parts[1]}"
     return None
+
+
+# --- what the Hub says of a repo: the listing, ``expand``, LFS ---------------------------------
+#
+# Modelled on the Hub as documented (sources in each comment): huggingface_hub 2.4.0
+# (``hf_api.py``), huggingface.js (``packages/tasks/src/model-data.ts``, ``tokenizer-data.ts``,
+# ``packages/hub/src/lib/list-models.ts``), hub-docs ``docs/hub/rate-limits.md``. What no
+# source settles is marked "not documented" and chosen plainly.
+
+# ``/api/models`` items without ``expand`` or ``full``: what the Hub answers by default (the
+# properties huggingface.js reads of a plain listing item, list-models.ts 167-177, plus the
+# ones it always asks for, 9-16).
+LISTING_DEFAULT = (
+    "_id", "id", "likes", "trendingScore", "private", "downloads", "tags", "pipeline_tag",
+    "library_name", "createdAt", "modelId",
+)  # fmt: skip
+LISTING_FULL = (*LISTING_DEFAULT, "author", "sha", "lastModified", "siblings", "gated",
+                "disabled", "spaces")  # fmt: skip
+INFO_FIELDS = (*LISTING_FULL, "config", "gguf", "usedStorage")
+# ``expand`` values the listing refuses: "only accepted when using the /api/models/repo_id
+# endpoint" (PR huggingface/huggingface_hub#3182). The answer's shape is not documented: 400.
+LISTING_REFUSED = frozenset({"baseModels", "childrenModelCount", "usedStorage"})
+# ``sort`` as list_models sends it (``created_at`` -> ``createdAt`` ..., hf_api.py 2468-2477);
+# always descending ("Sorting is always descending.", hfh commit fc185e9e2).
+SORT_KEYS = {
+    "downloads": lambda r: r.downloads,
+    "likes": lambda r: r.likes,
+    "trendingScore": lambda r: r.trending_score,
+    "createdAt": lambda r: r.created_at,
+    "lastModified": lambda r: r.commit_objects[r.head].date,
+}
+# What ``config`` holds of tokenizer_config.json (huggingface.js ``TokenizerConfig``,
+# tokenizer-data.ts 1-32) and of config.json (``ModelData.config``, model-data.ts 25-76).
+_TOKENIZER_KEYS = ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token",
+                   "mask_token", "use_default_system_prompt", "chat_template")  # fmt: skip
+_CONFIG_KEYS = ("architectures", "auto_map", "model_type")
+_QUANT_KEYS = ("bits", "load_in_4bit", "load_in_8bit", "quant_method")
+
+
+def _values(query: dict[str, list[str]], name: str) -> list[str]:
+    return query.get(name) or query.get(name + "[]") or []
+
+
+def _truthy(query: dict[str, list[str]], name: str) -> bool:
+    values = query.get(name)
+    return bool(values) and values[-1].lower() in ("1", "true", "yes", "")
+
+
+def listing_fields(query: dict[str, list[str]], *, listing: bool) -> tuple[str, ...]:
+    """The fields an answer carries: ``expand`` names them all ("When used, only the
+    properties in the list will be returned", list_models' docstring; ``_id`` and ``id``
+    always come); else ``full`` (and ``config``) for a listing, everything for a repo's info."""
+    expand = _values(query, "expand")
+    if expand:
+        refused = sorted(LISTING_REFUSED.intersection(expand)) if listing else []
+        if refused:
+            raise _HTTPError(400, f"Invalid expand value for the listing: {', '.join(refused)}")
+        return ("_id", "id", *dict.fromkeys(e for e in expand if e not in ("_id", "id")))
+    if not listing:
+        return INFO_FIELDS
+    names = LISTING_FULL if _truthy(query, "full") else LISTING_DEFAULT
+    return (*names, "config") if _truthy(query, "config") else names
+
+
+def repo_tags(repo: FakeRepo) -> list[str]:
+    """The repo's tags as the listing shows them: its own, with its library and pipeline tag
+    (the Hub computes these tags; ``filter`` matches them)."""
+    extra = [t for t in (repo.library_name, repo.pipeline_tag) if t]
+    return list(dict.fromkeys([*repo.tags, *extra]))
+
+
+def _json_of(data: bytes | None) -> Any:
+    try:
+        return json.loads(data) if data is not None else None
+    except ValueError:
+        return None
+
+
+def hub_config(files: dict[str, bytes]) -> dict[str, Any]:
+    """``config`` as the Hub parses it: a few keys of config.json, tokenizer_config.json's
+    special tokens and chat template (as text, no ids), chat_template.jinja's text
+    (``chat_template_jinja``), processor_config.json's template. Never generation_config.json,
+    ``eos_token_id`` or ``added_tokens_decoder``; a GGUF-only repo has ``{}``."""
+    out: dict[str, Any] = {}
+    config = _json_of(files.get("config.json"))
+    if isinstance(config, dict):
+        out.update((k, config[k]) for k in _CONFIG_KEYS if k in config)
+        quant = config.get("quantization_config")
+        if isinstance(quant, dict):
+            out["quantization_config"] = {k: quant[k] for k in _QUANT_KEYS if k in quant}
+    tok = _json_of(files.get("tokenizer_config.json"))
+    if isinstance(tok, dict):
+        out["tokenizer_config"] = {k: tok[k] for k in _TOKENIZER_KEYS if k in tok}
+    processor = _json_of(files.get("processor_config.json"))
+    if isinstance(processor, dict) and "chat_template" in processor:
+        out["processor_config"] = {"chat_template": processor["chat_template"]}
+    if "chat_template.jinja" in files:
+        out["chat_template_jinja"] = files["chat_template.jinja"].decode("utf-8", "replace")
+    return out
+
+
+def is_lfs(repo: FakeRepo, path: str) -> bool:
+    return any(fnmatch.fnmatchcase(path, pattern) for pattern in repo.lfs)
+
+
+def lfs_pointer(data: bytes) -> bytes:
+    """The Git LFS pointer a repo's git tree holds for ``data`` (the git-lfs spec's three
+    lines): its git blob sha1 is the file's ``oid``/``blobId``, "not the actual file content"
+    (huggingface_hub ``_commit_api.py``); the content's id is the sha256 (``lfs.oid``)."""
+    sha256 = hashlib.sha256(data).hexdigest()
+    return f"version https://git-lfs.github.com/spec/v1\noid sha256:{sha256}\nsize {len(data)}\n".encode()
+
+
+def file_entry(repo: FakeRepo, path: str, data: bytes) -> dict[str, Any]:
+    """A file as the tree and paths-info routes describe it: ``oid`` the git blob sha1 (of
+    the LFS pointer for an LFS file), its size, and ``lfs`` {oid: sha256, size, pointerSize}."""
+    if not is_lfs(repo, path):
+        return {"type": "file", "oid": git_sha1(data), "size": len(data), "path": path}
+    pointer = lfs_pointer(data)
+    lfs = {"oid": hashlib.sha256(data).hexdigest(), "size": len(data),
+           "pointerSize": len(pointer)}  # fmt: skip
+    return {"type": "file", "oid": git_sha1(pointer), "size": len(data), "path": path, "lfs": lfs}
+
+
+def _sibling(repo: FakeRepo, path: str, data: bytes, blobs: bool) -> dict[str, Any]:
+    """A ``siblings`` item: the name only, unless a repo's info is asked with ``blobs=true``
+    ("only the file names are returned when listing repositories", ``RepoSibling``, hf_api.py
+    648-678; the blob id, size and LFS details come "from one repo at a time")."""
+    if not blobs:
+        return {"rfilename": path}
+    entry = file_entry(repo, path, data)
+    out: dict[str, Any] = {"rfilename": path, "blobId": entry["oid"], "size": entry["size"]}
+    if "lfs" in entry:
+        lfs = entry["lfs"]
+        out["lfs"] = {"sha256": lfs["oid"], "size": lfs["size"], "pointerSize": lfs["pointerSize"]}
+    return out
+
+
+def model_fields(
+    repo: FakeRepo, sha: str, names: tuple[str, ...], *, blobs: bool
+) -> dict[str, Any]:
+    """The named fields of ``repo`` at commit ``sha`` (a field the repo lacks, ``gguf`` of a
+    repo without GGUF files, is left out)."""
+    commit = repo.commit_objects[sha]
+    makers: dict[str, Any] = {
+        "_id": lambda: hashlib.sha1(repo.repo_id.encode()).hexdigest()[:24],
+        "id": lambda: repo.repo_id,
+        "modelId": lambda: repo.repo_id,
+        "author": lambda: repo.author,
+        "sha": lambda: sha,
+        "lastModified": lambda: commit.date,
+        "createdAt": lambda: repo.created_at,
+        "private": lambda: repo.private,
+        "gated": lambda: "manual" if repo.gated else False,
+        "disabled": lambda: False,
+        "downloads": lambda: repo.downloads,
+        "likes": lambda: repo.likes,
+        "trendingScore": lambda: repo.trending_score,
+        "tags": lambda: repo_tags(repo),
+        "pipeline_tag": lambda: repo.pipeline_tag,
+        "library_name": lambda: repo.library_name,
+        "siblings": lambda: [_sibling(repo, p, d, blobs) for p, d in sorted(commit.files.items())],
+        "spaces": list,
+        "usedStorage": lambda: sum(len(d) for d in commit.files.values()),
+        "config": lambda: hub_config(commit.files),
+        "gguf": lambda: repo.gguf,
+    }
+    out: dict[str, Any] = {}
+    for name in names:
+        make = makers.get(name)
+        value = make() if make is not None else None
+        if make is not None and (value is not None or name in ("pipeline_tag", "library_name")):
+            out[name] = value
+    return out
+
+
+def select_models(hub: FakeHub, query: dict[str, list[str]], authed: bool) -> list[FakeRepo]:
+    """The repos ``/api/models`` lists for a query, in order: ``author``; ``search``, a
+    substring of the repo id (case-insensitive); ``filter``, tags, every one required (how the
+    Hub combines several is not documented: AND, as the website's tag filters do);
+    ``pipeline_tag``; ``sort`` (SORT_KEYS, descending; ties by id, not documented), else by
+    id. A private repo only with the token."""
+    author = (_values(query, "author") or [None])[-1]
+    search = ((_values(query, "search") or [""])[-1]).lower()
+    tags = set(_values(query, "filter"))
+    pipeline = (_values(query, "pipeline_tag") or [None])[-1]
+    sort = (_values(query, "sort") or [None])[-1]
+    if sort is not None and sort not in SORT_KEYS:
+        raise _HTTPError(400, f"Invalid sort: {sort}")
+    out = []
+    for repo in sorted(hub.repos.values(), key=lambda r: r.repo_id):
+        repo._sync()
+        if repo.private and hub.token is not None and not authed:
+            continue
+        if author and repo.author != author:
+            continue
+        if search and search not in repo.repo_id.lower():
+            continue
+        if tags and not tags <= set(repo_tags(repo)):
+            continue
+        if pipeline and repo.pipeline_tag != pipeline:
+            continue
+        out.append(repo)
+    if sort is not None:
+        out.sort(key=SORT_KEYS[sort], reverse=True)  # stable: ties stay by id
+    return out
 
 
 def _make_handler(hub: FakeHub) -> type[BaseHTTPRequestHandler]:
@@ -787,6 +1048,12 @@ class _Handler(BaseHTTPRequestHandler):
             rev = parts[3]
             self._resolve(f"{parts[0]}/{parts[1]}", rev, "/".join(parts[4:]), authed)
             return
+        if method in ("GET", "HEAD") and len(parts) == 2 and parts[0] == LFS_ROUTE:
+            self._lfs_object(parts[1])
+            return
+        if method in ("GET", "HEAD") and parts and parts[0] == CDN_PREFIX:
+            self._cdn(parts[1:])
+            return
         if len(parts) < 2 or parts[0] != "api":
             raise _HTTPError(404, f"Not found: {method} {raw_path}")
         if parts[1] == "whoami-v2" and method == "GET":
@@ -814,6 +1081,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._tree(repo_id, unquote(raw_rest[1]), unquote("/".join(raw_rest[2:])), authed)
         elif method == "GET" and rest == ["refs"]:
             self._refs(repo_id, authed)
+        elif method == "POST" and len(rest) == 2 and rest[0] == "paths-info":
+            self._paths_info(repo_id, rest[1], body, authed)
         elif method == "POST" and len(rest) == 2 and rest[0] == "preupload":
             self._preupload(repo_id, rest[1], body, authed)
         elif method == "POST" and len(rest) == 2 and rest[0] == "commit":
@@ -855,43 +1124,11 @@ class _Handler(BaseHTTPRequestHandler):
             }
         )
 
-    def _repo_json(self, repo: FakeRepo, sha: str, *, full: bool = True) -> dict[str, Any]:
-        commit = repo.commit_objects[sha]
-        data: dict[str, Any] = {
-            "_id": hashlib.sha1(repo.repo_id.encode()).hexdigest()[:24],
-            "id": repo.repo_id,
-            "modelId": repo.repo_id,
-            "author": repo.author,
-            "private": repo.private,
-            "gated": "manual" if repo.gated else False,
-            "disabled": False,
-            "downloads": 0,
-            "likes": 0,
-            "tags": [],
-            "library_name": "transformers",
-            "createdAt": repo.created_at,
-        }
-        if full:
-            blobs = self._flag("blobs")
-            data.update(
-                {
-                    "sha": sha,
-                    "lastModified": commit.date,
-                    "siblings": [
-                        {"rfilename": p, "size": len(d), "blobId": git_sha1(d)}
-                        if blobs
-                        else {"rfilename": p}
-                        for p, d in sorted(commit.files.items())
-                    ],
-                    "spaces": [],
-                    "usedStorage": sum(len(d) for d in commit.files.values()),
-                }
-            )
-        expand = self.query.get("expand") or self.query.get("expand[]")
-        if expand:
-            keep = set(expand) | {"_id", "id"}
-            data = {k: v for k, v in data.items() if k in keep}
-        return data
+    def _repo_json(self, repo: FakeRepo, sha: str, *, listing: bool = False) -> dict[str, Any]:
+        """A repo as ``/api/models/{id}`` (or, ``listing``, one item of ``/api/models``)
+        answers it: the fields ``listing_fields`` names for this request's query."""
+        names = listing_fields(self.query, listing=listing)
+        return model_fields(repo, sha, names, blobs=not listing and self._flag("blobs"))
 
     def _flag(self, name: str) -> bool:
         values = self.query.get(name)
@@ -908,28 +1145,22 @@ class _Handler(BaseHTTPRequestHandler):
         self._json(self._repo_json(repo, self._resolve_rev(repo, rev)))
 
     def _list_models(self, authed: bool) -> None:
-        author = (self.query.get("author") or [None])[-1]
-        search = (self.query.get("search") or [None])[-1]
-        full = self._flag("full") or bool(self.query.get("expand"))
-        models = []
-        for repo in sorted(self.hub.repos.values(), key=lambda r: r.repo_id):
-            repo._sync()
-            if repo.private and self.hub.token is not None and not authed:
-                continue
-            if author and repo.author != author:
-                continue
-            if search and search.lower() not in repo.repo_id.lower():
-                continue
-            models.append(self._repo_json(repo, repo.head, full=full))
+        repos = select_models(self.hub, self.query, authed)
+        names = listing_fields(self.query, listing=True)  # refuses what the listing refuses
+        # ``limit`` is the page size: the next page's link keeps it, and the client stops
+        # after as many as it wants (huggingface_hub's list_models: ``limit`` sent, then
+        # ``islice``); a Hub developer's example of the Link header, PR
+        # huggingface/huggingface_hub#1176: ``...?limit=10&sort=likes&direction=-1&cursor=...``
         limit = (self.query.get("limit") or [None])[-1]
-        if limit is not None:
-            models = models[: int(limit)]
-        self._paginated(models)
+        size = min(self.hub.page_size, int(limit)) if limit else self.hub.page_size
+        self._paginated(repos, lambda r: model_fields(r, r.head, names, blobs=False), size)
 
-    def _paginated(self, items: list[Any]) -> None:
-        size = max(1, self.hub.page_size)
+    def _paginated(self, items: list[Any], render: Any = None, size: int | None = None) -> None:
+        size = max(1, self.hub.page_size if size is None else size)
         cursor = int((self.query.get("cursor") or ["0"])[-1])
         page = items[cursor : cursor + size]
+        if render is not None:
+            page = [render(item) for item in page]
         headers = {}
         if cursor + size < len(items):
             params = [(k, v) for k, vs in self.query.items() if k != "cursor" for v in vs]
@@ -970,7 +1201,7 @@ class _Handler(BaseHTTPRequestHandler):
         for p, data in sorted(under.items()):
             if not recursive and "/" in p[len(prefix) :]:
                 continue
-            entries.append({"type": "file", "path": p, "size": len(data), "oid": git_sha1(data)})
+            entries.append(file_entry(repo, p, data))
         entries.sort(key=lambda e: e["path"])
         if expand:
             for e in entries:
@@ -1000,22 +1231,148 @@ class _Handler(BaseHTTPRequestHandler):
                 404, "Entry not found", "EntryNotFound", headers={"X-Repo-Commit": sha}
             )
         data = files[path]
+        size = self.hub.declared_sizes.get((repo_id, path), len(data))
+        if self.hub.cdn and path.endswith(".gguf"):  # a GGUF repo's publisher (signed URLs)
+            self._redirect_to_cdn(repo_id, sha, path, data, size)
+            return
+        if is_lfs(repo, path):
+            self._lfs_redirect(sha, data)
+            return
         headers: dict[str, str | None] = {
             "X-Repo-Commit": sha,
             "ETag": f'"{git_sha1(data)}"',
             "Accept-Ranges": "bytes",
             "Content-Disposition": f'inline; filename="{Path(path).name}"',
         }
-        status = 200
+        self._send_file(data, size, headers)
+
+    # --- GGUF repos: ranges, a CDN, files larger than the bytes held ----------------------
+    def _send_file(self, data: bytes, size: int, headers: dict[str, str | None]) -> None:
+        """A file's bytes (``data``, then zeros up to ``size``), whole or the one range asked
+        (``bytes=a-b`` or ``bytes=a-``): 206 with ``Content-Range``, 416 past the end."""
         rng = self.headers.get("Range")
         m = re.fullmatch(r"bytes=(\d+)-(\d*)", rng or "")
-        if m and self.command == "GET":
-            start = int(m.group(1))
-            end = int(m.group(2)) if m.group(2) else len(data) - 1
-            headers["Content-Range"] = f"bytes {start}-{end}/{len(data)}"
-            data = data[start : end + 1]
-            status = 206
-        self._send(status, data, content_type="application/octet-stream", headers=headers)
+        if not (m and self.command == "GET") or self.hub.ignore_ranges:
+            self._send_whole(data, size, headers)
+            return
+        start = int(m.group(1))
+        end = min(int(m.group(2)) if m.group(2) else size - 1, size - 1)
+        if start >= size:
+            headers["Content-Range"] = f"bytes */{size}"
+            self._send(416, b"", content_type="application/octet-stream", headers=headers)
+            return
+        headers["Content-Range"] = f"bytes {start}-{end}/{size}"
+        body = _span(data, start, end + 1)
+        self._send(206, body, content_type="application/octet-stream", headers=headers)
+
+    def _send_whole(self, data: bytes, size: int, headers: dict[str, str | None]) -> None:
+        """200 and the whole file, its zeros written a chunk at a time (never held whole: a
+        client that stops reading closes the connection)."""
+        if size <= len(data):
+            self._send(200, data[:size], content_type="application/octet-stream", headers=headers)
+            return
+        self.record.status = 200
+        self.send_response(200)
+        all_headers = {"Content-Type": "application/octet-stream", "Content-Length": str(size),
+                       **headers}  # fmt: skip
+        for key, value in all_headers.items():
+            if value is not None:
+                self.send_header(key, value)
+        self.end_headers()
+        if self.command == "HEAD":
+            return
+        self.wfile.write(data)
+        zeros, left = bytes(1 << 20), size - len(data)
+        while left > 0:
+            self.wfile.write(zeros[: min(left, len(zeros))])
+            left -= len(zeros)
+
+    def _redirect_to_cdn(self, repo_id: str, sha: str, path: str, data: bytes, size: int) -> None:
+        """As the Hub does for an LFS/Xet file: 302 to a signed URL on another host (here
+        ``localhost`` instead of ``127.0.0.1``), with the X-Linked-* headers."""
+        port = self.server.server_address[1]
+        target = f"http://localhost:{port}/{CDN_PREFIX}/{quote(repo_id)}/{sha}/{quote(path)}"
+        headers: dict[str, str | None] = {
+            "Location": f"{target}?X-Amz-Expires=3600&X-Amz-Signature=fake",
+            "X-Repo-Commit": sha,
+            "X-Linked-Size": str(size),
+            "X-Linked-Etag": f'"{hashlib.sha256(data).hexdigest()}"',
+        }
+        self._send(302, b"", headers=headers)
+
+    def _cdn(self, rest: list[str]) -> None:
+        """The CDN's answer to a signed URL: the file's bytes, ranges honoured; every request
+        is kept in ``hub.cdn_requests`` (a test checks that no token reached it)."""
+        self.hub.cdn_requests.append(self.record)
+        if len(rest) < 4:
+            raise _HTTPError(404, "no such object")
+        repo_id, sha, path = f"{rest[0]}/{rest[1]}", rest[2], "/".join(rest[3:])
+        repo = self.hub.repos.get(repo_id)
+        files = repo.commit_objects[sha].files if repo and sha in repo.commit_objects else {}
+        if path not in files:
+            raise _HTTPError(404, "no such object")
+        data = files[path]
+        size = self.hub.declared_sizes.get((repo_id, path), len(data))
+        self._send_file(data, size, {"Accept-Ranges": "bytes", "ETag": '"cdn-etag"'})
+
+    def _lfs_redirect(self, sha: str, data: bytes) -> None:
+        """An LFS file's resolve: a redirect to the CDN carrying the file's metadata, which
+        huggingface_hub reads from this very answer (``X-Linked-Etag`` or ``ETag``,
+        ``X-Linked-Size`` or ``Content-Length``: file_download.py 1678-1688; "the file
+        metadata is carried by this very response", utils/_http.py 735-782). ``X-Linked-Etag``
+        is the sha256 of the content ("its sha256 if stored in git-lfs", file_download.py 269);
+        the redirect's own ``ETag`` is the git oid of the pointer."""
+        sha256 = hashlib.sha256(data).hexdigest()
+        with self.hub._lock:
+            self.hub.lfs_objects[sha256] = data
+        headers: dict[str, str | None] = {
+            "X-Repo-Commit": sha,
+            "ETag": f'"{git_sha1(lfs_pointer(data))}"',
+            "X-Linked-Etag": f'"{sha256}"',
+            "X-Linked-Size": str(len(data)),
+            "Location": f"{self.hub.cdn_url}/{LFS_ROUTE}/{sha256}",
+        }
+        self._send(302, b"", content_type="text/plain", headers=headers)
+
+    def _lfs_object(self, sha256: str) -> None:
+        """The CDN's answer: the bytes (ranges too), with the CDN's own ETag (an md5, as a
+        storage service names objects), no ``X-Repo-Commit``. Not a ``/resolve/`` URL: no
+        quota counts it (hub-docs rate-limits.md: Resolvers are "all the URLs that contain a
+        /resolve/ segment"; whether the Hub counts the CDN hop is not documented)."""
+        with self.hub._lock:
+            data = self.hub.lfs_objects.get(sha256)
+        if data is None:
+            raise _HTTPError(404, "NoSuchKey")
+        etag = hashlib.md5(data, usedforsecurity=False).hexdigest()
+        self._send_file(data, len(data), {"ETag": f'"{etag}"', "Accept-Ranges": "bytes"})
+
+    def _paths_info(self, repo_id: str, rev: str, body: bytes, authed: bool) -> None:
+        """``POST /api/models/{id}/paths-info/{rev}``, form-encoded ``paths`` (repeated) and
+        ``expand`` (huggingface_hub ``get_paths_info``, hf_api.py 4270-4345): what the tree
+        says of each path asked, in the order asked; "If a path do not exist, it is ignored".
+        At most 1,000 paths ("Otherwise we get 413", ``_commit_api.py`` 45-50)."""
+        repo = self.hub._repo_for_read(repo_id, authed)
+        sha = self._resolve_rev(repo, rev)
+        files = repo.commit_objects[sha].files
+        form = parse_qs(body.decode("utf-8", "replace"), keep_blank_values=True)
+        paths = form.get("paths", [])
+        if len(paths) > PATHS_INFO_MAX:
+            raise _HTTPError(413, "Payload Too Large: too many parameters")
+        expand = (form.get("expand") or ["false"])[-1].lower() == "true"
+        out: list[dict[str, Any]] = []
+        for path in dict.fromkeys(p.strip("/") for p in paths):
+            if path in files:
+                entry = file_entry(repo, path, files[path])
+            elif any(p.startswith(path + "/") for p in files):
+                sub = {p: d for p, d in files.items() if p.startswith(path + "/")}
+                entry = {"type": "directory", "oid": commit_sha(sub), "size": 0, "path": path}
+            else:
+                continue
+            if expand:
+                c = repo.last_commit_for(sha, path, is_dir=entry["type"] == "directory")
+                entry["lastCommit"] = {"id": c.sha, "title": c.title, "date": c.date}
+            out.append(entry)
+        self._json(out)
 
     def _preupload(self, repo_id: str, rev: str, body: bytes, authed: bool) -> None:
         repo = self.hub._repo_for_write(repo_id, authed)
@@ -1329,6 +1686,75 @@ def _diff(old: dict[str, bytes], new: dict[str, bytes]) -> str:
     return "".join(line if line.endswith("\n") else line + "\n" for line in out)
 
 
+# --- GGUF repos ---------------------------------------------------------------------------------
+
+CDN_PREFIX = "cdn"  # the path the stand-in CDN serves signed URLs under (FakeHub.cdn)
+
+
+def _span(data: bytes, start: int, end: int) -> bytes:
+    """Bytes [start, end) of a file held as ``data`` followed by zeros."""
+    head = data[start:end] if start < len(data) else b""
+    return head + bytes(max(0, end - max(start, len(data))))
+
+
+def gguf_summary(data: bytes) -> dict[str, Any]:
+    """What the Hub's ``expand=gguf`` says of a GGUF file, read with gguf-py (llama.cpp's
+    reader, not eosfix's): its architecture, context length, chat template and the texts of
+    its bos and eos tokens (packages/ollama-utils/README.md lines 12-25 at huggingface.js
+    fe42e68; packages/tasks/src/model-data.ts lines 129-134)."""
+    import tempfile
+
+    import gguf
+
+    with tempfile.NamedTemporaryFile(suffix=".gguf") as tmp:
+        tmp.write(data)
+        tmp.flush()
+        reader = gguf.GGUFReader(tmp.name)
+        fields = reader.fields
+
+        def value(key: str) -> Any:
+            f = fields.get(key)
+            return None if f is None else f.contents()
+
+        arch = value("general.architecture")
+        tokens = value("tokenizer.ggml.tokens") or []
+        out: dict[str, Any] = {"total": 0, "architecture": arch}
+        ctx = value(f"{arch}.context_length")
+        if ctx is not None:
+            out["context_length"] = ctx
+        template = value("tokenizer.chat_template")
+        if template is not None:
+            out["chat_template"] = template
+        for role in ("bos", "eos"):
+            i = value(f"tokenizer.ggml.{role}_token_id")
+            if isinstance(i, int) and 0 <= i < len(tokens):
+                out[f"{role}_token"] = tokens[i]
+    return out
+
+
+def add_gguf_repo(
+    hub: FakeHub,
+    repo_id: str,
+    ggufs: dict[str, bytes],
+    *,
+    files: dict[str, bytes | str] | None = None,
+    sizes: dict[str, int] | None = None,
+    summary_of: str | None = None,
+) -> FakeRepo:
+    """A repo of GGUF files (and ``files`` beside them: README.md, params...): the listing's
+    ``gguf`` summary is ``summary_of``'s (default: the first file), ``sizes`` declares files
+    larger than the bytes held (a header standing for a multi-GB file)."""
+    repo = hub.add_repo(repo_id, {**(files or {}), **ggufs})
+    first = summary_of or next(iter(ggufs))
+    try:
+        repo.gguf = gguf_summary(ggufs[first])
+    except Exception:  # noqa: BLE001 - a header gguf-py cannot read: the Hub says nothing
+        repo.gguf = None
+    for path, size in (sizes or {}).items():
+        hub.declared_sizes[(repo_id, path)] = size
+    return repo
+
+
 # --- pytest integration ------------------------------------------------------------------------
 
 
@@ -1455,3 +1881,81 @@ def fake_hub(
         finally:
             huggingface_hub.close_session()
     assert not hub.server_errors, f"fake hub raised: {hub.server_errors!r}"
+
+
+# --- a GGUF publisher ---------------------------------------------------------------------------
+
+GGUF_ORG = "my-gguf-org"
+QUANT_TYPES = {"Q2_K": 10, "Q3_K_M": 12, "Q4_K_M": 15, "Q5_K_M": 17, "Q6_K": 18, "Q8_0": 7}
+GIGABYTE = 10**9
+
+
+def _written(path: Path) -> bytes:
+    data = path.read_bytes()
+    path.unlink()
+    return data
+
+
+def add_gguf_org(hub: FakeHub, folder: Path, author: str = GGUF_ORG) -> dict[str, FakeRepo]:
+    """A GGUF publisher, its files written with gguf-py (tests/ggufs.py), each declared a few
+    GB (only the header and a tensor are held):
+
+    - ``Chat-7B-GGUF``: six quantisations of a Command-R-style model whose converter set eot
+      to ``<|END_OF_TURN_TOKEN|>``, but ``Q2_K`` comes from an older conversion without it;
+    - ``Reasoner-GGUF``: user-defined turn tokens (``<|turn_end|>`` ends a reply,
+      ``<|think_end|>`` ends the reasoning inside it), no eot, and a ``params`` file whose
+      stop list cuts at ``<|think_end|>``;
+    - ``Chat-70B-GGUF``: a split Q4_K_M (three shards) and a Q8_0;
+    - ``Broken-GGUF``: a file cut short inside its header, and one whose header claims 2**40
+      tokens;
+    - ``ChatML-GGUF``: a ChatML model every runtime stops on.
+    """
+    from tests import ggufs
+
+    folder.mkdir(parents=True, exist_ok=True)
+    cmd_ids = {"bos": "<BOS_TOKEN>", "eos": "<EOS_TOKEN>"}
+    chat = {}
+    for quant, ftype in QUANT_TYPES.items():
+        ids = cmd_ids if quant == "Q2_K" else {**cmd_ids, "eot": "<|END_OF_TURN_TOKEN|>"}
+        path = ggufs.write_gguf(
+            folder / f"Chat-7B-{quant}.gguf", ggufs.COMMAND_R_SPECIALS, template=ggufs.COMMAND_R,
+            ids=ids, kv={"general.file_type": ftype}, tensor=bytes(64),
+        )  # fmt: skip
+        chat[path.name] = _written(path)
+    reasoner = {}
+    for quant in ("Q4_K_M", "Q8_0"):
+        path = ggufs.reasoning(
+            folder / f"Reasoner-{quant}.gguf", {"eos": "<|endoftext|>"}, control=False,
+            kv={"general.file_type": QUANT_TYPES[quant]}, tensor=bytes(64),
+        )  # fmt: skip
+        reasoner[path.name] = _written(path)
+    params = '{\n  "stop": ["<|think_end|>"],\n  "temperature": 0.6\n}\n'
+    split = {}
+    first = ggufs.chatml(folder / "Chat-70B-Q4_K_M.gguf", shards=3, tensor=bytes(64))
+    for n in range(1, 4):
+        shard = first.with_name(f"Chat-70B-Q4_K_M-0000{n}-of-00003.gguf")
+        split[shard.name] = _written(shard)
+    one = ggufs.chatml(folder / "Chat-70B-Q8_0.gguf", tensor=bytes(64))
+    split[one.name] = _written(one)
+    whole = _written(ggufs.chatml(folder / "whole.gguf", tensor=bytes(64)))
+    tokens = ggufs.kv("tokenizer.ggml.tokens", 9, struct.pack("<IQ", 8, 1 << 40))
+    broken = {
+        "Broken-Q4_K_M.gguf": whole[: len(whole) // 2],
+        "Broken-Q8_0.gguf": ggufs.raw_gguf(ggufs.chatml_pairs(**{"tokenizer.ggml.tokens": tokens})),
+    }
+    chatml = {"ChatML-Q4_K_M.gguf": _written(ggufs.chatml(folder / "ChatML-Q4_K_M.gguf"))}
+    repos = {}
+    for name, files, extra, summary in (
+        ("Chat-7B-GGUF", chat, {}, "Chat-7B-Q4_K_M.gguf"),
+        ("Reasoner-GGUF", reasoner, {"params": params}, None),
+        ("Chat-70B-GGUF", split, {}, "Chat-70B-Q8_0.gguf"),
+        ("Broken-GGUF", broken, {}, "Broken-Q8_0.gguf"),
+        ("ChatML-GGUF", chatml, {}, None),
+    ):
+        repo_id = f"{author}/{name}"
+        sizes = {p: 4 * GIGABYTE for p in files if p != "Broken-Q4_K_M.gguf"}  # cut: its size
+        repos[repo_id] = add_gguf_repo(
+            hub, repo_id, files, files={"README.md": f"# {name}\n", **extra}, sizes=sizes,
+            summary_of=summary,
+        )  # fmt: skip
+    return repos

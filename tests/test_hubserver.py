@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import time
@@ -624,3 +625,187 @@ def test_count_quota_refuses_every_nth_request_whatever_the_time(fake_hub, repo)
     ok, refused = (200, None, False), (429, "3", False)
     assert answers == [ok, ok, refused, ok, ok, refused, ok]
     assert httpx2.get(f"{fake_hub.url}/api/models/{REPO}").status_code == 200  # other bucket
+
+
+# --- the listing, identity before download, LFS, quotas: as the Hub documents them ---------------
+
+
+def _slice(fake_hub):
+    """Four repos with what the listing says of them."""
+    fake_hub.add_repo("base/chat", FILES, tags=["conversational"], downloads=50, likes=3)
+    fake_hub.add_repo(
+        "mlx-community/chat-4bit", FILES, tags=["mlx", "conversational",
+        "base_model:quantized:base/chat"], library_name="mlx", downloads=90, likes=1,
+        pipeline_tag="text-generation",
+    )  # fmt: skip
+    fake_hub.add_repo(
+        "someone/chat-8bit", {**FILES, "config.json": b"{}"}, tags=["mlx"],
+        library_name="mlx", downloads=10, likes=9, pipeline_tag="text-generation",
+    )  # fmt: skip
+    fake_hub.add_repo("base/plain", {"config.json": b"{}"}, downloads=70)
+
+
+def test_listing_selects_and_sorts_as_list_models_asks(fake_hub):
+    _slice(fake_hub)
+    api = HfApi()
+
+    def ids(**kw):
+        return [m.id for m in api.list_models(**kw)]
+
+    assert ids(filter="mlx") == ["mlx-community/chat-4bit", "someone/chat-8bit"]
+    assert ids(filter=["mlx", "conversational"]) == ["mlx-community/chat-4bit"]  # all of them
+    assert ids(filter="base_model:quantized:base/chat") == ["mlx-community/chat-4bit"]
+    assert ids(pipeline_tag="text-generation", sort="likes") == [
+        "someone/chat-8bit",
+        "mlx-community/chat-4bit",
+    ]
+    assert ids(sort="downloads") == [
+        "mlx-community/chat-4bit", "base/plain", "base/chat", "someone/chat-8bit",
+    ]  # fmt: skip
+    assert ids(search="CHAT-", author="someone") == ["someone/chat-8bit"]
+    sent = [r.query for r in fake_hub.request_log if r.path == "/api/models"]
+    assert sent[0]["filter"] == ["mlx"]
+    assert sent[-1]["search"] == ["CHAT-"]
+
+
+def test_limit_is_the_page_size_and_the_next_link_keeps_the_query(fake_hub):
+    _slice(fake_hub)
+    first = httpx2.get(f"{fake_hub.url}/api/models", params={"sort": "downloads", "limit": 2})
+    assert [m["id"] for m in first.json()] == ["mlx-community/chat-4bit", "base/plain"]
+    second = httpx2.get(first.links["next"]["url"])
+    assert [m["id"] for m in second.json()] == ["base/chat", "someone/chat-8bit"]
+    assert "next" not in second.links
+    api = HfApi()
+    assert [m.id for m in api.list_models(sort="downloads", limit=3)] == [
+        "mlx-community/chat-4bit", "base/plain", "base/chat",
+    ]  # fmt: skip
+
+
+def test_listing_items_carry_what_expand_names_and_file_names_only(fake_hub):
+    _slice(fake_hub)
+    url = f"{fake_hub.url}/api/models"
+    plain = httpx2.get(url, params={"author": "base"}).json()[0]
+    assert "siblings" not in plain
+    assert "sha" not in plain
+    assert plain["downloads"] == 50
+    assert plain["tags"] == ["conversational", "transformers"]  # with its library
+    query = [("author", "mlx-community"), ("blobs", "true")]
+    query += [("expand", e) for e in ("sha", "siblings", "tags", "downloads")]
+    (item,) = httpx2.get(url, params=query).json()
+    assert set(item) == {"_id", "id", "sha", "siblings", "tags", "downloads"}
+    assert {"rfilename": "config.json"} in item["siblings"]  # names only, blobs or not
+    assert all(set(s) == {"rfilename"} for s in item["siblings"])
+    refused = httpx2.get(url, params={"expand": "usedStorage"})
+    assert refused.status_code == 400  # only on one repo's route
+
+
+def test_config_is_the_hubs_parsed_subset(fake_hub):
+    tok = {"eos_token": "<|im_end|>", "chat_template": "{{ x }}", "added_tokens_decoder": {}}
+    files = {
+        "config.json": json.dumps({"model_type": "qwen3", "eos_token_id": 7}).encode(),
+        "tokenizer_config.json": json.dumps(tok).encode(),
+        "generation_config.json": b'{"eos_token_id": 7}',
+        "chat_template.jinja": b"{{ y }}",
+    }
+    fake_hub.add_repo("org/q", files)
+    (item,) = HfApi().list_models(author="org", expand=["config"])
+    assert item.config == {
+        "model_type": "qwen3",
+        "tokenizer_config": {"eos_token": "<|im_end|>", "chat_template": "{{ x }}"},
+        "chat_template_jinja": "{{ y }}",
+    }  # no eos_token_id, no added_tokens_decoder, nothing of generation_config.json
+    fake_hub.add_repo("org/g", {"m.gguf": b"GGUF"}, gguf={"architecture": "qwen3"})
+    assert HfApi().model_info("org/g", expand=["gguf", "config"]).gguf == {"architecture": "qwen3"}
+
+
+def test_paths_info_names_each_content_and_lfs_files_by_sha256(fake_hub):
+    big = b"x" * 1000
+    files = {**FILES, "tokenizer.json": big, "model.safetensors": b"\0" * 64}
+    fake_hub.add_repo(REPO, files, lfs=("tokenizer.json", "*.safetensors"))
+    api = HfApi()
+    asked = ["config.json", "tokenizer.json", "missing.json", "additional_chat_templates"]
+    got = {e.path: e for e in api.get_paths_info(REPO, asked)}
+    assert set(got) == {"config.json", "tokenizer.json", "additional_chat_templates"}
+    assert got["config.json"].blob_id == git_sha1(CONFIG)
+    assert got["config.json"].lfs is None
+    lfs = got["tokenizer.json"].lfs
+    assert lfs.sha256 == hashlib.sha256(big).hexdigest()
+    assert lfs.size == 1000
+    assert got["tokenizer.json"].blob_id != git_sha1(big)  # the pointer's, not the content's
+    detailed = api.model_info(REPO, files_metadata=True)
+    by_name = {s.rfilename: s for s in detailed.siblings}
+    assert by_name["tokenizer.json"].lfs.sha256 == lfs.sha256
+    form = {"paths": [f"p{i}" for i in range(1001)]}
+    too_many = httpx2.post(f"{fake_hub.url}/api/models/{REPO}/paths-info/main", data=form)
+    assert too_many.status_code == 413
+
+
+def test_an_lfs_resolve_redirects_to_the_cdn_with_the_files_metadata(fake_hub):
+    big = b"y" * 2048
+    repo = fake_hub.add_repo(REPO, {**FILES, "tokenizer.json": big}, lfs=("tokenizer.json",))
+    url = f"{fake_hub.url}/{REPO}/resolve/main/tokenizer.json"
+    hop = httpx2.get(url)
+    sha256 = hashlib.sha256(big).hexdigest()
+    assert hop.status_code == 302
+    assert hop.headers["X-Linked-Etag"] == f'"{sha256}"'
+    assert hop.headers["X-Linked-Size"] == "2048"
+    assert hop.headers["X-Repo-Commit"] == repo.head
+    assert hop.headers["Location"].startswith(fake_hub.cdn_url)  # another origin
+    followed = httpx2.get(url, follow_redirects=True)
+    assert followed.content == big
+    assert "X-Repo-Commit" not in followed.headers  # the CDN's own answer
+    ranged = httpx2.get(hop.headers["Location"], headers={"Range": "bytes=0-3"})
+    assert (ranged.status_code, ranged.content) == (206, b"yyyy")
+    # huggingface_hub reads the metadata from the redirect and downloads from the CDN
+    path = Path(hf_hub_download(REPO, "tokenizer.json"))
+    assert path.read_bytes() == big
+    assert path.resolve().name == sha256  # the HF cache names an LFS blob by its sha256
+    meta = huggingface_hub.get_hf_file_metadata(huggingface_hub.hf_hub_url(REPO, "tokenizer.json"))
+    assert (meta.etag, meta.size, meta.commit_hash) == (sha256, 2048, repo.head)
+
+
+def test_quota_headers_come_on_every_answer_of_the_bucket(fake_hub, repo):
+    fake_hub.rate_limit(3, window=60, bucket="api")
+    fake_hub.rate_limit(100, window=60, bucket="resolvers")
+    info = f"{fake_hub.url}/api/models/{REPO}"
+    answers = [httpx2.get(info) for _ in range(4)]
+    assert [a.status_code for a in answers] == [200, 200, 200, 429]
+    assert answers[0].headers["RateLimit"] == '"api";r=2;t=60'
+    assert answers[0].headers["RateLimit-Policy"] == '"fixed window";"api";q=3;w=60'
+    assert answers[3].headers["Retry-After"] == "60"
+    file = httpx2.get(f"{fake_hub.url}/{REPO}/resolve/main/config.json")
+    assert file.status_code == 200  # the other bucket
+    assert file.headers["RateLimit"].startswith('"resolvers";r=99;')
+    parsed = huggingface_hub.utils.parse_ratelimit_headers(answers[1].headers)
+    assert (parsed.resource_type, parsed.remaining, parsed.limit, parsed.window_seconds) == (
+        "api", 1, 3, 60,
+    )  # fmt: skip
+
+
+def test_the_population_is_shaped_like_the_hubs_conversions():
+    from tests.hubpopulation import population
+
+    specs = population(600, seed=3)
+    assert [s.repo_id for s in specs] == [s.repo_id for s in population(600, seed=3)]
+    assert len({s.repo_id for s in specs}) == 600
+    families: dict[str, list] = {}
+    for s in specs:
+        base = next((t.rsplit(":", 1)[1] for t in s.tags if t.startswith("base_model:")), None)
+        if base is not None:
+            families.setdefault(base, []).append(s)
+    sizes = [len(members) for members in families.values()]
+    assert min(sizes) >= 1
+    assert max(sizes) <= 30
+    assert sum(sizes) > 300  # most repos belong to a family
+    by_id = {s.repo_id: s for s in specs}
+    for base, members in families.items():
+        shared = by_id[base].files["tokenizer_config.json"]
+        files = [m.files for m in members if m.library != "gguf"]
+        assert all(f["tokenizer_config.json"] == shared for f in files)  # byte for byte
+        configs = [f["config.json"] for f in files]
+        assert all(c != by_id[base].files["config.json"] for c in configs)  # their own
+    libraries = {s.library for s in specs}
+    assert libraries == {"transformers", "mlx", "gguf"}
+    assert any("config.json" not in s.files for s in specs)  # tokenizer-only repos
+    assert any("tokenizer.json" in s.files and b"added_tokens_decoder" not in
+               s.files["tokenizer_config.json"] for s in specs)  # fmt: skip

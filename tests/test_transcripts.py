@@ -22,7 +22,9 @@ give them; and an ollama store in ``~/.ollama/models`` built as tests/containers
 
 The Hub transcripts (``--author my-org``) run against the stand-in Hub (tests/hubserver.py,
 ``HF_ENDPOINT`` pointed at it, a fresh ``HF_HOME`` per transcript) holding the organisation
-``my-org`` the README describes (``ORG_REPOS``: eight repos, four per listing page). A
+``my-org`` the README describes (``ORG_REPOS``: eight repos, four per listing page, with the
+downloads of ``ORG_LISTING``); a census transcript (one that sorts or filters the listing) sees
+their tags too (the MLX conversions tagged as made from ``chat-7b``). A
 transcript whose command uses ``--state FILE`` continues the page's earlier one with the same
 ``--state FILE``: that one's commands run first, in the same folder and against the same
 stand-in (its own output is checked by its own test). A ``# Ctrl-C …`` comment sends SIGINT on
@@ -33,6 +35,10 @@ count-based quota (``ORG_QUOTA`` file requests, then a 429 with ``Retry-After: 1
 so the numbers of requests and of 429s it shows are exact; on that line only, the seconds
 paused and the concurrency figures (``N s paused, concurrency down to N, now N of``) depend on
 jitter and on which requests were in flight when a 429 came, so any number matches there.
+
+The GGUF transcripts (a command naming ``my-gguf-org``) run against a stand-in Hub holding
+the GGUF publisher of ``tests.hubserver.add_gguf_org`` (headers written with gguf-py, each file
+declared a few GB, .gguf downloads redirected to the stand-in's CDN host as the Hub does).
 
 A transcript that cannot run here is preceded by ``<!-- transcript: not executed: REASON -->``;
 such markers are few and each carries a reason.
@@ -57,7 +63,7 @@ import pytest
 
 from tests import ggufs
 from tests.conftest import ROOT, SAMPLES
-from tests.hubserver import FakeHub, Hold
+from tests.hubserver import GGUF_ORG, FakeHub, Hold, add_gguf_org
 
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 MARKER = re.compile(r"<!-- transcript: not executed: (.+?) -->")
@@ -75,6 +81,18 @@ ORG_REPOS = {
     "reasoner-20b": "stop-inside-turn",
     "tokenizer": "",
     "vl-chat": "vlm-text-config-eos",
+}
+# What the listing says of each: downloads over 30 days, and tags (in a census transcript: one
+# that sorts or filters the listing)
+ORG_LISTING = {
+    "base-7b": (900, ()),
+    "chat-7b": (52_000, ("conversational", "base_model:finetune:my-org/base-7b")),
+    "chat-7b-mlx-4bit": (8_100, ("mlx", "conversational", "base_model:quantized:my-org/chat-7b")),
+    "chat-7b-mlx-8bit": (2_300, ("mlx", "conversational", "base_model:quantized:my-org/chat-7b")),
+    "glm-chat": (14_000, ("conversational",)),
+    "reasoner-20b": (31_000, ("conversational",)),
+    "tokenizer": (40, ()),
+    "vl-chat": (6_500, ("conversational",)),
 }
 ORG_PAGE = 4  # repos per listing page
 ORG_QUOTA = 10  # file requests served between two 429s in the rate-limited transcript
@@ -131,7 +149,7 @@ def test_transcripts_are_found_and_markers_are_few_with_reasons():
     # the real output below): an interruption, a resumed run, a rate-limited one, a dry run
     hub = [t for t in ALL if _uses_hub(t)]
     shown = "\n".join(line for t in hub for line in t.lines)
-    assert len(hub) == 4, [t.name for t in hub]
+    assert len(hub) == 5, [t.name for t in hub]
     assert "interrupted: 4 repos checked" in shown
     assert "unchanged since the last run (--state)" in shown
     assert re.search(r"\d+ rate-limited \(429\)", shown)
@@ -215,12 +233,25 @@ def _uses_hub(t: Transcript) -> bool:
     return any(f"--author {ORG}" in command for command in t.commands)
 
 
-def _stand_in(t: Transcript) -> FakeHub | None:
-    """The stand-in Hub with the organisation the README audits (not started yet)."""
+def _uses_gguf_hub(t: Transcript) -> bool:
+    return any(GGUF_ORG in command for command in t.commands)
+
+
+def _stand_in(t: Transcript, folder: Path) -> FakeHub | None:
+    """The stand-in Hub with the organisation the README audits, or the GGUF publisher the
+    GGUF pages check (``folder``: where its files are written first); not started yet."""
+    if _uses_gguf_hub(t):
+        gguf_hub = FakeHub()
+        gguf_hub.cdn = True
+        add_gguf_org(gguf_hub, folder)
+        return gguf_hub
     if not _uses_hub(t):
         return None
     from tests.batch.test_hub import sample_files
 
+    # a census (a listing sorted or filtered) sees the listing's tags; the other transcripts an
+    # organisation without them, whose repos are each fetched whole (no family to share)
+    census = any(o in c for c in t.commands for o in ("--sort", "--filter", "--library"))
     hub = FakeHub()
     hub.page_size = ORG_PAGE
     for name, sample in ORG_REPOS.items():
@@ -229,7 +260,9 @@ def _stand_in(t: Transcript) -> FakeHub | None:
         else:  # a tokenizer on its own: no config, no weights
             keep = ("tokenizer_config.json", "chat_template.jinja")
             files = {k: v for k, v in sample_files("llama3-healthy").items() if k in keep}
-        hub.add_repo(f"{ORG}/{name}", files)
+        downloads, tags = ORG_LISTING[name]
+        tags = tags if census else ()
+        hub.add_repo(f"{ORG}/{name}", files, downloads=downloads, tags=list(tags))
     return hub
 
 
@@ -359,7 +392,7 @@ def test_transcript_is_the_real_output(t, tmp_path):
     if t.not_executed is not None:
         pytest.skip(f"marked not executed: {t.not_executed}")  # counted and bounded above
     work = _workspace(tmp_path, t)
-    hub = _stand_in(t)
+    hub = _stand_in(t, tmp_path / "gguf-org")
     with hub if hub is not None else contextlib.nullcontext():
         for earlier in _continues(t):
             for command, _ in _steps(earlier):

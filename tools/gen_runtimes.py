@@ -1,5 +1,5 @@
 """Write docs/runtimes.md's table of runtimes from the runtime rules (eosfix/runtimes,
-``RUNTIMES``).
+``RUNTIMES``, and ``ollama hf.co``: ``ollama run hf.co/...`` of a GGUF on the Hub).
 
 Each row is one ``Runtime``: what its current rule reads (and its note), the versions it holds
 for with each older rule, and its basis: "executed with" the version the conformance tests ran
@@ -21,6 +21,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from eosfix.runtimes import RUNTIMES, Runtime
+from eosfix.runtimes.ollama import hub as ollama_hub
+
+# The table's rows: every runtime a folder is judged for, then those judged only for a GGUF
+# on the Hub (``eosfix.containers.gguf.runtime_table.hub_runtime_table``).
+TABLE = (*RUNTIMES, ollama_hub.RUNTIME)
 
 PAGE = ROOT / "docs" / "runtimes.md"
 BEGIN = (
@@ -59,7 +64,7 @@ def row(rt: Runtime) -> str:
     return f"| {rt.name} | {_cell(rule)} | {_cell(versions)} | {_cell(basis)} |"
 
 
-def table(runtimes: Sequence[Runtime] = RUNTIMES) -> str:
+def table(runtimes: Sequence[Runtime] = TABLE) -> str:
     return "\n".join([BEGIN, HEAD, *(row(rt) for rt in runtimes), END])
 
 

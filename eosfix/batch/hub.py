@@ -2,10 +2,12 @@
 
 Stages, in order, each with at most WINDOW repos in flight:
 
-1. **units**: the ids given, then the organisation's listing page by page. A repo the state
-   file recorded at the same commit is done already (unless a PR is still to be opened).
-2. **before**, in ``workers`` threads: repo info when the listing did not give it (ids, or
-   ``--revision``), then the files into the store (nothing for a commit already there).
+1. **units**: the ids given, then the listing (an organisation, or any query: search, tags,
+   pipeline tag, sort, limit) page by page. A repo the state file recorded at the same commit
+   is done already (unless a PR is still to be opened).
+2. **before**, in threads: repo info when the listing did not give it (ids, or
+   ``--revision``), then the files into the store (nothing for a commit already there), each
+   content once, by download or by paths-info as ``eosfix.batch.hubfetch`` plans.
 3. the engine's analysis (shared by repos with identical files).
 4. **after**: tokenizer.json for a repo whose ids are only there, and its analysis; pull
    requests, one at a time (``PrPlan``); errors named by their repo path; the state line.
@@ -19,18 +21,20 @@ requests are ``eosfix.batch.prs``'s (written by ``eosfix.sources.hub.write``).
 from __future__ import annotations
 
 import dataclasses
+import math
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from eosfix.batch.hubfetch import Fetcher, Plan
 from eosfix.batch.prs import PrPlan, carried_over, pr_extra
-from eosfix.batch.run import Done, Failure, Pending, Run, Unit, in_order
+from eosfix.batch.run import Done, Failure, Pending, Progress, Result, Run, Unit, in_order
 from eosfix.batch.state import StateError, StateFile, verdict_of_record
-from eosfix.batch.verdict import Verdict, with_error
+from eosfix.batch.verdict import Detail, Verdict, with_error
 from eosfix.core.repo import TOKENIZER_JSON
 from eosfix.sources.hub.http import Stopped, describe_error, hub_errors
-from eosfix.sources.hub.read import HubEntry, HubError, HubReader
+from eosfix.sources.hub.read import HubEntry, HubError, HubReader, ListingQuery
 from eosfix.sources.hub.write import PrOutcome
 
 STOPPED = Verdict("error", error="not checked: interrupted")  # left out of every output
@@ -49,10 +53,12 @@ class HubSource:
         revision: str | None = None,
         state: StateFile | None = None,
         prs: PrPlan | None = None,
+        query: ListingQuery | None = None,
     ) -> None:
         self.reader = reader
         self.repo_ids = list(dict.fromkeys(repo_ids))
-        self.author = author
+        self.query = query or (ListingQuery(author=author) if author else None)
+        self.author = self.query.label if self.query is not None else None
         self.revision = revision
         self.state = state
         self.prs = prs
@@ -65,8 +71,13 @@ class HubSource:
         self.stopping = False  # Run.stop: no new repo, no new request, no new pull request
         self.listed = False  # every repo of the listing (or every id) was given out
         self.seen = 0  # repos of the listing so far
+        self.done = 0  # repos finished
         self._lock = threading.Lock()
-        workers = reader.http.gate.max
+        self.plan = Plan(reader)
+        self.fetcher = Fetcher(reader)
+        # Threads may wait (for their quota's next window, for the repos before them): more
+        # threads than requests in flight, so one quota's wait never idles the other.
+        workers = 4 * reader.http.gate.max
         self._io = ThreadPoolExecutor(workers, thread_name_prefix="eosfix-hub")
         self._writes = ThreadPoolExecutor(1, thread_name_prefix="eosfix-hub-pr")
 
@@ -76,24 +87,24 @@ class HubSource:
             if self.stopping:
                 return
             yield Unit(HubEntry(repo_id, self.revision or "main"))
-        if not self.author:
+        if self.query is None:
             self.listed = True
             return
         given = set(self.repo_ids)
         try:
-            for entry in self.reader.list_author(self.author):
+            for entry in self.reader.list_models(self.query):
                 if self.stopping:
                     return
                 self.seen += 1
                 if entry.repo_id in given:
                     continue
                 if self.revision is not None:  # the listing describes main only
-                    entry = HubEntry(entry.repo_id, self.revision)
+                    entry = HubEntry(entry.repo_id, self.revision, listed=entry.listed)
                 yield self._resumed(entry) or Unit(entry)
             self.listed = True
         except hub_errors() as exc:
             if not self.stopping:  # interrupted: not a failure of the listing
-                self.errors.append((self.author, describe_error(exc)[0]))
+                self.errors.append((self.query.label, describe_error(exc)[0]))
 
     def _resumed(self, entry: HubEntry) -> Unit | None:
         if self.state is None or entry.sha is None:
@@ -118,14 +129,16 @@ class HubSource:
         def start(unit: Unit) -> Pending:
             if unit.verdict is not None:
                 if detail and unit.extra.get("resumed"):
-                    return self._io.submit(self._rederive, unit)
+                    return self._io.submit(self._rederive, unit, self.fetcher.files.number())
                 return Done(unit)
             assert isinstance(unit.item, HubEntry)
-            return self._io.submit(self._prepare, unit.item)
+            identify = self.plan.identify(unit.item)  # here: in listing order
+            i = self.fetcher.files.number()
+            return self._io.submit(self._prepare, unit.item, i, identify)
 
         return in_order(units, start)
 
-    def _rederive(self, unit: Unit) -> Unit:
+    def _rederive(self, unit: Unit, i: int) -> Unit:
         """A repo carried over from the state file, when the output wants each repo's whole
         entry (JSON, text blocks): its files from the store (no request; fetched again only
         if the store was emptied), analysed again, so its entry has every key of a repo
@@ -134,24 +147,28 @@ class HubSource:
         assert isinstance(entry, HubEntry)
         assert entry.sha is not None
         try:
-            manifest = self.reader.download(entry)
+            _, manifest = self.fetcher.bring(entry, i, identify=False)
         except Exception as exc:  # noqa: BLE001 - one repo's failure is its error line
             why = self._error(exc)
             if why is STOPPED:
                 return unit.but(verdict=STOPPED)
             error = f"recorded in the state file, but its files cannot be read again: {why.error}"
             return unit.but(verdict=Verdict("error", error=error))
+        finally:
+            self.fetcher.files.finish(i)
         return unit.but(path=self.reader.store.snapshot(entry.sha), key=manifest.key, verdict=None)
 
-    def _prepare(self, entry: HubEntry) -> Unit:
+    def _prepare(self, entry: HubEntry, i: int, identify: bool) -> Unit:
         try:
             entry = self.reader.resolve(entry)
             resumed = self._resumed(entry)
             if resumed is not None:
                 return resumed
-            manifest = self.reader.download(entry)
+            entry, manifest = self.fetcher.bring(entry, i, identify)
         except Exception as exc:  # noqa: BLE001 - one repo's failure is its error line
             return Unit(entry, verdict=self._error(exc))
+        finally:
+            self.fetcher.files.finish(i)
         assert entry.sha is not None
         return Unit(entry, self.reader.store.snapshot(entry.sha), manifest.key)
 
@@ -182,14 +199,16 @@ class HubSource:
         has_it = unit.key is not None and any(p == TOKENIZER_JSON for p, _ in unit.key)
         if v is None or not v.needs_tokenizer_json or not entry.tokenizer_json or has_it:
             return Done(unit)
-        return self._io.submit(self._add_tokenizer_json, unit)
+        return self._io.submit(self._add_tokenizer_json, unit, self.fetcher.tokenizers.number())
 
-    def _add_tokenizer_json(self, unit: Unit) -> Unit:
+    def _add_tokenizer_json(self, unit: Unit, i: int) -> Unit:
         assert isinstance(unit.item, HubEntry)
         try:
-            manifest = self.reader.add_tokenizer_json(unit.item)
+            manifest = self.fetcher.bring_tokenizer_json(unit.item, i)
         except Exception as exc:  # noqa: BLE001 - one repo's failure is its error line
             return unit.but(verdict=self._error(exc))
+        finally:
+            self.fetcher.tokenizers.finish(i)
         return unit.but(key=manifest.key, verdict=None)
 
     def _start_pr(self, unit: Unit) -> Pending:
@@ -204,6 +223,7 @@ class HubSource:
                 continue
             # every entry has the same keys, checked now or carried over
             unit = _named(unit.but(extra={"resumed": False, **pr_extra(), **unit.extra}))
+            self.done += 1
             if self.state is not None and not self.state_error and not unit.extra["resumed"]:
                 assert unit.verdict is not None
                 item = unit.item
@@ -216,7 +236,9 @@ class HubSource:
 
     # --- what the run asks ----------------------------------------------------------------------
     def estimate(self) -> int | None:
-        return None if self.author else len(self.repo_ids)
+        if self.query is None:
+            return len(self.repo_ids)
+        return None if self.query.limit is None else len(self.repo_ids) + self.query.limit
 
     def failed(self) -> bool:
         failed_prs = self.prs is not None and self.prs.failed > 0
@@ -226,7 +248,11 @@ class HubSource:
         return [Failure(a, f"cannot list its repos: {m}") for a, m in self.errors]
 
     def head(self) -> dict[str, Any]:
-        return {"author": self.author} if self.author else {}
+        if self.query is None:
+            return {}
+        if self.query.label == self.query.author:
+            return {"author": self.query.author}
+        return {"listing": self.query.as_json()}
 
     def footer(self) -> dict[str, Any]:
         return {"errors": [{"author": a, "error": m} for a, m in self.errors]}
@@ -236,6 +262,7 @@ class HubSource:
         out = {
             "resumed": self.resumed,
             "requests": stats["requests"],
+            **({"paths_info": stats["paths_info"]} if stats["paths_info"] else {}),
             "retries": stats["retries"],
             "rate_limited": stats["rate_limited"],
             "unreachable": stats["unreachable"],  # attempts that made no connection
@@ -249,6 +276,18 @@ class HubSource:
             out["prs_opened_earlier"] = self.carried
         return out
 
+    def status(self) -> str:
+        """The quotas left and, when the number of repos is known, an ETA: ``api 812/1000
+        left; resolvers 0/5000 left, next window in 12 s; ETA 4 min``."""
+        gate = self.reader.http.gate
+        parts = [gate.status()]
+        total = self.estimate()
+        if total is not None and self.done:
+            eta = gate.eta(self.done, total - self.done)
+            if eta is not None:
+                parts.append(f"ETA {_duration(eta)}")
+        return "; ".join(p for p in parts if p)
+
     def stop(self) -> None:
         """No new repo and no new request (those waiting for their turn give up, and their
         repos are left out as not checked); pull requests not begun are not opened."""
@@ -261,6 +300,64 @@ class HubSource:
         self.reader.http.gate.stop()
         self._io.shutdown(wait=False, cancel_futures=True)
         self._writes.shutdown(wait=False, cancel_futures=True)
+
+
+class _Callbacks(Progress):
+    wants_total = True
+
+    def __init__(self, source: HubSource, on_progress: Callable[[int, int | None, str], None]):
+        self.source, self.on_progress = source, on_progress
+        self.done, self.total = 0, None  # type: int, int | None
+
+    def start(self, stage: str, total: int | None) -> None:
+        self.total = total
+        self.on_progress(0, total, self.source.status())
+
+    def advance(self, n: int = 1) -> None:
+        self.done += n
+        self.on_progress(self.done, self.total, self.source.status())
+
+
+def audit_slice(
+    query: ListingQuery,
+    *,
+    on_result: Callable[[Result], None] | None = None,
+    on_progress: Callable[[int, int | None, str], None] | None = None,
+    stop: threading.Event | None = None,
+    reader: HubReader | None = None,
+    token: str | None = None,
+    workers: int = 16,
+    state: StateFile | None = None,
+    detail: Detail | None = None,
+) -> Run:
+    """Audit the repos ``query`` selects (an organisation, or any slice the listing gives) as
+    ``eosfix hub`` does, to the end; the Run, for its counts, ``exit_code`` and
+    ``source.errors`` (a listing that failed).
+
+    ``on_result(result)``: each repo's ``Result``, in listing order, as soon as it is known
+    (``result.row()``: its table row; ``result.item.downloads``). ``on_progress(done, total,
+    status)``: after each repo, ``total`` being None unless ``query.limit`` bounds it and
+    ``status`` the quotas left and an ETA (``api 812/1000 left; ...; ETA 4 min``). Setting
+    ``stop`` stops the audit early but whole, as a Ctrl-C does (``run.interrupted``).
+    ``detail``: each result's JSON or text renderer (``eosfix.render.batch``), else none."""
+    reader = reader or HubReader(token=token, workers=workers)
+    source = HubSource(reader, query=query, state=state)
+    progress = _Callbacks(source, on_progress) if on_progress is not None else None
+    run = Run(source, detail=detail, progress=progress)
+    for result in run:  # the run closes the source when it ends
+        if on_result is not None:
+            on_result(result)
+        if stop is not None and stop.is_set() and not run.interrupted:
+            run.stop()
+    return run
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"{math.ceil(seconds)} s"
+    if seconds < 5400:
+        return f"{round(seconds / 60)} min"
+    return f"{seconds / 3600:.1f} h"
 
 
 def _named(unit: Unit) -> Unit:

@@ -21,6 +21,7 @@ from huggingface_hub import HfApi
 from eosfix import pipeline
 from eosfix.batch.run import Unit
 from eosfix.containers.folder.plan import FilePatch
+from eosfix.containers.gguf.hubparams import PARAMS_FILE
 from eosfix.core.repo import GENERATION_CONFIG
 from eosfix.pipeline import RepoResult
 from eosfix.sources.hub.http import describe_error, hub_errors
@@ -47,27 +48,45 @@ def fix_bytes(result: RepoResult) -> bytes | None:
     return None if result.check is None or patch is None else patch.new_text.encode("utf-8")
 
 
+def params_bytes(result: RepoResult) -> bytes | None:
+    """The ``params`` file a GGUF repo's PR carries (what ``ollama run hf.co/...`` stops
+    on, planned by ``eosfix.batch.gguf_hub``), or None when it needs none."""
+    ollama = result.extra.get("ollama")
+    planned = ollama.get("planned") if isinstance(ollama, dict) else None
+    if result.check is None or not isinstance(planned, dict):
+        return None
+    return str(planned["new"]).encode("utf-8")
+
+
 def open_fix_pr(
     hf_api: HfApi, reader: HubReader, result: RepoResult, describe: Describe, me: str | None = None
 ) -> PullRequest | None:
-    """Open one PR with the generation_config.json fix, unless the repo has an open eosfix PR
-    (then it is reported, updated with the new bytes, or left: ``eosfix.sources.hub.write``).
+    """Open one PR with the fix, unless the repo has an open eosfix PR (then it is reported,
+    updated with the new bytes, or left: ``eosfix.sources.hub.write``): a repo's
+    generation_config.json, or, for a GGUF on the Hub (a result of
+    ``eosfix.batch.gguf_hub``), the repo's ``params`` file (its header no PR can change).
 
-    ``result.extra`` holds the repo's ``sha`` and ``revision``. Returns None when there is
-    nothing to fix; raises PrError when the Hub refuses.
+    ``result.extra`` holds the repo's ``sha`` and ``revision`` (and, for a GGUF, its
+    ``repo_id``). Returns None when there is nothing to fix; raises PrError when the Hub
+    refuses.
     """
-    new_bytes = fix_bytes(result)
+    file, new_bytes = GENERATION_CONFIG, fix_bytes(result)
+    repo_id = result.name
+    if new_bytes is None and "ollama" in result.extra:
+        file, new_bytes = PARAMS_FILE, params_bytes(result)
+        repo_id = str(result.extra["repo_id"])
     if new_bytes is None:
         return None
     return open_pr(
         hf_api,
         reader,
-        result.name,
+        repo_id,
         new_bytes,
         revision=str(result.extra.get("revision", "main")),
         parent_commit=str(result.extra.get("sha")),
         description=describe(result),
         me=me,
+        file=file,
     )
 
 

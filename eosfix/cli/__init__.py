@@ -114,8 +114,8 @@ LazyGroup.summaries = {
     "fix": "Rewrite eos_token_id so generation stops at every turn terminator, and only there.",
     "explain": "Explain one repo in depth: each probe rendered, each terminator with its evidence.",
     "cache": "Check every model in the local Hugging Face cache; --fix repairs them in place.",
-    "hub": "Check Hub repos by id, or a whole organisation (only small config files are "
-    "downloaded, never weights).",
+    "hub": "Check Hub repos by id, a whole organisation, or any slice of the Hub (only small "
+    "config files are downloaded, never weights).",
     "upload": "Upload FOLDER to REPO_ID only if it stops at the end of every turn.",
     "ollama": "Check every model in ollama's store: does it stop at the end of each turn?",
     "render": "Render a conversation exactly as apply_chat_template does, with its ids and stop "

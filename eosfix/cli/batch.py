@@ -15,7 +15,7 @@ import click
 
 from eosfix.batch.run import Progress, Row, Run
 from eosfix.cli.term import colors_on, progress_allowed
-from eosfix.render.batch import verdict_words, write_csv, write_json, write_markdown
+from eosfix.render.batch import Digest, verdict_words, write_csv, write_json, write_markdown
 
 STYLE = {
     "fixed": "bold green",
@@ -71,19 +71,26 @@ def wants_progress(fmt: str) -> bool:
 
 
 @contextlib.contextmanager
-def progress_bar(show: bool) -> Iterator[Progress | None]:
-    """A RichProgress while the block runs, or None."""
+def progress_bar(show: bool, status: Callable[[], str] | None = None) -> Iterator[Progress | None]:
+    """A RichProgress while the block runs, or None. ``status``: a line after the count,
+    asked again at each refresh (the Hub's quotas left, an ETA)."""
     if not show:
         yield None
         return
     from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, TextColumn
+    from rich.progress import BarColumn, MofNCompleteColumn, ProgressColumn, TextColumn
     from rich.progress import Progress as Bar
+    from rich.text import Text
+
+    class StatusColumn(ProgressColumn):
+        def render(self, task: Any) -> Text:
+            return Text(status() if status is not None else "", style="dim")
 
     with Bar(
         TextColumn("{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
+        StatusColumn(),
         console=Console(stderr=True),
         transient=True,
         redirect_stdout=False,
@@ -118,14 +125,15 @@ def stoppable(run: Run) -> Iterator[None]:
         signal.signal(signal.SIGINT, previous)
 
 
-def stream(run: Run, fmt: str, summary: Callable[[], str]) -> None:
-    """Write a run in a streamed format (json, csv, markdown) to stdout as it is made."""
+def stream(run: Run, fmt: str, summary: Callable[[], str], *, digest: bool = False) -> None:
+    """Write a run in a streamed format (json, csv, markdown) to stdout as it is made;
+    ``digest``: the Markdown ends with the published report's sections (``Digest``)."""
     if fmt == "json":
         write_json(run, sys.stdout)
     elif fmt == "csv":
         write_csv(run, sys.stdout)
     else:
-        write_markdown(run, sys.stdout, summary)
+        write_markdown(run, sys.stdout, summary, Digest() if digest else None)
 
 
 def _cells(row: Row, with_pr: bool) -> tuple[str, ...]:

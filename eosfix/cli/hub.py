@@ -72,6 +72,8 @@ def summary_line(run: Run) -> str:
         text += f"; {n} pull request{'s' * (n != 1)} opened earlier (--state)"
     n = stats["requests"]
     text += f"; {n} request{'s' * (n != 1)} for listings and files"
+    if stats.get("paths_info"):
+        text += f" ({stats['paths_info']} paths-info)"
     if stats["unreachable"]:
         n = stats["unreachable"]
         text += f"; {n} attempt{'s' * (n != 1)} could not connect"
@@ -101,7 +103,7 @@ def _pr_line(repo_id: str, extra: Any) -> str | None:
 
 
 def _emit_text(run: Run, *, blocks: bool, hint: bool, quiet: bool = False) -> None:
-    """Text: each repo's block (repo ids) or the table (--author), PR lines, the summary
+    """Text: each repo's block (repo ids) or the table (a listing), PR lines, the summary
     (``quiet``: only repos with something to say)."""
     from eosfix.batch.verdict import LABEL
     from eosfix.render.batch import verdict_words
@@ -180,9 +182,42 @@ def interrupted_kept(run: Run, state: StateFile | None) -> str:
     return text
 
 
+SORT_WORDS = ("downloads", "likes", "created", "modified", "trending")
+
+
 @click.command()
 @click.argument("repo_ids", nargs=-1)
 @click.option("--author", metavar="ORG", help="Check every model repo of this user or org.")
+@click.option("--search", metavar="TEXT", help="Only repos whose id contains TEXT.")
+@click.option(
+    "--filter",
+    "filters",
+    multiple=True,
+    metavar="TAG",
+    help="Only repos with this tag (repeat: all of them), e.g. conversational, "
+    "base_model:quantized:Qwen/Qwen3-8B.",
+)
+@click.option(
+    "--library",
+    "libraries",
+    multiple=True,
+    metavar="NAME",
+    help="Only repos of this library (mlx, gguf, transformers...): a tag, as --filter.",
+)
+@click.option("--pipeline-tag", metavar="TAG", help="Only repos of this task (text-generation).")
+@click.option(
+    "--sort",
+    type=click.Choice(SORT_WORDS),
+    default=None,
+    help="The Hub's order (most first); default: the Hub's own.",
+)
+@click.option(
+    "--limit",
+    type=click.IntRange(1),
+    default=None,
+    metavar="N",
+    help="Only the first N repos the listing gives (with --sort: the top N).",
+)
 @click.option("--revision", metavar="REV", help="Branch, tag or commit (default: main).")
 @click.option(
     "--pr",
@@ -237,6 +272,12 @@ def interrupted_kept(run: Run, state: StateFile | None) -> str:
 def hub(
     repo_ids: tuple[str, ...],
     author: str | None,
+    search: str | None,
+    filters: tuple[str, ...],
+    libraries: tuple[str, ...],
+    pipeline_tag: str | None,
+    sort: str | None,
+    limit: int | None,
     revision: str | None,
     open_prs: bool,
     max_prs: int | None,
@@ -250,20 +291,24 @@ def hub(
     strict: bool,
     quiet: bool,
 ) -> None:
-    """Check Hub repos by id, or a whole organisation (only small config files are
-    downloaded, never weights).
+    """Check Hub repos by id, a whole organisation, or any slice of the Hub (only small
+    config files are downloaded, never weights).
 
-    --author lists the organisation with one request per page, then downloads each repo's
-    few small files; files are kept by commit, so a later audit of unchanged repos only
-    reads the listing. Rate limits (429) are waited out; a repo that still fails gets one
-    error line and the audit goes on.
+    --author, --search, --filter, --library, --pipeline-tag, --sort and --limit select repos
+    the way the Hub lists them (one request per page of the listing); each repo's few small
+    files are then brought in, each distinct content once, and kept, so a later audit of
+    unchanged repos only reads the listing. Requests are paced to the Hub's quotas (its
+    RateLimit headers); a repo that still fails gets one error line and the audit goes on.
+    With --format markdown, a listing's table is followed by a report to publish: repos by
+    verdict and by runtime, the template families most common among those to fix, and
+    those by downloads.
 
     With --pr, open a pull request on each repo that would not stop, carrying the minimal
     generation_config.json edit.
 
     Exit 0: nothing to fix (warnings alone too, unless --strict). 1: something to fix or a
     problem eosfix cannot fix. 2: a repo could not be read, a PR not opened, or nothing
-    checked (an --author without model repos). 130: interrupted (with --state, run again to
+    checked (a listing without model repos). 130: interrupted (with --state, run again to
     go on).
 
     \b
@@ -272,9 +317,17 @@ def hub(
         eosfix hub my-org/my-model --pr
         eosfix hub --author my-org --state audit.jsonl --format markdown
         eosfix hub --author my-org --pr --max-prs 10 --dry-run
+        eosfix hub --library mlx --search Qwen3 --sort downloads --limit 1000
     """
-    if not repo_ids and not author:
-        raise click.UsageError("give REPO_ID... or --author ORG")
+    from eosfix.sources.hub.read import ListingQuery
+
+    query = ListingQuery(author, search, (*filters, *libraries), pipeline_tag, sort, limit)
+    listing = query != ListingQuery()
+    if not repo_ids and not listing:
+        raise click.UsageError(
+            "give REPO_ID..., or select repos with --author, --search, --filter, --library, "
+            "--pipeline-tag, --sort or --limit"
+        )
     if (max_prs is not None or dry_run) and not open_prs:
         raise click.UsageError("--max-prs and --dry-run go with --pr")
     from huggingface_hub import HfApi
@@ -286,8 +339,8 @@ def hub(
     from eosfix.render.pr import pr_description
     from eosfix.sources.hub.read import HubReader
 
-    blocks = fmt == "text" and not author
-    many = bool(author) or len(set(repo_ids)) > 1
+    blocks = fmt == "text" and not listing
+    many = listing or len(set(repo_ids)) > 1
     with _open_state(state_path) as state, _quiet_hub():
         reader = HubReader(token=token, timeout=timeout, workers=workers)
         plan = None
@@ -295,9 +348,15 @@ def hub(
             api = HfApi(token=token)
             plan = PrPlan(api, reader, pr_description, max_prs, dry_run, keep_ids=keep_ids)
         source = HubSource(
-            reader, repo_ids=repo_ids, author=author, revision=revision, state=state, prs=plan
+            reader,
+            repo_ids=repo_ids,
+            query=query if listing else None,
+            revision=revision,
+            state=state,
+            prs=plan,
         )
-        with batchcli.progress_bar(many and batchcli.wants_progress(fmt)) as progress:
+        show = many and batchcli.wants_progress(fmt)
+        with batchcli.progress_bar(show, source.status) as progress:
             run = Run(
                 source,
                 detail=JSON_DETAIL if fmt == "json" else TEXT_DETAIL if blocks else None,
@@ -312,22 +371,27 @@ def hub(
                     if fmt == "text":
                         _emit_text(run, blocks=blocks, hint=not open_prs, quiet=quiet)
                     else:
-                        _stream(run, fmt)
+                        _stream(run, fmt, digest=listing)
             except KeyboardInterrupt:  # a second Ctrl-C, or SIGTERM: stop at once
                 run.close()
             if run.interrupted:
                 raise Interrupted(interrupted_kept(run, state))
     for name, message in source.errors:
         click.echo(f"{name}: error: {message}", err=True)
-    if author and not run.count and not source.errors:
-        click.echo(f"{author}: no model repos on the Hub under this author", err=True)
+    if listing and not run.count and not source.errors:
+        if query.label == author:
+            click.echo(f"{author}: no model repos on the Hub under this author", err=True)
+        else:
+            click.echo(f"{query.label}: no model repos on the Hub match this listing", err=True)
     if source.state_error is not None:
         click.echo(f"error: {source.state_error}", err=True)
     sys.exit(run.exit_code)
 
 
-def _stream(run: Run, fmt: str) -> None:
-    """json/csv/markdown on stdout (errors are in it); csv's summary line goes to stderr."""
-    batchcli.stream(run, fmt, lambda: summary_line(run))
+def _stream(run: Run, fmt: str, *, digest: bool = False) -> None:
+    """json/csv/markdown on stdout (errors are in it); csv's summary line goes to stderr.
+    ``digest``: a listing's Markdown ends with the report's sections (verdicts, runtimes,
+    template families, what to fix first)."""
+    batchcli.stream(run, fmt, lambda: summary_line(run), digest=digest)
     if fmt == "csv":
         click.echo(summary_line(run), err=True)

@@ -47,7 +47,9 @@ EXIT_HELP = """Exit 0: nothing to fix (warnings alone too, unless --strict). 1: 
 
     PATH is a model folder (one holding tokenizer or chat template files), one of its config
     or template files (what pre-commit passes), a GGUF file, a folder of GGUF files, or a Hub
-    repo id (org/name when no such path exists, hf://org/name always: small files only).
+    repo id (org/name when no such path exists, hf://org/name always: small files only; a
+    repo of GGUF files, hf.co/org/name:QUANT or org/name/FILE.gguf: each file's header, read
+    by byte ranges, never the weights).
 
     {EXIT_HELP.format(one="something to fix or a problem eosfix cannot fix; with --strict, warnings")}
 
@@ -56,6 +58,7 @@ EXIT_HELP = """Exit 0: nothing to fix (warnings alone too, unless --strict). 1: 
         eosfix check ./my-model
         eosfix check ./my-model --format json
         eosfix check ./my-model --runtime mlx-lm==0.31.3
+        eosfix check hf.co/my-org/Chat-7B-GGUF:Q4_K_M
     """
 )
 @click.argument("paths", nargs=-1, required=True, type=click.Path())
@@ -78,36 +81,45 @@ def check(
     report = Report(strict=strict)
     _note_shadowed(paths)
     for target in repo_dirs(paths):
-        report.record(_check(target, config_json=config_json, keep_ids=keep_ids, pins=pins))
+        for result in _check(target, config_json=config_json, keep_ids=keep_ids, pins=pins):
+            report.record(result)
     flags = fix_flags(config_json, pins, keep_ids)
     emit(report.results, report, fmt, fix_flags=flags, quiet=quiet)
     sys.exit(report.exit_code)
 
 
-def _check(target: Path | HubRepo, **options: Any) -> RepoResult:
-    """``api.check`` of a path, or of a Hub repo's small files (``_check_hub``)."""
+def _check(target: Path | HubRepo, **options: Any) -> tuple[RepoResult, ...]:
+    """``api.check`` of a path, or the check of a Hub target (``_check_hub``)."""
     from eosfix import api
 
     if isinstance(target, HubRepo):
         return _check_hub(target, **options)
-    return api.check(target, **options)
+    return (api.check(target, **options),)
 
 
-def _check_hub(hub: HubRepo, **options: Any) -> RepoResult:
-    """A Hub repo checked by id, read-only: the check every command makes of a Hub repo
-    (``eosfix.batch.session.check_hub_repo``), named ``org/name``."""
-    from eosfix.batch.session import check_hub_repo
+def _check_hub(hub: HubRepo, **options: Any) -> tuple[RepoResult, ...]:
+    """A Hub target checked read-only, as every command checks one
+    (``eosfix.batch.session.check_hub_target``): a repo's small files, named ``org/name``, or
+    a GGUF repo's files by their headers, each named ``org/name/FILE.gguf`` (what reading
+    them cost, on stderr)."""
+    from eosfix.batch.session import check_hub_target
     from eosfix.cli.hub import _quiet_hub
 
     if hub.problem is not None:
-        return RepoResult(Path(hub.repo_id), error=hub.problem, label=hub.repo_id)
+        return (RepoResult(Path(hub.repo_id), error=hub.problem, label=str(hub)),)
     from eosfix.sources.hub.read import HubError
 
     with _quiet_hub():
-        result = check_hub_repo(hub.repo_id, **options)
-    if isinstance(result.error, HubError):  # what the Hub said, and no local folder either
-        result = dataclasses.replace(result, error=_with_not_local(result.error, hub))
-    return result
+        checked = check_hub_target(hub, **options)
+    for line in (checked.summary, checked.note):
+        if line:
+            click.echo(line, err=True)
+    return tuple(
+        dataclasses.replace(r, error=_with_not_local(r.error, hub))
+        if isinstance(r.error, HubError)  # what the Hub said, and no local folder either
+        else r
+        for r in checked.results
+    )
 
 
 def _with_not_local(exc: EosfixError, hub: HubRepo) -> EosfixError:
@@ -243,8 +255,16 @@ def _hub_not_fixed(hub: HubRepo) -> RepoResult:
     """``fix`` writes local files: a Hub repo is fixed by a pull request, never here (eosfix's
     copy of its files is a shared store, and a fix written there would reach no one)."""
     if hub.problem is not None:
-        return RepoResult(Path(hub.repo_id), error=hub.problem, label=hub.repo_id)
+        return RepoResult(Path(hub.repo_id), error=hub.problem, label=str(hub))
     quoted = shlex.quote(hub.repo_id)
+    if hub.gguf:
+        reason = (
+            "a GGUF file on the Hub: fix writes local files only, and no pull request can "
+            "change a GGUF header; download the file and run eosfix fix FILE.gguf --output "
+            f"NEW.gguf; `eosfix check {shlex.quote(str(hub))}` shows the params file a pull "
+            "request can set (what ollama run hf.co/... stops on)"
+        )
+        return RepoResult(Path(hub.repo_id), error=NotChecked(reason, path=str(hub)))
     reason = (
         "a Hub repo id: fix writes local files only; open a pull request with "
         f"`eosfix hub {quoted} --pr` (--dry-run to see it first), or download the repo "
@@ -327,7 +347,7 @@ def explain(path: str, fmt: str, keep_ids: tuple[int, ...], pins: dict[str, str]
 
     _note_shadowed([path])
     hub = hub_repo(path)
-    result = _check(hub if hub is not None else Path(path), keep_ids=keep_ids, pins=pins)
+    result = _check(hub if hub is not None else Path(path), keep_ids=keep_ids, pins=pins)[0]
     report = Report([result])
     if fmt == "json":
         import json

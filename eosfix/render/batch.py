@@ -245,28 +245,116 @@ def _markdown_row(result: Result) -> str:
         pr = f"[{_text(words or 'pull request')}]({url})"
     else:
         pr = _text(words)
-    note = row.note  # " -> [ids]" (eosfix's), then ": the error" (may quote the repo)
-    if v.error and note.endswith(v.error):
-        note = note[: -len(v.error)] + _text(v.error)
-    verdict = verdict_words(row.verdict, row.problem) + note
+    verdict = _verdict_cell(result)
     repo = code(row.repo_id, in_table=True)
     cells = (repo, _text(row.revision), terms or "-", row.eos or "-")  # ids: eosfix's words
     return "| " + " | ".join((*cells, verdict, pr)) + " |"
+
+
+def _verdict_cell(result: Result) -> str:
+    v, row = result.verdict, result.row()
+    note = row.note  # " -> [ids]" (eosfix's), then ": the error" (may quote the repo)
+    if v.error and note.endswith(v.error):
+        note = note[: -len(v.error)] + _text(v.error)
+    return verdict_words(row.verdict, row.problem) + note
 
 
 def _markdown_failure(f: Failure) -> str:
     return f"| {code(f.name, in_table=True)} | - | - | - | {_text('error: ' + f.error)} |  |"
 
 
-def write_markdown(run: Run, out: TextIO, summary: Callable[[], str]) -> None:
+def write_markdown(
+    run: Run, out: TextIO, summary: Callable[[], str], digest: Digest | None = None
+) -> None:
     """A GitHub-flavoured Markdown table (MARKDOWN_COLUMNS), a row per result and per failure
-    of the source, then the summary line as a paragraph."""
+    of the source, then the summary line as a paragraph; with ``digest``, its sections after
+    (``Digest.write``)."""
     out.write("| " + " | ".join(MARKDOWN_COLUMNS) + " |\n")
     out.write("|" + " --- |" * len(MARKDOWN_COLUMNS) + "\n")
     try:
         for result in run:
             out.write(_markdown_row(result) + "\n")
             out.flush()
+            if digest is not None:
+                digest.add(result)
     finally:  # interrupted too: the table stays whole
         out.writelines(_markdown_failure(failure) + "\n" for failure in run.source.failures())
     out.write(f"\n{summary()}\n")
+    if digest is not None:
+        digest.write(out)
+
+
+BROKEN = ("fixable", "fixed", "problems")  # the verdicts of a repo that does not stop right
+FIRST = 20  # repos listed under "what to fix first"
+FAMILIES_SHOWN = 10
+
+
+class Digest:
+    """What an audit's published report says after its table (a Hub listing's Markdown):
+    repos by verdict; by runtime, how many run on and how many stop early; the template
+    families most common among the repos that do not stop right (a family: the tokens its
+    template ends a turn with, as the table's "ends a turn" column shows them); and those
+    repos by downloads, the most first (what to fix first). Memory stays flat: counts, and
+    the FIRST most downloaded repos."""
+
+    def __init__(self) -> None:
+        self.verdicts: dict[str, int] = {}
+        self.runtimes: dict[str, list[int]] = {}  # runtime -> [runs on, stops early]
+        self.families: dict[tuple[str, ...], list[int]] = {}  # ends a turn -> [repos, dls]
+        self.first: list[tuple[int, int, str, str]] = []  # (-downloads, order, repo, words)
+        self.seen = 0
+
+    def add(self, result: Result) -> None:
+        v, row = result.verdict, result.row()
+        words = verdict_words(row.verdict, row.problem)
+        self.verdicts[words] = self.verdicts.get(words, 0) + 1
+        for name in v.runs_on:
+            self.runtimes.setdefault(name, [0, 0])[0] += 1
+        for name in v.stops_early:
+            self.runtimes.setdefault(name, [0, 0])[1] += 1
+        if v.name not in BROKEN:
+            return
+        downloads = getattr(result.item, "downloads", 0)
+        downloads = downloads if isinstance(downloads, int) else 0
+        family = tuple(c for c, _ in v.terminators) or ("(none found)",)
+        counts = self.families.setdefault(family, [0, 0])
+        counts[0] += 1
+        counts[1] += downloads
+        self.seen += 1
+        self.first.append((-downloads, self.seen, row.repo_id, _verdict_cell(result)))
+        if len(self.first) > 2 * FIRST:
+            self.first = sorted(self.first)[:FIRST]
+
+    def write(self, out: TextIO) -> None:
+        out.write("\n## Verdicts\n\n| verdict | repos |\n| --- | --- |\n")
+        out.writelines(
+            f"| {_text(words)} | {n} |\n"
+            for words, n in sorted(self.verdicts.items(), key=lambda kv: (-kv[1], kv[0]))
+        )
+        if self.runtimes:
+            out.write("\n## Runtimes\n\n| runtime | runs on | stops early |\n")
+            out.write("| --- | --- | --- |\n")
+            out.writelines(
+                f"| {_text(name)} | {runs_on} | {early} |\n"
+                for name, (runs_on, early) in sorted(
+                    self.runtimes.items(), key=lambda kv: (-sum(kv[1]), kv[0])
+                )
+            )
+        if not self.families:
+            return
+        out.write("\n## Template families among the repos to fix\n\n")
+        out.write("| ends a turn | repos | downloads |\n| --- | --- | --- |\n")
+        families = sorted(self.families.items(), key=lambda kv: (-kv[1][0], -kv[1][1], kv[0]))
+        for family, (n, downloads) in families[:FAMILIES_SHOWN]:
+            tokens = "<br>".join(code(t, in_table=True) for t in family)
+            out.write(f"| {tokens} | {n} | {downloads:,} |\n")
+        if len(families) > FAMILIES_SHOWN:
+            out.write(f"\n{len(families) - FAMILIES_SHOWN} more families.\n")
+        out.write("\n## What to fix first (by downloads)\n\n")
+        out.write("| repo | downloads | verdict |\n| --- | --- | --- |\n")
+        out.writelines(
+            f"| {code(repo, in_table=True)} | {-minus:,} | {words} |\n"
+            for minus, _, repo, words in sorted(self.first)[:FIRST]
+        )
+        if self.seen > FIRST:
+            out.write(f"\n{self.seen - FIRST} more repos to fix.\n")

@@ -21,6 +21,7 @@ from eosfix.decide.check import RepoCheck
 from eosfix.decide.runtime_table import RuntimeTable
 from eosfix.decide.stopids import CUTTING, IN_TURN_KIND, ORDINARY, StopId
 from eosfix.pipeline import RepoResult
+from eosfix.render.gguf_hub import is_hub_gguf, params_pr_description
 from eosfix.render.markdown import code, escape, fenced
 from eosfix.render.text import placement_text
 
@@ -199,7 +200,10 @@ def _changes(result: RepoResult) -> str:
 
 
 def pr_description(result: RepoResult) -> str:
-    """The PR body (see the module)."""
+    """The PR body (see the module); for a GGUF on the Hub, the body of its ``params``
+    pull request (``eosfix.render.gguf_hub.params_pr_description``)."""
+    if is_hub_gguf(result):
+        return params_pr_description(result)
     check = result.check
     assert check is not None
     lines = [

@@ -34,6 +34,7 @@ from eosfix.core.codes import Finding, Severity
 from eosfix.core.repo import GENERATION_CONFIG
 from eosfix.decide.check import RepoCheck, Status
 from eosfix.pipeline import Change, RepoResult
+from eosfix.render.gguf_hub import header_lines, is_hub_gguf, ollama_lines, title_suffix
 from eosfix.render.runtimes import runtimes_line, settled_lines
 
 NO_TEMPLATE_TEXT = (
@@ -182,7 +183,10 @@ def _pending_lines(r: RepoResult, c: RepoCheck, run: str | None) -> list[str]:
     lines += _unchecked_lines(c)
     lines += ["  " + finding_line(r.name, f) for f in c.findings]
     lines += keep_lines(c)
-    if r.patches:
+    if r.patches and is_hub_gguf(r):  # a file on the Hub: what a new file's header needs
+        lines.append(f"  fix           {'; '.join(p.summary for p in r.patches)}  (its header)")
+        lines += _after_lines(c)
+    elif r.patches:
         hint = f"  (run: {run})" if run and r.blocked is None else ""
         lines.append(f"  fix           {changes_text(r.patches)}{hint}")
         lines += _after_lines(c)
@@ -277,11 +281,15 @@ def render_repo_text(
         return f"{r.name}: {NO_TEMPLATE_TEXT}"
     if c.status is Status.NOT_A_MODEL:
         return f"{r.name}: {NOT_A_MODEL_TEXT}"
-    lines = [click.style(r.name, bold=True), *_terminator_lines(c)]
+    hub = is_hub_gguf(r)
+    title = click.style(r.name, bold=True) + (title_suffix(r) if hub else "")
+    lines = [title, *_terminator_lines(c)]
     if r.written and r.before is not None:
         lines += _written_lines(r, r.before, c)
     else:
         lines += _pending_lines(r, c, None if fixing else fix_command(r, fix_flags))
+    if hub:
+        lines += header_lines(r) + ollama_lines(r)
     if r.output is not None and not r.written:  # fix --output with nothing to change
         lines.append(
             f"  copied        nothing to fix: copied unchanged to {shlex.quote(str(r.output))}"

@@ -162,35 +162,39 @@ def real_waits(monkeypatch):
     monkeypatch.setattr(hubhttp, "_sleep", lambda seconds, stopping: stopping.wait(seconds))
 
 
-def test_429_retry_after_pauses_every_request(fake_hub, run_eosfix, real_waits, monkeypatch):
+def test_429_retry_after_pauses_every_request_of_its_bucket(
+    fake_hub, run_eosfix, real_waits, monkeypatch
+):
     org(fake_hub, 6)
     fake_hub.fail("*", 429, times=1, match="/resolve/", headers={"Retry-After": "1"})
     # What the client did, in its own order of events: when each request started (a slot
     # taken) and each pause (set at, until). Other threads may start requests between the
     # 429 reaching the server and the client reading it, however long that takes on a busy
-    # machine; once the pause is set, none may start before it ends.
-    starts: list[float] = []
+    # machine; once the pause is set, no file request may start before it ends.
+    starts: list[tuple[str, float]] = []
     pauses: list[tuple[float, float]] = []
-    real_acquire, real_pause = hubhttp.RateGate.acquire, hubhttp.RateGate._pause
+    real_acquire, real_refused = hubhttp.RateGate.acquire, hubhttp.Bucket.refused
 
-    def acquire(self):
-        started = real_acquire(self)
-        starts.append(started)
+    def acquire(self, bucket=hubhttp.RESOLVERS):
+        started = real_acquire(self, bucket)
+        starts.append((bucket, started))
         return started
 
-    def pause(self, seconds):
-        pauses.append((hubhttp._clock(), hubhttp._clock() + seconds))  # under the gate's lock
-        real_pause(self, seconds)
+    def refused(self, headers, now, wait):
+        real_refused(self, headers, now, wait)
+        pauses.append((self.name, now, self.paused_until))  # under the gate's lock
 
     monkeypatch.setattr(hubhttp.RateGate, "acquire", acquire)
-    monkeypatch.setattr(hubhttp.RateGate, "_pause", pause)
+    monkeypatch.setattr(hubhttp.Bucket, "refused", refused)
     code, payload, _ = audit(run_eosfix, "--workers", "4")
     assert code == 1
     assert payload["summary"]["error"] == 0
     assert payload["summary"]["rate_limited"] == 1
-    assert pauses
-    for set_at, until in pauses:
-        assert [t for t in starts if set_at < t < until] == []  # none starts during the pause
+    assert [name for name, _, _ in pauses] == [hubhttp.RESOLVERS]
+    for _, set_at, until in pauses:
+        assert until - set_at >= 1.0
+        during = [t for b, t in starts if set_at < t < until and b == hubhttp.RESOLVERS]
+        assert during == []  # no file request starts during the pause
     log = fake_hub.request_log
     limited = next(i for i, r in enumerate(log) if r.status == 429)
     later = [r.time for r in log[limited + 1 :]]
@@ -450,7 +454,11 @@ def test_markdown_report_is_a_table_to_paste(fake_hub, run_eosfix):
     )
     assert lines[5] == ""
     assert lines[6].startswith("1 repo would be fixed")
-    assert len(lines) == 7
+    # then the report's sections: the error counted with the verdicts, the repo to fix first
+    assert lines[7:12] == ["", "## Verdicts", "", "| verdict | repos |", "| --- | --- |"]
+    assert {"| ok | 1 |", "| runs on | 1 |", "| error | 1 |"} <= set(lines[12:15])
+    first = lines[lines.index("## What to fix first (by downloads)") + 4 :]
+    assert first == ["| `org/m001` | 0 | runs on -> [1010, 1012] |"]
     url = f"{fake_hub.url}/org/m001/discussions/1"
     with_pr = run_eosfix("hub", "--author", "org", "--format", "markdown", "--pr")
     assert f"| [already open]({url}) |" in with_pr.stdout

@@ -74,7 +74,9 @@ def test_check_and_fix_json(run_eosfix, sample_repo, tmp_path):
 
 
 def markdown_rows(text: str) -> tuple[list[str], list[list[str]]]:
-    lines = [ln for ln in text.splitlines() if ln.startswith("| ")]
+    """The first table's header and rows (a Hub listing's report has more tables after)."""
+    table = text.split("\n\n", 1)[0]
+    lines = [ln for ln in table.splitlines() if ln.startswith("| ")]
     split = [re.split(r"(?<!\\)\|", ln.strip())[1:-1] for ln in lines]
     head, rule, *rows = ([c.strip() for c in cells] for cells in split)
     assert rule == ["---"] * len(head)
@@ -157,7 +159,10 @@ def test_hub_outputs(fake_hub, run_eosfix, tmp_path):
     valid(BATCH, again)
     assert again["summary"]["resumed"] == 4
     check_csv(run_eosfix(*args, "csv").stdout, 5)
-    check_markdown(run_eosfix(*args, "markdown").stdout, 5)
+    report = run_eosfix(*args, "markdown").stdout
+    check_markdown(report, 5)
+    sections = [ln[3:] for ln in report.splitlines() if ln.startswith("## ")]
+    assert sections == BATCH["x-markdown-sections"]
     dry = json.loads(run_eosfix("hub", "--author", "org", "--format", "json", "--pr",
                                 "--dry-run").stdout)  # fmt: skip
     valid(BATCH, dry)

@@ -185,7 +185,8 @@ def test_discussion_report_shows_hostile_text_as_text(tmp_path, name):
 
 def test_hub_markdown_table_shows_hostile_text_as_text(fake_hub, tmp_path, run_eosfix):
     """``hub --format markdown``: hostile tokens in the "ends a turn" cells, a hostile error
-    message in an error row; the table keeps its columns."""
+    message in an error row; the table keeps its columns; the report's sections after it keep
+    hostile text as text too."""
     for i, name in enumerate(HOSTILE):
         root = hostile_repo("chatml-missing-im-end", tmp_path / name, {"<|im_end|>": HOSTILE[name]})
         files = {
@@ -199,17 +200,21 @@ def test_hub_markdown_table_shows_hostile_text_as_text(fake_hub, tmp_path, run_e
     files = {p.relative_to(bad).as_posix(): p.read_bytes() for p in bad.rglob("*") if p.is_file()}
     fake_hub.add_repo("org/zz-error", files)
     result = run_eosfix("hub", "--author", "org", "--format", "markdown")
-    table = result.stdout
-    assert live_from_repo(table) == [], table
+    report = result.stdout  # the table, the summary line, then the report's sections
+    assert live_from_repo(report) == [], report
+    table = report.split("\n\n", 1)[0]
     tokens = parser().parse(table)
     rows = [t for t in tokens if t.type == "tr_open"]
     assert len(rows) == len(HOSTILE) + 2  # the header, a row per repo
     cells = [t for t in tokens if t.type in ("td_open", "th_open")]
     assert len(cells) == 6 * len(rows)
     code = shown_as_code(table)
+    families = shown_as_code(report.split("## Template families", 1)[1])
     for name, text in HOSTILE.items():
         if "\n" not in text:
             assert text in code, name
+    # the report's families (the ten most common) show the tokens as code too
+    assert sum(text in families for text in HOSTILE.values()) >= 5
     error_row = next(line for line in table.splitlines() if "zz-error" in line)
     assert "pwn" in error_row
 

@@ -1,5 +1,6 @@
 """A GGUF file as a container: its repo, its stop keys, its plan, llama.cpp's and ollama's
-verdicts (``runtime_table``), and ``fix_gguf``: the plan written, read back and verified."""
+verdicts (``runtime_table``), and ``fix_gguf``: the plan written, read back and verified;
+``HubGguf``: a GGUF on the Hub, read by its header, judged for ``ollama run hf.co/...``."""
 
 from __future__ import annotations
 
@@ -9,10 +10,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from eosfix.containers.fixed import A, Fixed
+from eosfix.containers.gguf.hubparams import OllamaParams
 from eosfix.containers.gguf.keys import GgufStops
 from eosfix.containers.gguf.plan import GgufEdit, GgufValue
 from eosfix.containers.gguf.read import GgufModel, load_gguf
-from eosfix.containers.gguf.runtime_table import ollama_stops, runtime_table, values
+from eosfix.containers.gguf.runtime_table import (
+    hub_runtime_table,
+    ollama_stops,
+    runtime_table,
+    values,
+)
 from eosfix.core.errors import EosfixError, VerificationError, WriteError
 from eosfix.core.repo import ModelRepo
 from eosfix.decide.check import RepoCheck
@@ -77,6 +84,21 @@ class Gguf:
         except WriteError as exc:
             return exc
         return None
+
+
+@dataclass(frozen=True)
+class HubGguf(Gguf):
+    """A GGUF on the Hub, read by its header alone (``eosfix.containers.gguf.remote``): its
+    verdicts are llama.cpp's and ``ollama run hf.co/...``'s, with the params the Hub hands
+    ollama (``eosfix.containers.gguf.hubparams``). Nothing is written: a pull request can
+    change the repo's params file, never the header."""
+
+    params: OllamaParams
+
+    def runtime_table(
+        self, check: RepoCheck, patches: Sequence[GgufEdit], pins: Pins | None
+    ) -> RuntimeTable:
+        return hub_runtime_table(self.model, check, patches, pins, self.params)
 
 
 def open_gguf(path: Path) -> Gguf:

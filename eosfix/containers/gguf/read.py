@@ -18,7 +18,9 @@ import mmap
 import os
 import re
 import struct
-from collections.abc import Iterator, Sequence
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -110,22 +112,47 @@ class Header:
 
 
 class _Reader:
-    """Bounded little-endian reads over a buffer; running past the end is a truncated file."""
+    """Bounded little-endian reads over a buffer; running past the end is a truncated file.
 
-    def __init__(self, buf: Any, path: Path, limit: int) -> None:
+    ``buf`` holds the file's first bytes: all of them (a memory map), or as many as were
+    fetched so far (a file read by HTTP ranges), in which case ``grow(reader, n)`` is asked
+    for more whenever a read needs ``n`` bytes past ``pos`` that the buffer does not hold yet
+    (it appends them to ``buf`` or raises). ``size`` is the whole file's; ``limit`` is where
+    reading stops (the file's end, or MAX_HEADER_BYTES): every bound is checked against it,
+    never against what happens to be fetched. ``key``, ``items``, ``item`` and ``item_start``
+    say where the parse is (the field, and within an array its length, the item reached and
+    where the items began), for a byte source that sizes its next read from them.
+    """
+
+    def __init__(
+        self,
+        buf: Any,
+        path: Path,
+        limit: int,
+        *,
+        size: int | None = None,
+        grow: Grow | None = None,
+    ) -> None:
         self.buf, self.path, self.pos, self.limit = buf, path, 0, limit
+        self.size = len(buf) if size is None else size
+        self.grow = grow
+        self.key, self.items, self.item, self.item_start = "", 0, 0, 0
+        self.fields: dict[str, Field] = {}  # parsed so far, by key
 
     def fail(self, message: str) -> RepoLoadError:
         return RepoLoadError(message, path=self.path)
 
     def need(self, n: int, what: str) -> None:
         if n > self.limit - self.pos:
-            if self.limit < len(self.buf):
+            if self.limit < self.size:
                 raise self.fail(f"GGUF header larger than {MAX_HEADER_BYTES} bytes ({what})")
             raise self.fail(
                 f"truncated GGUF header: {what} needs {n} bytes at offset {self.pos}, "
-                f"the file has {len(self.buf) - self.pos} left"
+                f"the file has {self.size - self.pos} left"
             )
+        if n > len(self.buf) - self.pos:  # only for a buffer that holds the file's start
+            assert self.grow is not None, "a partial buffer needs a byte source"
+            self.grow(self, n)
 
     def scalar(self, fmt: str, what: str) -> Any:
         size = struct.calcsize(fmt)
@@ -148,6 +175,11 @@ class _Reader:
         data = bytes(self.buf[self.pos : self.pos + n])
         self.pos += n
         return data
+
+
+# Asked by a reader for more bytes: ``grow(reader, n)`` appends to ``reader.buf`` at least the
+# bytes up to ``reader.pos + n`` (or raises RepoLoadError naming the file).
+Grow = Callable[[_Reader, int], None]
 
 
 def _open_map(path: Path) -> tuple[Any, os.stat_result]:
@@ -179,6 +211,7 @@ def _read_array(r: _Reader, key: str) -> tuple[ValueType, int, Any]:
         raise r.fail(f"{key}: array claims {count} items, more than the {left} bytes left hold")
     value_start = r.pos
     if item is not ValueType.STRING:
+        r.need(count * min_size, key)
         r.pos += count * min_size
         value = _numeric_array(r.buf, value_start, item, count) if key in _DECODED_ARRAYS else None
         return item, value_start, value
@@ -194,19 +227,23 @@ _U64 = struct.Struct("<Q").unpack_from
 def _string_items(r: _Reader, key: str, count: int, *, decode: bool) -> list[str] | None:
     """Walk ``count`` length-prefixed strings (a tight loop: merges hold ~10^5 of them)."""
     buf, pos, limit = r.buf, r.pos, r.limit
+    end = min(len(buf), limit)  # the bytes at hand (a byte source fetches more when asked)
     out: list[str] | None = [] if decode else None
-    for _ in range(count):
-        if pos + 8 > limit:
-            r.pos = pos
+    r.key, r.items, r.item_start = key, count, pos
+    for i in range(count):
+        if pos + 8 > end:
+            r.pos, r.item = pos, i
             r.need(8, f"{key} item")
+            buf, end = r.buf, min(len(r.buf), limit)
         (n,) = _U64(buf, pos)
-        if n > limit - pos - 8:
-            r.pos = pos + 8
+        if n > end - pos - 8:
+            r.pos, r.item = pos + 8, i
             r.need(n, f"{key} item")
+            buf, end = r.buf, min(len(r.buf), limit)
         if out is not None:
             out.append(bytes(buf[pos + 8 : pos + 8 + n]).decode("utf-8", "surrogateescape"))
         pos += 8 + n
-    r.pos = pos
+    r.pos, r.items = pos, 0
     return out
 
 
@@ -226,8 +263,7 @@ def _read_value(r: _Reader, key: str, vtype: ValueType) -> Any:
     return r.scalar(_SCALAR[vtype], key)
 
 
-def _read_field(r: _Reader, index: int) -> Field:
-    start = r.pos
+def _read_key(r: _Reader, index: int) -> str:
     raw_key = r.raw_string(f"key {index}", MAX_KEY_BYTES)
     try:
         key = raw_key.decode("utf-8")
@@ -235,6 +271,18 @@ def _read_field(r: _Reader, index: int) -> Field:
         raise r.fail(f"key {index} is not valid UTF-8") from None
     if not key:
         raise r.fail(f"key {index} is empty (llama.cpp refuses it)")
+    r.key = key
+    return key
+
+
+def _read_field(r: _Reader, index: int, known: KnownFields | None = None) -> Field:
+    start = r.pos
+    key = _read_key(r, index)
+    if known is not None:
+        same = known.match(r, key, start)
+        if same is not None:
+            return same
+        r.pos = start + 8 + len(key.encode("utf-8"))  # back after the key
     vtype = _value_type(r, key, r.u32(f"{key} type"))
     if vtype is ValueType.ARRAY:
         item, value_start, value = _read_array(r, key)
@@ -245,6 +293,8 @@ def _read_field(r: _Reader, index: int) -> Field:
 
 
 def _read_preamble(r: _Reader, size: int) -> tuple[int, int, int]:
+    if size >= 4:
+        r.need(4, "the magic bytes")
     if size < 4 or bytes(r.buf[:4]) != MAGIC:
         raise r.fail("not a GGUF file (the first 4 bytes are not 'GGUF')")
     r.pos = 4
@@ -265,21 +315,90 @@ def _read_preamble(r: _Reader, size: int) -> tuple[int, int, int]:
     return version, n_tensors, n_kv
 
 
-def _parse(path: Path, buf: Any, st: os.stat_result) -> Header:
-    size = st.st_size
-    r = _Reader(buf, path, min(size, MAX_HEADER_BYTES))
+def parse_header(
+    path: Path,
+    buf: Any,
+    size: int,
+    *,
+    grow: Grow | None = None,
+    known: KnownFields | None = None,
+    mtime_ns: int = 0,
+    inode: tuple[int, int] = (0, 0),
+) -> Header:
+    """Parse the key/value section of a GGUF of ``size`` bytes whose first bytes are ``buf``
+    (all of them, or as many as were fetched: ``grow`` fetches more, see ``_Reader``).
+    ``known``: fields of headers read before, taken as they are where this file has the very
+    same bytes (the quantisations of one model share their token arrays)."""
+    r = _Reader(buf, path, min(size, MAX_HEADER_BYTES), size=size, grow=grow)
     version, n_tensors, n_kv = _read_preamble(r, size)
     kv_start = r.pos
-    fields: dict[str, Field] = {}
+    fields = r.fields
     for index in range(n_kv):
-        f = _read_field(r, index)
+        f = _read_field(r, index, known)
         if f.key in fields:
             raise r.fail(f"duplicate key {f.key!r} (llama.cpp refuses the file)")
         fields[f.key] = f
     return Header(
-        path, version, n_tensors, kv_start - 8, kv_start, r.pos, size, st.st_mtime_ns, fields,
-        (st.st_dev, st.st_ino),
-    )  # fmt: skip
+        path, version, n_tensors, kv_start - 8, kv_start, r.pos, size, mtime_ns, fields, inode
+    )
+
+
+def _parse(path: Path, buf: Any, st: os.stat_result) -> Header:
+    return parse_header(
+        path, buf, st.st_size, mtime_ns=st.st_mtime_ns, inode=(st.st_dev, st.st_ino)
+    )
+
+
+class KnownFields:
+    """Large fields of headers parsed before, with their bytes: a field of another file whose
+    bytes are the same is that field (the same value, moved to where it starts here), so the
+    quantisations of one model walk their token arrays once. Only fields of at least
+    ``MIN_BYTES`` are kept (smaller ones parse faster than they compare), the latest
+    ``per_key`` of each key. Thread-safe; bounded."""
+
+    MIN_BYTES = 4096
+
+    def __init__(self, per_key: int = 4) -> None:
+        self.per_key = per_key
+        self._fields: dict[str, list[tuple[Field, bytes]]] = {}
+        self._lock = threading.Lock()
+        self.reused = 0  # fields taken from an earlier header (for tests and benchmarks)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._fields.clear()
+
+    def learn(self, header: Header, buf: Any) -> None:
+        """Keep ``header``'s large fields, with their bytes from ``buf`` (its file's start)."""
+        for f in header.fields.values():
+            if f.end - f.start >= self.MIN_BYTES and f.end <= len(buf):
+                data = bytes(buf[f.start : f.end])
+                with self._lock:
+                    kept = self._fields.setdefault(f.key, [])
+                    if all(data != b for _, b in kept):
+                        kept.insert(0, (f, data))
+                        del kept[self.per_key :]
+
+    def match(self, r: _Reader, key: str, start: int) -> Field | None:
+        """The known field ``key`` whose bytes ``r`` has at ``start`` (fetching them if need
+        be), moved there, with ``r.pos`` after it. None: no such field (``r.pos`` moved)."""
+        with self._lock:
+            candidates = list(self._fields.get(key, ()))
+        for f, data in candidates:
+            if len(data) > r.limit - start:
+                continue
+            here = min(len(data), len(r.buf) - start)  # what is fetched already must agree
+            if r.buf[start : start + here] != data[:here]:  # (before more is fetched for it)
+                continue
+            r.pos = start
+            r.need(len(data), key)
+            if r.buf[start : start + len(data)] == data:
+                r.pos = start + len(data)
+                shift = start - f.start
+                self.reused += 1
+                return Field(key, f.type, f.item_type, start, f.value_start + shift,
+                             f.end + shift, f.value)  # fmt: skip
+        return None
 
 
 def read_header(path: str | Path) -> Header:
@@ -552,7 +671,8 @@ def _vocab(header: Header) -> GgufVocab:
         raise RepoLoadError(f"no {TOKENS_KEY}: the file has no vocabulary", path=header.path)
     keys = {slot: header.fields[key_name(slot)].value for _, slot in ID_SLOTS
             if key_name(slot) in header.fields}  # fmt: skip
-    vocab = GgufVocab.from_tokens(model, header.value(PRE_KEY, ""), tokens, keys)
+    text_ids = _shared(("text_ids", tokens), lambda: _text_ids(tokens))
+    vocab = GgufVocab(model, header.value(PRE_KEY, ""), len(tokens), text_ids, keys)
     if len(vocab.text_ids) != len(tokens):
         seen: dict[str, int] = {}
         for i, t in enumerate(tokens):
@@ -565,6 +685,33 @@ def _vocab(header: Header) -> GgufVocab:
                 )
             seen[text] = i
     return vocab
+
+
+def _text_ids(tokens: Sequence[str]) -> Mapping[str, int]:
+    return GgufVocab.from_tokens("", "", tokens, {}).text_ids
+
+
+# What is built from a token list (text -> id, the added tokens) is built once per list: the
+# quantisations of one model share their lists (``KnownFields``). Keyed by the lists' identity;
+# the entry holds the lists, so an id is not reused while it is here.
+_SHARED: OrderedDict[tuple[Any, ...], tuple[tuple[Any, ...], Any]] = OrderedDict()
+_SHARED_LOCK = threading.Lock()
+_SHARED_SIZE = 16
+
+
+def _shared(parts: tuple[Any, ...], build: Callable[[], Any]) -> Any:
+    key = tuple(id(p) if isinstance(p, list) else p for p in parts)
+    with _SHARED_LOCK:
+        found = _SHARED.get(key)
+        if found is not None and all(a is b for a, b in zip(found[0], parts, strict=True)):
+            _SHARED.move_to_end(key)
+            return found[1]
+    value = build()
+    with _SHARED_LOCK:
+        _SHARED[key] = (parts, value)
+        while len(_SHARED) > _SHARED_SIZE:
+            _SHARED.popitem(last=False)
+    return value
 
 
 def _templates(header: Header) -> tuple[ChatTemplate, ...]:
@@ -602,20 +749,35 @@ def load_gguf(path: str | Path) -> GgufModel:
     shards = shard_paths(header)
     for shard in shards[1:]:
         read_tensors(read_header(shard))
+    return model_from_header(header, shards=shards, tensor_shapes=tensors.shapes)
+
+
+def model_from_header(
+    header: Header,
+    *,
+    shards: tuple[Path, ...] = (),
+    tensor_shapes: dict[str, tuple[int, ...]] | None = None,
+) -> GgufModel:
+    """The ``GgufModel`` of a parsed header (``_validate`` is applied here too): what
+    ``load_gguf`` returns for a local file, and what a file read by ranges gives, whose
+    tensor infos are never read (``tensor_shapes`` None)."""
+    _validate(header)
+    path = header.path
     vocab = _vocab(header)
     specials = special_ids(vocab)
     tokens: list[str] = header.value(TOKENS_KEY) or []
     types: list[int] | None = header.value(TOKEN_TYPE_KEY)
     # llama.cpp renders the template with the text of its bos/eos ids (common/chat.cpp)
     named = {f"{r}_token": tokens[i] for r in ("bos", "eos") if (i := specials.get(r)) is not None}
+    added = _shared(("added", tokens, types), lambda: _added_tokens(tokens, types))
     repo = ModelRepo(
         root=path,
         templates=_templates(header),
         special_tokens=named,
-        added_tokens=_added_tokens(tokens, types),
+        added_tokens=added,
         vocabulary=TokenTable(vocab.text_ids, TOKENS_KEY),
     )
     return GgufModel(
-        path, header, vocab, specials, repo, tuple(types) if types else None, shards,
-        tensors.shapes,
+        path, header, vocab, specials, repo, tuple(types) if types else None,
+        shards or (path,), tensor_shapes,
     )  # fmt: skip

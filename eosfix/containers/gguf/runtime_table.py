@@ -1,19 +1,24 @@
 """llama.cpp's and ollama's verdicts on a GGUF file: what each stops on now and once the
-planned keys are written (``eosfix.decide.runtime_table`` turns the sets into rows)."""
+planned keys are written (``eosfix.decide.runtime_table`` turns the sets into rows); for a
+GGUF on the Hub, ``ollama run hf.co/...`` instead of ollama reading the file alone."""
 
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Sequence
 
 from eosfix.containers.gguf.eos_ids import ollama_view
-from eosfix.containers.gguf.format import field_key
+from eosfix.containers.gguf.format import CONTROL, field_key
+from eosfix.containers.gguf.hubparams import OllamaParams, plan_params
 from eosfix.containers.gguf.plan import GgufEdit, GgufValue
 from eosfix.containers.gguf.read import GgufModel
 from eosfix.decide.check import RepoCheck
 from eosfix.decide.runtime_table import RowInputs, RuntimeTable, build_table
 from eosfix.runtimes import Pins, llamacpp, ollama
+from eosfix.runtimes.ollama import hub
 from eosfix.runtimes.ollama.engines import OllamaStops, gguf_stops
+from eosfix.runtimes.ollama.hub import visible_ids
 
 # llama.cpp reading a GGUF (not a folder a converter would turn into one).
 GGUF_READER = dataclasses.replace(
@@ -64,4 +69,41 @@ def runtime_table(
         note += f"; its compatibility layer rewrites {changed}"
     sets = (before_o.ids, after_o.ids, after_o.ids)
     row = RowInputs(OLLAMA_READER, rule, sets, pinned=version, note=note)
+    return build_table(check, [llama, row])
+
+
+def hub_runtime_table(
+    model: GgufModel,
+    check: RepoCheck,
+    patches: Sequence[GgufEdit],
+    pins: Pins | None,
+    params: OllamaParams,
+) -> RuntimeTable:
+    """A GGUF on the Hub: llama.cpp's set (LM Studio runs it too), and what ``ollama run
+    hf.co/...`` stops on: its engine's set for the file plus the stop strings of the params
+    the Hub hands it, those it can see (``eosfix.runtimes.ollama.hub``); after the fix, with
+    the planned keys and the planned params (``eosfix.containers.gguf.hubparams``)."""
+    now = frozenset(check.stop.ids or ())
+    after = now if check.proposed is None else frozenset(check.proposed)
+    llama = RowInputs(GGUF_READER, GGUF_READER.current, (now, after, after))
+    pinned = (pins or {}).get(ollama.RUNTIME.name)
+    before_o, after_o = ollama_stops(model, (), pinned), ollama_stops(model, patches, pinned)
+    plan = plan_params(check, model, params, before_o.ids)
+    stops_after = plan.after if plan is not None else params.stop
+    terms = {t.content: t.id for t in check.terminators.terminators}
+    types = model.token_types or ()
+
+    def control(token_id: int) -> bool:
+        return token_id < len(types) and types[token_id] == CONTROL
+
+    def seen(stops: Sequence[str]) -> frozenset[int]:
+        return visible_ids(stops, model.vocab.text_ids, terms, control, before_o.version)
+
+    ids_before, ids_after = before_o.ids | seen(params.stop), after_o.ids | seen(stops_after)
+    stops = json.dumps(list(params.stop), ensure_ascii=False)
+    note = f"stop {stops} from {params.source_text}; ollama {before_o.version} on {before_o.engine}"
+    if params.problem is not None:
+        note = f"the repo's params file is refused ({params.problem}); " + note
+    row = RowInputs(hub.RUNTIME, hub.RUNTIME.rule_for(pinned), (ids_before, ids_after, ids_after),
+                    pinned=pinned, note=note)  # fmt: skip
     return build_table(check, [llama, row])

@@ -1,15 +1,26 @@
-"""Talking to the Hub politely: one request at a time per slot, retries, and rate limits.
+"""Talking to the Hub politely: pace each quota, retry, never hammer. One module, because the
+pacing, the retries and the counting of requests share one lock and one view of each answer.
 
-huggingface_hub's ``http_backoff`` retries one request on its own (429 with ``Retry-After`` or
-``RateLimit``, 5xx, timeouts: 1, 2, 4, 8 s, no jitter). Sixteen threads each doing that would
-hammer a Hub that is already saying "slow down", and wake up together. So a batch shares one
-**gate** between all its requests:
+The Hub counts requests in fixed 5-minute windows, in separate buckets: "Hub APIs" (listings,
+repo info, paths-info...) and "Resolvers" ("all the URLs that contain a /resolve/ segment"),
+and sends ``RateLimit: "<bucket>";r=<remaining>;t=<seconds to reset>`` and
+``RateLimit-Policy: "fixed window";"<bucket>";q=<quota>;w=<window>`` (hub-docs
+``docs/hub/rate-limits.md``, the IETF draft version 9; on every answer of the bucket, not only
+on a 429: huggingface_hub ``utils/_http.py`` 971, issue huggingface/huggingface_hub#3553). So a
+batch shares one **gate** with one **bucket** per quota:
 
-- a 429 pauses *every* request until the Hub's ``Retry-After`` (or the ``RateLimit`` reset)
-  has passed, plus jitter, and halves how many may be in flight (once per round of requests);
-- a success that reports ``r=0`` (nothing left in the window) pauses until the reset;
-- after ``limit`` successes in a row the limit grows by one, up to the ``workers`` asked for
-  (additive increase, multiplicative decrease);
+- a bucket whose answers carry those headers is **paced**: it sends while its estimate of the
+  requests left in the window (the lowest the answers allow, counting every request still in
+  flight as already counted) stays above a small reserve, then waits until the window has
+  surely ended (each answer bounds the end: between ``sent + t - 1`` and ``received + t``,
+  since ``t`` is rounded up to whole seconds) and starts the next. Fixed windows do not
+  punish a burst, so waiting at the end of a window costs nothing, and no request is refused;
+- before its first answer a bucket sends one request at a time (the quota is not known yet);
+  a bucket whose answers carry no such headers is not paced (a 429 then says when to retry);
+- a 429 pauses only its own bucket, until the ``RateLimit`` reset (when nothing is left) or
+  ``Retry-After``, plus jitter, and halves how many requests may be in flight (once per round
+  of requests); after ``limit`` successes in a row the limit grows by one, up to the
+  ``workers`` asked for (additive increase, multiplicative decrease);
 - 5xx, 408, timeouts and dropped connections are retried after a backoff with full jitter;
 - every request is tried at most MAX_ATTEMPTS times; then its error is the repo's.
 
@@ -119,57 +130,173 @@ def retry_after(headers: Mapping[str, str]) -> float | None:
     return None
 
 
+API, RESOLVERS = "api", "resolvers"  # the Hub's names of its two buckets eosfix uses
+
+
+def bucket_of(url: str) -> str:
+    """The quota a request counts against (hub-docs rate-limits.md, lines 5-15)."""
+    return RESOLVERS if "/resolve/" in url else API
+
+
+class Bucket:
+    """One of the Hub's request quotas, as the ``RateLimit`` headers of its answers tell it
+    (see the module). Used under the gate's lock."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.paced: bool | None = None  # None: no answer yet; False: answers without headers
+        self.quota = 0  # q: requests per window
+        self.window = 0.0  # w: seconds
+        self.left = 0  # requests that may still be sent in the current window
+        self.ends: float | None = None  # the current window has surely ended by then
+        self.opened = -math.inf  # when the current window began to be counted here
+        self.in_flight = 0
+        self.paused_until = 0.0  # a 429 asked this bucket to wait
+        self.sent = 0
+        self.waited = 0.0  # seconds its requests waited for the next window
+        self.counted_to = 0.0
+
+    @property
+    def reserve(self) -> int:
+        """Requests of each window left unspent (another client on the same token)."""
+        return max(1, self.quota // 100)
+
+    def ready(self, now: float) -> float | None:
+        """0: a request may be sent now; seconds to wait; None: wait for an answer."""
+        if self.paused_until > now:
+            return self.paused_until - now
+        if self.paced is None:
+            return 0.0 if self.in_flight == 0 else None
+        if not self.paced:
+            return 0.0
+        if self.ends is not None and now >= self.ends:  # a new window: all of it again
+            self.left, self.ends, self.opened = self.quota - self.in_flight, None, now
+        if self.left > self.reserve:
+            return 0.0
+        return None if self.ends is None else self.ends - now
+
+    def start(self) -> None:
+        self.in_flight += 1
+        self.sent += 1
+        self.left -= 1
+
+    def answered(self, headers: Mapping[str, str], sent_at: float, now: float) -> None:
+        """Read an answer's ``RateLimit`` headers (before its request leaves ``in_flight``)."""
+        info = parse_ratelimit_headers(headers)
+        if info is None or info.resource_type != self.name:
+            if self.paced is None:
+                self.paced = False
+            return
+        if sent_at < self.opened:  # counted in a window this bucket has left behind
+            return
+        first = not self.paced
+        self.paced = True
+        self.quota = info.limit or max(self.quota, info.remaining + 1)
+        self.window = float(info.window_seconds or self.window)
+        # the window ends within (sent + t - 1, received + t]; the requests still in flight
+        # may have been counted after this one
+        estimate = info.remaining - (self.in_flight - 1)
+        ends = now + info.reset_in_seconds
+        if first or self.ends is None:
+            self.left = estimate if first else min(self.left, estimate)
+            self.ends = ends
+        else:
+            self.left = min(self.left, estimate)
+            self.ends = min(self.ends, ends)
+
+    def refused(self, headers: Mapping[str, str], now: float, wait: float | None) -> None:
+        """A 429: nothing is left in this window; wait as the Hub said."""
+        info = parse_ratelimit_headers(headers)
+        if info is not None and info.resource_type == self.name:
+            self.paced = True
+            self.quota = info.limit or self.quota
+            self.window = float(info.window_seconds or self.window)
+            self.ends = now + info.reset_in_seconds
+        self.left = 0
+        if wait is not None:
+            self.paused_until = max(self.paused_until, now + wait)
+
+    def status(self, now: float) -> str:
+        """``api 812/1000 left, next window in 12 s``; empty when not paced."""
+        if not self.paced:
+            return ""
+        text = f"{self.name} {max(0, self.left)}/{self.quota} left"
+        if self.ends is not None and self.ends > now:
+            text += f", next window in {math.ceil(self.ends - now)} s"
+        return text
+
+
 class RateGate:
-    """How many requests may be in flight now, and until when all must wait (see module)."""
+    """How many requests may be in flight now, and each bucket's pace (see module)."""
 
     def __init__(self, limit: int) -> None:
         self.max = self.limit = self.lowest = max(1, limit)
         self.in_flight = 0
-        self.paused_until = 0.0
+        self.buckets = {API: Bucket(API), RESOLVERS: Bucket(RESOLVERS)}
         self.last_cut = -math.inf
         self.streak = 0
         self.stopping = threading.Event()
         # requests (sent and answered, or timed out after being sent), unreachable (no
         # connection made: never counted as a request), api, resolve, retries, rate_limited
         self.stats: Counter[str] = Counter()
-        self.waited = 0.0  # seconds every request was paused in all
-        self._cond = threading.Condition()
+        self.waited = 0.0  # seconds a bucket was paused by 429s, in all
+        lock = threading.Lock()
+        self._cond = threading.Condition(lock)  # the lock; requests of each bucket wait on theirs
+        self._turns = {name: threading.Condition(lock) for name in self.buckets}
 
-    def acquire(self) -> float:
-        """Wait for a slot (and for any pause to end); returns when the request starts."""
+    def acquire(self, bucket: str = RESOLVERS) -> float:
+        """Wait for a slot and for the bucket's turn; returns when the request starts."""
+        b = self.buckets[bucket]
+        turn = self._turns[bucket]
         while True:
             with self._cond:
                 if self.stopping.is_set():
                     raise Stopped
                 now = _clock()
-                wait = self.paused_until - now
-                if wait <= 0 and self.in_flight < self.limit:
+                wait = b.ready(now)
+                if wait == 0.0 and self.in_flight < self.limit:
                     self.in_flight += 1
+                    b.start()
                     return now
-                if wait <= 0:
-                    self._cond.wait(0.5)
+                if wait is None or wait <= 0:  # a slot, or an answer telling the quota
+                    turn.wait(0.5)
                     continue
+                if b.paused_until <= now:  # waiting for the next window (not a 429)
+                    b.waited += max(0.0, now + wait - max(b.counted_to, now))
+                    b.counted_to = max(b.counted_to, now + wait)
             _sleep(wait, self.stopping)
 
-    def release(self) -> None:
+    def release(self, bucket: str = RESOLVERS) -> None:
+        """A request is over: its slot may go to a request of either bucket."""
         with self._cond:
             self.in_flight -= 1
-            self._cond.notify()
+            self.buckets[bucket].in_flight -= 1
+            for turn in self._turns.values():
+                turn.notify()
 
-    def succeeded(self, headers: Mapping[str, str]) -> None:
+    def answered(self, bucket: str, headers: Mapping[str, str], started: float) -> None:
+        """What an answer (any status) says of its bucket's quota."""
+        with self._cond:
+            b = self.buckets[bucket]
+            was = b.paced
+            b.answered(headers, started, _clock())
+            if b.paced != was:  # the quota is known now: every waiting request may go
+                self._turns[bucket].notify_all()
+
+    def succeeded(self) -> None:
         with self._cond:
             self.streak += 1
             if self.streak >= self.limit and self.limit < self.max:
                 self.limit += 1
                 self.streak = 0
-                self._cond.notify()
-            info = parse_ratelimit_headers(headers)
-            if info is not None and info.remaining == 0:  # the next one would be a 429
-                self._pause(float(info.reset_in_seconds))
+                for turn in self._turns.values():
+                    turn.notify()
 
-    def throttled(self, started: float, wait: float | None) -> None:
-        """A 429 (or 503): halve the limit, once per round of requests; pause everyone for
-        ``wait`` seconds plus jitter, when the Hub said how long."""
+    def throttled(
+        self, bucket: str, started: float, wait: float | None, headers: Mapping[str, str]
+    ) -> None:
+        """A 429 (or 503): halve the limit, once per round of requests; pause the bucket
+        for ``wait`` seconds plus jitter, when the Hub said how long."""
         with self._cond:
             if started >= self.last_cut:  # requests sent before the last cut do not cut again
                 self.limit = max(1, self.limit // 2)
@@ -177,18 +304,42 @@ class RateGate:
                 self.last_cut = _clock()
             self.streak = 0
             if wait is not None:
-                self._pause(wait + random.uniform(0, min(1.0, 0.1 + wait / 10)))
+                wait += random.uniform(0, min(1.0, 0.1 + wait / 10))
+                b = self.buckets[bucket]
+                now = _clock()
+                self.waited += max(0.0, now + wait - max(b.paused_until, now))
+            self.buckets[bucket].refused(headers, _clock(), wait)
 
-    def _pause(self, seconds: float) -> None:
-        until = _clock() + seconds
-        if until > self.paused_until:
-            self.waited += until - max(self.paused_until, _clock())
-            self.paused_until = until
+    def status(self) -> str:
+        """Each paced bucket's budget: ``api 812/1000 left; resolvers 0/5000 left, next
+        window in 12 s``."""
+        with self._cond:
+            now = _clock()
+            return "; ".join(t for b in self.buckets.values() if (t := b.status(now)))
+
+    def eta(self, done: int, left: int) -> float | None:
+        """Seconds the quotas need for ``left`` more repos, each costing what the ``done``
+        ones did on average; None when no quota is paced (eosfix's own speed is the limit)."""
+        worst: float | None = None
+        with self._cond:
+            now = _clock()
+            for b in self.buckets.values():
+                if not b.paced or b.quota <= b.reserve or not done:
+                    continue
+                need = b.sent / done * left
+                seconds = 0.0
+                if need > b.left:
+                    windows = math.ceil((need - b.left) / (b.quota - b.reserve))
+                    start = b.ends - now if b.ends is not None else b.window
+                    seconds = max(0.0, start) + (windows - 1) * b.window
+                worst = seconds if worst is None else max(worst, seconds)
+        return worst
 
     def stop(self) -> None:
         self.stopping.set()
         with self._cond:
-            self._cond.notify_all()
+            for turn in self._turns.values():
+                turn.notify_all()
 
 
 def backoff(attempt: int) -> float:
@@ -202,7 +353,7 @@ class BadAnswer(ConnectionError):
 
 
 class HubHttp:
-    """GET requests to the Hub through one RateGate; the token is never logged."""
+    """Requests to the Hub through one RateGate; the token is never logged."""
 
     def __init__(
         self, *, token: str | bool | None = None, timeout: float | None = 30.0, workers: int = 16
@@ -217,7 +368,7 @@ class HubHttp:
 
     def get(self, url: str, params: Iterable[tuple[str, Any]] | None = None) -> httpx2.Response:
         """GET ``url`` (retried as the module says); raises huggingface_hub's typed errors."""
-        response = self._request(url, list(params) if params else None)
+        response = self._request("GET", url, list(params) if params else None, None)
         hf_raise_for_status(response)
         return response
 
@@ -230,8 +381,21 @@ class HubHttp:
         """GET ``url`` as ``get`` does, and retry (like a 5xx) an answer whose body
         ``problem`` finds wrong (JSON cut short, bytes not matching the Hub's hash); after
         MAX_ATTEMPTS such answers, raise ``BadAnswer`` with what was wrong."""
+        return self.checked("GET", url, params, None, problem)
+
+    def checked(
+        self,
+        method: str,
+        url: str,
+        params: Iterable[tuple[str, Any]] | None,
+        data: Mapping[str, Any] | None,
+        problem: Callable[[httpx2.Response], str | None],
+    ) -> httpx2.Response:
+        """``method`` (GET, or POST with the form ``data``) as ``get_checked`` says."""
+        query = list(params) if params else None
         for attempt in range(1, MAX_ATTEMPTS + 1):
-            response = self.get(url, params)
+            response = self._request(method, url, query, data)
+            hf_raise_for_status(response)
             why = problem(response)
             if why is None:
                 return response
@@ -240,56 +404,156 @@ class HubHttp:
                 _sleep(backoff(attempt), self.gate.stopping)
         raise BadAnswer(f"{why} ({MAX_ATTEMPTS} attempts): {url}")
 
-    def _request(self, url: str, params: list[tuple[str, Any]] | None) -> httpx2.Response:
-        kind = "resolve" if "/resolve/" in url else "api"
+    def get_range(
+        self,
+        url: str,
+        start: int,
+        end: int,
+        *,
+        send_token: bool = True,
+        tally: Counter[str] | None = None,
+    ) -> httpx2.Response:
+        """GET bytes [start, end) of the file at ``url`` (a 206 answer; a 200 means the
+        server ignored the range: then only its first ``end - start`` bytes are read, never
+        the whole file). ``send_token``: False for a URL off the Hub (a CDN's signed URL);
+        ``tally``: counts this call's requests too (the file's own count)."""
+        headers = {
+            **(self.headers if send_token else _without_token(self.headers)),
+            "Range": f"bytes={start}-{end - 1}",
+            # A compressed answer may ignore the range (huggingface_hub file_download.py
+            # http_get: "CloudFront with Accept-Encoding: gzip"), and its offsets are not the
+            # file's: ask for the bytes as they are.
+            "Accept-Encoding": "identity",
+        }
+        response = self._request(
+            "GET", url, None, None, headers=headers, cap=end - start, tally=tally
+        )
+        hf_raise_for_status(response)
+        return response
+
+    def _request(
+        self,
+        method: str,
+        url: str,
+        params: list[tuple[str, Any]] | None,
+        data: Mapping[str, Any] | None,
+        *,
+        headers: Mapping[str, str] | None = None,
+        cap: int | None = None,
+        tally: Counter[str] | None = None,
+    ) -> httpx2.Response:
+        bucket = RESOLVERS if cap is not None else bucket_of(url)  # a byte range reads a file
+        kind = "resolve" if bucket == RESOLVERS else "api"
+        gate = self.gate
         for attempt in range(1, MAX_ATTEMPTS + 1):
             last = attempt == MAX_ATTEMPTS
-            started = self.gate.acquire()
+            started = gate.acquire(bucket)
             try:
-                response = get_session().get(
-                    url, params=params, headers=self.headers, timeout=self.timeout
+                response = _send(
+                    method, url, params, data, headers or self.headers, self.timeout, cap
                 )
             except RETRY_ERRORS as exc:
-                self.gate.release()
+                gate.release(bucket)
                 connected = not isinstance(exc, (httpx2.ConnectError, httpx2.ConnectTimeout))
-                self._count(kind if connected else None)
+                self._count(kind if connected else None, tally=tally)
                 if last:
                     raise Unreachable(url, attempt, exc) from exc
                 self.stats["retries"] += 1  # timed out, dropped: try again after a backoff
-                _sleep(backoff(attempt), self.gate.stopping)
+                _sleep(backoff(attempt), gate.stopping)
                 continue
             except BaseException:
-                self.gate.release()
+                gate.release(bucket)
                 raise
-            self._count(kind)
+            self._count(kind, len(response.history), tally)
             status = response.status_code
+            hub_answer = hub_response(response)
             retry = status in RETRY_STATUS and not last
             wait = retry_after(response.headers) if retry and status in (429, 503) else None
             # The outcome is recorded before the slot is freed: a request waiting for the slot
             # must see the pause a 429 asks for, not start in between.
+            gate.answered(bucket, hub_answer.headers, started)
             if retry and status in (429, 503):
-                self.gate.throttled(started, wait)
+                gate.throttled(bucket, started, wait, response.headers)
             elif not retry and status < 400:
-                self.gate.succeeded(response.headers)
-            self.gate.release()
+                gate.succeeded()
+            gate.release(bucket)
             if status == 429:
                 self.stats["rate_limited"] += 1
             if not retry:
                 return response
             self.stats["retries"] += 1
             if wait is None:
-                _sleep(backoff(attempt), self.gate.stopping)
+                _sleep(backoff(attempt), gate.stopping)
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def _count(self, kind: str | None) -> None:
+    def _count(
+        self, kind: str | None, redirects: int = 0, tally: Counter[str] | None = None
+    ) -> None:
         """One more request made (``kind``: api or resolve), or, None, one that never
-        connected."""
+        connected. ``redirects`` followed (an LFS file's CDN) are counted apart in ``stats``:
+        the Hub's quotas count the request, not the CDN's answer. ``tally`` (one file's own
+        count) counts every request sent, redirects included."""
         with self.gate._cond:
             if kind is None:
                 self.stats["unreachable"] += 1
-            else:
-                self.stats["requests"] += 1
-                self.stats[kind] += 1
+                if tally is not None:
+                    tally["unreachable"] += 1
+                return
+            self.stats["requests"] += 1
+            self.stats[kind] += 1
+            self.stats["redirects"] += redirects
+            if tally is not None:
+                tally["requests"] += 1 + redirects
+                tally[kind] += 1 + redirects
+
+
+def _send(
+    method: str,
+    url: str,
+    params: list[tuple[str, Any]] | None,
+    data: Mapping[str, Any] | None,
+    headers: Mapping[str, str],
+    timeout: float | None,
+    cap: int | None,
+) -> httpx2.Response:
+    """One request; with ``cap``, the body is streamed and at most ``cap`` bytes of it are read
+    (a server that ignores a range would send the whole file)."""
+    session = get_session()
+    if cap is None:
+        return session.request(
+            method, url, params=params, data=data, headers=headers, timeout=timeout
+        )
+    with session.stream(
+        method, url, params=params, data=data, headers=headers, timeout=timeout
+    ) as streamed:
+        body = bytearray()
+        for chunk in streamed.iter_raw():
+            body += chunk
+            if len(body) >= cap:
+                del body[cap:]
+                break
+        return httpx2.Response(
+            streamed.status_code,
+            headers=streamed.headers,
+            content=bytes(body),
+            request=streamed.request,
+            history=streamed.history,
+        )
+
+
+def _without_token(headers: Mapping[str, str]) -> dict[str, str]:
+    return {k: v for k, v in headers.items() if k.lower() != "authorization"}
+
+
+def hub_response(response: httpx2.Response) -> httpx2.Response:
+    """The Hub's own answer of a request whose redirects were followed: an LFS file's resolve
+    answers with a redirect to a CDN, and that redirect, not the CDN's answer, carries the
+    file's metadata (``X-Linked-Etag``, ``X-Repo-Commit``) and the quota's headers
+    (huggingface_hub ``utils/_http.py`` 735-782)."""
+    for hop in response.history:
+        if "x-repo-commit" in hop.headers or "ratelimit" in hop.headers:
+            return hop
+    return response
 
 
 # --- one line per failure ------------------------------------------------------------------

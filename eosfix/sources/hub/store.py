@@ -6,10 +6,14 @@ and sends no request for that repo. Layout (under ``$EOSFIX_CACHE``, else
 ``$XDG_CACHE_HOME/eosfix``, else ``~/.cache/eosfix``)::
 
     hub/blobs/<ab>/<git sha1>                 a file's bytes, named by its git blob sha1
+    hub/ids/<ab>/<sha256>                     the git sha1 of an LFS file's bytes
     hub/snapshots/<ab>/<commit>/<path> -> blob  the commit's relevant files (symlinks)
     hub/snapshots/<ab>/<commit>.json          its manifest: written last, so it means "complete"
 
-Identical files (the same tokenizer_config.json in 40 quantizations) are one blob. Every write
+Identical files (the same tokenizer_config.json in 40 quantizations) are one blob, found by
+the id the Hub gives a file's content before it is downloaded (a paths-info answer, a
+resolve's ``ETag``): the git blob sha1 of a file kept in git, the sha256 of one kept in LFS
+(``ids/``), so a file already here is never downloaded again, whichever repo has it. Every write
 is a temp file or folder renamed into place: a crash leaves no half file, and two processes
 publishing the same commit both end with the same snapshot. It is a cache: delete it any time.
 The HF cache is not used, so ``eosfix cache --fix`` edits never mix with what the Hub serves.
@@ -74,14 +78,31 @@ class Store:
         except (OSError, ValueError, KeyError, TypeError):
             return None
 
-    def add_blob(self, data: bytes) -> str:
-        """Keep ``data`` (once); returns its git sha1."""
+    def add_blob(self, data: bytes, content_id: str | None = None) -> str:
+        """Keep ``data`` (once); returns its git sha1. ``content_id``: the Hub's id of it
+        (checked by the caller); a sha256 (an LFS file) is indexed, so ``blob_of`` finds it."""
         sha = git_sha1(data)
         blob = self._blob(sha)
         if not blob.exists():
             blob.parent.mkdir(parents=True, exist_ok=True)
             _write_atomic(blob, data)
+        if content_id is not None and len(content_id) == 64:
+            index = self._index(content_id)
+            if not index.exists():
+                index.parent.mkdir(parents=True, exist_ok=True)
+                _write_atomic(index, sha.encode())
         return sha
+
+    def blob_of(self, content_id: str) -> str | None:
+        """The git sha1 of the blob holding the content the Hub names ``content_id`` (a git
+        sha1, or an LFS file's sha256), or None when the store does not hold it."""
+        sha: str | None = content_id
+        if len(content_id) == 64:
+            try:
+                sha = self._index(content_id).read_text(encoding="ascii").strip()
+            except (OSError, ValueError):
+                return None
+        return sha if sha and self._blob(sha).is_file() else None
 
     def publish(self, commit: str, manifest: Manifest) -> Path:
         """Make the commit's snapshot (links to its blobs), then its manifest; returns it."""
@@ -110,25 +131,29 @@ class Store:
         self._write_manifest(commit, manifest)
         return final
 
-    def add_file(self, commit: str, path: str, data: bytes) -> Manifest:
-        """Add one more file (tokenizer.json) to a published snapshot."""
+    def add_file(self, commit: str, path: str, sha: str) -> Manifest:
+        """Add one more file (tokenizer.json), a blob already here (its git sha1), to a
+        published snapshot."""
         with self._lock:
-            return self._add_file(commit, path, data)
+            return self._add_file(commit, path, sha)
 
-    def _add_file(self, commit: str, path: str, data: bytes) -> Manifest:
+    def _add_file(self, commit: str, path: str, sha: str) -> Manifest:
         old = self.manifest(commit)
         assert old is not None, commit
         link = self.snapshot(commit) / path
         if not link.exists():
             tmp = link.with_name(f".{link.name}.{os.getpid()}.tmp")
-            self._link(tmp, self.add_blob(data))
+            self._link(tmp, sha)
             os.replace(tmp, link)
-        new = Manifest({**old.files, path: git_sha1(data)}, old.tokenizer_json, old.model)
+        new = Manifest({**old.files, path: sha}, old.tokenizer_json, old.model)
         self._write_manifest(commit, new)
         return new
 
     def _blob(self, sha: str) -> Path:
         return self.root / "blobs" / sha[:2] / sha
+
+    def _index(self, sha256: str) -> Path:
+        return self.root / "ids" / sha256[:2] / sha256
 
     def _manifest_path(self, commit: str) -> Path:
         return self.snapshot(commit).with_name(commit + ".json")

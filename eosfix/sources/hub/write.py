@@ -32,8 +32,12 @@ from eosfix.sources.hub.read import HubReader
 
 PR_TITLE_PREFIX = "[eosfix]"
 PR_TITLE = f"{PR_TITLE_PREFIX} Stop generation at the end of each assistant turn"
-UPDATE_TITLE = f"{PR_TITLE_PREFIX} Update generation_config.json to the current fix"
 _SHA_RE = re.compile(r"^[0-9a-f]{40}$")
+
+
+def update_title(file: str) -> str:
+    """The commit message of an open eosfix PR's update with the current ``file``."""
+    return f"{PR_TITLE_PREFIX} Update {file} to the current fix"
 
 
 class PrError(EosfixError):
@@ -89,23 +93,29 @@ def find_eosfix_pr(hf_api: HfApi, repo_id: str) -> Discussion | None:
 
 
 def find_open_pr(
-    hf_api: HfApi, reader: HubReader, repo_id: str, new_bytes: bytes
+    hf_api: HfApi,
+    reader: HubReader,
+    repo_id: str,
+    new_bytes: bytes,
+    *,
+    file: str = GENERATION_CONFIG,
 ) -> PullRequest | None:
-    """The repo's open eosfix PR, without writing: its generation_config.json already is
-    ``new_bytes`` (outcome UNCHANGED) or would be updated (WOULD_UPDATE); None: no such PR."""
+    """The repo's open eosfix PR, without writing: its ``file`` (generation_config.json, or a
+    GGUF repo's params) already is ``new_bytes`` (outcome UNCHANGED) or would be updated
+    (WOULD_UPDATE); None: no such PR."""
     pr = find_eosfix_pr(hf_api, repo_id)
     if pr is None:
         return None
     assert pr.git_reference is not None
-    if _read(reader, repo_id, pr.git_reference) == new_bytes:
+    if _read(reader, repo_id, pr.git_reference, file) == new_bytes:
         return PullRequest(pr.url, pr.num, PrOutcome.UNCHANGED)
     return PullRequest(pr.url, pr.num, PrOutcome.WOULD_UPDATE)
 
 
-def _read(reader: HubReader, repo_id: str, ref: str) -> bytes | None:
+def _read(reader: HubReader, repo_id: str, ref: str, file: str) -> bytes | None:
     """The PR's file, or None when it cannot be read (then it is updated, never doubled)."""
     try:
-        return reader.read_file(repo_id, ref, GENERATION_CONFIG)
+        return reader.read_file(repo_id, ref, file)
     except hub_errors():
         return None
 
@@ -120,8 +130,10 @@ def open_pr(
     parent_commit: str,
     description: str,
     me: str | None = None,
+    file: str = GENERATION_CONFIG,
 ) -> PullRequest:
-    """Open one PR that writes ``new_bytes`` as generation_config.json, unless the repo has
+    """Open one PR that writes ``new_bytes`` as ``file`` (generation_config.json; a GGUF
+    repo's ``params``, what ``ollama run hf.co/...`` stops on), unless the repo has
     an open eosfix PR: then it is reported (same bytes), updated with a commit of the new
     bytes, or left as it is when it is not ``me``'s (a user name; None: unknown) or the Hub
     refuses the update. ``revision`` is the branch asked (a commit sha: the default branch),
@@ -135,11 +147,11 @@ def open_pr(
             f"cannot look for pull requests: {message}", path=repo_id, status=status
         ) from None
     if existing is not None:
-        return _update(hf_api, reader, repo_id, existing, new_bytes, description, me)
+        return _update(hf_api, reader, repo_id, existing, new_bytes, description, me, file)
     try:
         info: CommitInfo = hf_api.create_commit(
             repo_id,
-            operations=[CommitOperationAdd(GENERATION_CONFIG, new_bytes)],
+            operations=[CommitOperationAdd(file, new_bytes)],
             commit_message=PR_TITLE,
             commit_description=description,
             create_pr=True,
@@ -164,11 +176,12 @@ def _update(
     new_bytes: bytes,
     description: str,
     me: str | None,
+    file: str,
 ) -> PullRequest:
     """The open eosfix PR, with ``new_bytes`` pushed onto its branch when it lacks them."""
     ref = pr.git_reference
     assert ref is not None
-    if _read(reader, repo_id, ref) == new_bytes:
+    if _read(reader, repo_id, ref, file) == new_bytes:
         return PullRequest(pr.url, pr.num, PrOutcome.UNCHANGED)
     if me is not None and pr.author != me:
         why = f"opened by {pr.author}, not by {me}: left as it is"
@@ -176,8 +189,8 @@ def _update(
     try:
         hf_api.create_commit(
             repo_id,
-            operations=[CommitOperationAdd(GENERATION_CONFIG, new_bytes)],
-            commit_message=UPDATE_TITLE,
+            operations=[CommitOperationAdd(file, new_bytes)],
+            commit_message=update_title(file),
             commit_description=description,
             revision=ref,
         )

@@ -231,3 +231,43 @@ def test_real_smollm2_gguf_agrees():
 
     path = require_smollm2_gguf()
     _agrees(path, real_eog([path])[path])
+
+
+@pytest.mark.package_index  # the sdist holding the vocabularies comes from the index
+def test_remote_reads_agree_with_real_llama_cpp_on_the_file_downloaded_whole(
+    vocab_copies, fake_hub, tmp_path
+):
+    """Every vocabulary (with a template) and every GGUF these tests write, on the stand-in
+    Hub: the verdict eosfix reads by ranges is llama.cpp's ``llama_vocab_is_eog`` of the same
+    bytes, downloaded whole."""
+    from huggingface_hub import hf_hub_download
+
+    from eosfix.batch.gguf_hub import check_gguf_repo
+    from eosfix.sources.hub.read import HubEntry, HubReader
+
+    written = [
+        chatml(tmp_path / "chatml.gguf"),
+        glm(tmp_path / "glm.gguf", tensor=bytes(range(256)) * 4),
+        command_r(tmp_path / "command-r.gguf"),
+    ]
+    files = {p.name: p.read_bytes() for p in [*vocab_copies, *written]}
+    fake_hub.add_repo("org/vocabs", files)
+    fake_hub.cdn = True
+    reader = HubReader()
+    entry = reader.resolve(HubEntry("org/vocabs"))
+    checked = check_gguf_repo(reader, entry)
+    assert all(f.requests <= 4 for f in checked.files)  # the redirect, then at most 3 ranges
+    by_file = {r.extra["file"]: r for r in checked.results}
+    for r in checked.results:
+        for other in r.extra["alike"]:
+            by_file[other] = r
+    assert set(by_file) == set(files)
+    whole = {name: Path(hf_hub_download("org/vocabs", name)) for name in files}
+    reals = real_eog(list(whole.values()))
+    for name, result in by_file.items():
+        assert result.error is None, (name, result.error)
+        model = end_of_generation(load_gguf(whole[name]).vocab)
+        got = set(result.check.stop.ids)
+        real = set(reals[whole[name]]["eog"])
+        assert got == model.ids, name
+        assert got <= real <= got | model.uncertain, (name, sorted(got), sorted(real))
