@@ -6,9 +6,11 @@ deadline, connection cap), server-rendered from Jinja2 templates; a single check
 without JavaScript.
 
 - ``GET /``: the forms. ``GET /check?repo=org/name``: one check of a public Hub repo (only a
-  repo id in the Hub's grammar is accepted, never a URL: the configured Hub is the only host
-  ever asked), read without the bot's token (an anonymous visitor never sees a private repo
-  through the bot), or with the signed-in user's own token.
+  repo id in the Hub's grammar, or ollama's ``hf.co/org/name:QUANT``, is accepted, never a
+  URL: the configured Hub is the only host ever asked), read without the bot's token (an
+  anonymous visitor never sees a private repo through the bot), or with the signed-in user's
+  own token. A GGUF repo is checked by its files' headers: one result per group of alike
+  files, shown without a PR button (a PR cannot change a header).
 - ``POST /check/files``: the small files of a model (``FILES``), each under ``FILE_CAP``
   bytes, checked in a temporary folder deleted before the answer is sent.
 - ``POST /pr``: signed in with Hugging Face (huggingface_hub's ``attach_huggingface_oauth``;
@@ -32,6 +34,7 @@ import dataclasses
 import hmac
 import logging
 import os
+import re
 import secrets
 import tempfile
 import warnings
@@ -55,10 +58,11 @@ from starlette.datastructures import UploadFile
 
 from eosfix import pipeline
 from eosfix.batch.prs import fix_bytes
-from eosfix.batch.session import HubSession
-from eosfix.containers.target import is_hub_id
+from eosfix.batch.session import HubCheck, HubSession, check_hub_target
+from eosfix.containers.target import HubRepo, is_hub_id
 from eosfix.core.codes import CODES
 from eosfix.pipeline import RepoResult
+from eosfix.render.gguf_hub import is_hub_gguf
 from eosfix.render.pr import pr_description
 from eosfix.serve import view as views
 from eosfix.serve.audit import Audits
@@ -274,16 +278,22 @@ def attach_page(app: FastAPI, config: ServeConfig) -> None:
     @app.get("/check", response_class=HTMLResponse)
     async def check(request: Request, repo: str = "") -> HTMLResponse:
         repo = repo.strip()
-        if not is_hub_id(repo):
-            return problem(request, 400, f"Not a Hub repo id (org/name): {repo[:120] or '(empty)'}")
+        target = page_target(repo)
+        if target is None:
+            shown = repo[:120] or "(empty)"
+            return problem(
+                request, 400, f"Not a Hub repo id (org/name or hf.co/org/name:QUANT): {shown}"
+            )
         user = user_of(request)
         # a visitor reads public repos only: never the bot's token (HF_TOKEN on a Space)
         session = HubSession(token=user.token if user else False)
-        done = await guarded(request, lambda: _check_with_pr(session, repo))
+        done = await guarded(request, lambda: _check_with_pr(session, target))
         if isinstance(done, HTMLResponse):
             return done
-        result, pr = done
-        return page(request, "result.html", view=_view(result, pr, hub=True), message=None)
+        checked, prs = done
+        shown_views = [_view(r, pr, hub=True) for r, pr in zip(checked.results, prs, strict=True)]
+        notes = [n for n in (checked.summary, checked.note) if n]
+        return page(request, "result.html", views=shown_views, notes=notes, message=None)
 
     @app.post("/check/files", response_class=HTMLResponse)
     async def check_files(request: Request) -> HTMLResponse:
@@ -296,7 +306,9 @@ def attach_page(app: FastAPI, config: ServeConfig) -> None:
         done = await guarded(request, lambda: _check_files(given))
         if isinstance(done, HTMLResponse):
             return done
-        return page(request, "result.html", view=_view(done, None, hub=False), message=None)
+        return page(
+            request, "result.html", views=[_view(done, None, hub=False)], notes=[], message=None
+        )
 
     @app.post("/pr", response_class=HTMLResponse)
     async def open_pull_request(request: Request) -> HTMLResponse:
@@ -322,7 +334,9 @@ def attach_page(app: FastAPI, config: ServeConfig) -> None:
         log.info(
             "pull request", extra={"fields": {"repo": repo, "user": user.name, "outcome": message}}
         )
-        return page(request, "result.html", view=_view(result, pr, hub=True), message=message)
+        return page(
+            request, "result.html", views=[_view(result, pr, hub=True)], notes=[], message=message
+        )
 
 
 class _Refused(Exception):
@@ -405,17 +419,42 @@ def _view(result: RepoResult, pr: PullRequest | None, *, hub: bool) -> views.Vie
     return v
 
 
-def _check_with_pr(session: HubSession, repo: str) -> tuple[RepoResult, PullRequest | None]:
-    """The check, and the repo's open eosfix PR when there is a fix to carry."""
-    result = session.check(repo)
-    new = fix_bytes(result) if result.error is None else None
-    pr = None
-    if new is not None:
-        try:
-            pr = find_open_pr(session.api, session.reader, repo, new)
-        except hub_errors():
-            pr = None  # the PR list is a courtesy: the check stands without it
-    return result, pr
+# A GGUF quant label or file name after ``hf.co/org/name:`` (Q4_K_M, IQ2_XS, x.gguf).
+_TAG = re.compile(r"[A-Za-z0-9](?:[\w.+-]{0,126}[A-Za-z0-9])?")
+
+
+def page_target(text: str) -> HubRepo | None:
+    """What the box takes: a repo id ``org/name``, or ollama's ``hf.co/org/name[:QUANT]`` (a
+    GGUF repo, checked by its files' headers); nothing else: no URL, no path, no other host
+    (the page reads the configured Hub only, and never the server's own files)."""
+    if is_hub_id(text):
+        return HubRepo(text)
+    if not text.startswith("hf.co/"):
+        return None
+    repo, colon, tag = text.removeprefix("hf.co/").partition(":")
+    if not is_hub_id(repo) or (colon and _TAG.fullmatch(tag) is None):
+        return None
+    return HubRepo(repo, tag=tag or None, gguf=True, given=text, prefixed=True)
+
+
+def _check_with_pr(
+    session: HubSession, target: HubRepo
+) -> tuple[HubCheck, list[PullRequest | None]]:
+    """The check (one result, or one per group of alike GGUF files), and the repo's open
+    eosfix PR for a result whose fix is a generation_config.json (the page opens no PR for a
+    GGUF file: its header is no PR's to change)."""
+    checked = check_hub_target(target, reader=session.reader)
+    prs: list[PullRequest | None] = []
+    for result in checked.results:
+        new = None if result.error is not None or is_hub_gguf(result) else fix_bytes(result)
+        pr = None
+        if new is not None:
+            try:
+                pr = find_open_pr(session.api, session.reader, target.repo_id, new)
+            except hub_errors():
+                pr = None  # the PR list is a courtesy: the check stands without it
+        prs.append(pr)
+    return checked, prs
 
 
 def _check_files(given: dict[str, bytes]) -> RepoResult:

@@ -19,6 +19,7 @@ from typing import Any
 from eosfix.core.codes import CODES
 from eosfix.pipeline import RepoResult
 from eosfix.render.explain import verdict_cell
+from eosfix.render.gguf_hub import header_lines, is_hub_gguf, ollama_lines, title_suffix
 from eosfix.render.report import result_to_dict
 from eosfix.runtimes.ollama.modelfile import stop_line
 
@@ -66,6 +67,11 @@ class View:
     ollama: list[str] = field(default_factory=list)
     command: str = ""
     pr: dict[str, Any] | None = None  # the open eosfix PR: url, num, words
+    # a GGUF file read on the Hub: the files it stands for, what llama.cpp and ``ollama run
+    # hf.co`` do with it (label, words), and why the page opens no pull request for it
+    gguf: bool = False
+    group: str = ""
+    gguf_lines: list[tuple[str, str]] = field(default_factory=list)
 
 
 def pieces(text: str, specials: Iterable[str]) -> list[list[Piece]]:
@@ -95,11 +101,34 @@ def command_for(repo: str, hub: bool) -> str:
     return "eosfix fix ."
 
 
+# ``  label         words`` (a block line of ``eosfix.render.gguf_hub``) or ``      words``
+_BLOCK_LINE = re.compile(r" {2}(\S.*?) {2,}(\S.*)| {3,}(\S.*)")
+
+
+def _block_lines(lines: Iterable[str]) -> list[tuple[str, str]]:
+    out = []
+    for line in lines:
+        m = _BLOCK_LINE.fullmatch(line)
+        if m is None:
+            out.append(("", line.strip()))
+        elif m.group(3) is not None:
+            out.append(("", m.group(3)))
+        else:
+            out.append((m.group(1), m.group(2)))
+    return out
+
+
 def build(result: RepoResult, *, hub: bool = True) -> View:
     """The page's view of one check's result."""
     d = result_to_dict(result)
     name = str(result.extra.get("repo_id") or d.get("name") or result.name)
+    gguf = is_hub_gguf(result)
+    if gguf:
+        name = f"{result.extra['repo_id']}/{result.extra['file']}"
     view = View(repo=name, verdict=str(d.get("verdict", "")), status=str(d.get("status", "")))
+    if gguf:
+        view.gguf = True
+        view.group = title_suffix(result).strip().removeprefix("(").removesuffix(")")
     if result.error is not None:
         view.error = str(result.error)
         return view
@@ -138,13 +167,30 @@ def build(result: RepoResult, *, hub: bool = True) -> View:
                 reads=str(row.get("reads") or ""),
             )
         )
+    changes = d.get("changes", [])
     view.diffs = [
-        {"file": c["file"], "lines": _diff_lines(c.get("diff") or "")} for c in d.get("changes", [])
+        {"file": c["file"], "lines": _diff_lines(c.get("diff") or "")}
+        for c in changes
+        if "file" in c
     ]
     view.ollama = [stop_line(t["content"]) for t in view.terminators if t.get("content")]
     view.ollama += [stop_line(s) for s in d.get("stop_strings", []) if isinstance(s, str)]
     view.command = command_for(name, hub)
+    if gguf:
+        tag = result.extra.get("quant") or str(result.extra["file"]).rpartition("/")[2]
+        repo = result.extra["repo_id"]
+        view.command = f"eosfix check {shlex.quote(f'hf.co/{repo}:{tag}')}"
+        keys = [
+            ("header key", f"{c['key']}: {_absent(c.get('old'))} → {c.get('new')}")
+            for c in changes
+            if "key" in c
+        ]
+        view.gguf_lines = keys + _block_lines([*header_lines(result), *ollama_lines(result)])
     return view
+
+
+def _absent(value: Any) -> str:
+    return "(absent)" if value is None else str(value)
 
 
 def _diff_lines(diff: str) -> list[tuple[str, str]]:

@@ -21,6 +21,7 @@ from eosfix.serve.page import CSP, FILE_CAP
 from eosfix.sources.hub.write import PR_TITLE_PREFIX
 from tests.analysis.test_hostile_templates import HOSTILE
 from tests.conftest import SAMPLES
+from tests.hubserver import GGUF_ORG, add_gguf_org
 from tests.serve.pagekit import Page
 
 TOKEN = "hf_page_user_token_0123456789"
@@ -439,3 +440,84 @@ def test_sign_in_never_redirects_off_the_page(signed, target):
         "/oauth/huggingface/login?" + urllib.parse.urlencode({"_target_url": "/check?repo=a/b"})
     )
     assert fine.status in (302, 307)
+
+
+@pytest.fixture
+def gguf_org(fake_hub, tmp_path):
+    add_gguf_org(fake_hub, tmp_path / "written")
+    fake_hub.cdn = True
+    return fake_hub
+
+
+def _articles(text: str) -> list[str]:
+    return re.findall(r'<article class="result">(.*?)</article>', text, re.DOTALL)
+
+
+def test_a_gguf_repo_shows_each_group_of_alike_files_by_its_headers(gguf_org, signed):
+    """A repo of GGUF files (no tokenizer files) is read by its headers: one verdict per group
+    of files with the same stop keys, what llama.cpp and ollama load, escaped, and no pull
+    request button even for a signed-in visitor (a header is no pull request's to change)."""
+    client = signed.client()
+    client.sign_in()
+    reply = client.check(f"{GGUF_ORG}/Chat-7B-GGUF")
+    assert reply.status == 200
+    text = reply.text
+    assert "6 GGUF files read by their headers" in text  # the HubCheck's summary
+    main, older = _articles(text)
+    assert f"{GGUF_ORG}/Chat-7B-GGUF/Chat-7B-Q4_K_M.gguf" in main
+    assert 'class="verdict verdict-ok" id="verdict"' in main
+    assert "what llama.cpp -hf and ollama run hf.co load without a tag" in main
+    assert "Chat-7B-Q8_0.gguf" in main
+    assert '<code class="special">&lt;|END_OF_TURN_TOKEN|&gt;</code>' in main
+    assert f"{GGUF_ORG}/Chat-7B-GGUF/Chat-7B-Q2_K.gguf" in older
+    assert 'class="verdict verdict-fixable" id="verdict-2"' in older
+    assert "differs from Chat-7B-Q4_K_M.gguf in tokenizer.ggml.eot_token_id" in older
+    assert '<a href="/codes#eos201">EOS201</a>' in older
+    assert "<strong>header key</strong> tokenizer.ggml.eot_token_id: (absent) → 100" in older
+    assert "no pull request can change a GGUF header" in older
+    assert "--override-kv tokenizer.ggml.eot_token_id=int:" in older
+    assert "<|END_OF_TURN_TOKEN|>" not in text  # every token text is escaped
+    assert 'id="open-pr' not in text
+    assert 'id="no-pr"' in main
+    assert 'id="no-pr-2"' in older
+    assert not gguf_org.commits_received
+
+
+def test_ollamas_hf_co_spelling_picks_one_quant(gguf_org, page):
+    reply = page.client().check(f"hf.co/{GGUF_ORG}/Reasoner-GGUF:Q8_0")
+    assert reply.status == 200
+    (one,) = _articles(reply.text)
+    assert f"{GGUF_ORG}/Reasoner-GGUF/Reasoner-Q8_0.gguf" in one
+    assert "<strong>ollama hf.co</strong> stop [&#34;&lt;|think_end|&gt;&#34;]" in one
+    assert "<strong>params</strong> a pull request can set the repo&#39;s params file" in one
+    assert f"eosfix check hf.co/{GGUF_ORG}/Reasoner-GGUF:Q8_0" in one
+
+
+def test_a_gguf_repo_is_read_without_the_bots_token(gguf_org, page, monkeypatch):
+    monkeypatch.setenv("HF_TOKEN", "hf_the_bots_own_token")
+    assert 'id="verdict"' in page.client().check(f"{GGUF_ORG}/ChatML-GGUF").text
+    read = [r for r in gguf_org.request_log if r.repo_id == f"{GGUF_ORG}/ChatML-GGUF"]
+    assert read
+    assert gguf_org.cdn_requests
+    sent = [r for r in [*read, *gguf_org.cdn_requests] if "authorization" in r.headers]
+    assert not sent, [r.path for r in sent]
+
+
+@pytest.mark.parametrize(
+    "given",
+    [
+        "https://hf.co/org/name",
+        "huggingface.co/org/name",
+        "hf.co/org/name:../x",
+        "hf.co/org/name:",
+        "hf.co/org/../name",
+        "hf.co/org/name/x.gguf",
+        "hf.co//etc/passwd",
+    ],
+)
+def test_only_ollamas_hf_co_spelling_is_taken_besides_a_repo_id(fake_hub, page, given):
+    before = len(fake_hub.requests)
+    reply = page.client().check(given)
+    assert reply.status == 400
+    assert "Not a Hub repo id" in reply.text
+    assert len(fake_hub.requests) == before
