@@ -419,8 +419,9 @@ def _view(result: RepoResult, pr: PullRequest | None, *, hub: bool) -> views.Vie
     return v
 
 
-# A GGUF quant label or file name after ``hf.co/org/name:`` (Q4_K_M, IQ2_XS, x.gguf).
-_TAG = re.compile(r"[A-Za-z0-9](?:[\w.+-]{0,126}[A-Za-z0-9])?")
+# A GGUF quant label or file name after ``hf.co/org/name:`` (Q4_K_M, IQ2_XS, x.gguf); the
+# front page's input pattern takes the same characters.
+_TAG = re.compile(r"[A-Za-z0-9](?:[\w.-]{0,126}[A-Za-z0-9])?")
 
 
 def page_target(text: str) -> HubRepo | None:

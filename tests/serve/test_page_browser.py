@@ -301,3 +301,26 @@ def test_an_audit_shows_progress_to_the_end_and_sorts(fake_hub, browser):
     assert column(1) == sorted(verdicts, reverse=True)
     assert sorted(column(0)) == ["org/broken", "org/healthy", "org/xss"]
     browser.state("audit-done")
+
+
+def test_a_gguf_quant_typed_as_ollama_spells_it(fake_hub, browser, tmp_path):
+    """The box takes ``hf.co/org/name:QUANT`` (the input's pattern lets it through): the
+    quant's group is checked by its header, with no pull request button and the reason."""
+    from selenium.webdriver.common.keys import Keys
+
+    from tests.hubserver import GGUF_ORG, add_gguf_org
+
+    add_gguf_org(fake_hub, tmp_path / "written")
+    fake_hub.cdn = True
+    browser.open("/")
+    browser.tab_to("#repo")
+    browser.keys(f"hf.co/{GGUF_ORG}/Chat-7B-GGUF:Q2_K", Keys.ENTER)
+    assert browser.wait("#verdict").text == "fixable"
+    assert "Chat-7B-Q2_K.gguf" in browser.find("h1").text
+    assert "no pull request can change a GGUF header" in browser.find("#no-pr").text
+    assert browser.find("#command").text == f"eosfix check hf.co/{GGUF_ORG}/Chat-7B-GGUF:Q2_K"
+    browser.state("gguf")
+    browser.open(f"/check?repo={GGUF_ORG}/Chat-7B-GGUF")  # two groups: ids stay unique
+    assert browser.wait("#verdict-2").text == "fixable"
+    assert browser.find("#verdict").text == "ok"
+    browser.state("gguf-groups")
