@@ -521,3 +521,12 @@ def test_only_ollamas_hf_co_spelling_is_taken_besides_a_repo_id(fake_hub, page, 
     assert reply.status == 400
     assert "Not a Hub repo id" in reply.text
     assert len(fake_hub.requests) == before
+
+
+def test_a_repo_with_a_tokenizer_and_gguf_files_says_how_to_check_them(fake_hub, page):
+    fake_hub.add_repo("org/mixed", {**files_of(BROKEN), "model-Q4_K_M.gguf": b"GGUF"})
+    text = page.client().check("org/mixed").text
+    (one,) = _articles(text)
+    assert "eosfix hub org/mixed --pr" in one  # checked by its tokenizer: the usual fix
+    assert '<p class="note">org/mixed: checked by its tokenizer and config files' in text
+    assert "eosfix check hf.co/org/mixed reads their headers" in text
