@@ -45,12 +45,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-
-def _rss(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) // 1024
-    return 0
+from benchmarks.paired import memory_mb, start_serve
 
 
 def main() -> int:  # one run, told top to bottom
@@ -94,26 +89,9 @@ def main() -> int:  # one run, told top to bottom
         }
         env.pop("HF_TOKEN", None)
         log_path = Path(tmp) / "serve.log"
-        with log_path.open("wb") as log:
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "eosfix", "serve", "--port", str(port)],
-                env=env,
-                cwd=tmp,
-                stdout=subprocess.DEVNULL,
-                stderr=log,
-            )
+        proc = start_serve(env, port, Path(tmp), log_path)
         try:
-            deadline = time.monotonic() + 60
-            while True:
-                try:
-                    if http("GET", f"{url}/healthz").status_code == 200:
-                        break
-                except OSError:
-                    pass
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise SystemExit("the server did not start:\n" + log_path.read_text())
-                time.sleep(0.05)
-            rss = [_rss(proc.pid)]
+            rss = [memory_mb(proc.pid)["VmRSS"]]
 
             def check(repo_id: str) -> tuple[str, int, float, str]:
                 start = time.perf_counter()
@@ -156,7 +134,7 @@ def main() -> int:  # one run, told top to bottom
                 with ThreadPoolExecutor(args.concurrent) as pool:
                     done = list(pool.map(check, batch))
                 took = time.perf_counter() - start
-                rss.append(_rss(proc.pid))
+                rss.append(memory_mb(proc.pid)["VmRSS"])
                 bad = [d for d in done if d[1] != 200 or d[3] != verdict[d[0]]]
                 failures += [f"round {n + 1} {r}: status {s}, verdict {v!r}" for r, s, _, v in bad]
                 times = sorted(d[2] for d in done)

@@ -54,7 +54,10 @@ from fastapi.responses import (
     RedirectResponse,
     Response,
 )
+from python_multipart.exceptions import FormParserError
 from starlette.datastructures import UploadFile
+from starlette.exceptions import HTTPException
+from starlette.formparsers import MultiPartException
 
 from eosfix import pipeline
 from eosfix.batch.prs import fix_bytes
@@ -347,24 +350,30 @@ class _Refused(Exception):
 
 async def _read_files(request: Request) -> dict[str, bytes]:
     """The form's files by name (each one of ``FILES``, under ``FILE_CAP``); the form's
-    spooled copies are closed (deleted) before this returns."""
+    spooled copies are closed (deleted) before this returns. A body that is not a form of
+    files is a 400: starlette before 0.40 lets python-multipart's parse error through (it was
+    a 500 with the declared floor, 0.36), later ones raise their own 400 (HTTPException)."""
     given: dict[str, bytes] = {}
-    async with request.form(max_files=len(FILES), max_fields=4) as form:
-        for item in form.getlist("files"):
-            if not isinstance(item, UploadFile):
-                continue
-            name = item.filename or ""
-            if not name and not item.size:
-                continue  # the form sent with no file chosen
-            if name not in FILES:
-                shown = name[:120] or "(no name)"
-                raise _Refused(
-                    400, f"{shown}: not one of the files a check reads ({', '.join(FILES)})"
-                )
-            data = await item.read(FILE_CAP + 1)
-            if len(data) > FILE_CAP:
-                raise _Refused(413, f"{name}: larger than {FILE_CAP // 1024} KiB")
-            given[name] = data
+    try:
+        async with request.form(max_files=len(FILES), max_fields=4) as form:
+            for item in form.getlist("files"):
+                if not isinstance(item, UploadFile):
+                    continue
+                name = item.filename or ""
+                if not name and not item.size:
+                    continue  # the form sent with no file chosen
+                if name not in FILES:
+                    shown = name[:120] or "(no name)"
+                    raise _Refused(
+                        400, f"{shown}: not one of the files a check reads ({', '.join(FILES)})"
+                    )
+                data = await item.read(FILE_CAP + 1)
+                if len(data) > FILE_CAP:
+                    raise _Refused(413, f"{name}: larger than {FILE_CAP // 1024} KiB")
+                given[name] = data
+    except (MultiPartException, FormParserError, HTTPException) as exc:
+        status = exc.status_code if isinstance(exc, HTTPException) else 400
+        raise _Refused(status, "The form could not be read: not a form of files.") from exc
     return given
 
 
