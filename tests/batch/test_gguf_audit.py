@@ -1,0 +1,123 @@
+"""GGUF repos in a Hub audit (``eosfix hub``): one row per repo, by the same header check as
+``eosfix check ORG/REPO-GGUF`` (eosfix.batch.gguf_hub), against the stand-in Hub's GGUF
+publisher (tests/hubserver.py add_gguf_org); --state, Ctrl-C and every output format."""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import pytest
+
+from eosfix.batch.hub import audit_slice
+from eosfix.batch.session import check_hub_target
+from eosfix.batch.verdict import Verdict
+from eosfix.containers.target import hub_repo
+from eosfix.sources.hub.read import HubReader, ListingQuery
+from tests.hubserver import GGUF_ORG, add_gguf_org
+from tests.render.test_schema import BATCH, check_csv, check_markdown, valid
+
+CHAT = f"{GGUF_ORG}/Chat-7B-GGUF"
+REPOS = ["Broken-GGUF", "Chat-70B-GGUF", "Chat-7B-GGUF", "ChatML-GGUF", "Reasoner-GGUF"]
+
+
+@pytest.fixture
+def org(fake_hub, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # no local folder named like the repos
+    add_gguf_org(fake_hub, tmp_path / "written")
+    fake_hub.cdn = True
+    return fake_hub
+
+
+def _ranges(hub) -> int:
+    """Requests that read the bytes of a readable GGUF (the CDN's: an error is retried)."""
+    return sum("Broken-GGUF" not in r.path for r in hub.cdn_requests)
+
+
+def test_each_gguf_repo_is_one_row_with_the_checks_verdict(org, run_eosfix):
+    result = run_eosfix("hub", "--author", GGUF_ORG, "--format", "json")
+    assert result.exit_code == 2  # a repo whose files cannot be read
+    payload = json.loads(result.stdout)
+    valid(BATCH, payload)
+    entries = {e["repo_id"].split("/")[1]: e for e in payload["repos"]}
+    assert sorted(entries) == REPOS
+    assert all(e["container"] == "gguf" for e in entries.values())
+    # the verdict of each repo is that of `eosfix check` on its worst group of files
+    for name, entry in entries.items():
+        checked = check_hub_target(hub_repo(f"{GGUF_ORG}/{name}"), reader=HubReader())
+        names = [r.status.value if r.error is None else "error" for r in checked.results]
+        order = ("problems", "fixable", "error", "ok")
+        worst = min(names, key=lambda n: order.index(n) if n in order else len(order))
+        assert entry["status"] == worst, name
+        assert [g["file"] for g in entry["gguf_groups"]] == [
+            r.extra["file"] for r in checked.results
+        ]
+    chat = entries["Chat-7B-GGUF"]
+    assert chat["verdict"] == "fixable"  # the older Q2_K: llama.cpp runs on past its turn end
+    assert chat["file"] == "Chat-7B-Q2_K.gguf"
+    assert chat["differs_in"] == ["tokenizer.ggml.eot_token_id"]
+    main, older = chat["gguf_groups"]
+    assert (main["quant"], main["verdict"], len(main["files"])) == ("Q4_K_M", "ok", 5)
+    assert (older["quant"], older["verdict"]) == ("Q2_K", "fixable")
+    assert entries["ChatML-GGUF"]["verdict"] == "ok"
+    broken = entries["Broken-GGUF"]
+    assert broken["verdict"] == "error"
+    assert broken["error"].startswith(f"{GGUF_ORG}/Broken-GGUF/Broken-Q4_K_M.gguf: truncated")
+    assert [g["verdict"] for g in broken["gguf_groups"]] == ["error", "error"]
+    assert payload["summary"]["fixable"] == 2
+    assert payload["summary"]["error"] == 1
+
+
+def test_the_table_names_the_quant_that_differs(org, run_eosfix):
+    result = run_eosfix("hub", "--author", GGUF_ORG, "--format", "markdown")
+    check_markdown(result.stdout, 5)
+    row = next(ln for ln in result.stdout.splitlines() if "Chat-7B-GGUF" in ln)
+    note = "(5 of 6 GGUF files alike; Q2_K differs in tokenizer.ggml.eot_token_id: would be fixed)"
+    assert f"runs on -> [96, 98, 100] {note} |" in row
+    assert "without a chat template" not in result.stdout + result.stderr
+    rows = {r["repo_id"]: r for r in check_csv(
+        run_eosfix("hub", "--author", GGUF_ORG, "--format", "csv").stdout, 5
+    )}  # fmt: skip
+    assert rows[CHAT]["verdict"] == "fixable"
+    assert rows[CHAT]["proposed_eos_token_id"] == "[96, 98, 100]"
+    text = run_eosfix("hub", "--author", GGUF_ORG).stdout
+    assert "ok (2 GGUF files alike)" in text  # the split model and its Q8_0
+
+
+def test_a_resumed_audit_reads_no_header_again(org, run_eosfix, tmp_path):
+    state = tmp_path / "state.jsonl"
+    first = run_eosfix("hub", "--author", GGUF_ORG, "--state", state, "--format", "csv")
+    read = _ranges(org)
+    assert read > 0
+    again = run_eosfix("hub", "--author", GGUF_ORG, "--state", state, "--format", "csv")
+    assert _ranges(org) == read  # every repo unchanged: its record stands
+    assert again.stdout == first.stdout
+    assert "4 unchanged since the last run (--state)" in again.stderr  # not the broken one
+    records = [json.loads(ln) for ln in state.read_text().splitlines()]
+    chat = next(r for r in records if r["repo_id"] == CHAT)
+    assert Verdict.from_state(chat).gguf.startswith("5 of 6 GGUF files alike; Q2_K differs")
+    # JSON wants whole entries: the headers are read again, the entries are a fresh run's
+    fresh = json.loads(run_eosfix("hub", "--author", GGUF_ORG, "--format", "json").stdout)
+    resumed = json.loads(
+        run_eosfix("hub", "--author", GGUF_ORG, "--state", state, "--format", "json").stdout
+    )
+    valid(BATCH, resumed)
+    for a, b in zip(fresh["repos"], resumed["repos"], strict=True):
+        assert b["resumed"] is (a["verdict"] != "error")  # an error is checked again
+        assert {**a, "resumed": b["resumed"]} == b
+
+
+def test_a_stopped_audit_is_whole(org):
+    stop = threading.Event()
+    seen = []
+
+    def on_result(result):
+        seen.append(result)
+        stop.set()
+
+    run = audit_slice(ListingQuery(author=GGUF_ORG), on_result=on_result, stop=stop)
+    assert run.interrupted
+    assert run.exit_code == 130
+    assert 1 <= len(seen) < len(REPOS)
+    assert all(r.verdict.error != "not checked: interrupted" for r in seen)
+    assert seen[0].item.repo_id == f"{GGUF_ORG}/Broken-GGUF"
