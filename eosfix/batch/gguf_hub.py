@@ -408,6 +408,19 @@ def repo_verdict(checked: GgufRepoCheck, detail: Detail | None) -> tuple[Verdict
     return dataclasses.replace(chosen, gguf=_files_note(checked, results, plain)), groups
 
 
+def params_fix(checked: GgufRepoCheck) -> RepoResult | None:
+    """The result whose ``params`` file a pull request carries (what ``ollama run hf.co/...``
+    stops on, for every tag of the repo): the group of the file ollama picks by default (a
+    plan of another group would change the stop list of that default unseen), else, when
+    ollama picks none of them, the first group that plans one; None: no PR."""
+    read = [r for r in checked.results if r.check is not None]
+    default = [r for r in read if "ollama" in _info(r).get("default_for", ())]
+    for result in default or read:
+        if (_info(result).get("ollama") or {}).get("planned") is not None:
+            return result
+    return None
+
+
 def _group_json(result: RepoResult, v: Verdict) -> dict[str, Any]:
     extra = _info(result)
     files = [str(f["path"]) for f in extra.get("files", ())]

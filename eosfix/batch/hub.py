@@ -27,13 +27,14 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from eosfix.batch.gguf_hub import check_gguf_repo, repo_verdict
+from eosfix.batch.gguf_hub import check_gguf_repo, params_fix, repo_verdict
 from eosfix.batch.hubfetch import Fetcher, Plan
 from eosfix.batch.prs import PrPlan, carried_over, pr_extra
 from eosfix.batch.run import Done, Failure, Pending, Progress, Result, Run, Unit, in_order
 from eosfix.batch.state import StateError, StateFile, verdict_of_record
 from eosfix.batch.verdict import Detail, Verdict, with_error
 from eosfix.core.repo import TOKENIZER_JSON
+from eosfix.pipeline import RepoResult
 from eosfix.sources.hub.http import Stopped, describe_error, hub_errors
 from eosfix.sources.hub.read import HubEntry, HubError, HubReader, ListingQuery
 from eosfix.sources.hub.write import PrOutcome
@@ -65,6 +66,7 @@ class HubSource:
         self.state = state
         self.prs = prs
         self.detail: Detail | None = None  # the run's (each GGUF repo's entry is made here)
+        self._gguf_prs: dict[str, RepoResult] = {}  # GGUF repo -> the result its PR carries
         self.keep_ids = tuple(keep_ids)  # --keep-id (the analysis has its own; GGUF repos)
         self.errors: list[tuple[str, str]] = []  # (author, why its listing failed)
         # The state file could not be written (a full disk): the audit goes on unrecorded,
@@ -197,6 +199,10 @@ class HubSource:
         if self.stopping and any(f.error is not None for f in checked.files):
             return Unit(entry, verdict=STOPPED)
         found, groups = repo_verdict(checked, self.detail)
+        fix = params_fix(checked) if self.prs is not None else None
+        if fix is not None:
+            with self._lock:
+                self._gguf_prs[entry.repo_id] = fix
         return Unit(entry, verdict=found, extra={**(extra or {}), "gguf_groups": groups})
 
     def _error(self, exc: Exception) -> Verdict:
@@ -240,6 +246,10 @@ class HubSource:
 
     def _start_pr(self, unit: Unit) -> Pending:
         assert self.prs is not None
+        with self._lock:
+            gguf = self._gguf_prs.pop(unit.item.repo_id, None)
+        if gguf is not None and not unit.extra.get("pr_url"):  # a GGUF repo's params file
+            return self._writes.submit(self.prs.settle, unit, gguf)
         if unit.path is None or not self.prs.wants(unit):
             return Done(unit)
         return self._writes.submit(self.prs.handle, unit)

@@ -121,3 +121,27 @@ def test_a_stopped_audit_is_whole(org):
     assert 1 <= len(seen) < len(REPOS)
     assert all(r.verdict.error != "not checked: interrupted" for r in seen)
     assert seen[0].item.repo_id == f"{GGUF_ORG}/Broken-GGUF"
+
+
+@pytest.mark.parametrize("fake_hub", [{"token": "hf_gguf_test"}], indirect=True)
+def test_hub_pr_opens_a_gguf_repos_params_pull_request_once(org, run_eosfix, monkeypatch):
+    """``eosfix hub --pr``: a GGUF repo's pull request is its params file, as HubSession's
+    (the one ollama's default quant plans); a repo whose params are right gets none."""
+    monkeypatch.setenv("HF_TOKEN", "hf_gguf_test")
+    dry = run_eosfix("hub", "--author", GGUF_ORG, "--pr", "--dry-run", "--format", "csv")
+    rows = {r["repo_id"]: r for r in check_csv(dry.stdout, 5)}
+    assert rows[f"{GGUF_ORG}/Reasoner-GGUF"]["pull_request"] == "would open (dry run)"
+    assert rows[CHAT]["pull_request"] == ""  # its header is wrong, its params are not
+    assert not org.commits_received
+    opened = run_eosfix("hub", "--author", GGUF_ORG, "--pr", "--format", "json")
+    entries = {e["repo_id"]: e for e in json.loads(opened.stdout)["repos"]}
+    reasoner = entries[f"{GGUF_ORG}/Reasoner-GGUF"]
+    assert reasoner["pr"] == "opened"
+    assert reasoner["pr_url"] == f"{org.url}/{GGUF_ORG}/Reasoner-GGUF/discussions/1"
+    (commit,) = org.commits_received
+    assert list(commit["files"]) == ["params"]
+    assert json.loads(commit["files"]["params"]) == {"stop": ["<|turn_end|>"], "temperature": 0.6}
+    again = run_eosfix("hub", "--author", GGUF_ORG, "--pr", "--format", "json")
+    entries = {e["repo_id"]: e for e in json.loads(again.stdout)["repos"]}
+    assert entries[f"{GGUF_ORG}/Reasoner-GGUF"]["pr"] == "already open"
+    assert len(org.commits_received) == 1
