@@ -1,4 +1,6 @@
-"""A Hub organisation (or repo ids) as a batch source: what `eosfix hub` runs.
+"""A Hub organisation (or repo ids) as a batch source: what `eosfix hub` runs. One module:
+its stages share the source's state (the reader and its quotas, the store, the state file,
+the pull requests, the stop flag).
 
 Stages, in order, each with at most WINDOW repos in flight:
 
@@ -27,7 +29,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from eosfix.batch.gguf_hub import check_gguf_repo, params_fix, repo_verdict
+from eosfix.batch.gguf_audit import params_fix, repo_verdict
+from eosfix.batch.gguf_hub import check_gguf_repo
 from eosfix.batch.hubfetch import Fetcher, Plan
 from eosfix.batch.prs import PrPlan, carried_over, pr_extra
 from eosfix.batch.run import Done, Failure, Pending, Progress, Result, Run, Unit, in_order
