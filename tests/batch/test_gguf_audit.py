@@ -145,3 +145,28 @@ def test_hub_pr_opens_a_gguf_repos_params_pull_request_once(org, run_eosfix, mon
     entries = {e["repo_id"]: e for e in json.loads(again.stdout)["repos"]}
     assert entries[f"{GGUF_ORG}/Reasoner-GGUF"]["pr"] == "already open"
     assert len(org.commits_received) == 1
+
+
+def test_an_organisation_of_both_kinds_has_a_row_for_each(fake_hub, tmp_path, run_eosfix):
+    """Safetensors repos by their small files, GGUF repos by their headers, in listing order;
+    a repo holding both a tokenizer's files and GGUF files is checked by its small files."""
+    from tests import ggufs
+    from tests.batch.test_hub import sample_files
+    from tests.hubserver import add_gguf_repo
+
+    fake_hub.add_repo("mixed/chat-7b", sample_files("chatml-missing-im-end"))
+    gguf = ggufs.chatml(tmp_path / "chat-7b-Q4_K_M.gguf", tensor=bytes(64)).read_bytes()
+    add_gguf_repo(fake_hub, "mixed/chat-7b-GGUF", {"chat-7b-Q4_K_M.gguf": gguf})
+    fake_hub.add_repo(
+        "mixed/chat-7b-both", {**sample_files("llama3-healthy"), "chat-7b-Q4_K_M.gguf": gguf}
+    )
+    payload = json.loads(run_eosfix("hub", "--author", "mixed", "--format", "json").stdout)
+    valid(BATCH, payload)
+    entries = {e["repo_id"]: e for e in payload["repos"]}
+    assert entries["mixed/chat-7b"]["container"] == "folder"
+    assert entries["mixed/chat-7b"]["verdict"] == "fixable"
+    assert entries["mixed/chat-7b-GGUF"]["container"] == "gguf"
+    assert entries["mixed/chat-7b-GGUF"]["verdict"] == "ok"
+    assert entries["mixed/chat-7b-GGUF"]["file"] == "chat-7b-Q4_K_M.gguf"
+    assert entries["mixed/chat-7b-both"]["container"] == "folder"
+    assert "gguf_groups" not in entries["mixed/chat-7b-both"]
