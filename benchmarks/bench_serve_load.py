@@ -57,19 +57,11 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.paired import memory_mb, start_serve
+
 SECRET = "bench-secret"
 MIX = [("valid", 76), ("bad_secret", 8), ("malformed", 10), ("ignored", 5), ("too_large", 1)]
 EXPECTED = {"valid": 202, "bad_secret": 401, "malformed": 400, "ignored": 200, "too_large": 413}
-
-
-def _memory(pid: int) -> dict[str, int]:
-    """Resident and peak resident memory of ``pid``, MB (Linux /proc)."""
-    out = {}
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        key, _, value = line.partition(":")
-        if key in ("VmRSS", "VmHWM"):
-            out[key] = int(value.split()[0]) // 1024
-    return out
 
 
 def _too_large(url: str) -> int:
@@ -228,26 +220,9 @@ def main() -> int:  # one run, told top to bottom
             "EOSFIX_STATE_DIR": str(state),
         }
         log_path = Path(tmp) / "serve.log"
-        with log_path.open("wb") as log:
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "eosfix", "serve", "--port", str(port)],
-                env=env,
-                cwd=tmp,
-                stdout=subprocess.DEVNULL,
-                stderr=log,
-            )
+        proc = start_serve(env, port, Path(tmp), log_path)
         try:
-            deadline = time.monotonic() + 60
-            while True:
-                try:
-                    if http("GET", f"{url}/healthz").status_code == 200:
-                        break
-                except OSError:
-                    pass
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise SystemExit("the bot did not start:\n" + log_path.read_text())
-                time.sleep(0.05)
-            memory_start = _memory(proc.pid)
+            memory_start = memory_mb(proc.pid)
 
             def send(kind: str, index: int, variant: int) -> None:
                 repo = repos[index]
@@ -309,7 +284,7 @@ def main() -> int:  # one run, told top to bottom
                     break
                 time.sleep(0.1)
             drained = time.monotonic() - started
-            memory_end = _memory(proc.pid)
+            memory_end = memory_mb(proc.pid)
             metrics = http("GET", f"{url}/metrics").json()
         finally:
             proc.send_signal(signal.SIGTERM)

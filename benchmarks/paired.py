@@ -18,6 +18,7 @@ import compileall
 import os
 import statistics
 import subprocess
+import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -122,3 +123,41 @@ def machine() -> str:
         pass
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     return f"{os.cpu_count()} CPUs, {cpu}; load average {load:.1f} at the start"
+
+
+def memory_mb(pid: int) -> dict[str, int]:
+    """Resident (``VmRSS``) and peak resident (``VmHWM``) memory of ``pid``, MB (Linux /proc)."""
+    out = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        if key in ("VmRSS", "VmHWM"):
+            out[key] = int(value.split()[0]) // 1024
+    return out
+
+
+def start_serve(
+    env: dict[str, str], port: int, cwd: Path, log_path: Path
+) -> subprocess.Popen[bytes]:
+    """``eosfix serve`` as its own process (its stderr in ``log_path``), once ``/healthz``
+    answers 200; SystemExit with its log when it exits or has not answered in 60 s."""
+    from tests.serve.test_bot import http
+
+    with log_path.open("wb") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "eosfix", "serve", "--port", str(port)],
+            env=env,
+            cwd=cwd,
+            stdout=subprocess.DEVNULL,
+            stderr=log,
+        )
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            if http("GET", f"http://127.0.0.1:{port}/healthz").status_code == 200:
+                return proc
+        except OSError:
+            pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            raise SystemExit("eosfix serve did not start:\n" + log_path.read_text())
+        time.sleep(0.05)

@@ -1103,6 +1103,7 @@ class _Handler(BaseHTTPRequestHandler):
                 "id": "0" * 24,
                 "name": USER,
                 "fullname": "Eosfix User",
+                "avatarUrl": "/avatars/eosfix-user.svg",
                 "email": None,
                 "emailVerified": False,
                 "isPro": False,

@@ -213,10 +213,10 @@ def _defined(path: str) -> set[str]:
 
 @pytest.mark.parametrize(
     ("page", "default", "least"),
-    [("safety.md", "tests/test_faults.py", 10), ("serve.md", None, 12)],
+    [("safety.md", "tests/test_faults.py", 10), ("serve.md", None, 12), ("page.md", None, 10)],
 )
 def test_every_guarantee_names_a_test_that_exists(page, default, least):
-    """docs/safety.md and docs/serve.md state each guarantee with the test that proves it
+    """docs/safety.md, docs/serve.md and docs/page.md state each guarantee with the test that proves it
     (a bare name is a test of tests/test_faults.py): every test named exists, and every
     guarantee names at least one."""
     guarantees = _guarantees((DOCS / page).read_text(), default)

@@ -44,7 +44,7 @@ class HubSession:
     def __init__(
         self,
         *,
-        token: str | None = None,
+        token: str | bool | None = None,  # False: no token, not even the local one
         timeout: float | None = 30.0,
         hf_api: HfApi | None = None,
         store: Store | None = None,

@@ -180,6 +180,12 @@ def _early_cell(stops: dict[str, bool | None], early: dict[str, int]) -> str:
     return cut if cell in ("stops", "-") else f"{cell}; {cut}"
 
 
+def verdict_cell(stops: dict[str, bool | None], early: dict[str, int]) -> str:
+    """A runtime's verdict in words, as the runtime table writes it (``stops``, ``misses
+    <|im_end|>``, ``stops early at <|end|>``): the page's grid says the same."""
+    return _early_cell(stops, early)
+
+
 def _runtime_cells(row: RuntimeRow, table: RuntimeTable, na: bool) -> tuple[str, ...]:
     cfg = (
         "(written)"

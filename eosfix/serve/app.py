@@ -17,6 +17,8 @@ branch (``refs/pr/N``) is ignored: eosfix's own PR commits never start another c
 by a worker) and in flight. ``GET /metrics``: counts of events, checks, outcomes, PRs, errors,
 crashes, and the limits' refusals (JSON).
 
+The page for people (``GET /``, ``/check``, ``POST /pr``...) is ``eosfix.serve.page``.
+
 Every route is under the limits of ``eosfix.serve.limits`` (body size, slow clients,
 connections): the app carries them (``app.state.guard``) and ``limits.server`` serves it.
 """
@@ -41,6 +43,7 @@ from eosfix.serve.bot import Bot
 from eosfix.serve.config import ServeConfig
 from eosfix.serve.journal import Journal, Push, new_push
 from eosfix.serve.limits import BoundedBody, Guard
+from eosfix.serve.page import attach_page
 
 DEFAULT_BRANCH = "refs/heads/main"
 _COMMIT = re.compile(r"[0-9a-f]{40}")
@@ -109,7 +112,12 @@ def create_app(config: ServeConfig, *, session: HubSession | None = None) -> Fas
     app = FastAPI(title="eosfix", lifespan=lifespan, docs_url=None, redoc_url=None)
     app.state.bot = bot
     app.state.guard = guard = Guard(config, bot.metrics)
-    app.add_middleware(BoundedBody, guard=guard)
+    try:
+        attach_page(app, config)  # the page (its session middleware, when sign-in is on)
+    except BaseException:
+        journal.close()
+        raise
+    app.add_middleware(BoundedBody, guard=guard)  # added last: the outermost, before any read
 
     @app.post("/webhook")
     async def webhook(request: Request) -> JSONResponse:

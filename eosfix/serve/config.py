@@ -16,6 +16,9 @@
 | largest request body, bytes | ``EOSFIX_MAX_BODY`` | ``max_body`` | 1048576 |
 | seconds a client gets to send a whole request | ``EOSFIX_REQUEST_TIMEOUT`` | ``request_timeout`` | 10 |
 | connections open at once | ``EOSFIX_MAX_CONNECTIONS`` | ``max_connections`` | 256 |
+| page: checks per client per minute | ``EOSFIX_PAGE_RATE`` | ``page_rate`` | 30 |
+| page: checks run at once (more wait) | ``EOSFIX_PAGE_WORKERS`` | ``page_workers`` | 4 |
+| page: mocked sign-in (local tests only) | ``EOSFIX_PAGE_MOCK_SIGN_IN`` (1/0) | ``page_mock_sign_in`` | off |
 
 With no repos and no authors, every model repo whose webhook reaches the bot is watched (the
 Hub's webhook settings already choose them). A bad file or value is one ``ServeConfigError``.
@@ -60,6 +63,9 @@ class ServeConfig:
     max_body: int = 1024 * 1024  # a Hub webhook is a few kB
     request_timeout: float = 10.0
     max_connections: int = 256  # and never more than the open-file limit leaves room for
+    page_rate: int = 30
+    page_workers: int = 4
+    page_mock_sign_in: bool = False
 
     def watches(self, repo_id: str) -> bool:
         """Whether pushes to ``repo_id`` are checked."""
@@ -83,6 +89,9 @@ _ENV = {
     "max_body": ("EOSFIX_MAX_BODY",),
     "request_timeout": ("EOSFIX_REQUEST_TIMEOUT",),
     "max_connections": ("EOSFIX_MAX_CONNECTIONS",),
+    "page_rate": ("EOSFIX_PAGE_RATE",),
+    "page_workers": ("EOSFIX_PAGE_WORKERS",),
+    "page_mock_sign_in": ("EOSFIX_PAGE_MOCK_SIGN_IN",),
 }
 
 
@@ -117,9 +126,9 @@ def _number(value: Any, where: str, kind: type[int | float], low: float) -> Any:
 def _convert(name: str, value: Any, where: str) -> Any:
     if name in ("repos", "authors"):
         return _names(value, where)
-    if name in ("comment", "dry_run"):
+    if name in ("comment", "dry_run", "page_mock_sign_in"):
         return _flag(value, where)
-    if name in ("workers", "attempts", "max_body", "max_connections"):
+    if name in ("workers", "attempts", "max_body", "max_connections", "page_rate", "page_workers"):
         return _number(value, where, int, 1)
     if name == "grace":
         return _number(value, where, float, 0)

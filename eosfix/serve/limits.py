@@ -14,6 +14,9 @@ it. Counts go to the bot's ``/metrics``.
   connection still waiting for its request's bytes (a slow or idle client), or is itself
   closed when every one is being answered (``connections_closed``). A webhook sent whole
   gets through while hundreds of slow clients hang.
+- **The page's checks** (``eosfix.serve.page``): a ``Limiter`` gives each client
+  ``page_rate`` checks a minute (429 with ``Retry-After`` past it), and ``Slots`` runs at most
+  ``page_workers`` checks at once, with at most 32 times that many waiting (503 past it).
 """
 
 from __future__ import annotations
@@ -21,9 +24,13 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import math
+import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, MutableMapping
-from typing import Any
+from typing import Any, TypeVar
+
+from starlette.concurrency import run_in_threadpool
 
 from eosfix.serve.config import ServeConfig
 
@@ -34,6 +41,7 @@ Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+T = TypeVar("T")
 
 
 def connection_cap(config: ServeConfig) -> int:
@@ -215,3 +223,56 @@ def server(app: Any, *, host: str, port: int, **options: Any) -> Any:
         **options,
     )
     return uvicorn.Server(config)
+
+
+class Busy(Exception):
+    """Too many checks wait for a slot."""
+
+
+class RateLimited(Exception):
+    def __init__(self, retry_after: int) -> None:
+        self.retry_after = retry_after
+
+
+class Limiter:
+    """Per-client token buckets: ``rate`` checks a minute, a burst of ``rate``."""
+
+    def __init__(self, rate: int, clock: Callable[[], float] = time.monotonic) -> None:
+        self.rate = rate
+        self.clock = clock
+        self.buckets: dict[str, tuple[float, float]] = {}
+
+    def take(self, client: str) -> None:
+        now = self.clock()
+        tokens, since = self.buckets.get(client, (float(self.rate), now))
+        tokens = min(float(self.rate), tokens + (now - since) * self.rate / 60.0)
+        if tokens < 1.0:
+            self.buckets[client] = (tokens, now)
+            raise RateLimited(math.ceil((1.0 - tokens) * 60.0 / self.rate))
+        self.buckets[client] = (tokens - 1.0, now)
+        if len(self.buckets) > 10_000:  # forget the full buckets of clients long gone
+            full = [k for k, (t, s) in self.buckets.items() if now - s > 60.0]
+            for k in full:
+                del self.buckets[k]
+
+
+class Slots:
+    """At most ``n`` checks at once; at most ``32 * n`` waiting, then ``Busy``."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+        self.semaphore = asyncio.Semaphore(n)
+        self.waiting = 0
+
+    async def run(self, work: Callable[[], T]) -> T:
+        if self.waiting >= 32 * self.n:
+            raise Busy
+        self.waiting += 1
+        try:
+            await self.semaphore.acquire()
+        finally:
+            self.waiting -= 1
+        try:
+            return await run_in_threadpool(work)
+        finally:
+            self.semaphore.release()

@@ -356,7 +356,7 @@ class HubHttp:
     """Requests to the Hub through one RateGate; the token is never logged."""
 
     def __init__(
-        self, *, token: str | None = None, timeout: float | None = 30.0, workers: int = 16
+        self, *, token: str | bool | None = None, timeout: float | None = 30.0, workers: int = 16
     ):
         self.headers = build_hf_headers(token=token)
         self.timeout = timeout

@@ -217,7 +217,7 @@ class HubReader:
     def __init__(
         self,
         *,
-        token: str | None = None,
+        token: str | bool | None = None,  # False: no token, not even the local one
         timeout: float | None = 30.0,
         workers: int = 16,
         store: Store | None = None,

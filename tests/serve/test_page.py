@@ -1,0 +1,441 @@
+"""The page's routes, as a browser uses them, against the stand-in Hub: a check by repo id
+(no JavaScript needed), dropped files, sign-in (huggingface_hub's mocked OAuth routes) and the
+fix PR as a POST with its CSRF token; escaping of everything a repo says; the limits."""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("fastapi")
+pytest.importorskip("multipart")
+
+from eosfix.serve.config import ServeConfig
+from eosfix.serve.limits import Limiter, RateLimited
+from eosfix.serve.page import CSP, FILE_CAP
+from eosfix.sources.hub.write import PR_TITLE_PREFIX
+from tests.analysis.test_hostile_templates import HOSTILE
+from tests.conftest import SAMPLES
+from tests.serve.pagekit import Page
+
+TOKEN = "hf_page_user_token_0123456789"
+BROKEN = "chatml-missing-im-end"  # generation_config.json lists 248044, replies end with 248046
+HEALTHY = "llama3-healthy"
+XSS = '<img src=x onerror="alert(1)">'
+SCRIPT = "<script>alert(2)</script>"
+
+
+def files_of(sample: str) -> dict[str, bytes]:
+    root = SAMPLES / sample
+    return {
+        p.relative_to(root).as_posix(): p.read_bytes()
+        for p in root.rglob("*")
+        if p.is_file() and p.name != "expected.txt" and "fixed" not in p.relative_to(root).parts
+    }
+
+
+def hostile_repo(template: str, terminator: str = "<|im_end|>") -> dict[str, bytes]:
+    tok = {
+        "eos_token": terminator,
+        "added_tokens_decoder": {"2": {"content": terminator, "special": True}},
+    }
+    return {
+        "chat_template.jinja": template.encode(),
+        "tokenizer_config.json": json.dumps(tok).encode(),
+        "generation_config.json": b'{\n  "eos_token_id": 1\n}\n',
+        "config.json": b'{"eos_token_id": 1}\n',
+    }
+
+
+def xss_repo() -> dict[str, bytes]:
+    """A ChatML-like template whose turn end is a special token spelled as markup."""
+    template = (
+        "{% for m in messages %}<|start|>{{ m.role }}\n{{ m.content }}" + XSS + "\n{% endfor %}"
+        "{% if add_generation_prompt %}<|start|>assistant\n{% endif %}"
+    )
+    tok = {
+        "eos_token": XSS,
+        "added_tokens_decoder": {
+            "5": {"content": "<|start|>", "special": True},
+            "6": {"content": XSS, "special": True},
+        },
+    }
+    return {
+        "chat_template.jinja": template.encode(),
+        "tokenizer_config.json": json.dumps(tok).encode(),
+        "generation_config.json": b'{\n  "eos_token_id": 5\n}\n',
+        "config.json": b'{"eos_token_id": 5}\n',
+    }
+
+
+@pytest.fixture
+def config(tmp_path: Path) -> ServeConfig:
+    return ServeConfig(secret="s", state_dir=tmp_path / "state", page_rate=1000)
+
+
+@pytest.fixture
+def page(fake_hub, config) -> Iterator[Page]:
+    with Page(config) as p:
+        yield p
+
+
+@pytest.fixture
+def signed(fake_hub, tmp_path, monkeypatch) -> Iterator[Page]:
+    monkeypatch.setenv("HF_TOKEN", TOKEN)
+    monkeypatch.delenv("SPACE_ID", raising=False)
+    config = ServeConfig(
+        secret="s", state_dir=tmp_path / "state", page_rate=1000, page_mock_sign_in=True
+    )
+    with Page(config) as p:
+        yield p
+
+
+def eosfix_prs(repo) -> list:
+    return [
+        d for d in repo.discussions if d.is_pull_request and d.title.startswith(PR_TITLE_PREFIX)
+    ]
+
+
+def test_the_front_page_has_both_forms_and_a_strict_policy(page):
+    reply = page.client().get("/")
+    assert reply.status == 200
+    assert 'action="/check" method="get"' in reply.text
+    assert 'action="/check/files" method="post"' in reply.text
+    assert reply.headers["Content-Security-Policy"] == CSP
+    assert "script-src 'self';" in CSP
+    assert "unsafe-inline" not in CSP
+    assert reply.headers["X-Content-Type-Options"] == "nosniff"
+    assert "<script>" not in reply.text
+    assert "style=" not in reply.text
+
+
+def test_a_broken_repo_shows_turn_end_grid_diff_and_ollama(fake_hub, page):
+    fake_hub.add_repo("org/broken", files_of(BROKEN))
+    reply = page.client().check("org/broken")
+    assert reply.status == 200
+    text = reply.text
+    assert '<code class="special">&lt;|im_end|&gt;</code> id 248046' in text
+    assert "<mark>&lt;|im_end|&gt;</mark>" in text  # the excerpt marks the special token
+    assert '<a href="/codes#eos001">EOS001</a>' in text
+    row = re.search(r'<th scope="row">transformers</th>(.*?)</tr>', text, re.DOTALL)
+    assert row is not None
+    assert '<td class="bad">✗ misses &lt;|im_end|&gt;</td>' in row.group(1)
+    assert '<td class="ok">✓ stops</td>' in row.group(1)
+    assert '<span class="add">+    248046</span>' in text
+    assert "PARAMETER stop &#34;&lt;|im_end|&gt;&#34;" in text
+    assert "eosfix hub org/broken --pr" in text
+    assert 'id="pr"' not in text  # no PR open yet
+
+
+def test_a_healthy_repo_has_no_fix(fake_hub, page):
+    fake_hub.add_repo("org/healthy", files_of(HEALTHY))
+    text = page.client().check("org/healthy").text
+    assert 'class="diff"' not in text
+    assert "eosfix hub org/healthy --pr" not in text
+    row = re.search(r'<th scope="row">transformers</th>(.*?)</tr>', text, re.DOTALL)
+    assert row is not None
+    assert row.group(1).count('<td class="ok">✓ stops</td>') == 2
+
+
+@pytest.mark.parametrize(
+    "given", ["https://evil.example/x/y", "org/../other", "a/b/c", XSS, "", "org/name?x=1"]
+)
+def test_anything_but_a_repo_id_is_refused_without_a_request(fake_hub, page, given):
+    before = len(fake_hub.requests)
+    reply = page.client().check(given)
+    assert reply.status == 400
+    assert "<img" not in reply.text
+    assert "Not a Hub repo id" in reply.text
+    assert len(fake_hub.requests) == before  # nothing was fetched from anywhere
+
+
+def test_a_missing_repo_is_one_line(page):
+    reply = page.client().check("org/absent")
+    assert reply.status == 200
+    assert 'id="error"' in reply.text
+    assert "org/absent" in reply.text
+
+
+def test_markup_in_token_texts_is_escaped_everywhere(fake_hub, page):
+    fake_hub.add_repo("org/xss", xss_repo())
+    text = page.client().check("org/xss").text
+    assert "<img" not in text
+    assert "&lt;img src=x onerror=&#34;alert(1)&#34;&gt;" in text  # shown, as text
+
+
+def test_markup_in_a_file_name_is_escaped(page):
+    reply = page.client().post_files({XSS + SCRIPT + ".json": b"{}"})
+    assert reply.status == 400
+    assert "<script>" not in reply.text
+    assert "<img" not in reply.text
+    assert "&lt;script&gt;" in reply.text
+
+
+@pytest.mark.parametrize(
+    ("ident", "template", "code"),
+    [
+        h
+        for h in HOSTILE
+        if h[0]
+        in (
+            "string-times-huge",
+            "deep-recursion",
+            "globals",
+            "class-mro-subclasses",
+            "format-escape",
+        )
+    ],
+)
+def test_hostile_templates_are_stopped_and_shown_as_text(fake_hub, page, ident, template, code):
+    fake_hub.add_repo(f"org/{ident}", hostile_repo(template + SCRIPT))
+    reply = page.client().check(f"org/{ident}")
+    assert reply.status == 200
+    assert f'<a href="/codes#{code.lower()}">{code}</a>' in reply.text
+    assert "<script>alert" not in reply.text
+
+
+def test_dropped_files_are_checked_and_not_kept(page, tmp_path, monkeypatch):
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    given = {k: v for k, v in files_of(BROKEN).items() if "/" not in k}
+    reply = page.client().post_files(given)
+    assert reply.status == 200, reply.text
+    assert "EOS001" in reply.text
+    assert '<span class="add">+    248046</span>' in reply.text
+    assert "eosfix fix ." in reply.text
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith("eosfix-page-")]
+
+
+def test_a_file_over_the_cap_or_not_read_is_refused(page):
+    client = page.client()
+    big = client.post_files({"config.json": b"{" + b" " * FILE_CAP + b"}"})
+    assert big.status == 413
+    assert "config.json" in big.text
+    other = client.post_files({"model.safetensors": b"x"})
+    assert other.status == 400
+    assert "model.safetensors" in other.text
+    assert client.post_files({}).status == 400
+
+
+def test_a_broken_file_is_named_not_the_work_folder(page):
+    reply = page.client().post_files({"generation_config.json": b"{not json"})
+    assert reply.status == 200
+    assert "generation_config.json" in reply.text
+    assert "eosfix-page-" not in reply.text
+
+
+def test_sign_in_then_open_pr_lands_with_the_fix_once(fake_hub, signed):
+    repo = fake_hub.add_repo("org/broken", files_of(BROKEN))
+    client = signed.client()
+    anonymous = client.check("org/broken").text
+    assert "Sign in with Hugging Face" in anonymous
+    assert 'name="csrf"' not in anonymous
+    client.sign_in()
+    text = client.check("org/broken").text
+    assert "signed in as <strong>eosfix-user</strong>" in text
+    csrf = client.csrf(text)
+    reply = client.post_form("/pr", {"repo": "org/broken", "csrf": csrf})
+    assert reply.status == 200
+    assert "Pull request opened." in reply.text
+    (pr,) = eosfix_prs(repo)
+    assert json.loads(repo.pr_files(pr.num)["generation_config.json"])["eos_token_id"] == [
+        248044,
+        248046,
+    ]
+    again = client.check("org/broken").text
+    assert 'id="pr"' in again
+    assert f"#{pr.num}</a> (already open)" in again
+    twice = client.post_form("/pr", {"repo": "org/broken", "csrf": client.csrf(again)})
+    assert "already open" in twice.text
+    assert len(eosfix_prs(repo)) == 1  # never doubled
+
+
+def test_open_pr_needs_the_csrf_token_and_a_sign_in(fake_hub, signed):
+    repo = fake_hub.add_repo("org/broken", files_of(BROKEN))
+    anonymous = signed.client()
+    assert anonymous.post_form("/pr", {"repo": "org/broken", "csrf": "x"}).status == 403
+    client = signed.client()
+    client.sign_in()
+    client.check("org/broken")
+    assert client.post_form("/pr", {"repo": "org/broken", "csrf": "forged"}).status == 403
+    assert client.post_form("/pr", {"repo": "org/broken"}).status == 403
+    assert not eosfix_prs(repo)
+
+
+def test_the_token_is_never_in_a_page_or_a_log(fake_hub, signed, caplog):
+    fake_hub.add_repo("org/broken", files_of(BROKEN))
+    caplog.set_level(logging.DEBUG)
+    client = signed.client()
+    client.sign_in()
+    text = client.check("org/broken").text
+    reply = client.post_form("/pr", {"repo": "org/broken", "csrf": client.csrf(text)})
+    assert "Pull request opened." in reply.text
+    assert TOKEN not in text
+    assert TOKEN not in reply.text
+    assert all(TOKEN not in r.getMessage() and TOKEN not in str(r.__dict__) for r in caplog.records)
+
+
+def test_the_limiter_refuses_past_the_rate_and_refills():
+    now = [0.0]
+    limiter = Limiter(2, clock=lambda: now[0])
+    limiter.take("a")
+    limiter.take("a")
+    with pytest.raises(RateLimited) as caught:
+        limiter.take("a")
+    assert caught.value.retry_after == 30
+    limiter.take("b")  # another client has its own bucket
+    now[0] = 30.0
+    limiter.take("a")
+
+
+def test_a_client_over_its_rate_gets_429_with_retry_after(fake_hub, tmp_path):
+    fake_hub.add_repo("org/healthy", files_of(HEALTHY))
+    config = ServeConfig(secret="s", state_dir=tmp_path / "state", page_rate=2)
+    with Page(config) as p:
+        client = p.client()
+        assert client.check("org/healthy").status == 200
+        assert client.check("org/healthy").status == 200
+        third = client.check("org/healthy")
+        assert third.status == 429
+        assert int(third.headers["Retry-After"]) > 0
+
+
+def _wait_audit(client, location: str) -> dict:
+    import time
+
+    deadline = time.monotonic() + 120
+    while True:
+        progress = json.loads(client.get(location + "/progress").body)
+        if progress["finished"]:
+            return progress
+        assert time.monotonic() < deadline, progress
+        time.sleep(0.05)
+
+
+def test_an_audit_reaches_the_end_with_chart_table_and_downloads(fake_hub, page):
+    fake_hub.add_repo("org/broken", files_of(BROKEN))
+    fake_hub.add_repo("org/healthy", files_of(HEALTHY))
+    fake_hub.add_repo("org/xss", xss_repo())
+    client = page.client(follow=False)
+    started = client.get("/audit?author=org")
+    assert started.status == 303
+    location = started.headers["Location"]
+    progress = _wait_audit(client, location)
+    assert progress["done"] == 3
+    assert progress["error"] is None
+    text = client.get(location).text
+    assert "<img" not in text
+    assert '<a href="/check?repo=org/broken">org/broken</a>' in text
+    assert "transformers 1 stop, 2 do not;" in text  # org/broken and org/xss miss a turn end
+    assert 'class="chart"' in text
+    rows = client.get(location + "/csv").text.splitlines()
+    assert rows[0].startswith("repo_id,revision,commit,verdict,problem,runs_on")
+    assert sorted(r.split(",")[0] for r in rows[1:]) == ["org/broken", "org/healthy", "org/xss"]
+    document = json.loads(client.get(location + "/json").body)
+    assert [e["name"] for e in document["repos"]] == ["org/broken", "org/healthy", "org/xss"]
+    assert document["summary"]["repos"] == 3
+
+
+def test_an_audit_takes_only_an_author_name(page):
+    client = page.client(follow=False)
+    for given in ("https://evil.example", "a/b", XSS, ""):
+        reply = client.get("/audit?author=" + __import__("urllib.parse").parse.quote(given))
+        assert reply.status == 400
+        assert "<img" not in reply.text
+
+
+@pytest.mark.parametrize("fake_hub", [{"token": "hf_bot_token"}], indirect=True)
+def test_a_visitor_never_reads_through_the_bots_token(fake_hub, tmp_path, monkeypatch):
+    """On a Space HF_TOKEN is the bot's: a visitor's check and audit go without any token, so
+    a private repo the bot can read stays private."""
+    monkeypatch.setenv("HF_TOKEN", "hf_bot_token")
+    fake_hub.add_repo("org/secret", files_of(BROKEN), private=True)
+    fake_hub.add_repo("org/public", files_of(BROKEN))
+    config = ServeConfig(secret="s", token="hf_bot_token", state_dir=tmp_path / "s")
+    with Page(config) as p:
+        client = p.client(follow=False)
+        secret = client.check("org/secret").text
+        assert 'id="error"' in secret
+        assert "248046" not in secret
+        assert "<mark>" in client.check("org/public").text
+        location = client.get("/audit?author=org").headers["Location"]
+        _wait_audit(client, location)
+        rows = client.get(location + "/csv").text
+    assert "org/public" in rows
+    assert "org/secret" not in rows
+    sent = [r for r in fake_hub.request_log if "authorization" in {k.lower() for k in r.headers}]
+    assert not sent, [r.path for r in sent]
+
+
+def test_slots_run_n_at_once_and_refuse_past_the_waiting_bound():
+    import asyncio
+    import threading
+
+    from eosfix.serve.limits import Busy, Slots
+
+    gate = threading.Event()
+    lock = threading.Lock()
+    now = {"running": 0, "most": 0}
+
+    def work() -> int:
+        with lock:
+            now["running"] += 1
+            now["most"] = max(now["most"], now["running"])
+        gate.wait(60)
+        with lock:
+            now["running"] -= 1
+        return 1
+
+    async def main() -> list[int]:
+        slots = Slots(2)
+        tasks = [asyncio.create_task(slots.run(work)) for _ in range(2 + 64)]
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 30
+        while not (slots.waiting == 64 and now["running"] == 2):  # two run, the rest wait
+            assert loop.time() < deadline, (slots.waiting, now)
+            await asyncio.sleep(0.01)
+        with pytest.raises(Busy):
+            await slots.run(work)
+        gate.set()
+        return await asyncio.gather(*tasks)
+
+    assert sum(asyncio.run(main())) == 66
+    assert now["most"] == 2
+
+
+def test_a_form_over_the_body_bound_is_refused_before_it_is_read(tmp_path):
+    config = ServeConfig(secret="s", state_dir=tmp_path / "s", max_body=4096)
+    with Page(config) as p:
+        reply = p.client().post_files({"config.json": b"{" + b" " * 8192 + b"}"})
+        assert reply.status == 413
+        assert b"body too large" in reply.body
+        assert p.app.state.guard.counts["too_large"] == 1
+
+
+@pytest.mark.parametrize(
+    "target", ["https://evil.example/", "//evil.example/x", "/\\evil.example", "javascript:x"]
+)
+def test_sign_in_never_redirects_off_the_page(signed, target):
+    import urllib.parse
+
+    client = signed.client(follow=False)
+    query = urllib.parse.urlencode({"_target_url": target})
+    for route in ("login", "callback"):
+        reply = client.get(f"/oauth/huggingface/{route}?{query}")
+        assert reply.status == 400
+    nested = "http://evil.example/oauth/huggingface/callback?_target_url=/"
+    reply = client.get(
+        "/oauth/huggingface/callback?" + urllib.parse.urlencode({"_target_url": nested})
+    )
+    assert reply.status == 400
+    fine = client.get(
+        "/oauth/huggingface/login?" + urllib.parse.urlencode({"_target_url": "/check?repo=a/b"})
+    )
+    assert fine.status in (302, 307)
