@@ -31,6 +31,8 @@ def repo_verdict(checked: GgufRepoCheck, detail: Detail | None) -> tuple[Verdict
     plain = [to_verdict(r, None) for r in results]
     worst = min(range(len(plain)), key=lambda i: _WORST_FIRST.index(plain[i].name))
     chosen = to_verdict(results[worst], detail) if detail is not None else plain[worst]
+    if detail is not None and detail.kind == "text":  # named by its file, not the repo alone
+        chosen = dataclasses.replace(chosen, text=detail.render(checked.results[worst]))
     groups = [_group_json(r, v) for r, v in zip(results, plain, strict=True)]
     return dataclasses.replace(chosen, gguf=_files_note(checked, results, plain)), groups
 

@@ -9,7 +9,8 @@ import threading
 
 import pytest
 
-from eosfix.batch.hub import audit_slice
+from eosfix.batch.hub import HubSource
+from eosfix.batch.run import Run
 from eosfix.batch.session import check_hub_target
 from eosfix.batch.verdict import Verdict
 from eosfix.containers.target import hub_repo
@@ -108,19 +109,33 @@ def test_a_resumed_audit_reads_no_header_again(org, run_eosfix, tmp_path):
 
 
 def test_a_stopped_audit_is_whole(org):
-    stop = threading.Event()
-    seen = []
+    """Stopped while the listing's second page is on its way: no repo of the second page is
+    started, and a first-page repo is reported whole or not at all."""
+    org.page_size = 2
+    page2 = org.hold(r"^/api/models$", query="cursor=2")
+    run = Run(HubSource(HubReader(), query=ListingQuery(author=GGUF_ORG)))
 
-    def on_result(result):
-        seen.append(result)
-        stop.set()
+    def stop_at_page2():
+        assert page2.arrived.wait(60)
+        run.stop()
+        page2.release()
 
-    run = audit_slice(ListingQuery(author=GGUF_ORG), on_result=on_result, stop=stop)
+    stopper = threading.Thread(target=stop_at_page2)
+    stopper.start()
+    seen = list(run)
+    stopper.join()
     assert run.interrupted
     assert run.exit_code == 130
-    assert 1 <= len(seen) < len(REPOS)
-    assert all(r.verdict.error != "not checked: interrupted" for r in seen)
-    assert seen[0].item.repo_id == f"{GGUF_ORG}/Broken-GGUF"
+    # the second page's repos are never started; a first-page repo whose header reads the
+    # stop cut short is left out, one whose reads were done is reported whole
+    whole = {
+        f"{GGUF_ORG}/Broken-GGUF": ("error", "Q4_K_M cannot be read; Q8_0 cannot be read"),
+        f"{GGUF_ORG}/Chat-70B-GGUF": ("ok", "2 GGUF files alike"),
+    }
+    assert {r.item.repo_id for r in seen} <= set(whole)
+    for r in seen:
+        assert (r.verdict.name, r.verdict.gguf) == whole[r.item.repo_id]
+    assert not any(f"{GGUF_ORG}/{n}" in req.path for n in REPOS[2:] for req in org.cdn_requests)
 
 
 @pytest.mark.parametrize("fake_hub", [{"token": "hf_gguf_test"}], indirect=True)
@@ -170,3 +185,11 @@ def test_an_organisation_of_both_kinds_has_a_row_for_each(fake_hub, tmp_path, ru
     assert entries["mixed/chat-7b-GGUF"]["file"] == "chat-7b-Q4_K_M.gguf"
     assert entries["mixed/chat-7b-both"]["container"] == "folder"
     assert "gguf_groups" not in entries["mixed/chat-7b-both"]
+
+
+def test_a_gguf_repo_by_id_is_its_worst_groups_block_named_by_its_file(org, run_eosfix):
+    result = run_eosfix("hub", CHAT)
+    assert result.exit_code == 1
+    head = result.stdout.splitlines()[0]
+    assert head.startswith(f"{CHAT}/Chat-7B-Q2_K.gguf")
+    assert f"{CHAT}/Chat-7B-Q2_K.gguf/tokenizer.ggml.eot_token_id: EOS201" in result.stdout
