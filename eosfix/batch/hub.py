@@ -1,4 +1,6 @@
-"""A Hub organisation (or repo ids) as a batch source: what `eosfix hub` runs.
+"""A Hub organisation (or repo ids) as a batch source: what `eosfix hub` runs. One module:
+its stages share the source's state (the reader and its quotas, the store, the state file,
+the pull requests, the stop flag).
 
 Stages, in order, each with at most WINDOW repos in flight:
 
@@ -23,16 +25,19 @@ from __future__ import annotations
 import dataclasses
 import math
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from eosfix.batch.gguf_audit import params_fix, repo_verdict
+from eosfix.batch.gguf_hub import check_gguf_repo
 from eosfix.batch.hubfetch import Fetcher, Plan
 from eosfix.batch.prs import PrPlan, carried_over, pr_extra
 from eosfix.batch.run import Done, Failure, Pending, Progress, Result, Run, Unit, in_order
 from eosfix.batch.state import StateError, StateFile, verdict_of_record
 from eosfix.batch.verdict import Detail, Verdict, with_error
 from eosfix.core.repo import TOKENIZER_JSON
+from eosfix.pipeline import RepoResult
 from eosfix.sources.hub.http import Stopped, describe_error, hub_errors
 from eosfix.sources.hub.read import HubEntry, HubError, HubReader, ListingQuery
 from eosfix.sources.hub.write import PrOutcome
@@ -54,6 +59,7 @@ class HubSource:
         state: StateFile | None = None,
         prs: PrPlan | None = None,
         query: ListingQuery | None = None,
+        keep_ids: Sequence[int] = (),
     ) -> None:
         self.reader = reader
         self.repo_ids = list(dict.fromkeys(repo_ids))
@@ -62,6 +68,9 @@ class HubSource:
         self.revision = revision
         self.state = state
         self.prs = prs
+        self.detail: Detail | None = None  # the run's (each GGUF repo's entry is made here)
+        self._gguf_prs: dict[str, RepoResult] = {}  # GGUF repo -> the result its PR carries
+        self.keep_ids = tuple(keep_ids)  # --keep-id (the analysis has its own; GGUF repos)
         self.errors: list[tuple[str, str]] = []  # (author, why its listing failed)
         # The state file could not be written (a full disk): the audit goes on unrecorded,
         # and the command ends with this one line and exit 2.
@@ -125,6 +134,7 @@ class HubSource:
     # --- 2. files in ----------------------------------------------------------------------------
     def before(self, units: Iterable[Unit], run: Run) -> Iterator[Unit]:
         detail = run.detail is not None
+        self.detail = run.detail
 
         def start(unit: Unit) -> Pending:
             if unit.verdict is not None:
@@ -146,6 +156,9 @@ class HubSource:
         entry = unit.item
         assert isinstance(entry, HubEntry)
         assert entry.sha is not None
+        if entry.is_gguf:  # its headers again (its verdict and groups are the record's)
+            self.fetcher.files.finish(i)
+            return self._check_gguf(entry, unit.extra)
         try:
             _, manifest = self.fetcher.bring(entry, i, identify=False)
         except Exception as exc:  # noqa: BLE001 - one repo's failure is its error line
@@ -164,13 +177,36 @@ class HubSource:
             resumed = self._resumed(entry)
             if resumed is not None:
                 return resumed
+            if entry.is_gguf:
+                self.fetcher.files.finish(i)
+                i = -1  # finished
+                return self._check_gguf(entry)
             entry, manifest = self.fetcher.bring(entry, i, identify)
         except Exception as exc:  # noqa: BLE001 - one repo's failure is its error line
             return Unit(entry, verdict=self._error(exc))
         finally:
-            self.fetcher.files.finish(i)
+            if i >= 0:
+                self.fetcher.files.finish(i)
         assert entry.sha is not None
         return Unit(entry, self.reader.store.snapshot(entry.sha), manifest.key)
+
+    def _check_gguf(self, entry: HubEntry, extra: Mapping[str, Any] | None = None) -> Unit:
+        """A repo of GGUF files (``HubEntry.is_gguf``): checked by its files' headers, as
+        ``eosfix check ORG/REPO-GGUF`` does (``eosfix.batch.gguf_hub``), in this thread; its
+        verdict is its worst group's, its row names a file that differs. Interrupted while
+        its headers were read: not checked."""
+        try:
+            checked = check_gguf_repo(self.reader, entry, keep_ids=self.keep_ids)
+        except Exception as exc:  # noqa: BLE001 - one repo's failure is its error line
+            return Unit(entry, verdict=self._error(exc))
+        if self.stopping and any(f.error is not None for f in checked.files):
+            return Unit(entry, verdict=STOPPED)
+        found, groups = repo_verdict(checked, self.detail)
+        fix = params_fix(checked) if self.prs is not None else None
+        if fix is not None:
+            with self._lock:
+                self._gguf_prs[entry.repo_id] = fix
+        return Unit(entry, verdict=found, extra={**(extra or {}), "gguf_groups": groups})
 
     def _error(self, exc: Exception) -> Verdict:
         if self.stopping and isinstance(exc, Stopped):
@@ -213,6 +249,10 @@ class HubSource:
 
     def _start_pr(self, unit: Unit) -> Pending:
         assert self.prs is not None
+        with self._lock:
+            gguf = self._gguf_prs.pop(unit.item.repo_id, None)
+        if gguf is not None and not unit.extra.get("pr_url"):  # a GGUF repo's params file
+            return self._writes.submit(self.prs.settle, unit, gguf)
         if unit.path is None or not self.prs.wants(unit):
             return Done(unit)
         return self._writes.submit(self.prs.handle, unit)

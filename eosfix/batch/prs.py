@@ -58,6 +58,19 @@ def params_bytes(result: RepoResult) -> bytes | None:
     return str(planned["new"]).encode("utf-8")
 
 
+def fix_of(result: RepoResult) -> tuple[str, str, bytes] | None:
+    """What a fix PR carries: (repo id, file, its new bytes): a repo's generation_config.json,
+    or a GGUF repo's ``params``; None when there is nothing a PR can fix."""
+    new_bytes = fix_bytes(result)
+    if new_bytes is not None:
+        return result.name, GENERATION_CONFIG, new_bytes
+    if "ollama" in result.extra:
+        new_bytes = params_bytes(result)
+        if new_bytes is not None:
+            return str(result.extra["repo_id"]), PARAMS_FILE, new_bytes
+    return None
+
+
 def open_fix_pr(
     hf_api: HfApi, reader: HubReader, result: RepoResult, describe: Describe, me: str | None = None
 ) -> PullRequest | None:
@@ -70,13 +83,10 @@ def open_fix_pr(
     ``repo_id``). Returns None when there is nothing to fix; raises PrError when the Hub
     refuses.
     """
-    file, new_bytes = GENERATION_CONFIG, fix_bytes(result)
-    repo_id = result.name
-    if new_bytes is None and "ollama" in result.extra:
-        file, new_bytes = PARAMS_FILE, params_bytes(result)
-        repo_id = str(result.extra["repo_id"])
-    if new_bytes is None:
+    fix = fix_of(result)
+    if fix is None:
         return None
+    repo_id, file, new_bytes = fix
     return open_pr(
         hf_api,
         reader,
@@ -158,15 +168,20 @@ class PrPlan:
     def handle(self, unit: Unit) -> Unit:
         """Open (or find) the PR of one fixable repo; its outcome goes into ``unit.extra``."""
         assert unit.path is not None
-        extra: dict[str, Any] = dict(unit.extra)
-        if self.stopping:
-            return unit.but(extra={**extra, **pr_extra("not opened: interrupted")})
         item = unit.item
         fields = item.fields()
         result = dataclasses.replace(
             pipeline.check(unit.path, label=item.repo_id, keep_ids=self.keep_ids, blockers=False),
             extra={"sha": fields.get("sha"), "revision": fields.get("revision", "main")},
         )
+        return self.settle(unit, result)
+
+    def settle(self, unit: Unit, result: RepoResult) -> Unit:
+        """Open (or find) the PR that carries ``result``'s fix (a GGUF repo's: its params
+        file, ``eosfix.batch.gguf_hub``); its outcome goes into ``unit.extra``."""
+        extra: dict[str, Any] = dict(unit.extra)
+        if self.stopping:
+            return unit.but(extra={**extra, **pr_extra("not opened: interrupted")})
         try:
             extra.update(self._decide(result))
         except PrError as exc:
@@ -175,13 +190,14 @@ class PrPlan:
         return unit.but(extra=extra)
 
     def _decide(self, result: RepoResult) -> dict[str, Any]:
-        new_bytes = fix_bytes(result)
-        if new_bytes is None:
+        fix = fix_of(result)
+        if fix is None:
             return {}
+        repo_id, file, new_bytes = fix
         over = self.max_prs is not None and self.new >= self.max_prs
         if self.dry_run or over:
             try:
-                found = find_open_pr(self.hf_api, self.reader, result.name, new_bytes)
+                found = find_open_pr(self.hf_api, self.reader, repo_id, new_bytes, file=file)
             except hub_errors() as exc:
                 raise PrError(f"cannot look for pull requests: {describe_error(exc)[0]}") from None
             if found is not None:

@@ -75,6 +75,9 @@ class Verdict:
     needs_tokenizer_json: bool = False  # some id can only come from tokenizer.json
     detail: Members | None = None  # result_to_dict() without path/name, encoded (JSON output)
     text: str | None = None  # render_repo_text() with LABEL for the name (text output)
+    # A GGUF repo (``eosfix.batch.gguf_hub.repo_verdict``): its files summarised, a file that
+    # differs named ("12 GGUF files alike", "Q8_0 differs in ...: would be fixed"); else None.
+    gguf: str | None = None
 
     @property
     def name(self) -> str:
@@ -104,6 +107,8 @@ class Verdict:
             note += f" -> {ids_text(self.proposed, as_list=True)}"  # always written as a list
         if self.error:
             note += f": {self.error}"
+        if self.gguf:
+            note += f" ({self.gguf})"
         return terms or "-", eos, note
 
     def to_state(self) -> dict[str, Any]:
@@ -111,7 +116,7 @@ class Verdict:
         return {
             f.name: getattr(self, f.name)
             for f in dataclasses.fields(self)
-            if f.name not in ("detail", "text")
+            if f.name not in ("detail", "text") and (f.name != "gguf" or self.gguf is not None)
         }
 
     @classmethod

@@ -354,6 +354,7 @@ def hub(
             revision=revision,
             state=state,
             prs=plan,
+            keep_ids=keep_ids,
         )
         show = many and batchcli.wants_progress(fmt)
         with batchcli.progress_bar(show, source.status) as progress:

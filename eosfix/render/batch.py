@@ -254,9 +254,11 @@ def _markdown_row(result: Result) -> str:
 def _verdict_cell(result: Result) -> str:
     v, row = result.verdict, result.row()
     note = row.note  # " -> [ids]" (eosfix's), then ": the error" (may quote the repo)
+    files = f" ({v.gguf})" if v.gguf else ""  # a GGUF repo's files (names from the repo)
+    note = note.removesuffix(files)
     if v.error and note.endswith(v.error):
         note = note[: -len(v.error)] + _text(v.error)
-    return verdict_words(row.verdict, row.problem) + note
+    return verdict_words(row.verdict, row.problem) + note + _text(files)
 
 
 def _markdown_failure(f: Failure) -> str:

@@ -1,0 +1,106 @@
+"""A GGUF repo as one row of an audit (``eosfix hub``): the verdict of its worst group of alike
+files (``eosfix.batch.gguf_hub`` checks them), its files summarised, a group that differs
+named, and the result whose ``params`` file a pull request carries."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from eosfix.batch.gguf_hub import GgufRepoCheck
+from eosfix.batch.verdict import Detail, Verdict, to_verdict
+from eosfix.pipeline import RepoResult
+from eosfix.sources.hub.gguf import quant_label
+
+# A repo's verdict is its worst group's: the first of these its groups came to (a quant that
+# would not stop outweighs the others that do; one that cannot be read, those that are fine).
+_WORST_FIRST = ("problems", "fixable", "fixed", "error", "warned", "ok", "no_template",
+                "not_a_model")  # fmt: skip
+
+
+def repo_verdict(checked: GgufRepoCheck, detail: Detail | None) -> tuple[Verdict, list[Any]]:
+    """An audit's one verdict for a GGUF repo (``eosfix hub``): the verdict of its worst group
+    of alike files (the biggest group when they agree), its JSON entry or text block that
+    group's, and ``Verdict.gguf`` the files summarised, each group that differs named
+    ("Q8_0 differs in tokenizer.ggml.eos_token_id: would be fixed"). Also each group as JSON
+    (``groups``): its files, its verdict, what it differs in."""
+    repo_id = checked.entry.repo_id
+    results = [dataclasses.replace(r, path=Path(repo_id)) for r in checked.results]
+    plain = [to_verdict(r, None) for r in results]
+    worst = min(range(len(plain)), key=lambda i: _WORST_FIRST.index(plain[i].name))
+    chosen = to_verdict(results[worst], detail) if detail is not None else plain[worst]
+    if detail is not None and detail.kind == "text":  # named by its file, not the repo alone
+        chosen = dataclasses.replace(chosen, text=detail.render(checked.results[worst]))
+    groups = [_group_json(r, v) for r, v in zip(results, plain, strict=True)]
+    return dataclasses.replace(chosen, gguf=_files_note(checked, results, plain)), groups
+
+
+def params_fix(checked: GgufRepoCheck) -> RepoResult | None:
+    """The result whose ``params`` file a pull request carries (what ``ollama run hf.co/...``
+    stops on, for every tag of the repo): the group of the file ollama picks by default (a
+    plan of another group would change the stop list of that default unseen), else, when
+    ollama picks none of them, the first group that plans one; None: no PR."""
+    read = [r for r in checked.results if r.check is not None]
+    default = [r for r in read if "ollama" in _info(r).get("default_for", ())]
+    for result in default or read:
+        if (_info(result).get("ollama") or {}).get("planned") is not None:
+            return result
+    return None
+
+
+def _group_json(result: RepoResult, v: Verdict) -> dict[str, Any]:
+    extra = _info(result)
+    files = [str(f["path"]) for f in extra.get("files", ())]
+    return {
+        "file": extra.get("file"),
+        "quant": quant_label(str(extra.get("file") or "")),
+        "files": files,
+        "verdict": v.name,
+        "problem": v.problem,
+        "differs_in": list(extra.get("differs_in", ())),
+        "error": v.error,
+    }
+
+
+def _files_note(
+    checked: GgufRepoCheck, results: Sequence[RepoResult], verdicts: Sequence[Verdict]
+) -> str:
+    """``12 GGUF files alike``, ``11 of 12 GGUF files alike; Q8_0 differs in ...: ...``."""
+    n = len(checked.files)
+    read = [(r, v) for r, v in zip(results, verdicts, strict=True) if "alike" in _info(r)]
+    words = []
+    if read:
+        alike = len(_info(read[0][0]).get("files", ()))
+        words.append(
+            ("1 GGUF file" if n == 1 else f"{n} GGUF files alike")
+            if alike == n
+            else f"{alike} of {n} GGUF files alike"
+        )
+    for result, v in read[1:]:
+        extra = _info(result)
+        others = len(extra.get("files", ())) - 1
+        more = f" and {others} more" if others > 0 else ""
+        differs = ", ".join(extra.get("differs_in", ())) or "its stop fields"
+        words.append(f"{_name(result)}{more} differs in {differs}: {verdict_words(v)}")
+    words += [f"{_name(r)} cannot be read" for r in results if "alike" not in _info(r)]
+    return "; ".join(words)
+
+
+def _name(result: RepoResult) -> str:
+    file = str(_info(result).get("file") or result.name)
+    return quant_label(file) or file
+
+
+def verdict_words(v: Verdict) -> str:
+    """A short verdict for a note: "would be fixed", "stops correctly"..."""
+    words = {"fixable": "would be fixed", "problems": "problems eosfix cannot fix",
+             "ok": "stops correctly", "warned": "stops correctly, with warnings",
+             "no_template": "no chat template", "error": "error"}  # fmt: skip
+    return words.get(v.name, v.name)
+
+
+def _info(result: RepoResult) -> dict[str, Any]:
+    """What ``check_gguf_repo`` put in a result's ``extra`` (see ``_extra``)."""
+    return dict(result.extra or {})
