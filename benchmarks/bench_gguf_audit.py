@@ -43,6 +43,8 @@ ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(HERE))
 
+from paired import ServedHub
+
 ORG = "bench-gguf"
 QUANTS = (("Q4_K_M", 15), ("Q2_K", 10), ("Q3_K_M", 12), ("Q5_K_M", 17), ("Q6_K", 18),
           ("Q8_0", 7), ("Q4_0", 2), ("Q5_0", 8), ("IQ4_XS", 30), ("F16", 1))  # fmt: skip
@@ -71,6 +73,8 @@ def _headers(quants: int, vocab: int, folder: Path) -> tuple[dict[str, bytes], b
 
 def serve(repos: int, quants: int, vocab: int, latency: float, size: int) -> None:
     """Run a FakeHub holding the publisher until stdin closes; answer 'stats' and 'reset'."""
+    from paired import answer_hub
+
     from tests.hubserver import FakeHub, gguf_summary
 
     hub = FakeHub()
@@ -89,32 +93,12 @@ def serve(repos: int, quants: int, vocab: int, latency: float, size: int) -> Non
         for path in held:
             hub.declared_sizes[(repo_id, path)] = size
     hub.latency = latency
-    with hub:
-        print(hub.url, flush=True)
-        for line in sys.stdin:
-            if line.strip() == "stats":
-                print(json.dumps({"requests": len(hub.requests)}), flush=True)
-            elif line.strip() == "reset":
-                hub.requests.clear()
-                print("{}", flush=True)
+    answer_hub(hub)
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    serve_args = [str(a) for a in (args.repos, args.quants, args.vocab, args.latency, args.size)]
-    server = subprocess.Popen(
-        [sys.executable, __file__, "--serve", *serve_args],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=ROOT,
-    )  # fmt: skip
-    assert server.stdin is not None
-    assert server.stdout is not None
-    url = server.stdout.readline().strip()
-
-    def ask(what: str) -> dict[str, Any]:
-        assert server.stdin is not None
-        assert server.stdout is not None
-        server.stdin.write(what + "\n")
-        server.stdin.flush()
-        return dict(json.loads(server.stdout.readline()))
+    server = ServedHub(__file__, args.repos, args.quants, args.vocab, args.latency, args.size)
+    url, ask = server.url, server.ask
 
     times: list[float] = []
     rows: list[dict[str, str]] = []
@@ -136,8 +120,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             rows = list(csv.DictReader(io.StringIO(proc.stdout)))
             requests = ask("stats")["requests"]
     finally:
-        server.stdin.close()
-        server.wait(timeout=60)
+        server.close()
     return {"times": times, "rows": rows, "requests": requests, "stderr": proc.stderr}
 
 

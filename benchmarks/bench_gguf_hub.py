@@ -41,6 +41,8 @@ ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(HERE))
 
+from paired import ServedHub
+
 QUANTS = (  # label -> llama.cpp's general.file_type (LLAMA_FTYPE_*)
     ("Q2_K", 10), ("Q3_K_S", 11), ("Q3_K_M", 12), ("Q3_K_L", 13), ("Q4_0", 2), ("Q4_1", 3),
     ("Q4_K_S", 14), ("Q4_K_M", 15), ("Q5_0", 8), ("Q5_1", 9), ("Q5_K_S", 16), ("Q5_K_M", 17),
@@ -89,6 +91,8 @@ def _files(n: int, folder: Path) -> dict[str, bytes]:
 
 def serve(n: int, latency: float, size: int) -> None:
     """Run a FakeHub holding the repo until stdin closes; answer 'stats' and 'reset'."""
+    from paired import answer_hub
+
     from tests.hubserver import FakeHub, add_gguf_repo
 
     hub = FakeHub()
@@ -98,14 +102,7 @@ def serve(n: int, latency: float, size: int) -> None:
     add_gguf_repo(hub, REPO, files, files={"README.md": "# bench\n"},
                   sizes=dict.fromkeys(files, size))  # fmt: skip
     hub.latency = latency
-    with hub:
-        print(hub.url, flush=True)
-        for line in sys.stdin:
-            if line.strip() == "stats":
-                print(json.dumps({"requests": len(hub.requests)}), flush=True)
-            elif line.strip() == "reset":
-                hub.requests.clear()
-                print("{}", flush=True)
+    answer_hub(hub)
 
 
 def _gguf_files(entry: dict[str, Any]) -> list[dict[str, Any]]:
@@ -128,20 +125,8 @@ def _gguf_files(entry: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    server = subprocess.Popen(
-        [sys.executable, __file__, "--serve", str(args.quants), str(args.latency), str(args.size)],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=ROOT,
-    )  # fmt: skip
-    assert server.stdin is not None
-    assert server.stdout is not None
-    url = server.stdout.readline().strip()
-
-    def ask(what: str) -> dict[str, Any]:
-        assert server.stdin is not None
-        assert server.stdout is not None
-        server.stdin.write(what + "\n")
-        server.stdin.flush()
-        return dict(json.loads(server.stdout.readline()))
+    server = ServedHub(__file__, args.quants, args.latency, args.size)
+    url, ask = server.url, server.ask
 
     times, files, requests = [], [], 0
     try:
@@ -162,8 +147,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             files = [f for e in report["repos"] for f in _gguf_files(e)]
             requests = ask("stats")["requests"]
     finally:
-        server.stdin.close()
-        server.wait(timeout=30)
+        server.close()
     return {"times": times, "files": files, "requests": requests, "stderr": proc.stderr}
 
 

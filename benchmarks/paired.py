@@ -15,6 +15,7 @@ every run and the benchmark would time the compiler.
 from __future__ import annotations
 
 import compileall
+import json
 import os
 import statistics
 import subprocess
@@ -23,6 +24,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -161,3 +163,41 @@ def start_serve(
             proc.kill()
             raise SystemExit("eosfix serve did not start:\n" + log_path.read_text())
         time.sleep(0.05)
+
+
+def answer_hub(hub: Any) -> None:
+    """The served side of ``ServedHub``: print the stand-in Hub's URL, then answer each line of
+    stdin ('stats': its request count; 'reset': forget its requests) until stdin closes."""
+    with hub:
+        print(hub.url, flush=True)
+        for line in sys.stdin:
+            if line.strip() == "stats":
+                print(json.dumps({"requests": len(hub.requests)}), flush=True)
+            elif line.strip() == "reset":
+                hub.requests.clear()
+                print("{}", flush=True)
+
+
+class ServedHub:
+    """A stand-in Hub served by another process (``SCRIPT --serve ARGS``, which calls
+    ``answer_hub``), so its work shares nothing of the measured process's time."""
+
+    def __init__(self, script: str, *args: object) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, script, "--serve", *map(str, args)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=ROOT,
+        )  # fmt: skip
+        assert self.proc.stdout is not None
+        self.url = self.proc.stdout.readline().strip()
+
+    def ask(self, what: str) -> dict[str, Any]:
+        assert self.proc.stdin is not None
+        assert self.proc.stdout is not None
+        self.proc.stdin.write(what + "\n")
+        self.proc.stdin.flush()
+        return dict(json.loads(self.proc.stdout.readline()))
+
+    def close(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        self.proc.wait(timeout=60)
