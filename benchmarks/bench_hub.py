@@ -36,6 +36,8 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 
+from paired import audit_env
+
 BASE_REF = "79c4a19"  # main when issue 13 started: `eosfix hub --author` before the batch engine
 
 
@@ -133,19 +135,7 @@ def _tree_rss_kb(pid: int) -> int:
 
 def audit(code: Path, hub: Hub, home: Path, out: Path) -> dict[str, Any]:
     """`eosfix hub --author org --format json` with ``code`` on PYTHONPATH."""
-    env = {
-        **os.environ,
-        "PYTHONPATH": str(code),
-        "HF_ENDPOINT": hub.url,
-        "HF_HOME": str(home / "hf"),
-        "HF_HUB_CACHE": str(home / "hf" / "hub"),
-        "EOSFIX_CACHE": str(home / "eosfix"),
-        "HF_HUB_DISABLE_XET": "1",
-        "HF_HUB_DISABLE_TELEMETRY": "1",
-        "HF_HUB_OFFLINE": "0",
-    }
-    for var in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"):
-        env.pop(var, None)
+    env = audit_env(code, hub.url, home)
     hub.ask("reset")
     cmd = [sys.executable, "-m", "eosfix", "hub", "--author", "org", "--format", "json"]
     peak = [0]

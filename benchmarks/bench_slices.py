@@ -41,7 +41,6 @@ import argparse
 import collections
 import json
 import math
-import os
 import subprocess
 import sys
 import tempfile
@@ -52,6 +51,8 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
+
+from paired import audit_env
 
 ORG = "slice"
 
@@ -160,19 +161,7 @@ class Hub:
 
 
 def audit(code: Path, hub: Hub, home: Path, quota: tuple[int, int, float]) -> dict[str, Any]:
-    env = {
-        **os.environ,
-        "PYTHONPATH": str(code),
-        "HF_ENDPOINT": hub.url,
-        "HF_HOME": str(home / "hf"),
-        "HF_HUB_CACHE": str(home / "hf" / "hub"),
-        "EOSFIX_CACHE": str(home / "eosfix"),
-        "HF_HUB_DISABLE_XET": "1",
-        "HF_HUB_DISABLE_TELEMETRY": "1",
-        "HF_HUB_OFFLINE": "0",
-    }
-    for var in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"):
-        env.pop(var, None)
+    env = audit_env(code, hub.url, home)
     home.mkdir(parents=True)
     hub.ask("quota {} {} {:g}".format(*quota))
     hub.ask("reset")
