@@ -647,6 +647,11 @@ class FakeHub:
                 return f
         return None
 
+    def intercept(self, handler: Any, method: str, raw_path: str) -> bool:
+        """Answer a request some other way than the Hub would (``tests.hostilehub``): True
+        when ``handler`` has answered it (or dropped it); the stand-in Hub never does."""
+        return False
+
     def _authenticated(self, headers: Any) -> bool:
         """True if the request carries an acceptable bearer token. Raises on a wrong one."""
         auth = headers.get("Authorization") or ""
@@ -1004,6 +1009,8 @@ class _Handler(BaseHTTPRequestHandler):
             allowed, self.extra_headers = hub._quota_headers(raw_path)
             if not allowed:
                 raise _HTTPError(429, "You have been rate-limited", headers=self.extra_headers)
+            if hub.intercept(self, method, raw_path):
+                return
             failure = hub._find_failure(method, raw_path, repo_id)
             if failure is not None and failure.delay:
                 hub._stopping.wait(failure.delay)
@@ -1870,7 +1877,6 @@ def fake_hub(
     Indirect parametrization may pass {"token": "..."} to require auth for private repos.
     The fixture fails at teardown if the fake itself raised (hub.server_errors).
     """
-    import huggingface_hub
 
     params = getattr(request, "param", None) or {}
     hub = FakeHub(token=params.get("token"))
@@ -1879,8 +1885,18 @@ def fake_hub(
         try:
             yield hub
         finally:
-            huggingface_hub.close_session()
+            close_clients()
     assert not hub.server_errors, f"fake hub raised: {hub.server_errors!r}"
+
+
+def close_clients() -> None:
+    """huggingface_hub's client and eosfix's: no pooled connection outlives its server."""
+    import huggingface_hub
+
+    from eosfix.sources.hub import client
+
+    huggingface_hub.close_session()
+    client.close()
 
 
 # --- a GGUF publisher ---------------------------------------------------------------------------

@@ -78,6 +78,8 @@ def summary_line(run: Run) -> str:
         n = stats["unreachable"]
         text += f"; {n} attempt{'s' * (n != 1)} could not connect"
     text += f"; {_rate_note(run)}" if stats["rate_limited"] else ""
+    if n := stats.get("waits_capped", 0):  # resets announced past any quota window
+        text += f"; {n} quota reset{'s' * (n != 1)} over {stats['longest_wait']:.0f} s cut to it"
     return text + ("; interrupted" if run.interrupted else "")
 
 

@@ -88,6 +88,9 @@ FILES = (
     "chat_template.json",
 )
 FILE_CAP = 512 * 1024  # bytes per file; the body bound (max_body) caps the whole form
+# A person waits for a check: a 429 asking for more than this fails it ("rate limited")
+# rather than holding a check slot through a quota window.
+PAGE_LONGEST_WAIT = 30.0
 
 CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
@@ -289,7 +292,7 @@ def attach_page(app: FastAPI, config: ServeConfig) -> None:
             )
         user = user_of(request)
         # a visitor reads public repos only: never the bot's token (HF_TOKEN on a Space)
-        session = HubSession(token=user.token if user else False)
+        session = HubSession(token=user.token if user else False, longest=PAGE_LONGEST_WAIT)
         done = await guarded(request, lambda: _check_with_pr(session, target))
         if isinstance(done, HTMLResponse):
             return done
@@ -329,7 +332,7 @@ def attach_page(app: FastAPI, config: ServeConfig) -> None:
             return problem(request, 403, "The form expired (CSRF token): check the repo again.")
         if not is_hub_id(repo):
             return problem(request, 400, f"Not a Hub repo id (org/name): {repo[:120]}")
-        session = HubSession(token=user.token, describe=pr_description)
+        session = HubSession(token=user.token, describe=pr_description, longest=PAGE_LONGEST_WAIT)
         done = await guarded(request, lambda: _open(session, repo))
         if isinstance(done, HTMLResponse):
             return done
