@@ -263,7 +263,7 @@ SORT_WORDS = ("downloads", "likes", "created", "modified", "trending")
     default=30.0,
     show_default=True,
     metavar="SECONDS",
-    help="Timeout of each Hub request (each is tried up to 6 times).",
+    help="Seconds a Hub answer may take to begin (then its body its size's time); 6 tries.",
 )
 @keep_id_option
 @_token_option
