@@ -145,11 +145,11 @@ class Bot:
                     if taken is None:
                         return
                     self.metrics["in_flight"] += 1
-                    try:
+                    try:  # in flight until its outcome is recorded and counted
                         outcome, fresh = await asyncio.to_thread(self._handle, taken)
+                        await self._finish(taken, outcome, count=fresh)
                     finally:
                         self.metrics["in_flight"] -= 1
-                await self._finish(taken, outcome, count=fresh)
         except Exception:  # the task must not die unseen
             self.metrics["crashed"] += 1
             log.exception("worker crashed", extra={"fields": {"repo": repo}})
