@@ -22,6 +22,9 @@ The page for people (``GET /``, ``/check``, ``POST /pr``...) is ``eosfix.serve.p
 
 Every route is under the limits of ``eosfix.serve.limits`` (body size, slow clients,
 connections): the app carries them (``app.state.guard``) and ``limits.server`` serves it.
+Every answer carries the headers of ``eosfix.serve.headers`` (``App`` wraps everything in
+them). No OpenAPI schema or docs routes are served: the service has no API to document for
+visitors.
 """
 
 from __future__ import annotations
@@ -39,12 +42,14 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 from huggingface_hub import WebhookPayload
 from pydantic import ValidationError
+from starlette.types import ASGIApp
 
 from eosfix.batch.session import HubSession
 from eosfix.containers.target import is_hub_id
 from eosfix.core.saferead import MAX_JSON_DEPTH
 from eosfix.serve.bot import Bot
 from eosfix.serve.config import ServeConfig
+from eosfix.serve.headers import SecurityHeaders
 from eosfix.serve.journal import Journal, Push, new_push
 from eosfix.serve.limits import BoundedBody, Guard
 from eosfix.serve.page import attach_page
@@ -54,6 +59,14 @@ _COMMIT = re.compile(r"[0-9a-f]{40}")
 _STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')  # a JSON string, escapes included
 _STEPS = bytes.maketrans(b"[{]}", b"\x01\x01\xff\xff")  # in, in, out, out (signed bytes)
 _NOT_BRACKETS = bytes(c for c in range(256) if c not in b"[]{}")
+
+
+class App(FastAPI):
+    """FastAPI with ``SecurityHeaders`` outside its whole middleware stack, Starlette's error
+    handler included: no answer of the app goes out without them."""
+
+    def build_middleware_stack(self) -> ASGIApp:
+        return SecurityHeaders(super().build_middleware_stack())
 
 
 def nested_over(body: bytes, limit: int = MAX_JSON_DEPTH) -> bool:
@@ -127,7 +140,7 @@ def create_app(config: ServeConfig, *, session: HubSession | None = None) -> Fas
             await bot.stop(config.grace)
             journal.close()
 
-    app = FastAPI(title="eosfix", lifespan=lifespan, docs_url=None, redoc_url=None)
+    app = App(title="eosfix", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
     app.state.bot = bot
     app.state.guard = guard = Guard(config, bot.metrics)
     try:

@@ -33,6 +33,7 @@ from typing import Any, TypeVar
 from starlette.concurrency import run_in_threadpool
 
 from eosfix.serve.config import ServeConfig
+from eosfix.serve.headers import with_headers
 
 log = logging.getLogger("eosfix.serve.limits")
 
@@ -77,11 +78,13 @@ class _Gone(Exception):
 
 async def _refuse(send: Send, status: int, message: str) -> None:
     body = json.dumps({"error": message}).encode()
-    headers = [
-        (b"content-type", b"application/json"),
-        (b"content-length", str(len(body)).encode()),
-        (b"connection", b"close"),
-    ]
+    headers = with_headers(
+        [
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(body)).encode()),
+            (b"connection", b"close"),
+        ]
+    )
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
 
@@ -203,6 +206,19 @@ def protocol_class(guard: Guard) -> type[asyncio.Protocol]:
         def connection_lost(self, exc: Exception | None) -> None:
             self._disarm()
             super().connection_lost(exc)
+
+        def send_400_response(self, msg: str) -> None:
+            """uvicorn's own answer to bytes that are no HTTP request (the app never sees
+            them), with the headers every answer of the service carries."""
+            plain = [(b"content-type", b"text/plain; charset=utf-8"), (b"connection", b"close")]
+            events = (
+                h11.Response(status_code=400, headers=with_headers(plain), reason=b"Bad Request"),
+                h11.Data(data=msg.encode("ascii", "replace")),
+                h11.EndOfMessage(),
+            )
+            for event in events:
+                self.transport.write(self.conn.send(event))
+            self.transport.close()
 
     return Guarded
 

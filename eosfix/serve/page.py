@@ -70,10 +70,13 @@ from eosfix.render.pr import pr_description
 from eosfix.serve import view as views
 from eosfix.serve.audit import Audits
 from eosfix.serve.config import ServeConfig, ServeConfigError
+from eosfix.serve.headers import CSP, HEADERS
 from eosfix.serve.limits import Busy, Limiter, RateLimited, Slots
 from eosfix.sources.hub.http import hub_errors
 from eosfix.sources.hub.read import HubError
 from eosfix.sources.hub.write import PrOutcome, PullRequest, find_open_pr
+
+__all__ = ["CSP", "FILES", "FILE_CAP", "attach_page", "page_target", "sign_in_mode"]
 
 log = logging.getLogger("eosfix.serve.page")
 T = TypeVar("T")
@@ -89,17 +92,6 @@ FILES = (
 )
 FILE_CAP = 512 * 1024  # bytes per file; the body bound (max_body) caps the whole form
 
-CSP = (
-    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
-    "connect-src 'self'; form-action 'self'; base-uri 'none'; "
-    "frame-ancestors 'self' https://huggingface.co"
-)
-HEADERS = {
-    "Content-Security-Policy": CSP,
-    "X-Content-Type-Options": "nosniff",
-    "Referrer-Policy": "same-origin",
-    "Cache-Control": "no-store",
-}
 STATIC = {"page.css": "text/css", "page.js": "text/javascript"}
 
 
