@@ -15,10 +15,11 @@ without JavaScript.
 - ``POST /check/files``: the small files of a model (``FILES``), each under ``FILE_CAP``
   bytes, checked in a temporary folder deleted before the answer is sent.
 - ``POST /pr``: signed in with Hugging Face (huggingface_hub's ``attach_huggingface_oauth``;
-  its mocked routes when ``page_mock_sign_in`` is set for local tests), with the session's
-  CSRF token: the fix PR made with the user's token through the same code as ``eosfix hub
-  --pr`` (an open eosfix PR is updated, never doubled). The token stays in the signed session
-  cookie, never in a page, a log line or the journal.
+  its mocked routes when ``page_mock_sign_in`` is set for local tests, served on the
+  loopback only), with the session's CSRF token: the fix PR made with the user's token
+  through the same code as ``eosfix hub --pr`` (an open eosfix PR is updated, never
+  doubled). The session is held by the server (``eosfix.serve.sessions``): the cookie is an
+  opaque id, and the token is never in a cookie, a page, a log line or the journal.
 - ``GET /audit?author=org``: an audit of a user or organisation (``eosfix.serve.audit``).
 - ``GET /codes``: every finding code and its title (the result's code links point here).
 
@@ -75,7 +76,8 @@ from eosfix.serve.audit import Audits
 from eosfix.serve.config import ServeConfig, ServeConfigError
 from eosfix.serve.headers import CSP
 from eosfix.serve.limits import Busy, Limiter, RateLimited, Slots
-from eosfix.sources.hub.http import hub_errors
+from eosfix.serve.sessions import keep_sessions_here
+from eosfix.sources.hub.http import describe_error, hub_errors
 from eosfix.sources.hub.read import HubError
 from eosfix.sources.hub.write import PrOutcome, PullRequest, find_open_pr
 
@@ -145,8 +147,8 @@ def sign_in_mode(config: ServeConfig, env: dict[str, str] | None = None) -> str 
 
 
 def attach_page(app: FastAPI, config: ServeConfig) -> None:
-    """Add the page's routes (and, when sign-in is on, huggingface_hub's OAuth routes and
-    their session) to ``app``."""
+    """Add the page's routes (and, when sign-in is on, huggingface_hub's OAuth routes with a
+    session held by the server) to ``app``."""
     mode = sign_in_mode(config)
     if mode is not None:
         _attach_sign_in(app, mode)
@@ -159,7 +161,9 @@ def attach_page(app: FastAPI, config: ServeConfig) -> None:
 
 
 def _attach_sign_in(app: FastAPI, mode: str) -> None:
-    """huggingface_hub's sign-in routes and their session."""
+    """huggingface_hub's sign-in routes, their cookie session replaced by one the server
+    holds. Mocked sign-in signs anyone who reaches the page in as the server's ``HF_TOKEN``:
+    the app may then listen on the loopback only (``eosfix.serve.limits.server``)."""
     from huggingface_hub import attach_huggingface_oauth
 
     with warnings.catch_warnings():  # the mocked routes warn that they are mocked
@@ -168,10 +172,16 @@ def _attach_sign_in(app: FastAPI, mode: str) -> None:
             attach_huggingface_oauth(app)
         except (ValueError, KeyError, OSError) as exc:  # mocked: no token, no user
             raise ServeConfigError(f"sign-in ({mode}): {exc}") from None
-    if mode == "mock":  # local tests over plain http: the cookie cannot be Secure there
-        for m in app.user_middleware:
-            if getattr(m.cls, "__name__", "") == "SessionMiddleware":
-                m.kwargs.update(https_only=False, same_site="lax")
+        except hub_errors() as exc:  # mocked: the token's user cannot be asked
+            raise ServeConfigError(f"sign-in ({mode}): {describe_error(exc)[0]}") from None
+    # On a Space the page is framed by huggingface.co: its cookie must be SameSite=None
+    # (and so Secure); mocked sign-in runs over plain http on this machine.
+    space = mode == "space"
+    same_site = "none" if space else "lax"
+    if not keep_sessions_here(app.user_middleware, https_only=space, same_site=same_site):
+        raise ServeConfigError(f"sign-in ({mode}): huggingface_hub added no session to replace")
+    if mode == "mock":
+        app.state.loopback_only = "mock sign-in (EOSFIX_PAGE_MOCK_SIGN_IN)"
 
 
 # --- dependencies ---------------------------------------------------------------------------
