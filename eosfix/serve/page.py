@@ -244,11 +244,13 @@ async def pr_repo(request: Request, user: Annotated[User, Depends(signed_in_user
 
 
 def client_address(request: Request) -> str:
-    """Whom the rate is counted for."""
-    if os.environ.get("SPACE_ID"):  # behind the Space's proxy: the first forwarded hop
-        forwarded = request.headers.get("x-forwarded-for", "")
-        if forwarded:
-            return forwarded.split(",")[0].strip()
+    """Whom the rate is counted for. On a Space every request comes through the platform's
+    proxy, which appends the address it was reached from to ``X-Forwarded-For``: the last
+    hop is the one a client cannot choose (anything before it, the client may have sent)."""
+    if os.environ.get("SPACE_ID"):
+        hops = ",".join(request.headers.getlist("x-forwarded-for")).split(",")
+        if hops[-1].strip():
+            return hops[-1].strip()
     return request.client.host if request.client else "?"
 
 

@@ -621,3 +621,23 @@ def test_a_forged_session_cookie_signs_no_one_in(fake_hub, signed, monkeypatch):
     assert reply.status == 403
     assert "mallory" not in reply.text
     assert not eosfix_prs(repo)
+
+
+def test_behind_a_space_the_rate_counts_the_hop_the_proxy_appends(fake_hub, tmp_path, monkeypatch):
+    """On a Space the proxy appends the address it was reached from to X-Forwarded-For; a
+    client that sends its own header with a new first hop each time is still one client."""
+    fake_hub.add_repo("org/healthy", files_of(HEALTHY))
+    monkeypatch.setenv("SPACE_ID", "acme/eosfix")
+    monkeypatch.delenv("OAUTH_CLIENT_ID", raising=False)
+    config = ServeConfig(secret="s", state_dir=tmp_path / "state", page_rate=2)
+    with Page(config) as p:
+        client = p.client()
+        statuses = []
+        for i in range(4):
+            forwarded = {"X-Forwarded-For": f"10.0.{i}.1, 198.51.100.{i}, 203.0.113.9"}
+            statuses.append(client.request("GET", "/check?repo=org/healthy", None, forwarded))
+        other = client.request(
+            "GET", "/check?repo=org/healthy", None, {"X-Forwarded-For": "10.0.0.1, 203.0.113.10"}
+        )
+    assert [r.status for r in statuses] == [200, 200, 429, 429]
+    assert other.status == 200  # another client (another last hop) has its own bucket
