@@ -14,16 +14,10 @@ HTTP request never reaches the application: ``eosfix.serve.limits`` writes it wi
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, MutableMapping
-from typing import Any
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 log = logging.getLogger("eosfix.serve")
-
-Scope = MutableMapping[str, Any]
-Message = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
-ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "

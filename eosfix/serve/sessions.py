@@ -19,8 +19,7 @@ from typing import Any
 
 from starlette.middleware import Middleware
 from starlette.requests import cookie_parser
-
-from eosfix.serve.headers import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 COOKIE = "session"
 MAX_AGE = 8 * 60 * 60

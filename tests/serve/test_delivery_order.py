@@ -13,18 +13,8 @@ import pytest
 pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
 
-from eosfix.serve.config import ServeConfig
-from tests.serve.test_bot import BROKEN, SECRET, Service, _eosfix_prs, _files, payload
+from tests.serve.test_bot import BROKEN, _eosfix_prs, _files, payload
 from tests.serve.test_restart import _commit, _pr_temperature
-
-
-@pytest.fixture
-def one_worker(fake_hub, tmp_path):
-    config = ServeConfig(
-        secret=SECRET, token="hf_test", policy="pr", workers=1, state_dir=tmp_path / "state"
-    )
-    with Service(config) as s:
-        yield s
 
 
 def test_the_newest_commit_gets_its_pr_when_webhooks_come_out_of_order(fake_hub, one_worker):
