@@ -57,29 +57,24 @@ def _assert_inert(rows: list[dict[str, str]], repo_id: str) -> None:
             assert not cell.startswith(STARTS), (column, cell)
 
 
-@pytest.mark.parametrize(
-    ("cell", "written"),
-    [
-        pytest.param(FORMULA, "'" + FORMULA, id="equals"),
-        pytest.param("+cmd|' /C calc'!A0", "'+cmd|' /C calc'!A0", id="plus"),
-        pytest.param("-2+3", "'-2+3", id="minus then a sum"),
-        pytest.param("@SUM(A1:A9)", "'@SUM(A1:A9)", id="at"),
-        pytest.param("\t=1+1", "'\t=1+1", id="tab"),
-        pytest.param("\r=1+1", "'\r=1+1", id="carriage return"),
-        pytest.param("-", "'-", id="a lone minus"),
-        pytest.param("-\u0661", "'-\u0661", id="minus and a digit no spreadsheet reads"),
-        pytest.param("-1", "-1", id="a negative number"),
-        pytest.param("+2.5", "+2.5", id="a signed decimal"),
-        pytest.param("128009", "128009", id="a number"),
-        pytest.param("<|im_end|> 7; <|endoftext|> 2", "<|im_end|> 7; <|endoftext|> 2", id="text"),
-        pytest.param("a =1", "a =1", id="a formula not first"),
-        pytest.param("", "", id="empty"),
-    ],
-)
-def test_a_cell_that_starts_a_formula_is_made_text(cell, written):
+# Cells a spreadsheet would run (a lone minus and a minus before a digit it does not read
+# are not numbers either), and cells it reads as text or as a number.
+RUN = (FORMULA, "+cmd|' /C calc'!A0", "-2+3", "@SUM(A1:A9)", "\t=1+1", "\r=1+1", "-", "-\u0661")
+KEPT = ("-1", "+2.5", "128009", "<|im_end|> 7; <|endoftext|> 2", "a =1", "")
+
+
+@pytest.mark.parametrize("cell", RUN)
+def test_a_cell_that_starts_a_formula_is_made_text(cell):
     from eosfix.render.csvrows import inert_cell
 
-    assert inert_cell(cell) == written
+    assert inert_cell(cell) == "'" + cell
+
+
+@pytest.mark.parametrize("cell", KEPT)
+def test_a_number_or_other_text_is_kept_as_it_is(cell):
+    from eosfix.render.csvrows import inert_cell
+
+    assert inert_cell(cell) == cell
 
 
 def test_every_csv_is_written_through_the_one_writer():
