@@ -3,7 +3,7 @@
 by the Hub), ``nosniff``, a same-origin referrer and ``no-store`` (a route may set its own
 ``Cache-Control``, as the page's static files do).
 
-``SecurityHeaders`` wraps the whole application (``eosfix.serve.app.Service``), outside
+``SecurityHeaders`` wraps the whole application (``eosfix.serve.app.App``), outside
 Starlette's error handler, the limits' middleware (``eosfix.serve.limits``) and the sign-in
 session: a route's answer, a 404, 405 or redirect of the router, the webhook's 401, the limits'
 413, a 500 raised anywhere all pass through it. uvicorn's own 400 for bytes that are not an

@@ -46,10 +46,10 @@ class ServerSessions:
 
     def _held(self, sid: str | None) -> dict[str, Any] | None:
         kept = self.store.get(sid) if sid else None
-        if kept is None:
+        if kept is None or sid is None:
             return None
         if kept[1] < self.clock():
-            del self.store[sid]  # type: ignore[arg-type]
+            del self.store[sid]
             return None
         return kept[0]
 
