@@ -36,7 +36,7 @@ from typing import Any
 
 import pytest
 
-from tests.hubserver import FakeHub, close_clients, patch_huggingface_hub
+from tests.hubserver import FakeHub, serving
 
 MiB = 1024 * 1024
 Act = Callable[[Any, "HostileHub"], bool]
@@ -248,11 +248,6 @@ def hostile_hub(
     parametrization) keeps eosfix's own clock, ``{"token": ...}`` requires that token."""
     params = getattr(request, "param", None) or {}
     hub = HostileHub(token=params.get("token"))
-    with hub:
-        instant = None if params.get("real_waits") else hub
-        patch_huggingface_hub(monkeypatch, hub.url, tmp_path / "hf_home", instant)
-        try:
-            yield hub
-        finally:
-            close_clients()
-    assert not hub.server_errors, f"hostile hub raised: {hub.server_errors!r}"
+    instant = not params.get("real_waits")
+    with serving(hub, monkeypatch, tmp_path / "hf_home", instant=instant):
+        yield hub

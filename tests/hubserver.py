@@ -1879,14 +1879,23 @@ def fake_hub(
     """
 
     params = getattr(request, "param", None) or {}
-    hub = FakeHub(token=params.get("token"))
+    with serving(FakeHub(token=params.get("token")), monkeypatch, tmp_path / "hf_home") as hub:
+        yield hub
+
+
+@contextlib.contextmanager
+def serving(
+    hub: FakeHub, monkeypatch: pytest.MonkeyPatch, home: Path, *, instant: bool = True
+) -> Iterator[FakeHub]:
+    """``hub`` started, huggingface_hub and eosfix pointed at it (``instant``: eosfix's waits
+    take no time), the clients closed after; fails if the stand-in itself raised."""
     with hub:
-        patch_huggingface_hub(monkeypatch, hub.url, tmp_path / "hf_home", hub)
+        patch_huggingface_hub(monkeypatch, hub.url, home, hub if instant else None)
         try:
             yield hub
         finally:
             close_clients()
-    assert not hub.server_errors, f"fake hub raised: {hub.server_errors!r}"
+    assert not hub.server_errors, f"the stand-in hub raised: {hub.server_errors!r}"
 
 
 def close_clients() -> None:

@@ -19,44 +19,12 @@ from eosfix.batch import pool
 from eosfix.batch.verdict import analyze_folder
 from tests.cachebuilder import chatml_files
 from tests.conftest import ROOT, SAMPLES
+from tests.processes import alive, descendants, wait_for
 
 pytestmark = pytest.mark.skipif(
     not Path("/proc/self/task").is_dir() or (os.cpu_count() or 1) < 2,
     reason="needs Linux's /proc and two CPUs (one CPU: no worker process)",
 )
-
-
-def _descendants(pid: int) -> set[int]:
-    found: set[int] = set()
-    todo = [pid]
-    while todo:
-        p = todo.pop()
-        try:
-            kids = Path(f"/proc/{p}/task/{p}/children").read_text().split()
-        except OSError:
-            continue
-        for kid in map(int, kids):
-            if kid not in found:
-                found.add(kid)
-                todo.append(kid)
-    return found
-
-
-def _alive(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rpartition(")")[2].split()[0] != "Z"  # a zombie has exited
-
-
-def _wait_for(condition, what: str, bound: float = 60.0) -> None:
-    """``bound`` only turns a hang into a failure; it decides nothing."""
-    deadline = time.monotonic() + bound
-    while not condition():
-        if time.monotonic() > deadline:
-            pytest.fail(f"gave up waiting: {what}")
-        time.sleep(0.02)
 
 
 def test_kill_9_of_eosfix_hub_leaves_no_process_behind(fake_hub):
@@ -73,13 +41,13 @@ def test_kill_9_of_eosfix_hub_leaves_no_process_behind(fake_hub):
     try:
         # the resource tracker, the forkserver and a worker (the forkserver's child)
         t0 = time.monotonic()
-        _wait_for(lambda: len(_descendants(proc.pid)) >= 3, "the analysis pool")
+        wait_for(lambda: len(descendants(proc.pid)) >= 3, "the analysis pool")
         print("pool", time.monotonic() - t0)
-        tree = _descendants(proc.pid)
+        tree = descendants(proc.pid)
         proc.kill()
         proc.wait()
         t0 = time.monotonic()
-        _wait_for(lambda: not [p for p in tree if _alive(p)], f"{tree} to exit", bound=20)
+        wait_for(lambda: not [p for p in tree if alive(p)], f"{tree} to exit", bound=20)
         print("dead", time.monotonic() - t0)
     finally:
         held.set()
