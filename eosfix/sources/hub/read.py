@@ -206,9 +206,16 @@ class HubEntry:
         }
 
 
-def entry_of(data: dict[str, Any], revision: str = "main", *, listed: bool = False) -> HubEntry:
-    """The entry of one model in a listing (``listed``: kept whole) or info answer; what the
-    Hub said is checked as people's input is (``problem``)."""
+def entry_of(
+    data: dict[str, Any],
+    revision: str = "main",
+    *,
+    listed: bool = False,
+    repo_id: str | None = None,
+) -> HubEntry:
+    """The entry of one model in a listing (``listed``: kept whole) or info answer (of
+    ``repo_id``: the id asked, not the one answered); what the Hub said is checked as
+    people's input is (``problem``)."""
     siblings = data.get("siblings")
     names = [
         s["rfilename"]
@@ -217,7 +224,7 @@ def entry_of(data: dict[str, Any], revision: str = "main", *, listed: bool = Fal
     ]
     ggufs = tuple(n for n in names if n.endswith(".gguf"))
     gguf = data.get("gguf")
-    repo_id = str(data.get("id") or data.get("modelId"))
+    repo_id = repo_id or str(data.get("id") or data.get("modelId"))
     sha = data.get("sha")
     problem = _problem(repo_id, sha, names)
     return HubEntry(
@@ -250,9 +257,9 @@ def _problem(repo_id: str, sha: object, names: Iterable[str]) -> str | None:
 
 
 def _in_repo(name: str) -> bool:
-    """A path inside a repo: relative, no empty, ``.`` or ``..`` part, no backslash."""
-    parts = name.split("/")
-    return bool(name) and "\\" not in name and all(p not in ("", ".", "..") for p in parts)
+    """A path inside a repo: relative, no empty, ``.`` or ``..`` part (a URL normalises
+    those away, out of the repo)."""
+    return all(p not in ("", ".", "..") for p in name.split("/"))
 
 
 @dataclass(frozen=True)
@@ -331,9 +338,10 @@ class HubReader:
                 entry = entry_of(data, listed=True)
                 ids.add(entry.repo_id)
                 yield entry
-            url, params = response.links.get("next", {}).get("url"), None
-            if url is None:
+            link = response.links.get("next", {}).get("url")
+            if link is None:
                 return
+            url, params = str(response.request.url.join(link)), None
             if origin(url) != home:
                 raise BadListing(
                     f"the listing's next page is on another host ({origin(url)}): not followed"
@@ -411,7 +419,7 @@ class HubReader:
         data = answer.json()
         if not isinstance(data, dict):
             raise HubError("the Hub's repo info is not a JSON object", repo_id=entry.repo_id)
-        found = dataclasses.replace(entry_of(data, entry.revision), repo_id=entry.repo_id)
+        found = entry_of(data, entry.revision, repo_id=entry.repo_id)
         if found.problem is not None:
             raise HubError(found.problem, repo_id=entry.repo_id)
         if found.sha is None:
