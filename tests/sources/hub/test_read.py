@@ -60,12 +60,12 @@ def test_a_page_linking_to_itself_is_asked_once(hostile_hub):
 
 
 def test_pages_that_bring_nothing_new_end_the_listing(hostile_hub):
-    """Each page links to a new address that gives the same repos again."""
+    """Each page links to a new address (a relative one) that gives the same repos again."""
     _org(hostile_hub)
     pages = itertools.count(1)
 
     def onwards(handler):
-        return {"Link": f'<{hostile_hub.url}/api/models?author=org&page={next(pages)}>; rel="next"'}
+        return {"Link": f'</api/models?author=org&page={next(pages)}>; rel="next"'}
 
     hostile_hub.on(FIRST_PAGE, with_headers(onwards))
     with pytest.raises(BadListing, match="pages loop"):
