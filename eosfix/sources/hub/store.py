@@ -10,7 +10,8 @@ and sends no request for that repo. Layout (under ``$EOSFIX_CACHE``, else
     hub/snapshots/<ab>/<commit>/<path> -> blob  the commit's relevant files (symlinks)
     hub/snapshots/<ab>/<commit>.json          its manifest: written last, so it means "complete"
     hub/incoming/                             downloads under way (renamed into blobs/ once
-                                              whole and checked, deleted otherwise)
+                                              whole and checked, deleted otherwise; what a
+                                              killed run left, after an hour)
 
 Identical files (the same tokenizer_config.json in 40 quantizations) are one blob, found by
 the id the Hub gives a file's content before it is downloaded (a paths-info answer, a
@@ -30,6 +31,7 @@ import os
 import shutil
 import tempfile
 import threading
+import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -91,6 +93,7 @@ class Store:
     def __init__(self, root: str | Path | None = None) -> None:
         self.root = Path(root) if root is not None else default_store_dir()
         self._lock = threading.Lock()  # two repos of a batch may share a commit (duplicates)
+        self._swept = False  # incoming/ cleared of what killed runs left (once)
 
     def snapshot(self, commit: str) -> Path:
         return self.root / "snapshots" / commit[:2] / commit
@@ -128,6 +131,9 @@ class Store:
         removed when the block ends, whatever happened, unless it was adopted."""
         folder = self.root / "incoming"
         folder.mkdir(parents=True, exist_ok=True)
+        if not self._swept:
+            self._swept = True
+            _sweep(folder)
         fd, name = tempfile.mkstemp(prefix=".download.", dir=folder)
         os.close(fd)
         try:
@@ -236,6 +242,19 @@ class Store:
             "model": manifest.model,
         }
         _write_atomic(self._manifest_path(commit), json.dumps(data, sort_keys=True).encode())
+
+
+STALE = 3600.0  # seconds: a download older than any request's deadline was abandoned
+
+
+def _sweep(folder: Path) -> None:
+    """Delete the downloads a killed run left in ``incoming/`` (another process's, still under
+    way, was written to within its request's deadline)."""
+    now = time.time()
+    for leftover in folder.glob(".download.*"):
+        with contextlib.suppress(OSError):
+            if now - leftover.stat().st_mtime > STALE:
+                leftover.unlink()
 
 
 def _write_atomic(path: Path, data: bytes) -> None:
