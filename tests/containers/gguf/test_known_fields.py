@@ -31,8 +31,8 @@ class Bytes:
     def __init__(self, data: bytes) -> None:
         self.data, self.size = data, len(data)
 
-    def read(self, start: int, end: int) -> bytes:
-        return self.data[start:end]
+    def read_into(self, buf: bytearray, end: int) -> None:
+        buf += self.data[len(buf) : end]
 
 
 def odd_keys(seed: int, n: int = 3000, size: int = 8192) -> bytes:
