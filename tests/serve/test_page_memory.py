@@ -1,0 +1,136 @@
+"""The page server's memory after hostile GGUF headers: ten checks of a Hub repo whose GGUF
+header is 108 MB (4M tokens: within the reader's limits, ``MAX_TOKENS`` and
+``MAX_HEADER_BYTES``), two at a time as visitors send them, leave ``eosfix serve``'s resident
+memory within 100 MB of what it was before the first (Linux: ``/proc/PID/status``)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+from tests.ggufs import big_vocab_header
+from tests.hostilehub import HostileHub
+from tests.serve.pagekit import free_port
+
+TOKENS = 4_000_000
+IM_END = b"4000098"  # <|im_end|>'s id: the 96 byte tokens, TOKENS more, then the specials
+CHECKS, AT_ONCE = 10, 2
+LIMIT_MB = 100
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        not Path("/proc/self/status").exists(), reason="reads /proc/PID/status (Linux)"
+    ),
+]
+
+
+def memory_mb(pid: int) -> dict[str, int]:
+    """``VmRSS`` (resident now) and ``VmHWM`` (its peak) of ``pid``, MB."""
+    out = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        if key in ("VmRSS", "VmHWM"):
+            out[key] = int(value.split()[0]) // 1024
+    return out
+
+
+def settled_rss(pid: int, quiet: float = 2.0, longest: float = 20.0) -> int:
+    """``pid``'s resident memory once it has not fallen for ``quiet`` seconds (what a check
+    held is freed once its answer is sent)."""
+    low, since, end = memory_mb(pid)["VmRSS"], time.monotonic(), time.monotonic() + longest
+    while time.monotonic() - since < quiet and time.monotonic() < end:
+        time.sleep(0.25)
+        now = memory_mb(pid)["VmRSS"]
+        if now < low:
+            low, since = now, time.monotonic()
+    return low
+
+
+def get(url: str) -> tuple[int, bytes]:
+    try:
+        with urllib.request.urlopen(url, timeout=600) as reply:
+            return int(reply.status), reply.read()
+    except urllib.error.HTTPError as exc:
+        return int(exc.code), exc.read()
+
+
+def serve(hub_url: str, home: Path, port: int) -> subprocess.Popen[bytes]:
+    """``eosfix serve`` of this tree against the stand-in Hub, once ``/healthz`` answers."""
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "HF_ENDPOINT": hub_url,
+        "HF_HOME": str(home / "hf"),
+        "HF_HUB_CACHE": str(home / "hf" / "hub"),
+        "EOSFIX_CACHE": str(home / "eosfix"),
+        "HF_HUB_DISABLE_XET": "1",
+        "HF_HUB_OFFLINE": "0",
+        "EOSFIX_WEBHOOK_SECRET": "memory",
+        "EOSFIX_STATE_DIR": str(home / "state"),
+        "EOSFIX_PAGE_RATE": "100000",
+    }
+    for name in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"):
+        env.pop(name, None)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "eosfix", "serve", "--port", str(port)],
+        env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            if get(f"http://127.0.0.1:{port}/healthz")[0] == 200:
+                return proc
+        except OSError:
+            pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            pytest.fail("eosfix serve did not start")
+        time.sleep(0.1)
+
+
+def test_ten_checks_of_a_108_mb_gguf_header_leave_the_server_within_100_mb(tmp_path):
+    with HostileHub() as hub:
+        hub.cdn = True  # the .gguf from a CDN, by ranges, as the Hub serves it
+        files = {"model-Q4_K_M.gguf": big_vocab_header(TOKENS), "README.md": b"# x\n"}
+        hub.add_repo("evil/bigheader-GGUF", files).gguf = {"total": 0, "architecture": "llama"}
+        del files
+        port = free_port()
+        proc = serve(hub.url, tmp_path, port)
+        try:
+            before = settled_rss(proc.pid)
+            answers: list[tuple[int, bytes]] = []
+
+            def visitor(k: int) -> None:
+                for _ in range(k, CHECKS, AT_ONCE):
+                    answers.append(get(f"http://127.0.0.1:{port}/check?repo=evil/bigheader-GGUF"))
+
+            visitors = [threading.Thread(target=visitor, args=(k,)) for k in range(AT_ONCE)]
+            for v in visitors:
+                v.start()
+            for v in visitors:
+                v.join()
+            after, peak = settled_rss(proc.pid), memory_mb(proc.pid)["VmHWM"]
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+    assert len(answers) == CHECKS
+    for status, body in answers:  # each a verdict: the header was read and checked
+        assert status == 200, body[-600:]
+        assert IM_END in body, body[-600:]
+        assert b"could not be checked" not in body
+    assert after - before <= LIMIT_MB, f"{before} MB before, {after} MB after, peak {peak} MB"
