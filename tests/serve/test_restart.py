@@ -56,7 +56,7 @@ def _pr_temperature(repo, num: int) -> float:
 
 
 def test_a_restart_never_rolls_the_pr_back(fake_hub, tmp_path):
-    repo = fake_hub.add_repo("org/race", _files(BROKEN))
+    repo = fake_hub.add_repo("org/race", repo_files(BROKEN))
     a = repo.head
     fake_hub.latency = 0.2
     port = _free_port()
@@ -76,7 +76,7 @@ def test_a_restart_never_rolls_the_pr_back(fake_hub, tmp_path):
         assert post(url, payload("org/race", c)).status_code == 202
         hold.release()
         _drained(url)
-        (pr,) = _eosfix_prs(repo)
+        (pr,) = eosfix_prs(repo)
         assert _pr_temperature(repo, pr.num) == 0.3  # C's fix
         # A's check ended after the branch had moved on to C: A wrote nothing, B never ran
         (opened,) = writes = list(fake_hub.commits_received)
@@ -94,7 +94,7 @@ def test_a_restart_never_rolls_the_pr_back(fake_hub, tmp_path):
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(60)
-    assert _eosfix_prs(repo) == [pr]
+    assert eosfix_prs(repo) == [pr]
     assert _pr_temperature(repo, pr.num) == 0.3  # still C's fix
     assert fake_hub.commits_received == writes  # nothing written after the restart
     assert metrics.get("outcome_superseded") == 1  # the late push: main had moved on
@@ -109,7 +109,7 @@ def test_a_fully_drained_run_leaves_nothing_pending(fake_hub, tmp_path):
     after draining and SIGTERM, the journal holds no pending push."""
     from eosfix.serve.journal import Journal
 
-    repos = [fake_hub.add_repo(f"org/d{i}", _files(BROKEN)) for i in range(4)]
+    repos = [fake_hub.add_repo(f"org/d{i}", repo_files(BROKEN)) for i in range(4)]
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
     env = _one_worker_env(tmp_path / "state")
@@ -128,5 +128,5 @@ def test_a_fully_drained_run_leaves_nothing_pending(fake_hub, tmp_path):
     assert journal.pending == {}
     journal.close()
     for i, repo in enumerate(repos):
-        (pr,) = _eosfix_prs(repo)
+        (pr,) = eosfix_prs(repo)
         assert _pr_temperature(repo, pr.num) == pytest.approx(0.01 * (36 + i + 1))

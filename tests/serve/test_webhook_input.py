@@ -17,7 +17,10 @@ pytest.importorskip("uvicorn")
 from fastapi import Request
 
 from eosfix.serve.config import ServeConfig
-from tests.serve.test_bot import BROKEN, SECRET, Service, _files, http, payload
+from tests.serve.test_bot import Service, http
+from tests.support.hubrepos import BROKEN_SAMPLE as BROKEN
+from tests.support.hubrepos import repo_files
+from tests.support.serve import SECRET, payload
 
 
 @pytest.fixture
@@ -53,7 +56,7 @@ def watching_org(fake_hub, tmp_path):
     ],
 )
 def test_a_repo_id_outside_the_hubs_grammar_is_refused(fake_hub, watching_org, name):
-    fake_hub.add_repo("evil/x", _files(BROKEN))
+    fake_hub.add_repo("evil/x", repo_files(BROKEN))
     response = watching_org.post(payload(name, "a" * 40))
     assert response.status_code == 400, response.body
     assert "repo.name" in response.json()["error"]
@@ -186,7 +189,7 @@ def test_the_documented_payload_and_curl_command_are_queued(fake_hub, tmp_path):
     assert "--data-binary @push.json" in curl
     headers["X-Webhook-Secret"] = SECRET  # $EOSFIX_WEBHOOK_SECRET
     name, sha = body["repo"]["name"], body["repo"]["headSha"]
-    fake_hub.add_repo(name, _files(BROKEN))
+    fake_hub.add_repo(name, repo_files(BROKEN))
     config = ServeConfig(secret=SECRET, state_dir=tmp_path / "state", dry_run=True)
     with Service(config) as s:
         url = re.search(r"(http://127\.0\.0\.1:\d+)/webhook", curl).group(1)
