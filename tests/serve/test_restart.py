@@ -19,35 +19,39 @@ pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
 
 from tests.serve.test_bot import (
-    BROKEN,
-    _eosfix_prs,
-    _files,
     _free_port,
     _one_worker_env,
     _serve_process,
     _wait_healthy,
     http,
-    payload,
     post,
 )
+from tests.support.hubrepos import BROKEN_SAMPLE as BROKEN
+from tests.support.hubrepos import repo_files
+from tests.support.serve import eosfix_prs, payload
 
 TOKEN = "hf_restart_token_4f1c9e"  # a token the bot must write nowhere
 
 
 def _commit(fake_hub, repo_id: str, temperature: float) -> str:
     """A commit still missing <|im_end|>, whose fix differs by ``temperature``."""
-    gen = json.loads(_files(BROKEN)["generation_config.json"])
+    gen = json.loads(repo_files(BROKEN)["generation_config.json"])
     gen["temperature"] = temperature
     return fake_hub.push(repo_id, {"generation_config.json": json.dumps(gen, indent=2) + "\n"})
 
 
 def _drained(url: str, timeout: float = 120) -> None:
+    """Wait until nothing is queued or in flight and every push this process accepted has
+    its outcome counted (a check's outcome is counted after its journal line is written, a
+    moment after it left the in-flight count)."""
     deadline = time.monotonic() + timeout
     while True:
-        health = http("GET", f"{url}/healthz").json()
-        if health["queued"] == 0 and health["in_flight"] == 0:
+        metrics = http("GET", f"{url}/metrics").json()
+        outcomes = sum(v for k, v in metrics.items() if k.startswith("outcome_"))
+        idle = metrics["queued"] == 0 and metrics.get("in_flight", 0) == 0
+        if idle and outcomes >= metrics.get("accepted", 0):
             return
-        assert time.monotonic() < deadline, health
+        assert time.monotonic() < deadline, metrics
         time.sleep(0.05)
 
 
