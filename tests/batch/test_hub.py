@@ -211,7 +211,7 @@ def test_repeated_pr_sends_nothing_and_prints_existing(hub_repos, run_eosfix):
 
 def test_an_open_eosfix_pr_proposing_something_else_is_updated_never_doubled(hub_repos, run_eosfix):
     """An open "[eosfix]" PR whose file differs from today's fix gets a commit with the new
-    bytes on its own branch (a second PR used to be opened)."""
+    bytes on its own branch (no second PR is opened)."""
     from huggingface_hub import CommitOperationAdd, HfApi
 
     HfApi().create_commit(

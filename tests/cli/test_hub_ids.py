@@ -1,5 +1,5 @@
-"""check, explain and fix take a Hub repo id where a path goes, as ``render`` does
-(``eosfix check org/name`` once said "no such file or directory"). Against the stand-in Hub."""
+"""check, explain and fix take a Hub repo id where a path goes, as ``render`` does (not "no
+such file or directory" for ``eosfix check org/name``). Against the stand-in Hub."""
 
 from __future__ import annotations
 

@@ -37,8 +37,7 @@ a value ``set()`` cannot take (``[[0, 2]]``: a list is unhashable), raises insid
 and is ignored. A list becomes a set as it is, and ``last_token in`` it finds 2 for ``2.0``
 and no id for ``"2"`` or ``None``; ``"2"``, ``2.0`` and ``true`` are not lists: ignored.
 
-Before TGI's files were removed from the tree, its own code (copied at ``COMMIT``, run with
-transformers 4.51.3 on 2026-12-04) gave these sets on all 30 shapes in all three states, but
+TGI's own code at ``COMMIT``, run with transformers 4.51.3 on 2026-12-04, gave these sets on all 30 shapes in all three states, but
 for ``config-bom`` before ``fix --config-json``: that run executed only the statements that
 load the tokenizer and the generation config, not the config's, so it reported the sets the
 tokenizer and generation config give where the lines cited above fail.
