@@ -1,17 +1,32 @@
-"""The page signed in: served with huggingface_hub's mocked OAuth routes, the user's token
-``tests.support.serve.USER_TOKEN``."""
+"""Fixtures shared by the bot's and the page's tests: the bot with one worker, and the page
+signed in (huggingface_hub's mocked OAuth routes, the user's token
+``tests.support.serve.USER_TOKEN``)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
-from tests.support.serve import USER_TOKEN
+from tests.support.serve import SECRET, USER_TOKEN
 
 
 @pytest.fixture
-def signed(fake_hub, tmp_path, monkeypatch) -> Iterator:
+def one_worker(fake_hub, tmp_path) -> Iterator[Any]:
+    """The bot serving with one worker and policy ``pr`` (``tests.serve.test_bot.Service``)."""
+    from eosfix.serve.config import ServeConfig
+    from tests.serve.test_bot import Service
+
+    config = ServeConfig(
+        secret=SECRET, token="hf_test", policy="pr", workers=1, state_dir=tmp_path / "state"
+    )
+    with Service(config) as s:
+        yield s
+
+
+@pytest.fixture
+def signed(fake_hub, tmp_path, monkeypatch) -> Iterator[Any]:
     pytest.importorskip("fastapi")
     pytest.importorskip("multipart")
     from eosfix.serve.config import ServeConfig

@@ -9,20 +9,10 @@ import pytest
 pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
 
-from eosfix.serve.config import ServeConfig
 from tests.serve.test_bot import Service, http
 from tests.support.hubrepos import BROKEN_SAMPLE as BROKEN
 from tests.support.hubrepos import repo_files
-from tests.support.serve import SECRET, eosfix_prs, payload
-
-
-@pytest.fixture
-def one_worker(fake_hub, tmp_path):
-    config = ServeConfig(
-        secret=SECRET, token="hf_test", policy="pr", workers=1, state_dir=tmp_path / "state"
-    )
-    with Service(config) as s:
-        yield s
+from tests.support.serve import eosfix_prs, payload
 
 
 def _health(s: Service) -> dict:

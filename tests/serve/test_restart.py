@@ -28,35 +28,19 @@ from tests.serve.test_bot import (
 )
 from tests.support.hubrepos import BROKEN_SAMPLE as BROKEN
 from tests.support.hubrepos import repo_files
-from tests.support.serve import eosfix_prs, payload
+from tests.support.serve import eosfix_prs, payload, pr_temperature, push_broken_commit
 
 TOKEN = "hf_restart_token_4f1c9e"  # a token the bot must write nowhere
 
 
-def _commit(fake_hub, repo_id: str, temperature: float) -> str:
-    """A commit still missing <|im_end|>, whose fix differs by ``temperature``."""
-    gen = json.loads(repo_files(BROKEN)["generation_config.json"])
-    gen["temperature"] = temperature
-    return fake_hub.push(repo_id, {"generation_config.json": json.dumps(gen, indent=2) + "\n"})
-
-
 def _drained(url: str, timeout: float = 120) -> None:
-    """Wait until nothing is queued or in flight and every push this process accepted has
-    its outcome counted (a check's outcome is counted after its journal line is written, a
-    moment after it left the in-flight count)."""
     deadline = time.monotonic() + timeout
     while True:
-        metrics = http("GET", f"{url}/metrics").json()
-        outcomes = sum(v for k, v in metrics.items() if k.startswith("outcome_"))
-        idle = metrics["queued"] == 0 and metrics.get("in_flight", 0) == 0
-        if idle and outcomes >= metrics.get("accepted", 0):
+        health = http("GET", f"{url}/healthz").json()
+        if health["queued"] == 0 and health["in_flight"] == 0:
             return
-        assert time.monotonic() < deadline, metrics
+        assert time.monotonic() < deadline, health
         time.sleep(0.05)
-
-
-def _pr_temperature(repo, num: int) -> float:
-    return json.loads(repo.pr_files(num)["generation_config.json"])["temperature"]
 
 
 def test_a_restart_never_rolls_the_pr_back(fake_hub, tmp_path):
@@ -73,15 +57,15 @@ def test_a_restart_never_rolls_the_pr_back(fake_hub, tmp_path):
         hold = fake_hub.hold(r"^/api/models/org/race/")
         assert post(url, payload("org/race", a)).status_code == 202
         assert hold.arrived.wait(60)  # A is in flight
-        b = _commit(fake_hub, "org/race", 0.2)
-        late = _commit(fake_hub, "org/race", 0.25)  # its webhook comes after the restart
-        c = _commit(fake_hub, "org/race", 0.3)
+        b = push_broken_commit(fake_hub, "org/race", 0.2)
+        late = push_broken_commit(fake_hub, "org/race", 0.25)  # its webhook comes after the restart
+        c = push_broken_commit(fake_hub, "org/race", 0.3)
         assert post(url, payload("org/race", b)).status_code == 202
         assert post(url, payload("org/race", c)).status_code == 202
         hold.release()
         _drained(url)
         (pr,) = eosfix_prs(repo)
-        assert _pr_temperature(repo, pr.num) == 0.3  # C's fix
+        assert pr_temperature(repo, pr.num) == 0.3  # C's fix
         # A's check ended after the branch had moved on to C: A wrote nothing, B never ran
         (opened,) = writes = list(fake_hub.commits_received)
         assert opened["create_pr"]
@@ -99,7 +83,7 @@ def test_a_restart_never_rolls_the_pr_back(fake_hub, tmp_path):
         proc.send_signal(signal.SIGTERM)
         proc.wait(60)
     assert eosfix_prs(repo) == [pr]
-    assert _pr_temperature(repo, pr.num) == 0.3  # still C's fix
+    assert pr_temperature(repo, pr.num) == 0.3  # still C's fix
     assert fake_hub.commits_received == writes  # nothing written after the restart
     assert metrics.get("outcome_superseded") == 1  # the late push: main had moved on
     lines = log.read_text().splitlines()
@@ -122,7 +106,7 @@ def test_a_fully_drained_run_leaves_nothing_pending(fake_hub, tmp_path):
         _wait_healthy(url, proc)
         for n in range(40):
             repo = repos[n % 4]
-            sha = _commit(fake_hub, repo.repo_id, 0.01 * (n + 1))
+            sha = push_broken_commit(fake_hub, repo.repo_id, 0.01 * (n + 1))
             assert post(url, payload(repo.repo_id, sha)).status_code == 202
         _drained(url)
     finally:
@@ -133,4 +117,4 @@ def test_a_fully_drained_run_leaves_nothing_pending(fake_hub, tmp_path):
     journal.close()
     for i, repo in enumerate(repos):
         (pr,) = eosfix_prs(repo)
-        assert _pr_temperature(repo, pr.num) == pytest.approx(0.01 * (36 + i + 1))
+        assert pr_temperature(repo, pr.num) == pytest.approx(0.01 * (36 + i + 1))

@@ -6,7 +6,6 @@ route of the app)."""
 from __future__ import annotations
 
 import json
-import socket
 import time
 
 import pytest
@@ -20,7 +19,7 @@ from eosfix.serve.config import ServeConfig
 from tests.serve.test_bot import Service, http
 from tests.support.hubrepos import BROKEN_SAMPLE as BROKEN
 from tests.support.hubrepos import repo_files
-from tests.support.serve import SECRET, payload
+from tests.support.serve import SECRET, payload, raw_request
 
 
 @pytest.fixture
@@ -92,24 +91,6 @@ def test_a_deleted_branch_has_no_new_commit_and_is_ignored(watching_org):
     assert response.json()["status"] == "ignored"
 
 
-def _raw(url: str, request: bytes, *, read: bool = True) -> bytes:
-    host, port = url.removeprefix("http://").split(":")
-    with socket.create_connection((host, int(port)), timeout=30) as sock:
-        sock.sendall(request)
-        if not read:
-            return b""
-        chunks = []
-        while True:
-            try:
-                chunk = sock.recv(65536)
-            except ConnectionResetError:
-                break
-            if not chunk:
-                break
-            chunks.append(chunk)
-        return b"".join(chunks)
-
-
 def test_a_body_over_the_bound_is_refused_before_it_is_read(fake_hub, tmp_path):
     """The right secret and a Content-Length of 30 MB: 413 after the headers, the body never
     sent (the client waits for ``100-continue`` semantics it never gets: the answer comes
@@ -120,7 +101,7 @@ def test_a_body_over_the_bound_is_refused_before_it_is_read(fake_hub, tmp_path):
             "POST /webhook HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
             f"X-Webhook-Secret: {SECRET}\r\nContent-Length: {30 * 1024 * 1024}\r\n\r\n"
         )
-        answer = _raw(s.url, head.encode())
+        answer = raw_request(s.url, head.encode())
         assert answer.startswith(b"HTTP/1.1 413"), answer[:200]
         assert b"limit 65536" in answer
         metrics = s.drained()
@@ -137,7 +118,7 @@ def test_a_chunked_body_is_cut_at_the_bound(fake_hub, tmp_path):
             "POST /webhook HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
             f"X-Webhook-Secret: {SECRET}\r\nTransfer-Encoding: chunked\r\n\r\n"
         )
-        answer = _raw(s.url, head.encode() + body)
+        answer = raw_request(s.url, head.encode() + body)
         assert answer.startswith(b"HTTP/1.1 413"), answer[:200]
         assert s.drained().get("accepted", 0) == 0
 
@@ -166,7 +147,9 @@ def test_a_wrong_secret_never_reads_the_body(tmp_path):
             "X-Webhook-Secret: wrong\r\nContent-Length: 1000000\r\n\r\n"
         )
         start = time.monotonic()
-        answer = _raw(s.url, head.encode())  # the body is never sent: the answer comes anyway
+        answer = raw_request(
+            s.url, head.encode()
+        )  # the body is never sent: the answer comes anyway
         assert answer.startswith(b"HTTP/1.1 401"), answer[:200]
         assert time.monotonic() - start < 25
         assert json.loads(answer.split(b"\r\n\r\n", 1)[1]) == {
@@ -212,3 +195,35 @@ def test_the_names_the_payload_model_reads_are_checked_too(fake_hub, watching_or
     assert response.status_code == 400
     assert watching_org.drained().get("accepted", 0) == 0
     assert not fake_hub.request_log
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"[" * 10_000 + b"]" * 10_000,  # 20 KB: Python's parser raises RecursionError
+        b"[" * 10_000,  # not even closed
+        json.dumps({"repo": {"name": json.loads("[" * 500 + "]" * 500)}}).encode(),
+        json.dumps({"event": {"scope": "[" * 5000}}).encode().replace(b'"[', b"[", 1),
+    ],
+    ids=["10k-arrays", "10k-unclosed", "500-deep-name", "5000-after-a-key"],
+)
+def test_a_deeply_nested_body_is_400_with_one_line(fake_hub, watching_org, caplog, body):
+    """The right secret and a body nested thousands of levels deep: a 400 with one line, as
+    for any body that is no webhook payload; no traceback, nothing queued."""
+    response = watching_org.post(body)
+    assert response.status_code == 400, response.body[:300]
+    message = response.json()["error"]
+    assert message == "not a Hub webhook payload: nested over 100 levels"
+    assert not [r for r in caplog.records if r.exc_info], "a traceback was logged"
+    metrics = watching_org.drained()
+    assert metrics.get("accepted", 0) == 0
+    assert metrics.get("rejected") == 1
+    assert not fake_hub.request_log
+
+
+def test_brackets_inside_strings_are_no_nesting(fake_hub, watching_org):
+    """A payload whose texts hold many brackets is still a payload (only structure counts)."""
+    body = payload("org/x", "c" * 40)
+    body["repo"]["url"]["web"] = "https://huggingface.co/org/x?" + "[{" * 300 + '\\"' + "[" * 300
+    response = watching_org.post(body)
+    assert response.status_code == 202, response.body

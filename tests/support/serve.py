@@ -1,13 +1,16 @@
 """What the bot's and the page's tests share: the webhook secret and a push's payload as the
-Hub sends it, the signed-in user's token, a repo whose turn end is spelled as markup, and the
-eosfix pull requests of a stand-in Hub repo."""
+Hub sends it, the signed-in user's token, a repo whose turn end is spelled as markup, the
+eosfix pull requests of a stand-in Hub repo and the temperature one proposes, a broken commit
+pushed, and a request sent as raw bytes."""
 
 from __future__ import annotations
 
 import json
+import socket
 from typing import Any
 
 from eosfix.sources.hub.write import PR_TITLE_PREFIX
+from tests.support.hubrepos import BROKEN_SAMPLE, repo_files
 
 SECRET = "s3cret-webhook"
 USER_TOKEN = "hf_page_user_token_0123456789"  # the signed-in user's (the `signed` fixture)
@@ -46,6 +49,19 @@ def eosfix_prs(repo: Any) -> list:
     ]
 
 
+def push_broken_commit(fake_hub: Any, repo_id: str, temperature: float) -> str:
+    """Push to the stand-in Hub repo a commit still missing <|im_end|> (the broken sample's
+    generation_config.json), whose fix differs by ``temperature``: its sha."""
+    gen = json.loads(repo_files(BROKEN_SAMPLE)["generation_config.json"])
+    gen["temperature"] = temperature
+    return str(fake_hub.push(repo_id, {"generation_config.json": json.dumps(gen, indent=2) + "\n"}))
+
+
+def pr_temperature(repo: Any, num: int) -> float:
+    """The temperature of the generation_config.json pull request ``num`` proposes."""
+    return float(json.loads(repo.pr_files(num)["generation_config.json"])["temperature"])
+
+
 def xss_repo() -> dict[str, bytes]:
     """A ChatML-like template whose turn end is a special token spelled as markup."""
     template = (
@@ -65,3 +81,23 @@ def xss_repo() -> dict[str, bytes]:
         "generation_config.json": b'{\n  "eos_token_id": 5\n}\n',
         "config.json": b'{"eos_token_id": 5}\n',
     }
+
+
+def raw_request(url: str, request: bytes, *, read: bool = True) -> bytes:
+    """Send ``request``, bytes as they are, to the server at ``url`` over a socket; what it
+    answers until it closes the connection (nothing read when ``read`` is false)."""
+    host, port = url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=30) as sock:
+        sock.sendall(request)
+        if not read:
+            return b""
+        chunks = []
+        while True:
+            try:
+                chunk = sock.recv(65536)
+            except ConnectionResetError:
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+        return b"".join(chunks)
