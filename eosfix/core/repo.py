@@ -7,7 +7,7 @@ except the lazy tokenizer.json load for an id the smaller files cannot resolve.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -108,6 +108,9 @@ class Vocabulary(Protocol):
     def tokenizer(self) -> Any:
         """A ``tokenizers.Tokenizer`` that can encode text, or None."""
 
+    def decode(self, ids: Sequence[int]) -> str | None:
+        """``ids`` as text, special tokens kept; None when this table cannot tell."""
+
 
 class TokenizerJson:
     """tokenizer.json of a folder, loaded with the ``tokenizers`` library on first lookup."""
@@ -143,6 +146,10 @@ class TokenizerJson:
         tok = self.tokenizer()
         return None if tok is None or token_id < 0 else tok.id_to_token(token_id)
 
+    def decode(self, ids: Sequence[int]) -> str | None:
+        tok = self.tokenizer()
+        return None if tok is None else str(tok.decode(list(ids), skip_special_tokens=False))
+
 
 class TokenTable:
     """A token list already in memory (a GGUF's ``tokenizer.ggml.tokens``): text -> id."""
@@ -165,6 +172,9 @@ class TokenTable:
 
     def tokenizer(self) -> Any:
         return None  # no encoder: explain shows no tokenized probe for this container
+
+    def decode(self, ids: Sequence[int]) -> str | None:
+        return None  # a list of texts alone does not say how its pieces join
 
 
 @dataclass(frozen=True)

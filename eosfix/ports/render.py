@@ -226,9 +226,15 @@ def encode(repo: ModelRepo, text: str) -> tuple[int, ...] | None:
 
 
 def decode(repo: ModelRepo, ids: Sequence[int]) -> str | None:
-    """``ids`` as text with special tokens kept (None without tokenizer.json)."""
-    tok = repo.tokenizer()
-    return None if tok is None else str(tok.decode(list(ids), skip_special_tokens=False))
+    """``ids`` as text with special tokens kept: tokenizer.json's decoder, or a GGUF's token
+    pieces as llama.cpp writes them; None when neither can tell."""
+    vocab = repo.vocabulary
+    return None if vocab is None else vocab.decode(ids)
+
+
+def can_decode(repo: ModelRepo) -> bool:
+    """Whether ``decode`` can turn this repo's ids into text."""
+    return decode(repo, ()) is not None
 
 
 NO_TOKENIZER = f"no {TOKENIZER_JSON} in this repo"

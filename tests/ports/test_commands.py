@@ -444,6 +444,51 @@ def test_diagnose_next_turn_opener_template(capsys):
     assert "a user turn at character 7: 'And Italy?'" in out
 
 
+@pytest.mark.parametrize(
+    "given",
+    [
+        ["--ids", "5,6,151336"],
+        ["--ids", "5,6,151338"],
+        ["--text", "Paris.<|user|>"],
+        ["--text", "Paris.<|user|>\n"],
+    ],
+)
+def test_diagnose_a_next_turn_opener_that_is_a_stop_ends_the_reply(capsys, given):
+    """GLM: ``<|user|>`` is the terminator eosfix proposes; a reply ending there is not a turn."""
+    code, out, _ = run(capsys, "diagnose", SAMPLES / "glm-next-turn-opener", *given)
+    assert code == 0, out
+    assert "invented_turn" not in out
+    assert "ok: the transcript ends with <|" in out
+
+
+def test_diagnose_a_next_turn_opener_followed_by_a_turn_is_still_one(capsys):
+    code, out, _ = run(capsys, "diagnose", SAMPLES / "glm-next-turn-opener", "--ids",
+                       "5,6,151336,7,151337")  # fmt: skip
+    assert code == 1
+    assert "ran_past_stop: token 3 is <|user|> (151336)" in out
+    assert "invented_turn: the model wrote 2 turns of its own: a turn (<|user|>) at token 3" in out
+
+
+def test_diagnose_a_gguf_reads_its_token_texts(tmp_path, capsys):
+    """A GGUF holds its token texts: the reply's text is known, and its next-turn opener is the
+    stop as in a folder."""
+    from tests.ggufs import BASE, glm
+
+    path = glm(tmp_path / "glm.gguf")
+    user = len(BASE) + 4  # <|user|>
+    paris = ",".join(str(BASE.index(c)) for c in "Paris.")
+    code, out, _ = run(capsys, "diagnose", path, "--ids", f"{paris},{user}")
+    assert code == 0, out
+    assert f"ok: the transcript ends with <|user|> ({user}), a stop id" in out
+    assert "note:" not in out
+    newline, spain = BASE.index("\u010a"), ",".join(str(BASE.index(c)) for c in "Spain?")
+    code, out, _ = run(capsys, "diagnose", path, "--ids", f"{paris},{user},{newline},{spain}")
+    assert code == 1
+    assert f"ran_past_stop: token 7 is <|user|> ({user})" in out
+    assert "a user turn at token 7: 'Spain?'" in out
+    assert "tokenizer.json" not in out
+
+
 def test_diagnose_ids_without_tokenizer_json(capsys):
     code, out, _ = run(capsys, "diagnose", SAMPLES / CHATML, "--ids", "17,248046,248045,5,248046")
     assert code == 1
@@ -649,7 +694,14 @@ def test_render_a_gguf_says_why_there_are_no_ids(tmp_path, capsys):
     assert "prompt ids: unavailable (a GGUF file: eosfix reads its token list" in out
     assert "no tokenizer.json in this repo" not in out
     code, out, _ = run(capsys, "diagnose", path, "--ids", "5,98")
-    assert "note: in a GGUF file (eosfix does not run its tokenizer) only control ids" in out
+    assert "note:" not in out  # its token pieces are read: the text is known
+    other = chatml_gguf(tmp_path / "t5.gguf", model="t5")
+    code, out, _ = run(capsys, "diagnose", other, "--ids", "5,98,97")
+    assert (
+        "note: in a GGUF file of a 't5' vocabulary (eosfix reads the token pieces of 'llama' "
+        "and 'gpt2' ones) only control ids can be read, not the text" in out
+    )
+    assert "(content unknown in a GGUF file of a 't5' vocabulary" in out
 
 
 def test_explain_never_says_add_an_id_it_lists_already(tmp_path, capsys):
