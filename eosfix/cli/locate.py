@@ -24,7 +24,18 @@ from eosfix.render.annotations import Location
 _STOP_KEYS = (("eos_token_id",), ("text_config", "eos_token_id"))
 _TEMPLATE_KEYS = (("chat_template",),)
 _TEMPLATE_CODES = frozenset(
-    ("EOS005", "EOS006", "EOS007", "EOS009", "EOS010", "EOS016", "EOS100", "EOS101", "EOS102")
+    (
+        "EOS005",
+        "EOS006",
+        "EOS007",
+        "EOS009",
+        "EOS010",
+        "EOS016",
+        "EOS019",
+        "EOS100",
+        "EOS101",
+        "EOS102",
+    )
 )
 _KEYS_BY_CODE = {"EOS008": (("added_tokens_decoder",),)}
 

@@ -102,6 +102,10 @@ CODES: dict[str, Code] = {
             "and config.json with --config-json)",
         ),
         Code("EOS018", _E, True, "eos_token_id is not a token id or a list of ids"),
+        Code(
+            "EOS019", _E, False,
+            "a chat template file is empty: every conversation renders as an empty prompt",
+        ),
         Code("EOS100", _E, False, "a template refused every probe"),
         Code("EOS101", _E, False, "a template exceeded a render limit"),
         Code("EOS102", _E, False, "a template tried to reach an attribute the sandbox hides"),

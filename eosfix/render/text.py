@@ -19,6 +19,7 @@ import click
 from eosfix.analysis.positions import (
     CONVERSATION_END,
     EARLIER_REPLIES,
+    EMPTY_TEMPLATE,
     EVERY_REPLY,
     FINAL_REPLY,
     HISTORY_REPLY,
@@ -83,6 +84,7 @@ _WHERE_TEXT = {
         "written where the prompt's turn ends, before the reply: the verdict's turn ends the "
         "same way (the template quotes the conversation as text, it renders no reply)"
     ),
+    EMPTY_TEMPLATE: "the tokenizer's eos: the template writes nothing, so nothing else ends a reply",
 }
 
 
