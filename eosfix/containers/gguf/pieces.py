@@ -6,7 +6,7 @@ ggml-org/llama.cpp@00ad355e ``src/llama-vocab.cpp`` ``llama_vocab::impl::token_t
 A control, unknown or user-defined token is its text; an unused one nothing. A normal token of a SentencePiece
 vocabulary (``llama``) is its text with ``▁`` as a space, a byte token (``<0x0A>``) its byte;
 a normal token of a byte-level BPE vocabulary (``gpt2``) is its text read through GPT-2's byte
-alphabet. Other vocabulary types (``t5``, ``rwkv``, ...) are not read here: ``decode`` says
+alphabet (``llama_decode_text``, which marks a character outside it ``[UNK_BYTE_0x...]``). Other vocabulary types (``t5``, ``rwkv``, ...) are not read here: ``decode`` says
 None, and the caller says the text is unknown.
 """
 
@@ -38,9 +38,17 @@ def _byte_alphabet() -> dict[str, int]:
 
 
 def _bpe_bytes(text: str) -> bytes:
+    """The bytes a byte-level piece stands for. A character outside the alphabet (a token the
+    vocabulary got wrong) is written as llama.cpp's ``llama_decode_text`` writes it:
+    ``[UNK_BYTE_0x`` + its UTF-8 in hex + the whole token's text + ``]``."""
     alphabet = _byte_alphabet()
-    # A character outside the alphabet is no byte-level piece: kept as it is.
-    return b"".join(bytes([alphabet[c]]) if c in alphabet else c.encode("utf-8") for c in text)
+    out = []
+    for c in text:
+        if c in alphabet:
+            out.append(bytes([alphabet[c]]))
+        else:
+            out.append(b"[UNK_BYTE_0x" + c.encode("utf-8").hex().encode() + text.encode() + b"]")
+    return b"".join(out)
 
 
 def _spm_byte(text: str) -> bytes:

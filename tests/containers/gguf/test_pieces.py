@@ -21,6 +21,8 @@ def test_byte_level_pieces_read_through_the_byte_alphabet():
     assert piece("gpt2", "\u010a", NORMAL) == b"\n"
     assert piece("gpt2", "\u00c3\u00a9", NORMAL) == "é".encode()
     assert piece("gpt2", "\u0120<tool>", USER_DEFINED) == "\u0120<tool>".encode()
+    # outside the alphabet: llama.cpp's mark, the character's UTF-8 in hex, the token's text
+    assert piece("gpt2", "\u200d", NORMAL) == b"[UNK_BYTE_0xe2808d\xe2\x80\x8d]"
 
 
 def test_a_gguf_decodes_a_reply_and_says_none_for_a_vocabulary_it_does_not_read(tmp_path):
