@@ -99,12 +99,19 @@ CODES: dict[str, Code] = {
             "EOS017", _E, True,
             "a file runtimes read starts with a byte-order mark: their JSON readers refuse it",
             varies="not fixable in a file fix does not write (fix writes generation_config.json, "
-            "and config.json with --config-json)",
+            "and config.json with --config-json); a warning when no runtime opens the file in "
+            "this folder",
         ),
         Code("EOS018", _E, True, "eos_token_id is not a token id or a list of ids"),
         Code(
             "EOS019", _E, False,
             "a chat template file is empty: every conversation renders as an empty prompt",
+        ),
+        Code(
+            "EOS020", _E, True,
+            "a file runtimes read is not JSON at all: each ignores it or cannot load the model",
+            varies="not fixable in a file fix does not write (fix writes generation_config.json "
+            "anew); a warning when no runtime opens the file in this folder",
         ),
         Code("EOS100", _E, False, "a template refused every probe"),
         Code("EOS101", _E, False, "a template exceeded a render limit"),

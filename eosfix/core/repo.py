@@ -74,6 +74,16 @@ class JsonFile:
 
 
 @dataclass(frozen=True)
+class UnreadableFile:
+    """A JSON file no JSON reader parses (empty, NUL bytes, cut short) that runtimes read past
+    or refuse, file by file (``eosfix.runtimes``' refusals): its text as read, and why."""
+
+    name: str
+    text: str
+    why: str  # "is empty", "holds only NUL bytes (163)", "is not valid JSON (...)"
+
+
+@dataclass(frozen=True)
 class ChatTemplate:
     name: str  # "default", "tool_use", ...
     source: str
@@ -210,6 +220,9 @@ class ModelRepo:
     # The JSON files read that start with a UTF-8 byte-order mark, which every runtime's JSON
     # reader refuses (EOS017); eosfix reads past it.
     bom: tuple[str, ...] = ()
+    # The JSON files read that are not JSON at all, by name: what the runtimes do with each is
+    # theirs to say (EOS020); eosfix reads on as if the file were missing.
+    unreadable: dict[str, UnreadableFile] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.vocabulary is None:

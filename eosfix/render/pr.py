@@ -16,6 +16,7 @@ from collections.abc import Iterable, Sequence
 
 from eosfix.analysis.shapes import CALL_ID, CALL_ID2
 from eosfix.analysis.terminators import Terminator
+from eosfix.containers.folder.plan import FilePatch
 from eosfix.core.repo import GENERATION_CONFIG
 from eosfix.decide.check import RepoCheck
 from eosfix.decide.runtime_table import RuntimeTable
@@ -87,6 +88,13 @@ def what_was_wrong(result: RepoResult) -> str:
     if gen is not None and gen.eos_malformed:
         raw = code(json.dumps(gen.eos_token_id))
         parts.append(f"`eos_token_id` is {raw}, not a token id or a list of ids")
+    broken = check.repo.unreadable.get(GENERATION_CONFIG)
+    if broken is not None:
+        why = escape(broken.why.split(" (")[0])
+        parts.append(
+            f"`generation_config.json` {why}: transformers and others ignore it (and stop on "
+            "`config.json`'s ids), and some runtimes cannot load the model with it"
+        )
     if _removes_bom(result):
         parts.append(
             "`generation_config.json` starts with a byte-order mark, which the runtimes' JSON "
@@ -155,6 +163,12 @@ def _verify(repo_id: str, check: RepoCheck) -> list[str]:
         return "[" + ", ".join(repr(known.get(i)) for i in ids) + "]"
 
     now = check.stop.raw if isinstance(check.stop.raw, int) else check.stop.ids
+    broken = check.repo.unreadable.get(GENERATION_CONFIG)
+    if broken is not None:  # GenerationConfig.from_pretrained raises on what is not JSON
+        today = f"Today this raises `OSError` (`generation_config.json` {escape(broken.why.split(' (')[0])})"
+    else:
+        today = f"Today this prints {code(printed(now))}"
+    merged = printed(check.proposed)
     program = "\n".join(
         [
             "from transformers import AutoTokenizer, GenerationConfig",
@@ -169,8 +183,8 @@ def _verify(repo_id: str, check: RepoCheck) -> list[str]:
         *fenced(program, "python"),
         "",
         (
-            f"Today this prints {code(printed(now))}; with this pull request merged, "
-            f"{code(printed(check.proposed))}. To try this pull request before merging it, pass its "
+            f"{today}; with this pull request merged, "
+            f"{code(merged)}. To try this pull request before merging it, pass its "
             'branch to `GenerationConfig.from_pretrained` as `revision="refs/pr/…"` (the '
             "number in its address)."
         ),
@@ -185,6 +199,12 @@ def _removes_bom(result: RepoResult) -> bool:
 def _changes(result: RepoResult) -> str:
     """What the pull request changes, in one line."""
     gen = next((p for p in result.patches if p.file == GENERATION_CONFIG), None)
+    if isinstance(gen, FilePatch) and gen.replaces:
+        return (
+            "This pull request writes `generation_config.json` anew, from `config.json`'s "
+            "generation settings as transformers reads them without the file, with the stop "
+            "ids (the file in the repo is not JSON, so nothing else of it can be kept):"
+        )
     ids = gen is None or "eos_token_id" in gen.summary
     if not _removes_bom(result):
         return "This pull request changes only `eos_token_id` in `generation_config.json`:"

@@ -574,10 +574,10 @@ def test_session_pr_outcome_says_opened_unchanged_updated_or_left(fake_hub):
 
 
 def test_unreadable_file_is_named_by_repo_path(fake_hub, run_eosfix):
-    files = sample_files("chatml-missing-im-end", **{"generation_config.json": b"{not json"})
+    files = sample_files("chatml-missing-im-end", **{"config.json": b"{not json"})
     fake_hub.add_repo("org/badjson", files)
     result = run_eosfix("hub", "org/badjson")
     assert result.exit_code == 2
-    assert result.stderr.startswith(
-        "org/badjson: error: org/badjson/generation_config.json: invalid JSON"
-    ), result.stderr
+    assert result.stderr.startswith("org/badjson: error: org/badjson/config.json: invalid JSON"), (
+        result.stderr
+    )
