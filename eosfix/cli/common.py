@@ -8,6 +8,7 @@ from typing import Any
 
 import click
 
+from eosfix.cli.numbers import TOKEN_ID
 from eosfix.containers.target import (
     HubRepo,
     NotChecked,
@@ -155,7 +156,7 @@ keep_id_option = click.option(
     "--keep-id",
     "keep_ids",
     multiple=True,
-    type=click.IntRange(min=0),
+    type=TOKEN_ID,
     metavar="ID",
     help="Keep this stop id even where eosfix finds it cuts a reply or is no token "
     "(EOS011-EOS013 become warnings; repeatable).",

@@ -16,6 +16,7 @@ import click
 
 from eosfix.cli import batch as batchcli
 from eosfix.cli.common import keep_id_option, quiet_option, strict_option
+from eosfix.cli.numbers import LIMIT, MAX_PRS, TIMEOUT, WORKERS
 from eosfix.cli.term import color_option
 from eosfix.core.outcome import EXIT_INPUT, QUIET, Interrupted
 from eosfix.render.report import summary_parts
@@ -213,7 +214,7 @@ SORT_WORDS = ("downloads", "likes", "created", "modified", "trending")
 )
 @click.option(
     "--limit",
-    type=click.IntRange(1),
+    type=LIMIT,
     default=None,
     metavar="N",
     help="Only the first N repos the listing gives (with --sort: the top N).",
@@ -228,7 +229,7 @@ SORT_WORDS = ("downloads", "likes", "created", "modified", "trending")
 )
 @click.option(
     "--max-prs",
-    type=click.IntRange(0),
+    type=MAX_PRS,
     default=None,
     metavar="N",
     help="With --pr: open at most N new pull requests (in listing order); the others are "
@@ -250,14 +251,14 @@ SORT_WORDS = ("downloads", "likes", "created", "modified", "trending")
 )
 @click.option(
     "--workers",
-    type=click.IntRange(1, 64),
+    type=WORKERS,
     default=16,
     show_default=True,
     help="Most requests in flight at once (fewer while the Hub rate-limits).",
 )
 @click.option(
     "--timeout",
-    type=float,
+    type=TIMEOUT,
     default=30.0,
     show_default=True,
     metavar="SECONDS",

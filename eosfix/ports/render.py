@@ -24,6 +24,7 @@ from eosfix.analysis.probes import RENDER_ERRORS
 from eosfix.analysis.template import TemplateRefusal, render_chat
 from eosfix.core.errors import EosfixError
 from eosfix.core.limits import RenderLimitExceeded, SandboxEscape
+from eosfix.core.models import MAX_TOKEN_ID
 from eosfix.core.repo import TOKENIZER_JSON, ChatTemplate, ModelRepo
 from eosfix.decide.check import RepoCheck
 
@@ -143,7 +144,6 @@ def parse_tools(data: Any, where: str) -> tuple[dict[str, Any], ...]:
 
 _ID_SEP = re.compile(r"[\s,]+")
 _DIGITS = re.compile(r"[0-9]+")  # ASCII only: "²" and fullwidth digits are not ids
-MAX_TOKEN_ID = 2**32 - 1  # token ids are 32-bit in every tokenizer and GGUF
 
 
 def parse_ids(text: str, where: str) -> tuple[int, ...]:

@@ -134,7 +134,7 @@ def test_keep_id_keeps_an_id_the_user_insists_on(sample_repo, run_eosfix):
 def test_keep_id_refuses_a_negative_id(sample_repo, run_eosfix):
     result = run_eosfix("check", sample_repo(HARMONY), "--keep-id", "-1")
     assert result.exit_code == 2
-    assert "Invalid value for '--keep-id'" in result.stderr
+    assert result.stderr == "error: --keep-id: -1 is not a token id (from 0 to 4294967295)\n"
 
 
 def test_the_tokenizer_eos_is_never_removed_and_says_why(tmp_path, run_eosfix):
