@@ -23,7 +23,7 @@ Pure: no printing, no writing.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from eosfix.containers.gguf.pieces import DECODED_MODELS, GgufTokens
 from eosfix.decide.check import RepoCheck
@@ -86,7 +86,7 @@ def _compare(stops: LoopStops) -> str:
     ids = f"stop when the sampled id is in {list(stops.ids)}"
     if stops.needs_fix:
         only = " only" if set(stops.current) <= set(stops.ids) else ""  # or ids to remove
-        ids += f" (the repo's files list{only} {list(stops.current)}: run `eosfix fix`)"
+        ids += f" (the repo's files list{only} {list(stops.current)}: run `{stops.fix}`)"
     if stops.strings:
         ids += f"; also stop on the text {list(stops.strings)}"
     return ids
@@ -356,15 +356,17 @@ def diagnose(
     text: str | None = None,
     prompt_ids: Sequence[int] | None = None,
     conversation: Conversation | None = None,
+    fix: str = "eosfix fix",
 ) -> Diagnosis:
-    """What went wrong in a loop's output (``ids`` or ``text``), and in its prompt ids."""
+    """What went wrong in a loop's output (``ids`` or ``text``), and in its prompt ids;
+    ``fix``: the command that writes this repo's fix, as the messages name it."""
     if (ids is None) == (text is None):
         raise ValueError("give exactly one of ids and text")
     if (ids is not None and not ids) or text == "":
         raise PortInputError(
             f"no generated {'ids' if ids is not None else 'text'}: nothing to diagnose"
         )
-    stops = loop_stops(check)
+    stops = replace(loop_stops(check), fix=fix)
     headers = turn_headers(check)
     problems: list[Problem] = []
     notes: list[str] = []

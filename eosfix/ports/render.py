@@ -54,6 +54,7 @@ class LoopStops:
     strings: tuple[str, ...]  # plain-text turn ends: no id can express them
     tokens: dict[int, str]  # stop id -> token text, where eosfix can name it
     ends: tuple[tuple[str, int | None], ...]  # the repo's turn terminators: (text, id)
+    fix: str = "eosfix fix"  # the command that writes the repo's fix, as typed (with its path)
 
     def name(self, token_id: int) -> str:
         """``<|im_end|> (2)``, or just the id when its text is unknown."""

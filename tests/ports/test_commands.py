@@ -74,7 +74,10 @@ def test_render_text_shows_tokens_ids_unavailable_and_the_fix(capsys):
     assert "  | <|im_start|>user\\n\n  | What is the capital of France?<|im_end|>\\n\n" in out
     assert "prompt ids: unavailable (no tokenizer.json in this repo)" in out
     assert "stop ids: [248044, 248046] = <|endoftext|> (248044), <|im_end|> (248046)" in out
-    assert "needs `eosfix fix`: today it stops on [248044] (generation_config.json), " in out
+    assert (
+        f"needs `eosfix fix {SAMPLES / CHATML}`: today it stops on [248044] (generation_config.json), "
+        in out
+    )
     assert "without <|im_end|> (248046)" in out
 
 
@@ -292,7 +295,7 @@ def test_diagnose_ran_past_the_terminator_and_invented_turns(chatml, capsys):
     assert (ran["position"], ran["id"]) == (at, 248046)
     assert ran["message"].startswith(f"token {at + 1} is <|im_end|> (248046), which ends the turn")
     assert "stop when the sampled id is in [248044, 248046]" in ran["message"]
-    assert "the repo's files list only [248044]: run `eosfix fix`" in ran["message"]
+    assert f"the repo's files list only [248044]: run `eosfix fix {repo}`" in ran["message"]
     assert turn["message"] == (
         f"the model wrote 2 turns of its own: a system turn at token {at + 3} (empty), then a "
         f"user turn at token {at + 8}: 'What is the capital of Spain?'"
