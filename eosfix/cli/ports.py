@@ -285,7 +285,8 @@ def goldens(path: str, output: str) -> None:
     the generation prompt, a tool call and a tool result) on every named template: the
     messages and flags, the rendered text, the prompt ids, the stop ids and the position
     where a correct loop stops on a known reply. Cases a template refuses are recorded as
-    refused. The README ("Porting a model") documents every key.
+    refused. docs/ports.md ("eosfix goldens: test vectors for a port's test suite")
+    documents every key.
 
     \b
     Example:

@@ -155,20 +155,25 @@ def _verify(repo_id: str, check: RepoCheck) -> list[str]:
     known: dict[int, str | None] = {s.id: s.token for s in check.review.stop_ids}
     known |= {t.id: t.content for t in check.terminators.terminators if t.id is not None}
 
-    def printed(ids: int | Sequence[int] | None) -> str:  # what convert_ids_to_tokens gives
-        if ids is None:
-            return "None"
+    def printed(ids: int | Sequence[int]) -> str:
+        """What ``print(tok.convert_ids_to_tokens(ids))`` shows: a token as its text (print
+        writes a str without quotes), a list as its repr."""
         if isinstance(ids, int):
-            return repr(known.get(ids))
+            return str(known.get(ids))
         return "[" + ", ".join(repr(known.get(i)) for i in ids) + "]"
 
     now = check.stop.raw if isinstance(check.stop.raw, int) else check.stop.ids
     broken = check.repo.unreadable.get(GENERATION_CONFIG)
     if broken is not None:  # GenerationConfig.from_pretrained raises on what is not JSON
         today = f"Today this raises `OSError` (`generation_config.json` {escape(broken.why.split(' (')[0])})"
+    elif GENERATION_CONFIG not in check.repo.files:  # ... and on a missing file
+        today = "Today this raises `OSError` (the repo has no `generation_config.json`)"
+    elif now is None:  # convert_ids_to_tokens(None) iterates None
+        today = "Today this raises `TypeError` (`generation_config.json` sets no `eos_token_id`)"
     else:
         today = f"Today this prints {code(printed(now))}"
-    merged = printed(check.proposed)
+    after = check.proposed if check.proposed is not None else now  # a mark removed: the same
+    merged = printed(after) if after is not None else "None"
     program = "\n".join(
         [
             "from transformers import AutoTokenizer, GenerationConfig",

@@ -178,7 +178,7 @@ def test_pr_sends_one_commit_with_the_fixed_bytes(hub_repos, run_eosfix):
     desc = commit["description"]
     assert "<|im_end|>" in desc
     assert "248046" in desc
-    assert "Today this prints `'<|endoftext|>'`" in desc  # what eos_token_id 248044 is
+    assert "Today this prints `<|endoftext|>`" in desc  # print() of eos_token_id 248044's token
     assert (
         '-  "eos_token_id": 248044,\n+  "eos_token_id": [\n+    248044,\n+    248046\n+  ],' in desc
     )
