@@ -438,13 +438,22 @@ def test_diagnose_llama3_plain_header_only_when_glued(tmp_path, capsys):
     assert code == 0, out
 
 
-def test_diagnose_next_turn_opener_template(capsys):
-    """GLM: the next turn's opener is the terminator; running into it is running past it."""
-    code, out, _ = run(capsys, "diagnose", SAMPLES / "glm-next-turn-opener", "--text",
-                       "Paris.<|user|>\nAnd Italy?")  # fmt: skip
+@pytest.mark.parametrize(
+    ("given", "ran", "turn"),
+    [
+        (["--text", "Paris.<|user|>\nAnd Italy?"], "character 7 is <|user|> (151336)",
+         "1 turn of its own: a user turn at character 7: 'And Italy?'"),
+        (["--ids", "5,6,151336,7,151337"], "token 3 is <|user|> (151336)",
+         "2 turns of its own: a turn (<|user|>) at token 3"),
+    ],
+)  # fmt: skip
+def test_diagnose_next_turn_opener_template(capsys, given, ran, turn):
+    """GLM: the next turn's opener is the terminator; running into it is running past it, and
+    what follows is a turn the model wrote."""
+    code, out, _ = run(capsys, "diagnose", SAMPLES / "glm-next-turn-opener", *given)
     assert code == 1
-    assert "ran_past_stop: character 7 is <|user|> (151336)" in out
-    assert "a user turn at character 7: 'And Italy?'" in out
+    assert f"ran_past_stop: {ran}" in out
+    assert f"invented_turn: the model wrote {turn}" in out
 
 
 @pytest.mark.parametrize(
@@ -462,14 +471,6 @@ def test_diagnose_a_next_turn_opener_that_is_a_stop_ends_the_reply(capsys, given
     assert code == 0, out
     assert "invented_turn" not in out
     assert "ok: the transcript ends with <|" in out
-
-
-def test_diagnose_a_next_turn_opener_followed_by_a_turn_is_still_one(capsys):
-    code, out, _ = run(capsys, "diagnose", SAMPLES / "glm-next-turn-opener", "--ids",
-                       "5,6,151336,7,151337")  # fmt: skip
-    assert code == 1
-    assert "ran_past_stop: token 3 is <|user|> (151336)" in out
-    assert "invented_turn: the model wrote 2 turns of its own: a turn (<|user|>) at token 3" in out
 
 
 def test_diagnose_a_gguf_reads_its_token_texts(tmp_path, capsys):
