@@ -28,7 +28,7 @@ from collections.abc import Sequence
 
 from eosfix.containers.folder.inputs import layout
 from eosfix.containers.folder.plan import CORRUPT_SUFFIX
-from eosfix.core.codes import Finding, Severity, finding
+from eosfix.core.codes import EOS017, EOS018, EOS020, Finding, Severity, finding
 from eosfix.core.repo import CONFIG, GENERATION_CONFIG, SPECIAL_TOKENS_MAP, ModelRepo
 from eosfix.runtimes import RUNTIMES
 from eosfix.runtimes.rule import FAILS, IGNORES, Layout
@@ -77,7 +77,7 @@ def bom_findings(repo: ModelRepo, *, config_json: bool = False) -> list[Finding]
         groups = _effects(name, where)
         if not groups and name == SPECIAL_TOKENS_MAP:
             msg = f"{name} starts with a UTF-8 byte-order mark: {_unopened(name)}"
-            out.append(finding("EOS017", name, msg, severity=Severity.WARNING, fixable=False))
+            out.append(finding(EOS017, name, msg, severity=Severity.WARNING, fixable=False))
             continue
         said = ", ".join(groups) if groups else "a runtime reading it cannot parse it"
         fixable = name == GENERATION_CONFIG or (name == CONFIG and config_json)
@@ -86,7 +86,7 @@ def bom_findings(repo: ModelRepo, *, config_json: bool = False) -> list[Finding]
             f"{name} starts with a UTF-8 byte-order mark, which JSON readers refuse: {said}; "
             f"{remedy}"
         )
-        out.append(finding("EOS017", name, msg, fixable=fixable))
+        out.append(finding(EOS017, name, msg, fixable=fixable))
     return out
 
 
@@ -99,7 +99,7 @@ def unreadable_findings(repo: ModelRepo) -> list[Finding]:
         groups = _effects(name, where)
         if not groups:
             msg = f"{name} {f.why}: {_unopened(name)}; delete it, or save the tokenizer again"
-            out.append(finding("EOS020", name, msg, severity=Severity.WARNING, fixable=False))
+            out.append(finding(EOS020, name, msg, severity=Severity.WARNING, fixable=False))
             continue
         fixable = name == GENERATION_CONFIG
         remedy = (
@@ -108,7 +108,7 @@ def unreadable_findings(repo: ModelRepo) -> list[Finding]:
             else "delete it, or save the tokenizer again"
         )
         msg = f"{name} {f.why}, which JSON readers refuse: {', '.join(groups)}; {remedy}"
-        out.append(finding("EOS020", name, msg, fixable=fixable))
+        out.append(finding(EOS020, name, msg, fixable=fixable))
     return out
 
 
@@ -161,4 +161,4 @@ def malformed_finding(repo: ModelRepo) -> Finding | None:
         f"eos_token_id {json.dumps(value)} is not a token id or a list of ids: "
         f"{', '.join(groups)}; {then}"
     )
-    return finding("EOS018", GENERATION_CONFIG, msg)
+    return finding(EOS018, GENERATION_CONFIG, msg)
