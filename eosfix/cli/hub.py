@@ -79,6 +79,8 @@ def summary_line(run: Run) -> str:
         n = stats["unreachable"]
         text += f"; {n} attempt{'s' * (n != 1)} could not connect"
     text += f"; {_rate_note(run)}" if stats["rate_limited"] else ""
+    if n := stats.get("waits_capped", 0):  # resets announced past any quota window
+        text += f"; {n} quota reset{'s' * (n != 1)} over {stats['longest_wait']:.0f} s cut to it"
     return text + ("; interrupted" if run.interrupted else "")
 
 
@@ -262,7 +264,7 @@ SORT_WORDS = ("downloads", "likes", "created", "modified", "trending")
     default=30.0,
     show_default=True,
     metavar="SECONDS",
-    help="Timeout of each Hub request (each is tried up to 6 times).",
+    help="Seconds a Hub answer may take to begin (then its body its size's time); 6 tries.",
 )
 @keep_id_option
 @_token_option
