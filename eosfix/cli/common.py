@@ -161,6 +161,13 @@ keep_id_option = click.option(
     help="Keep this stop id even where eosfix finds it cuts a reply or is no token "
     "(EOS011-EOS013 become warnings; repeatable).",
 )
+token_option = click.option(  # hub and upload
+    "--token",
+    default=None,
+    metavar="TOKEN",
+    help="Hub token (default: the one huggingface_hub finds: HF_TOKEN or `hf auth login`). "
+    "Never printed.",
+)
 _CONFIG_READERS = "candle, ExLlamaV2 and mlx-lm before 0.30.2, which read only config.json"
 config_check_option = click.option(
     "--config-json/--no-config-json",

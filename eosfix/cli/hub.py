@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from eosfix.cli import batch as batchcli
-from eosfix.cli.common import keep_id_option, quiet_option, strict_option
+from eosfix.cli.common import keep_id_option, quiet_option, strict_option, token_option
 from eosfix.cli.numbers import LIMIT, MAX_PRS, TIMEOUT, WORKERS
 from eosfix.cli.term import color_option
 from eosfix.core.outcome import EXIT_INPUT, QUIET, Interrupted
@@ -25,14 +25,6 @@ if TYPE_CHECKING:
     from eosfix.batch.hub import HubSource
     from eosfix.batch.run import Run
     from eosfix.batch.state import StateFile
-
-_token_option = click.option(
-    "--token",
-    default=None,
-    metavar="TOKEN",
-    help="Hub token (default: the one huggingface_hub finds: HF_TOKEN or `hf auth login`). "
-    "Never printed.",
-)
 
 
 @contextlib.contextmanager
@@ -267,7 +259,7 @@ SORT_WORDS = ("downloads", "likes", "created", "modified", "trending")
     help="Seconds a Hub answer may take to begin (then its body its size's time); 6 tries.",
 )
 @keep_id_option
-@_token_option
+@token_option
 @batchcli.format_option
 @strict_option
 @quiet_option
