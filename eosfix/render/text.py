@@ -19,6 +19,7 @@ import click
 from eosfix.analysis.positions import (
     CONVERSATION_END,
     EARLIER_REPLIES,
+    EMPTY_TEMPLATE,
     EVERY_REPLY,
     FINAL_REPLY,
     HISTORY_REPLY,
@@ -83,6 +84,7 @@ _WHERE_TEXT = {
         "written where the prompt's turn ends, before the reply: the verdict's turn ends the "
         "same way (the template quotes the conversation as text, it renders no reply)"
     ),
+    EMPTY_TEMPLATE: "the tokenizer's eos: the template writes nothing, so nothing else ends a reply",
 }
 
 
@@ -191,7 +193,9 @@ def _pending_lines(r: RepoResult, c: RepoCheck, run: str | None) -> list[str]:
         lines.append(f"  fix           {changes_text(r.patches)}{hint}")
         lines += _after_lines(c)
         if r.blocked is not None:  # what stops the writer, and what to do first
-            then = f"; then run: {run}" if run else ""
+            # a blocker that names the command that writes elsewhere has said it all
+            instead = getattr(r.blocked, "instead", None)
+            then = f"; then run: {run}" if run and instead is None else ""
             lines.append(f"  cannot write  {r.blocked}{then}")
     return lines
 
@@ -258,7 +262,15 @@ def runtime_lines(r: RepoResult) -> list[str]:
         return []
     if (r.patches and not r.written) or c.status is Status.PROBLEMS:
         return [f"  runtimes      {runtimes_line(table)}"]
-    return ["  " + line for line in settled_lines(table)]
+    return ["  " + line for line in settled_lines(table, config_json_command(r))]
+
+
+def config_json_command(r: RepoResult) -> str | None:
+    """The command that also writes config.json, for the runtimes that read only it: a
+    folder's own (a cache snapshot's links, a Hub repo or a GGUF have none)."""
+    if "repo_id" in r.extra or r.path.is_file() or cache_snapshot(r.path) is not None:
+        return None
+    return shlex.join(["eosfix", "fix", str(r.path), "--config-json"])
 
 
 def render_repo_text(
