@@ -584,9 +584,9 @@ def test_a_state_file_on_a_full_disk_is_one_line_exit_2(fake_hub, tmp_path, monk
     """The third state line is written in part, then the disk is full: the file keeps only
     whole lines, the run's output is still whole (a valid JSON document), and the state
     error is the one line on stderr, exit 2 (close() flushing nothing to fail again)."""
-    from tests.batch.test_hub_audit import org
+    from tests.support.hubrepos import chatml_org
 
-    org(fake_hub, 5)
+    chatml_org(fake_hub, 5)
     state = tmp_path / "audit.jsonl"
     real = os.write
     lines = 0
@@ -640,9 +640,9 @@ def tiny_tmpfs(tmp_path):
 
 
 def test_a_state_file_on_a_real_full_tmpfs(fake_hub, tiny_tmpfs):
-    from tests.batch.test_hub_audit import org
+    from tests.support.hubrepos import chatml_org
 
-    org(fake_hub, 30)
+    chatml_org(fake_hub, 30)
     state = tiny_tmpfs / "audit.jsonl"
     code, out, err = _cli("hub", "--author", "org", "--state", state, "--format", "json")
     assert code == 2, err
@@ -753,9 +753,9 @@ def test_a_hard_linked_gguf_rewrite_is_said(tmp_path):
 def test_a_cut_short_hub_answer_is_retried(fake_hub, what, match):
     """Twice cut short (a JSON listing, a repo's info, a file whose hash then mismatches),
     then whole: the run retries in the same run and ends as if nothing happened."""
-    from tests.batch.test_hub_audit import org
+    from tests.support.hubrepos import chatml_org
 
-    ids = org(fake_hub, 3)
+    ids = chatml_org(fake_hub, 3)
     fake_hub.fail("*", 200, match=match, times=2, cut=20)
     args = ["hub", *ids] if what == "info" else ["hub", "--author", "org"]
     code, out, err = _cli(*args, "--format", "json")
@@ -767,9 +767,9 @@ def test_a_cut_short_hub_answer_is_retried(fake_hub, what, match):
 
 
 def test_a_listing_always_cut_short_is_the_authors_error(fake_hub):
-    from tests.batch.test_hub_audit import org
+    from tests.support.hubrepos import chatml_org
 
-    org(fake_hub, 3)
+    chatml_org(fake_hub, 3)
     fake_hub.fail("*", 200, match=r"^/api/models$", cut=20)
     code, out, err = _cli("hub", "--author", "org", "--format", "json")
     assert code == 2, err
@@ -783,9 +783,9 @@ def test_a_listing_always_cut_short_is_the_authors_error(fake_hub):
 
 
 def test_a_file_always_cut_short_is_that_repos_error(fake_hub):
-    from tests.batch.test_hub_audit import org
+    from tests.support.hubrepos import chatml_org
 
-    ids = org(fake_hub, 3)
+    ids = chatml_org(fake_hub, 3)
     fake_hub.fail(ids[1], 200, match=r"/resolve/", cut=20)
     code, out, err = _cli("hub", "--author", "org", "--format", "json")
     assert code == 2, err

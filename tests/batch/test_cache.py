@@ -6,6 +6,8 @@ import csv
 import io
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -26,6 +28,7 @@ from tests.cachebuilder import (
     git_sha1,
     hash_blobs,
 )
+from tests.conftest import ROOT
 
 GEN = "generation_config.json"
 
@@ -546,29 +549,43 @@ def test_tiny_window_batches_and_lru_give_the_same_results(tmp_path, monkeypatch
     assert _json(scan, workers=2)["summary"]["ok"] == 24
 
 
-def test_memory_does_not_grow_with_the_cache(tmp_path, monkeypatch):
-    """At most WINDOW + LRU analyses (and WINDOW snapshots) are alive at any time (cyclic
-    garbage aside: the template probes' exceptions, freed by the next collection)."""
-    import gc
-    from collections import Counter
+# Counted in a child process that holds only eosfix: gc.get_objects() walks every object of
+# the process, and a test worker that ran the real-model tests before holds millions of them.
+_MOST_ALIVE = """
+import gc, json, sys
+from collections import Counter
+from pathlib import Path
+from eosfix.batch import run as batchrun, verdict
+from eosfix.batch.cache import CacheRun
+from eosfix.render.batch import JSON_DETAIL
+from eosfix.sources import cache as cachelib
 
-    monkeypatch.setattr(batchrun, "WINDOW", 3)
-    monkeypatch.setattr(batchrun, "LRU_DETAIL", 2)
+batchrun.WINDOW, batchrun.LRU_DETAIL = 3, 2
+most = []
+for root in sys.argv[1:]:
+    verdicts = snapshots = 0
+    for _ in CacheRun(cachelib.scan_cache(Path(root)), detail=JSON_DETAIL, workers=1):
+        gc.collect()
+        # type(), not isinstance: no attribute lookups on every object of the process; and
+        # no list kept across steps (it would keep every object of the last one)
+        kinds = Counter(type(o) for o in gc.get_objects())
+        verdicts = max(verdicts, kinds[verdict.Verdict])
+        snapshots = max(snapshots, kinds[cachelib.Snapshot])
+        del kinds
+    most.append([verdicts, snapshots])
+print(json.dumps(most))
+"""
 
-    def most_alive(n: int) -> tuple[int, int]:
-        scan = cachelib.scan_cache(_many(tmp_path / str(n), n).root)
-        verdicts = snapshots = 0
-        for _ in CacheRun(scan, detail=JSON_DETAIL, workers=1):
-            gc.collect()
-            # type(), not isinstance: no attribute lookups on every object of the process;
-            # and no list kept across steps (it would keep every object of the last one)
-            kinds = Counter(type(o) for o in gc.get_objects())
-            verdicts = max(verdicts, kinds[verdict.Verdict])
-            snapshots = max(snapshots, kinds[cachelib.Snapshot])
-            del kinds
-        return verdicts, snapshots
 
-    small, large = most_alive(12), most_alive(40)
+def test_memory_does_not_grow_with_the_cache(tmp_path):
+    """With a window of 3 and 2 analyses kept, at most WINDOW + LRU analyses (and WINDOW
+    snapshots) are alive at any time (cyclic garbage aside: the template probes' exceptions,
+    freed by the next collection), for a cache of 12 snapshots as for one of 40."""
+    roots = [str(_many(tmp_path / str(n), n).root) for n in (12, 40)]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    child = subprocess.run([sys.executable, "-c", _MOST_ALIVE, *roots], env=env,
+                           capture_output=True, text=True, check=True)  # fmt: skip
+    small, large = json.loads(child.stdout)
     assert small == large
     assert large[0] <= 3 + 2 + 1  # WINDOW + LRU_DETAIL, and the one just yielded
     assert large[1] <= 3 + 2

@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from tests.batch.test_hub import CHATML_TOKENS, sample_files, tokenizer_json
+from tests.support.hubrepos import CHATML_TOKENS, sample_files, tokenizer_json
 
 pytest.importorskip("transformers", reason="needs transformers (pip install 'eosfix[verify]')")
 

@@ -39,7 +39,7 @@ def test_check_broken_repo_exits_1_and_writes_nothing(sample_repo, run_eosfix):
 
 def test_fix_diff_shows_unified_diff_and_writes_nothing(sample_repo, run_eosfix, monkeypatch):
     """The patch alone on stdout, named relative to the current folder (here the
-    repo itself), the report on stderr (it used to be mixed into stdout)."""
+    repo itself), the report on stderr (never mixed into the patch)."""
     repo = sample_repo("chatml-missing-im-end")
     before = (repo / "generation_config.json").read_bytes()
     monkeypatch.chdir(repo)

@@ -11,7 +11,7 @@ import shlex
 import pytest
 
 from tests.conftest import SAMPLES, copy_repo, run_in
-from tests.render.test_schema import CHECK, valid
+from tests.support.schemas import CHECK, valid
 
 GEN = "generation_config.json"
 

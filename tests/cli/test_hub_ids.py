@@ -1,5 +1,5 @@
-"""check, explain and fix take a Hub repo id where a path goes, as ``render`` does
-(``eosfix check org/name`` once said "no such file or directory"). Against the stand-in Hub."""
+"""check, explain and fix take a Hub repo id where a path goes, as ``render`` does (not "no
+such file or directory" for ``eosfix check org/name``). Against the stand-in Hub."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ import json
 import pytest
 
 from eosfix.cli import main
-from tests.batch.test_hub import BROKEN, HEALTHY, sample_files
+from tests.support.hubrepos import BROKEN_REPO as BROKEN
+from tests.support.hubrepos import HEALTHY_REPO as HEALTHY
 
 
 def _run(capsys, *args):
@@ -18,11 +19,9 @@ def _run(capsys, *args):
 
 
 @pytest.fixture
-def hub(fake_hub, tmp_path, monkeypatch):
-    fake_hub.add_repo(BROKEN, sample_files("chatml-missing-im-end"))
-    fake_hub.add_repo(HEALTHY, sample_files("llama3-healthy"))
+def hub(hub_repos, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # no local folder named like the repos
-    return fake_hub
+    return hub_repos
 
 
 def test_check_a_hub_id_reads_its_small_files(hub, capsys):

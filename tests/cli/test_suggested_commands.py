@@ -110,7 +110,7 @@ def test_the_commands_of_render_and_diagnose(tmp_path, capsys, monkeypatch):
 
 
 def test_the_pull_request_command_of_a_hub_repo(fake_hub, tmp_path, capsys, monkeypatch):
-    from tests.batch.test_hub import sample_files
+    from tests.support.hubrepos import sample_files
 
     fake_hub.add_repo("org/chat", sample_files("chatml-missing-im-end"))
     monkeypatch.setenv("HF_TOKEN", "hf_fake_secret_token_1234567890")

@@ -6,7 +6,7 @@ import pytest
 
 from eosfix.batch.session import UploadRefusedError, upload_checked
 from eosfix.core.errors import EosfixError
-from tests.batch.test_hub import fixed_gen
+from tests.support.hubrepos import fixed_gen
 
 REPO = "me/model-mlx"
 

@@ -41,8 +41,7 @@ the ``try``, and fatal where the tokenizer reads it (special_tokens_map.json, wh
 4.51.3 opens only when tokenizer_config.json has no ``added_tokens_decoder``,
 ``tokenization_utils_base.py`` lines 2222-2237).
 
-Before TGI's files were removed from the tree, its own code (copied at ``COMMIT``, run with
-transformers 4.51.3 on 2026-12-04) gave these sets on all 30 shapes in all three states, but
+TGI's own code at ``COMMIT``, run with transformers 4.51.3 on 2026-12-04, gave these sets on all 30 shapes in all three states, but
 for ``config-bom`` before ``fix --config-json``: that run executed only the statements that
 load the tokenizer and the generation config, not the config's, so it reported the sets the
 tokenizer and generation config give where the lines cited above fail.

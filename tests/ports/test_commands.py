@@ -321,7 +321,7 @@ def test_diagnose_first_token_terminator_and_raw_prompt(chatml, capsys):
 
 
 def test_diagnose_empty_input_is_bad_input(chatml, capsys, tmp_path):
-    # exit 2 since #27 (an empty --ids was diagnosed as "the reply is empty", exit 1)
+    # nothing to diagnose is bad input (exit 2), not a reply found empty (exit 1)
     repo, _ = chatml
     (tmp_path / "empty.txt").write_text("")
     for args, expected in [
@@ -497,7 +497,7 @@ def test_diagnose_ids_without_tokenizer_json(capsys):
     code, out, _ = run(capsys, "diagnose", SAMPLES / CHATML, "--ids", "17,248046,248045,5,248046")
     assert code == 1
     assert "ran_past_stop: token 2 is <|im_end|> (248046)" in out
-    # "(empty)" until #27: the content is unknown without tokenizer.json, not empty
+    # the content is unknown without tokenizer.json, not "(empty)"
     assert "a turn (<|im_start|>) at token 3 (content unknown without tokenizer.json)" in out
     assert "note: without tokenizer.json only control ids can be read, not the text" in out
 

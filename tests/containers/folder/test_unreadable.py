@@ -189,7 +189,7 @@ def test_a_corrupt_generation_config_in_a_cache_snapshot(tmp_path):
 
 
 def test_hub_pr_carries_a_new_file_and_says_why(fake_hub, run_eosfix):
-    from tests.batch.test_hub import sample_files
+    from tests.support.hubrepos import sample_files
 
     files = sample_files("chatml-missing-im-end")
     fake_hub.add_repo("org/broken", {**files, GEN: b'{"eos_token_id": 248044,'})

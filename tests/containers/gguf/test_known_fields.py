@@ -17,7 +17,6 @@ import pytest
 from eosfix.containers.gguf import read
 from eosfix.containers.gguf.read import KnownFields, model_from_header
 from eosfix.containers.gguf.remote import read_remote_header
-from tests.containers.gguf.test_real_llamacpp import ggml_vocab_files  # noqa: F401 (fixture)
 from tests.ggufs import BASE, chatml_pairs, kv, raw_gguf, str_kv
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -124,7 +123,7 @@ def test_siblings_still_share_their_tokens_after_hostile_headers():
 
 
 @pytest.mark.package_index
-def test_every_shipped_vocabulary_fits_the_default_budget(ggml_vocab_files):  # noqa: F811
+def test_every_shipped_vocabulary_fits_the_default_budget(ggml_vocab_files):
     """The default budget keeps every large field of each of llama.cpp's vocabularies
     (gemma-4's 262,144 tokens the largest), so their quantisations always share them."""
     for path in ggml_vocab_files:

@@ -11,11 +11,7 @@ eosfix reports as uncertain (and never counts on).
 from __future__ import annotations
 
 import importlib.metadata
-import os
 import shutil
-import subprocess
-import sys
-import tarfile
 from pathlib import Path
 
 import pytest
@@ -26,65 +22,10 @@ from eosfix.containers.gguf.pieces import DECODED_MODELS, piece
 from eosfix.containers.gguf.read import load_gguf
 from eosfix.runtimes import describe
 from eosfix.runtimes.llamacpp import LLAMA_CPP_COMMIT, LLAMA_CPP_PYTHON, end_of_generation
-from tests.conftest import unavailable
 from tests.ggufs import chatml, command_r, copy_with_templates, glm
 from tests.llamacpp_eog import real_eog
 
 pytestmark = pytest.mark.slow
-SDIST = "llama_cpp_python-0.3.36.tar.gz"
-MEMBERS = "vendor/llama.cpp/models/ggml-vocab-"
-
-
-def _cache() -> Path:
-    default = Path.home() / ".cache" / "eosfix-tests"
-    return Path(os.environ.get("EOSFIX_TEST_CACHE", default)) / "llama-cpp-python-0.3.36"
-
-
-def _sdist(cache: Path) -> Path:
-    """The sdist: EOSFIX_LLAMA_CPP_SDIST, the test cache, else ``pip download`` (registry)."""
-    given = os.environ.get("EOSFIX_LLAMA_CPP_SDIST")
-    if given:
-        return Path(given)
-    target = cache / SDIST
-    if not target.is_file():
-        cmd = [
-            sys.executable,
-            "-m",
-            "pip",
-            "download",
-            "--no-deps",
-            "--no-binary",
-            ":all:",
-            "llama-cpp-python==0.3.36",
-            "-d",
-            str(cache),
-        ]
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900, check=False)
-        if proc.returncode != 0 or not target.is_file():
-            unavailable(f"cannot get the llama-cpp-python 0.3.36 sdist: {proc.stderr[-300:]}")
-    return target
-
-
-@pytest.fixture(scope="session")
-def ggml_vocab_files() -> list[Path]:
-    """Every ggml-vocab-*.gguf of the llama-cpp-python 0.3.36 sdist, extracted once."""
-    cache = _cache()
-    folder = cache / "models"
-    if not (folder / ".complete").is_file():
-        cache.mkdir(parents=True, exist_ok=True)
-        with tarfile.open(_sdist(cache)) as tar:
-            folder.mkdir(exist_ok=True)
-            for m in tar.getmembers():
-                name = m.name.split("/", 1)[-1]
-                if name.startswith(MEMBERS) and name.endswith(".gguf") and m.isfile():
-                    src = tar.extractfile(m)
-                    assert src is not None
-                    with src, open(folder / Path(name).name, "wb") as dst:
-                        shutil.copyfileobj(src, dst)
-        (folder / ".complete").write_text("ok\n")
-    files = sorted(folder.glob("ggml-vocab-*.gguf"))
-    assert len(files) >= 19
-    return files
 
 
 def _agrees(path: Path, real: dict) -> None:
