@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from eosfix.containers.folder.container import fix_folder, open_folder
-from eosfix.containers.target import is_gguf, resolve
+from eosfix.containers.paths import is_gguf, resolve
 from eosfix.core.errors import EosfixError, RepoLoadError
 from eosfix.core.repo import ModelRepo
 from eosfix.decide import check as decide

@@ -19,6 +19,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("eosfix.containers",),
     ("eosfix.pipeline", "eosfix.ports"),
     ("eosfix.sources",),
+    ("eosfix.targets",),
     ("eosfix.batch",),
     ("eosfix.api",),
     ("eosfix.render",),

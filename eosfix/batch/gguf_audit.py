@@ -1,5 +1,5 @@
 """A GGUF repo as one row of an audit (``eosfix hub``): the verdict of its worst group of alike
-files (``eosfix.batch.gguf_hub`` checks them), its files summarised, a group that differs
+files (``eosfix.targets.gguf_hub`` checks them), its files summarised, a group that differs
 named, and the result whose ``params`` file a pull request carries."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from eosfix.batch.gguf_hub import GgufRepoCheck
 from eosfix.batch.verdict import Detail, Verdict, to_verdict
 from eosfix.pipeline import RepoResult
 from eosfix.sources.hub.gguf import quant_label
+from eosfix.targets.gguf_hub import GgufRepoCheck
 
 # A repo's verdict is its worst group's: the first of these its groups came to (a quant that
 # would not stop outweighs the others that do; one that cannot be read, those that are fine).

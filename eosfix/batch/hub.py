@@ -30,7 +30,6 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from eosfix.batch.gguf_audit import params_fix, repo_verdict
-from eosfix.batch.gguf_hub import check_gguf_repo
 from eosfix.batch.hubfetch import Fetcher, Plan
 from eosfix.batch.prs import PrPlan, carried_over, pr_extra
 from eosfix.batch.run import Done, Failure, Pending, Progress, Result, Run, Unit, in_order
@@ -41,6 +40,7 @@ from eosfix.pipeline import RepoResult
 from eosfix.sources.hub.http import Stopped, describe_error, hub_errors
 from eosfix.sources.hub.read import HubEntry, HubError, HubReader, ListingQuery
 from eosfix.sources.hub.write import PrOutcome
+from eosfix.targets.gguf_hub import check_gguf_repo
 
 STOPPED = Verdict("error", error="not checked: interrupted")  # left out of every output
 
@@ -192,7 +192,7 @@ class HubSource:
 
     def _check_gguf(self, entry: HubEntry, extra: Mapping[str, Any] | None = None) -> Unit:
         """A repo of GGUF files (``HubEntry.is_gguf``): checked by its files' headers, as
-        ``eosfix check ORG/REPO-GGUF`` does (``eosfix.batch.gguf_hub``), in this thread; its
+        ``eosfix check ORG/REPO-GGUF`` does (``eosfix.targets.gguf_hub``), in this thread; its
         verdict is its worst group's, its row names a file that differs. Interrupted while
         its headers were read: not checked."""
         try:

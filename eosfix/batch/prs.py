@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,85 +19,11 @@ from huggingface_hub import HfApi
 
 from eosfix import pipeline
 from eosfix.batch.run import Unit
-from eosfix.containers.folder.plan import FilePatch
-from eosfix.containers.gguf.hubparams import PARAMS_FILE
-from eosfix.core.repo import GENERATION_CONFIG
 from eosfix.pipeline import RepoResult
 from eosfix.sources.hub.http import describe_error, hub_errors
 from eosfix.sources.hub.read import HubReader
-from eosfix.sources.hub.write import PrError, PrOutcome, PullRequest, find_open_pr, open_pr
-
-Describe = Callable[[RepoResult], str]  # a fix PR's description (eosfix.render.pr)
-
-
-def token_user(api: HfApi) -> str | None:
-    """The user the token belongs to; None when the Hub does not say (no token, offline)."""
-    try:
-        return str(api.whoami()["name"])
-    except Exception:  # noqa: BLE001 - no token, offline...: the author is not checked
-        return None
-
-
-def fix_bytes(result: RepoResult) -> bytes | None:
-    """The generation_config.json a fix PR carries, or None when there is nothing to fix."""
-    patch = next(
-        (p for p in result.patches if isinstance(p, FilePatch) and p.file == GENERATION_CONFIG),
-        None,
-    )
-    return None if result.check is None or patch is None else patch.new_text.encode("utf-8")
-
-
-def params_bytes(result: RepoResult) -> bytes | None:
-    """The ``params`` file a GGUF repo's PR carries (what ``ollama run hf.co/...`` stops
-    on, planned by ``eosfix.batch.gguf_hub``), or None when it needs none."""
-    ollama = result.extra.get("ollama")
-    planned = ollama.get("planned") if isinstance(ollama, dict) else None
-    if result.check is None or not isinstance(planned, dict):
-        return None
-    return str(planned["new"]).encode("utf-8")
-
-
-def fix_of(result: RepoResult) -> tuple[str, str, bytes] | None:
-    """What a fix PR carries: (repo id, file, its new bytes): a repo's generation_config.json,
-    or a GGUF repo's ``params``; None when there is nothing a PR can fix."""
-    new_bytes = fix_bytes(result)
-    if new_bytes is not None:
-        return result.name, GENERATION_CONFIG, new_bytes
-    if "ollama" in result.extra:
-        new_bytes = params_bytes(result)
-        if new_bytes is not None:
-            return str(result.extra["repo_id"]), PARAMS_FILE, new_bytes
-    return None
-
-
-def open_fix_pr(
-    hf_api: HfApi, reader: HubReader, result: RepoResult, describe: Describe, me: str | None = None
-) -> PullRequest | None:
-    """Open one PR with the fix, unless the repo has an open eosfix PR (then it is reported,
-    updated with the new bytes, or left: ``eosfix.sources.hub.write``): a repo's
-    generation_config.json, or, for a GGUF on the Hub (a result of
-    ``eosfix.batch.gguf_hub``), the repo's ``params`` file (its header no PR can change).
-
-    ``result.extra`` holds the repo's ``sha`` and ``revision`` (and, for a GGUF, its
-    ``repo_id``). Returns None when there is nothing to fix; raises PrError when the Hub
-    refuses.
-    """
-    fix = fix_of(result)
-    if fix is None:
-        return None
-    repo_id, file, new_bytes = fix
-    return open_pr(
-        hf_api,
-        reader,
-        repo_id,
-        new_bytes,
-        revision=str(result.extra.get("revision", "main")),
-        parent_commit=str(result.extra.get("sha")),
-        description=describe(result),
-        me=me,
-        file=file,
-    )
-
+from eosfix.sources.hub.write import PrError, PrOutcome, find_open_pr
+from eosfix.targets.pr import Describe, fix_of, open_fix_pr, token_user
 
 # What a hub entry says about its pull request (the same keys for every entry, checked now
 # or carried over from --state): ``pr`` the outcome in words (PR_OUTCOMES, or "not opened:
@@ -178,7 +103,7 @@ class PrPlan:
 
     def settle(self, unit: Unit, result: RepoResult) -> Unit:
         """Open (or find) the PR that carries ``result``'s fix (a GGUF repo's: its params
-        file, ``eosfix.batch.gguf_hub``); its outcome goes into ``unit.extra``."""
+        file, ``eosfix.targets.gguf_hub``); its outcome goes into ``unit.extra``."""
         extra: dict[str, Any] = dict(unit.extra)
         if self.stopping:
             return unit.but(extra={**extra, **pr_extra("not opened: interrupted")})

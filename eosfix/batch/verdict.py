@@ -19,10 +19,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 from eosfix import pipeline
-from eosfix.analysis.terminators import STOP_STRING
 from eosfix.core.errors import EosfixError
 from eosfix.core.outcome import problem_of, verdict_of
-from eosfix.core.repo import TOKENIZER_JSON
+from eosfix.targets.hub import needs_tokenizer_json
 
 LABEL = "\ue000"  # stands for the repo's name in Verdict.text (a private-use character)
 
@@ -75,7 +74,7 @@ class Verdict:
     needs_tokenizer_json: bool = False  # some id can only come from tokenizer.json
     detail: Members | None = None  # result_to_dict() without path/name, encoded (JSON output)
     text: str | None = None  # render_repo_text() with LABEL for the name (text output)
-    # A GGUF repo (``eosfix.batch.gguf_hub.repo_verdict``): its files summarised, a file that
+    # A GGUF repo (``eosfix.batch.gguf_audit.repo_verdict``): its files summarised, a file that
     # differs named ("12 GGUF files alike", "Q8_0 differs in ...: would be fixed"); else None.
     gguf: str | None = None
 
@@ -147,21 +146,6 @@ def _relative(exc: EosfixError, root: Path) -> str | None:
         except ValueError:
             pass
     return None
-
-
-def needs_tokenizer_json(result: pipeline.RepoResult) -> bool:
-    """Whether some id can only come from tokenizer.json (transformers 5 layout, or unlisted)."""
-    check = result.check
-    if check is None:
-        return result.error is not None and TOKENIZER_JSON in str(result.error)
-    tok = check.repo.tokenizer_config
-    if tok is None or tok.added_tokens_decoder is None:
-        return True
-    if any(t.id is None for t in check.terminators.terminators if t.kind != STOP_STRING):
-        return True
-    if check.review is not None and check.review.unchecked:  # which token is this stop id?
-        return True
-    return check.tokenizer_eos is not None and check.tokenizer_eos.id is None
 
 
 def to_verdict(result: pipeline.RepoResult, detail: Detail | None) -> Verdict:

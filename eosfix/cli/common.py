@@ -8,18 +8,16 @@ from typing import Any
 
 import click
 
-from eosfix.containers.target import (
-    HubRepo,
-    NotChecked,
+from eosfix.containers.paths import (
     folder_of,
-    hub_repo,
     is_config_file,
     is_gguf,
     is_model_folder,
     model_folders_below,
 )
-from eosfix.core.errors import EosfixError
+from eosfix.core.errors import EosfixError, NotChecked
 from eosfix.render.report import LOCATED, RENDERER_BY_NAME, Report
+from eosfix.targets.parse import HubRepo, hub_repo
 
 
 def repo_dirs(paths: Sequence[str]) -> list[Path | HubRepo]:
@@ -27,7 +25,7 @@ def repo_dirs(paths: Sequence[str]) -> list[Path | HubRepo]:
     accounted for.
 
     ``org/name`` (or ``hf://org/name``) is a Hub repo when no local path has that name
-    (``eosfix.containers.target.hub_repo``).
+    (``eosfix.containers.paths.hub_repo``).
 
     A folder as given, plus every ``*.gguf`` under it (a llama.cpp or LM Studio models
     folder); a folder holding GGUFs stands for its GGUFs and every model folder under it

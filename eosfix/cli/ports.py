@@ -40,9 +40,9 @@ def open_repo(spec: str) -> Iterator[RepoCheck]:
         assert result.check is not None
         yield result.check
         return
-    from eosfix.batch.session import HubSession
     from eosfix.cli.hub import _quiet_hub
     from eosfix.sources.hub.read import HubError
+    from eosfix.targets.session import HubSession
 
     with _quiet_hub():
         result = HubSession().check(spec)

@@ -25,17 +25,11 @@ from eosfix.cli.common import (
     strict_option,
 )
 from eosfix.cli.term import color_option
-from eosfix.containers.target import (
-    HUB_PREFIX,
-    HubRepo,
-    NotChecked,
-    hub_repo,
-    is_gguf,
-    shadows_hub_id,
-)
-from eosfix.core.errors import EosfixError
+from eosfix.containers.paths import is_gguf
+from eosfix.core.errors import EosfixError, NotChecked
 from eosfix.pipeline import RepoResult
 from eosfix.render.report import Report
+from eosfix.targets.parse import HUB_PREFIX, HubRepo, hub_repo, shadows_hub_id
 
 EXIT_HELP = """Exit 0: nothing to fix (warnings alone too, unless --strict). 1: {one}.
     2: a path was not checked (missing, not a model folder or GGUF file, unreadable or invalid
@@ -99,11 +93,11 @@ def _check(target: Path | HubRepo, **options: Any) -> tuple[RepoResult, ...]:
 
 def _check_hub(hub: HubRepo, **options: Any) -> tuple[RepoResult, ...]:
     """A Hub target checked read-only, as every command checks one
-    (``eosfix.batch.session.check_hub_target``): a repo's small files, named ``org/name``, or
+    (``eosfix.targets.hub.check_hub_target``): a repo's small files, named ``org/name``, or
     a GGUF repo's files by their headers, each named ``org/name/FILE.gguf`` (what reading
     them cost, on stderr)."""
-    from eosfix.batch.session import check_hub_target
     from eosfix.cli.hub import _quiet_hub
+    from eosfix.targets.hub import check_hub_target
 
     if hub.problem is not None:
         return (RepoResult(Path(hub.repo_id), error=hub.problem, label=str(hub)),)

@@ -67,9 +67,9 @@ def upload(
     Example:
         eosfix upload me/model-mlx-4bit ./out --fix
     """
-    from eosfix.batch.session import check_before_upload, refusal_reason
     from eosfix.sources.hub.http import describe_error, hub_errors
     from eosfix.sources.hub.write import upload as upload_folder
+    from eosfix.targets.session import check_before_upload, refusal_reason
 
     repo_id, path = _repo_and_folder(repo_id, folder)
     result = check_before_upload(path, fix=do_fix)

@@ -19,6 +19,11 @@ class EosfixError(Exception):
         return f"{self.path}: {self.message}" if self.path else self.message
 
 
+class NotChecked(EosfixError):
+    """A path or name eosfix does not check (missing, not a model folder, not a Hub repo
+    id...), with the reason."""
+
+
 class RepoLoadError(EosfixError):
     """A file of the model repository cannot be read or parsed."""
 

@@ -1,7 +1,7 @@
 """What a GGUF file on the Hub adds to its text block: which files it stands for, why no pull
 request can fix its header (and what works today), and what ``ollama run hf.co/...`` gets.
 
-Everything comes from the result (``eosfix.batch.gguf_hub`` puts it in ``extra``): this
+Everything comes from the result (``eosfix.targets.gguf_hub`` puts it in ``extra``): this
 module formats.
 """
 
@@ -18,7 +18,7 @@ SHOWN = 6  # alike files named in the title before "and N more"
 
 
 def is_hub_gguf(r: RepoResult) -> bool:
-    """A GGUF file read on the Hub (``eosfix.batch.gguf_hub``)."""
+    """A GGUF file read on the Hub (``eosfix.targets.gguf_hub``)."""
     return r.container == "gguf" and "file" in r.extra and "repo_id" in r.extra
 
 

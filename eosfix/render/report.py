@@ -12,8 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from eosfix.analysis.terminators import TemplateAnalysis, Terminator
-from eosfix.containers.target import NotChecked
-from eosfix.core.errors import VerificationError, WriteError
+from eosfix.core.errors import NotChecked, VerificationError, WriteError
 from eosfix.core.outcome import (
     EXIT_FINDINGS,
     EXIT_INPUT,

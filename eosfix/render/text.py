@@ -29,7 +29,7 @@ from eosfix.analysis.positions import (
     VERDICT,
 )
 from eosfix.analysis.terminators import Placement, Terminator
-from eosfix.containers.target import cache_snapshot
+from eosfix.containers.paths import cache_snapshot
 from eosfix.core.codes import Finding, Severity
 from eosfix.core.repo import GENERATION_CONFIG
 from eosfix.decide.check import RepoCheck, Status

@@ -37,13 +37,13 @@ from fastapi.responses import JSONResponse
 from huggingface_hub import WebhookPayload
 from pydantic import ValidationError
 
-from eosfix.batch.session import HubSession
-from eosfix.containers.target import is_hub_id
+from eosfix.core.hubid import is_hub_id
 from eosfix.serve.bot import Bot
 from eosfix.serve.config import ServeConfig
 from eosfix.serve.journal import Journal, Push, new_push
 from eosfix.serve.limits import BoundedBody, Guard
 from eosfix.serve.page import attach_page
+from eosfix.targets.session import HubSession
 
 DEFAULT_BRANCH = "refs/heads/main"
 _COMMIT = re.compile(r"[0-9a-f]{40}")

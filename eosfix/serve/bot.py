@@ -30,7 +30,6 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
-from eosfix.batch.session import HubSession
 from eosfix.core.outcome import verdict_of
 from eosfix.pipeline import RepoResult
 from eosfix.serve.config import ServeConfig
@@ -38,6 +37,7 @@ from eosfix.serve.journal import Journal, Outcome, Push
 from eosfix.sources.hub.http import describe_error, hub_errors
 from eosfix.sources.hub.read import HubEntry, HubError
 from eosfix.sources.hub.write import PrOutcome
+from eosfix.targets.session import HubSession
 
 log = logging.getLogger("eosfix.serve")
 

@@ -60,10 +60,8 @@ from starlette.exceptions import HTTPException
 from starlette.formparsers import MultiPartException
 
 from eosfix import pipeline
-from eosfix.batch.prs import fix_bytes
-from eosfix.batch.session import HubCheck, HubSession, check_hub_target
-from eosfix.containers.target import HubRepo, is_hub_id
 from eosfix.core.codes import CODES
+from eosfix.core.hubid import is_hub_id
 from eosfix.pipeline import RepoResult
 from eosfix.render.gguf_hub import is_hub_gguf
 from eosfix.render.pr import pr_description
@@ -74,6 +72,10 @@ from eosfix.serve.limits import Busy, Limiter, RateLimited, Slots
 from eosfix.sources.hub.http import hub_errors
 from eosfix.sources.hub.read import HubError
 from eosfix.sources.hub.write import PrOutcome, PullRequest, find_open_pr
+from eosfix.targets.hub import HubCheck, check_hub_target
+from eosfix.targets.parse import HubRepo
+from eosfix.targets.pr import fix_bytes
+from eosfix.targets.session import HubSession
 
 log = logging.getLogger("eosfix.serve.page")
 T = TypeVar("T")

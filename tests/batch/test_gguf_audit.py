@@ -1,5 +1,5 @@
 """GGUF repos in a Hub audit (``eosfix hub``): one row per repo, by the same header check as
-``eosfix check ORG/REPO-GGUF`` (eosfix.batch.gguf_hub), against the stand-in Hub's GGUF
+``eosfix check ORG/REPO-GGUF`` (eosfix.targets.gguf_hub), against the stand-in Hub's GGUF
 publisher (tests/hubserver.py add_gguf_org); --state, Ctrl-C and every output format."""
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ import pytest
 
 from eosfix.batch.hub import HubSource
 from eosfix.batch.run import Run
-from eosfix.batch.session import check_hub_target
 from eosfix.batch.verdict import Verdict
-from eosfix.containers.target import hub_repo
 from eosfix.sources.hub.read import HubReader, ListingQuery
+from eosfix.targets.hub import check_hub_target
+from eosfix.targets.parse import hub_repo
 from tests.hubserver import GGUF_ORG, add_gguf_org
 from tests.render.test_schema import BATCH, check_csv, check_markdown, valid
 

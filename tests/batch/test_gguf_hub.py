@@ -1,4 +1,4 @@
-"""A GGUF repo on the Hub checked by its files' headers (eosfix.batch.gguf_hub), against the
+"""A GGUF repo on the Hub checked by its files' headers (eosfix.targets.gguf_hub), against the
 stand-in Hub's GGUF publisher (tests/hubserver.py add_gguf_org): every quantisation read by
 ranges, a differing one named, ``ollama run hf.co/...``'s params, one line per broken file;
 ``eosfix check`` with each spelling of a Hub GGUF."""
@@ -9,13 +9,14 @@ import json
 
 import pytest
 
-from eosfix.batch.gguf_hub import check_gguf_repo, read_files
-from eosfix.batch.session import HubSession, check_hub_target
 from eosfix.containers.gguf.read import KnownFields, read_header
-from eosfix.containers.target import hub_repo
 from eosfix.render.pr import pr_description
 from eosfix.sources.hub.read import HubEntry, HubReader
 from eosfix.sources.hub.write import PrOutcome
+from eosfix.targets.gguf_hub import check_gguf_repo, read_files
+from eosfix.targets.hub import check_hub_target
+from eosfix.targets.parse import hub_repo
+from eosfix.targets.session import HubSession
 from tests import ggufs
 from tests.hubserver import GGUF_ORG, add_gguf_org, add_gguf_repo
 from tests.render.test_schema import CHECK, valid

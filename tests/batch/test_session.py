@@ -7,11 +7,12 @@ import json
 
 import pytest
 
-from eosfix.batch.session import HubSession, check_hub_repo
 from eosfix.cli import main
 from eosfix.serve.bot import Bot
 from eosfix.serve.config import ServeConfig
 from eosfix.serve.journal import Journal, Push
+from eosfix.targets.hub import check_hub_repo
+from eosfix.targets.session import HubSession
 from tests.cachebuilder import chatml_files
 
 TOKENIZER_ONLY = "org/tokenizer"

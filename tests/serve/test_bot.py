@@ -25,12 +25,12 @@ import pytest
 pytest.importorskip("fastapi")
 uvicorn = pytest.importorskip("uvicorn")
 
-from eosfix.batch.session import HubSession
 from eosfix.render.pr import pr_description
 from eosfix.serve.app import create_app
 from eosfix.serve.config import ServeConfig, ServeConfigError, load_config
 from eosfix.serve.limits import server
 from eosfix.sources.hub.write import PR_TITLE_PREFIX
+from eosfix.targets.session import HubSession
 from tests.conftest import SAMPLES
 
 SECRET = "s3cret-webhook"

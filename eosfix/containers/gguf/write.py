@@ -48,7 +48,7 @@ from eosfix.containers.gguf.read import (
     shard_name,
     tensor_info_end,
 )
-from eosfix.containers.target import is_ollama_blob
+from eosfix.containers.paths import is_ollama_blob
 from eosfix.core.errors import VerificationError, WriteError
 from eosfix.core.fileio import (
     check_writable,

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from eosfix.containers.gguf.container import open_gguf
 from eosfix.containers.ollama.read import OllamaModel
-from eosfix.containers.target import is_gguf
+from eosfix.containers.paths import is_gguf
 from eosfix.core.codes import Finding, Severity
 from eosfix.core.errors import EosfixError, RepoLoadError
 from eosfix.decide.check import RepoCheck, check

@@ -19,7 +19,7 @@ Weights are never downloaded: only ``eosfix.core.repo.RELEVANT_FILES`` and
 ``additional_chat_templates/*.jinja``, plus tokenizer.json when an id cannot be resolved
 without it. The token is whatever huggingface_hub finds unless one is given; it is never
 printed or logged. Nothing here checks or prints: ``eosfix.batch.hub`` runs an audit,
-``eosfix.batch.session`` checks a few repos. Requests go through ``eosfix.sources.hub.http``
+``eosfix.targets.session`` checks a few repos. Requests go through ``eosfix.sources.hub.http``
 (retries, rate limits); pull requests and uploads through ``eosfix.sources.hub.write``.
 """
 
@@ -49,7 +49,7 @@ from eosfix.sources.hub.store import Manifest, Store, git_sha1
 _SHA_RE = re.compile(r"^[0-9a-f]{40}$")
 _ID_RE = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")
 # gguf: the Hub's summary of a GGUF repo (chat template, bos/eos texts, architecture): a
-# repo with GGUF files is read by its headers (eosfix.batch.gguf_hub), not its small files.
+# repo with GGUF files is read by its headers (eosfix.targets.gguf_hub), not its small files.
 _EXPAND = (("expand", "sha"), ("expand", "siblings"), ("expand", "gguf"))
 # What an audit reads of each listed repo: its commit and file names (the files to fetch),
 # its tags (``base_model:...``: which repos were made from one another), whether it is gated,

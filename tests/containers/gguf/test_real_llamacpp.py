@@ -242,8 +242,8 @@ def test_remote_reads_agree_with_real_llama_cpp_on_the_file_downloaded_whole(
     bytes, downloaded whole."""
     from huggingface_hub import hf_hub_download
 
-    from eosfix.batch.gguf_hub import check_gguf_repo
     from eosfix.sources.hub.read import HubEntry, HubReader
+    from eosfix.targets.gguf_hub import check_gguf_repo
 
     written = [
         chatml(tmp_path / "chatml.gguf"),

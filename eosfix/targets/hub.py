@@ -1,0 +1,155 @@
+"""One Hub repo checked, for every command, the page and the bot.
+
+``check_hub_target``: a Hub target checked read-only: a GGUF repo by its GGUF files' headers
+(``eosfix.targets.gguf_hub``), any other repo by its small files (``check_hub_repo``: the
+files into eosfix's store, ``eosfix.sources.hub.read``, then the pipeline). For an
+organisation use the batch (``eosfix.batch.hub``), which reads the same files and judges them
+by the same rules.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from eosfix import pipeline
+from eosfix.analysis.terminators import STOP_STRING
+from eosfix.core.errors import EosfixError, RepoLoadError
+from eosfix.core.repo import TOKENIZER_JSON
+from eosfix.pipeline import RepoResult
+from eosfix.runtimes import Pins
+from eosfix.sources.hub.http import describe_error, hub_errors
+from eosfix.sources.hub.read import HubEntry, HubError, HubReader, fetch_repo_files
+from eosfix.targets.parse import HubRepo
+
+
+def needs_tokenizer_json(result: pipeline.RepoResult) -> bool:
+    """Whether some id can only come from tokenizer.json (transformers 5 layout, or unlisted)."""
+    check = result.check
+    if check is None:
+        return result.error is not None and TOKENIZER_JSON in str(result.error)
+    tok = check.repo.tokenizer_config
+    if tok is None or tok.added_tokens_decoder is None:
+        return True
+    if any(t.id is None for t in check.terminators.terminators if t.kind != STOP_STRING):
+        return True
+    if check.review is not None and check.review.unchecked:  # which token is this stop id?
+        return True
+    return check.tokenizer_eos is not None and check.tokenizer_eos.id is None
+
+
+def check_hub_repo(
+    repo_id: str,
+    revision: str | None = None,
+    *,
+    reader: HubReader | None = None,
+    keep_ids: Iterable[int] = (),
+    pins: Pins | None = None,
+    config_json: bool = False,
+    entry: HubEntry | None = None,
+) -> RepoResult:
+    """The one check of a Hub repo by id: its small files into eosfix's store (tokenizer.json
+    too when an id lives only there), then the pipeline, read-only. A repo with no config.json,
+    generation_config.json or weights holds no model: nothing is proposed for it, as ``eosfix
+    hub`` says too. The result is named ``org/name``; an error about a file names the repo id
+    and the file (``org/name/generation_config.json``), never eosfix's store; ``extra`` holds
+    ``repo_id``, ``revision`` and ``sha`` (None when the Hub named no commit). ``entry``: the
+    repo already resolved (``check_hub_target``)."""
+    extra: dict[str, object] = {"repo_id": repo_id, "revision": revision or "main", "sha": None}
+    options: dict[str, Any] = {"keep_ids": keep_ids, "pins": pins, "config_json": config_json}
+    try:
+        fetched = fetch_repo_files(repo_id, revision, reader=reader, entry=entry)
+        extra["sha"] = fetched.sha
+        result = pipeline.check_folder(fetched.path, label=repo_id, model=fetched.model, **options)
+        if fetched.has_tokenizer_json and needs_tokenizer_json(result):
+            fetched = fetch_repo_files(repo_id, fetched.sha, reader=reader, tokenizer_json=True)
+            result = pipeline.check_folder(
+                fetched.path, label=repo_id, model=fetched.model, **options
+            )
+    except HubError as exc:
+        return RepoResult(Path(repo_id), error=exc, label=repo_id, extra=extra)
+    error = _relabel(result.error, fetched.path, repo_id)
+    return dataclasses.replace(result, path=Path(repo_id), error=error, extra=extra)
+
+
+@dataclass(frozen=True)
+class HubCheck:
+    """What a Hub target gave: its results (one for a repo of small files; for a GGUF repo one
+    per group of alike files, ``eosfix.targets.gguf_hub``) and, for a GGUF repo, a line saying
+    what reading the headers cost; ``note``: a repo checked by its small files that also holds
+    GGUF files says how to check those."""
+
+    results: tuple[RepoResult, ...]
+    summary: str | None = None
+    note: str | None = None
+
+
+def check_hub_target(
+    target: HubRepo,
+    *,
+    reader: HubReader | None = None,
+    keep_ids: Iterable[int] = (),
+    pins: Pins | None = None,
+    config_json: bool = False,
+) -> HubCheck:
+    """Every command's check of a Hub target: a GGUF repo (``hf.co/org/name:TAG``,
+    ``org/name/FILE.gguf``, or a repo of GGUF files without a tokenizer's files) by its
+    GGUF files' headers (``eosfix.targets.gguf_hub``); any other repo by its small files
+    (``check_hub_repo``). One info request resolves the repo for both."""
+    from eosfix.sources.hub.gguf import model_files
+    from eosfix.targets.gguf_hub import check_gguf_repo, summary
+
+    reader = reader or HubReader(workers=8)
+    repo_id = target.repo_id
+    name = str(target)
+    try:
+        entry = reader.resolve(HubEntry(repo_id))
+        if not (target.gguf or entry.is_gguf):
+            result = check_hub_repo(repo_id, reader=reader, keep_ids=keep_ids, pins=pins,
+                                    config_json=config_json, entry=entry)  # fmt: skip
+            n = len(model_files(entry.ggufs))
+            note = (
+                f"{repo_id}: checked by its tokenizer and config files; it also holds {n} GGUF "
+                f"file{'s' * (n != 1)}: eosfix check hf.co/{repo_id} reads their headers"
+            ) if n else None  # fmt: skip
+            return HubCheck((result,), note=note)
+        if not model_files(entry.ggufs):
+            raise RepoLoadError("no GGUF model file in this repo", path=name)
+        checked = check_gguf_repo(
+            reader, entry, tag=target.tag, path=target.file, keep_ids=keep_ids, pins=pins
+        )
+    except hub_errors() as exc:
+        message, status = describe_error(exc)
+        return HubCheck((_failed(target, HubError(message, repo_id=name, status=status)),))
+    except EosfixError as exc:
+        if exc.path == repo_id:  # about the repo: named as it was given (hf.co/org/name:TAG)
+            exc = copy.copy(exc)
+            exc.path = name
+        return HubCheck((_failed(target, exc),))
+    return HubCheck(checked.results, summary(checked))
+
+
+def _failed(target: HubRepo, error: EosfixError) -> RepoResult:
+    """A Hub target that could not be checked at all (not found, gated, no GGUF file)."""
+    extra: dict[str, object] = {"repo_id": target.repo_id, "revision": "main", "sha": None}
+    kind = "gguf" if target.gguf else "folder"
+    return RepoResult(
+        Path(target.repo_id), error=error, label=str(target), extra=extra, container=kind
+    )
+
+
+def _relabel(error: EosfixError | None, folder: Path, repo_id: str) -> EosfixError | None:
+    """Name a file by its place in the repo (``org/name/file``), not the work folder."""
+    if error is None or error.path is None:
+        return error
+    try:
+        rel = Path(error.path).relative_to(folder)
+    except ValueError:
+        return error
+    relabelled = copy.copy(error)
+    relabelled.path = f"{repo_id}/{rel.as_posix()}" if rel.parts else repo_id
+    return relabelled
