@@ -115,9 +115,9 @@ def _named(spec: str) -> Iterator[None]:
     try:
         yield
     except EosfixError as exc:
-        if exc.path is None:
-            exc.path = spec
-        raise
+        if exc.path is not None:
+            raise
+        raise exc.but(path=spec) from None
 
 
 def _visible(text: str, specials: list[tuple[str, int]]) -> list[str]:

@@ -121,10 +121,7 @@ def _with_not_local(exc: EosfixError, hub: HubRepo) -> EosfixError:
     for a Hub id for that reason (``HubRepo.not_local``)."""
     if not hub.not_local:
         return exc
-    said = type(exc).__new__(type(exc))  # the same kind of error (its fields as they are)
-    said.__dict__.update(vars(exc), message=f"{exc.message}{hub.not_local}")
-    said.args = (said.message,)
-    return said
+    return exc.but(message=f"{exc.message}{hub.not_local}")
 
 
 def _note_shadowed(paths: Sequence[str]) -> None:

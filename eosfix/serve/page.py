@@ -29,7 +29,6 @@ another origin) and ``nosniff``; every text from a repo is escaped by the templa
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import hmac
 import logging
@@ -478,9 +477,7 @@ def _check_files(given: dict[str, bytes]) -> RepoResult:
         if error is not None and error.path is not None:  # name the file, not the folder
             inside = Path(error.path)
             named = inside.name if inside.parent == Path(folder) else "your files"
-            error = copy.copy(error)
-            error.path = named
-            result = dataclasses.replace(result, error=error)
+            result = dataclasses.replace(result, error=error.but(path=named))
     return result
 
 

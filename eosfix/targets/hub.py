@@ -9,7 +9,6 @@ by the same rules.
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -127,8 +126,7 @@ def check_hub_target(
         return HubCheck((_failed(target, HubError(message, repo_id=name, status=status)),))
     except EosfixError as exc:
         if exc.path == repo_id:  # about the repo: named as it was given (hf.co/org/name:TAG)
-            exc = copy.copy(exc)
-            exc.path = name
+            exc = exc.but(path=name)
         return HubCheck((_failed(target, exc),))
     return HubCheck(checked.results, summary(checked))
 
@@ -150,6 +148,4 @@ def _relabel(error: EosfixError | None, folder: Path, repo_id: str) -> EosfixErr
         rel = Path(error.path).relative_to(folder)
     except ValueError:
         return error
-    relabelled = copy.copy(error)
-    relabelled.path = f"{repo_id}/{rel.as_posix()}" if rel.parts else repo_id
-    return relabelled
+    return error.but(path=f"{repo_id}/{rel.as_posix()}" if rel.parts else repo_id)
