@@ -5,9 +5,10 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING
 
-from typing_extensions import Self
+if TYPE_CHECKING:
+    from typing_extensions import Self  # typing.Self from Python 3.11
 
 
 class _Same:
@@ -15,7 +16,6 @@ class _Same:
 
 
 SAME = _Same()
-E = TypeVar("E", bound="EosfixError")
 
 
 class EosfixError(Exception):
