@@ -17,7 +17,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("eosfix.analysis",),
     ("eosfix.decide",),
     ("eosfix.containers",),
-    ("eosfix.pipeline", "eosfix.ports"),
+    ("eosfix.pipeline", "eosfix.ports", "eosfix.result"),
     ("eosfix.sources",),
     ("eosfix.targets",),
     ("eosfix.batch",),

@@ -25,18 +25,28 @@ from __future__ import annotations
 import dataclasses
 import math
 import threading
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from eosfix.batch.gguf_audit import params_fix, repo_verdict
 from eosfix.batch.hubfetch import Fetcher, Plan
-from eosfix.batch.prs import PrPlan, carried_over, pr_extra
-from eosfix.batch.run import Done, Failure, Pending, Progress, Result, Run, Unit, in_order
+from eosfix.batch.prs import PrPlan, carried_over
+from eosfix.batch.run import (
+    Done,
+    Failure,
+    Pending,
+    Progress,
+    PrState,
+    Result,
+    Run,
+    Unit,
+    in_order,
+)
 from eosfix.batch.state import StateError, StateFile, verdict_of_record
 from eosfix.batch.verdict import Detail, Verdict, with_error
 from eosfix.core.repo import TOKENIZER_JSON
-from eosfix.pipeline import RepoResult
+from eosfix.result import RepoResult
 from eosfix.sources.hub.http import Stopped, describe_error, hub_errors
 from eosfix.sources.hub.read import HubEntry, HubError, HubReader, ListingQuery
 from eosfix.sources.hub.write import PrOutcome
@@ -122,13 +132,13 @@ class HubSource:
             record = self.state.recorded(entry.repo_id, entry.sha)
         if record is None:
             return None
-        found, extra = verdict_of_record(record)
-        unit = Unit(entry, verdict=found, extra={**carried_over(extra), "resumed": True})
+        found, fields = verdict_of_record(record)
+        unit = Unit(entry, verdict=found, pr=carried_over(fields), resumed=True)
         if self.prs is not None and self.prs.wants(unit):
             return None  # its pull request is still to be opened: check it again
         with self._lock:
             self.resumed += 1
-            self.carried += unit.extra["pr"] == PrOutcome.CARRIED_OVER.value
+            self.carried += unit.pr is not None and unit.pr.words == PrOutcome.CARRIED_OVER.value
         return unit
 
     # --- 2. files in ----------------------------------------------------------------------------
@@ -138,7 +148,7 @@ class HubSource:
 
         def start(unit: Unit) -> Pending:
             if unit.verdict is not None:
-                if detail and unit.extra.get("resumed"):
+                if detail and unit.resumed:
                     return self._io.submit(self._rederive, unit, self.fetcher.files.number())
                 return Done(unit)
             assert isinstance(unit.item, HubEntry)
@@ -158,7 +168,7 @@ class HubSource:
         assert entry.sha is not None
         if entry.is_gguf:  # its headers again (its verdict and groups are the record's)
             self.fetcher.files.finish(i)
-            return self._check_gguf(entry, unit.extra)
+            return self._check_gguf(entry, unit)
         try:
             _, manifest = self.fetcher.bring(entry, i, identify=False)
         except Exception as exc:  # noqa: BLE001 - one repo's failure is its error line
@@ -190,7 +200,7 @@ class HubSource:
         assert entry.sha is not None
         return Unit(entry, self.reader.store.snapshot(entry.sha), manifest.key)
 
-    def _check_gguf(self, entry: HubEntry, extra: Mapping[str, Any] | None = None) -> Unit:
+    def _check_gguf(self, entry: HubEntry, resumed: Unit | None = None) -> Unit:
         """A repo of GGUF files (``HubEntry.is_gguf``): checked by its files' headers, as
         ``eosfix check ORG/REPO-GGUF`` does (``eosfix.targets.gguf_hub``), in this thread; its
         verdict is its worst group's, its row names a file that differs. Interrupted while
@@ -206,7 +216,8 @@ class HubSource:
         if fix is not None:
             with self._lock:
                 self._gguf_prs[entry.repo_id] = fix
-        return Unit(entry, verdict=found, extra={**(extra or {}), "gguf_groups": groups})
+        unit = resumed.but(verdict=found) if resumed is not None else Unit(entry, verdict=found)
+        return unit.but(gguf_groups=tuple(groups))
 
     def _error(self, exc: Exception) -> Verdict:
         if self.stopping and isinstance(exc, Stopped):
@@ -251,7 +262,7 @@ class HubSource:
         assert self.prs is not None
         with self._lock:
             gguf = self._gguf_prs.pop(unit.item.repo_id, None)
-        if gguf is not None and not unit.extra.get("pr_url"):  # a GGUF repo's params file
+        if gguf is not None and not (unit.pr and unit.pr.url):  # a GGUF repo's params file
             return self._writes.submit(self.prs.settle, unit, gguf)
         if unit.path is None or not self.prs.wants(unit):
             return Done(unit)
@@ -262,14 +273,14 @@ class HubSource:
             if unit.verdict is STOPPED:  # its requests were cut short: not checked
                 continue
             # every entry has the same keys, checked now or carried over
-            unit = _named(unit.but(extra={"resumed": False, **pr_extra(), **unit.extra}))
+            unit = _named(unit.but(resumed=bool(unit.resumed), pr=unit.pr or PrState()))
             self.done += 1
-            if self.state is not None and not self.state_error and not unit.extra["resumed"]:
+            if self.state is not None and not self.state_error and not unit.resumed:
                 assert unit.verdict is not None
                 item = unit.item
                 assert isinstance(item, HubEntry)
                 try:
-                    self.state.record(item.repo_id, item.sha, unit.verdict, dict(unit.extra))
+                    self.state.record(item.repo_id, item.sha, unit.verdict, unit.fields())
                 except StateError as exc:
                     self.state_error = exc
             yield unit

@@ -1,4 +1,5 @@
-"""The batch engine: many repos through the same stages, concurrently, streamed in order.
+"""The batch engine: many repos through the same stages, concurrently, streamed in order. One
+module: a unit, the stages that pass it on and the run that counts it change together.
 
 A **source** says where repos come from (``eosfix.batch.cache``: cache snapshots;
 ``eosfix.batch.hub``: a Hub listing; later, folders of GGUF files). It yields **units**
@@ -19,7 +20,7 @@ import functools
 import hashlib
 from collections import OrderedDict, deque
 from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -49,17 +50,60 @@ class Item(Protocol):
 
 
 @dataclass(frozen=True, slots=True)
+class PrState:
+    """What became of a unit's pull request (``eosfix hub --pr``, or carried over from a state
+    file): ``words`` the outcome (``eosfix.batch.prs``: "opened", "not opened: why"...; None:
+    none asked), its URL and number, whether this run created it, the error that stopped it."""
+
+    words: str | None = None
+    url: str | None = None
+    num: int | None = None
+    created: bool = False
+    error: str | None = None
+
+    def fields(self) -> dict[str, Any]:
+        """The keys every Hub entry has, in their order."""
+        return {
+            "pr": self.words, "pr_url": self.url, "pr_num": self.num, "pr_created": self.created,
+            "pr_error": self.error,
+        }  # fmt: skip
+
+    @classmethod
+    def of(cls, fields: Mapping[str, Any]) -> PrState:
+        """The state ``fields`` (a state file's record) say."""
+        return cls(
+            fields.get("pr"), fields.get("pr_url"), fields.get("pr_num"),
+            bool(fields.get("pr_created")), fields.get("pr_error"),
+        )  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
 class Unit:
-    """One repo revision moving through a batch."""
+    """One repo revision moving through a batch; what later stages add is typed: its pull
+    request (``pr``), whether a state file carried it over (``resumed``), a GGUF repo's groups
+    of alike files (``gguf_groups``, each as its JSON)."""
 
     item: Item
     path: Path | None = None  # its local folder, once the files are there
     key: Key | None = None
     verdict: Verdict | None = None  # set by the analysis, or earlier when it cannot happen
-    extra: Mapping[str, Any] = field(default_factory=dict)  # more output (pull request...)
+    pr: PrState | None = None
+    resumed: bool | None = None  # None: its source keeps no state (the cache)
+    gguf_groups: tuple[dict[str, Any], ...] | None = None
 
     def but(self, **changes: Any) -> Unit:
         return dataclasses.replace(self, **changes)
+
+    def fields(self) -> dict[str, Any]:
+        """What later stages add to the unit's JSON entry, in order."""
+        out: dict[str, Any] = {}
+        if self.resumed is not None:
+            out["resumed"] = self.resumed
+        if self.pr is not None:
+            out.update(self.pr.fields())
+        if self.gguf_groups is not None:
+            out["gguf_groups"] = list(self.gguf_groups)
+        return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,7 +244,8 @@ class Result:
     def row(self) -> Row:
         terms, eos, note = self.verdict.cells
         v = self.verdict
-        pr, num = str(self.unit.extra.get("pr") or ""), self.unit.extra.get("pr_num")
+        state = self.unit.pr or PrState()
+        pr, num = state.words or "", state.num
         pr += f" (#{num})" if pr and num is not None else ""
         cell = self.item.revision_cell
         return Row(self.item.repo_id, cell, terms, eos, v.name, note, pr, v.problem or "")
@@ -218,7 +263,7 @@ class Result:
                 runs_on=list(v.runs_on), stops_early=list(v.stops_early), error=v.error,
                 written=list(v.written),
             )  # fmt: skip
-        return head, v.detail, dict(self.unit.extra)
+        return head, v.detail, self.unit.fields()
 
 
 class Run:

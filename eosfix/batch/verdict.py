@@ -21,6 +21,7 @@ from typing import Any, Literal
 from eosfix import pipeline
 from eosfix.core.errors import EosfixError
 from eosfix.core.outcome import problem_of, verdict_of
+from eosfix.result import RepoResult
 from eosfix.targets.hub import needs_tokenizer_json
 
 LABEL = "\ue000"  # stands for the repo's name in Verdict.text (a private-use character)
@@ -51,7 +52,7 @@ class Detail:
     """
 
     kind: Literal["json", "text"]
-    render: Callable[[pipeline.RepoResult], Any]
+    render: Callable[[RepoResult], Any]
 
 
 @dataclass(frozen=True)
@@ -148,7 +149,7 @@ def _relative(exc: EosfixError, root: Path) -> str | None:
     return None
 
 
-def to_verdict(result: pipeline.RepoResult, detail: Detail | None) -> Verdict:
+def to_verdict(result: RepoResult, detail: Detail | None) -> Verdict:
     """The compact verdict of a RepoResult (whose check, probes and texts are then dropped)."""
     extra: Members | None = None
     if detail is not None and detail.kind == "json":

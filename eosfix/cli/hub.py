@@ -10,7 +10,7 @@ import contextlib
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import click
 
@@ -22,7 +22,7 @@ from eosfix.render.report import summary_parts
 
 if TYPE_CHECKING:
     from eosfix.batch.hub import HubSource
-    from eosfix.batch.run import Run
+    from eosfix.batch.run import PrState, Run
     from eosfix.batch.state import StateFile
 
 _token_option = click.option(
@@ -91,12 +91,12 @@ def _rate_note(run: Run) -> str:
     )
 
 
-def _pr_line(repo_id: str, extra: Any) -> str | None:
+def _pr_line(repo_id: str, state: PrState | None) -> str | None:
     """``org/name: pull request opened: URL`` (``opened earlier (#3)`` for one an earlier run
     opened, recorded in --state), or what happened instead; None without a PR."""
-    pr, url, num = extra.get("pr"), extra.get("pr_url"), extra.get("pr_num")
-    if not pr or extra.get("pr_error"):
+    if state is None or not state.words or state.error:
         return None
+    pr, url, num = state.words, state.url, state.num
     if pr == "opened earlier" and num is not None:
         pr = f"{pr} (#{num})"
     return f"{repo_id}: pull request {pr}" + (f": {url}" if url else "")
@@ -121,9 +121,10 @@ def _emit_text(run: Run, *, blocks: bool, hint: bool, quiet: bool = False) -> No
             text = v.text.replace(LABEL, repo) if v.text else f"{repo}: {words}"
             click.echo(text if not first else "\n" + text)
             first = True
-        if result.unit.extra.get("pr_error"):
-            click.echo(f"{repo}: error: {result.unit.extra['pr_error']}", err=True)
-        line = _pr_line(repo, result.unit.extra)
+        state = result.unit.pr
+        if state is not None and state.error:
+            click.echo(f"{repo}: error: {state.error}", err=True)
+        line = _pr_line(repo, state)
         if line:
             pr_lines.append(line)
         fixable = fixable or v.name == "fixable"

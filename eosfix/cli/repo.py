@@ -27,8 +27,8 @@ from eosfix.cli.common import (
 from eosfix.cli.term import color_option
 from eosfix.containers.paths import is_gguf
 from eosfix.core.errors import EosfixError, NotChecked
-from eosfix.pipeline import RepoResult
 from eosfix.render.report import Report
+from eosfix.result import RepoResult
 from eosfix.targets.parse import HUB_PREFIX, HubRepo, hub_repo, shadows_hub_id
 
 EXIT_HELP = """Exit 0: nothing to fix (warnings alone too, unless --strict). 1: {one}.
@@ -223,8 +223,7 @@ def fix(
             result = api.fix(target, config_json=config_json, keep_ids=keep_ids, pins=pins)
             for name in result.written:
                 click.echo(f"Fixing {target / name}", err=True)
-        notes = result.extra.get("notes")
-        for note in notes if isinstance(notes, list) else ():  # a hard link split: said, no fail
+        for note in result.notes:  # a hard link split: said, no fail
             click.echo(f"warning: {note}", err=True)
         report.record(result)
     flags = fix_flags(config_json, pins, keep_ids)
@@ -284,7 +283,7 @@ def _emit_diff(report: Report, flags: tuple[str, ...], quiet: bool) -> None:
 
 def _fix_gguf(
     path: Path, output: str | None, force: bool, keep_ids: tuple[int, ...], pins: dict[str, str]
-) -> Any:
+) -> RepoResult:
     """Fix one GGUF, with a progress bar (bytes, ETA) on a terminal while a rewrite copies."""
     from eosfix import api
     from eosfix.cli.progress import byte_progress
@@ -293,13 +292,13 @@ def _fix_gguf(
         result = api.fix_gguf(
             path, output=output, force=force, progress=progress, keep_ids=keep_ids, pins=pins
         )
-    write = result.extra.get("write")
-    if isinstance(write, dict):
-        first, *others = write["paths"]
-        if write["mode"] == "copy":
+    write = result.write
+    if write is not None:
+        first, *others = write.paths
+        if write.mode == "copy":
             click.echo(f"Copying {path} to {first} (nothing to fix)", err=True)
         else:
-            how = "in place" if write["mode"] == "in-place" else "rewritten"
+            how = "in place" if write.mode == "in-place" else "rewritten"
             click.echo(f"Fixing {first} ({how})", err=True)
         for n, other in enumerate(others, 2):
             click.echo(f"Copying shard {n} to {other}", err=True)

@@ -26,7 +26,6 @@ from eosfix.core.outcome import (
 )
 from eosfix.decide.check import Finding
 from eosfix.decide.runtime_table import RuntimeTable
-from eosfix.pipeline import RepoResult
 from eosfix.render.annotations import render_github, render_sarif
 from eosfix.render.runtimes import runtimes_line
 from eosfix.render.text import (
@@ -36,6 +35,7 @@ from eosfix.render.text import (
     render_repo_text,
     stop_source_text,
 )
+from eosfix.result import OllamaHub, RemoteGguf, RepoResult
 
 __all__ = [
     "EXIT_FINDINGS", "EXIT_INPUT", "EXIT_INTERNAL", "EXIT_OK", "KIND_TEXT", "RENDERER_BY_NAME",
@@ -224,7 +224,7 @@ def result_to_dict(r: RepoResult) -> dict[str, Any]:
             status="error", verdict="error", problem=None, runs_on=[], stops_early=[],
             error=str(r.error), written=list(r.written),
         )  # fmt: skip
-        out.update(r.extra)  # a Hub repo's repo_id, revision and sha
+        out.update(origin_fields(r))  # a Hub repo's repo_id, revision and sha...
         return out
     c = r.check
     assert c is not None
@@ -276,8 +276,70 @@ def result_to_dict(r: RepoResult) -> dict[str, Any]:
             "eos_token_id_source": b.stop.source,
             "findings": _findings(b.findings),
         }
-    out.update(r.extra)
+    out.update(origin_fields(r))
     return out
+
+
+def origin_fields(r: RepoResult) -> dict[str, Any]:
+    """The JSON keys of a result's origin, last in its entry: a Hub repo's ``repo_id``,
+    ``revision``, ``sha``; a GGUF on the Hub's ``file``, ``quant``, ``alike``, ``files``,
+    ``differs_from``/``differs_in`` (a group that differs), ``default_for`` and ``ollama``;
+    what ``fix`` wrote of a GGUF (``write``) and a write's ``notes``."""
+    out: dict[str, Any] = {}
+    if r.hub is not None:
+        out.update(repo_id=r.hub.repo_id, revision=r.hub.revision, sha=r.hub.sha)
+    group = r.gguf
+    if group is not None:
+        out["file"] = group.file
+        if group.read:
+            out.update(quant=group.quant, alike=list(group.alike))
+        out["files"] = [_remote_gguf(f) for f in group.files]
+        if group.differs_from is not None:
+            out.update(differs_from=group.differs_from, differs_in=list(group.differs_in))
+        if group.read:
+            out["default_for"] = list(group.default_for)
+    if r.ollama_hub is not None:
+        out["ollama"] = _ollama_hub(r.ollama_hub)
+    if r.write is not None:
+        w = r.write
+        out["write"] = {
+            "path": str(w.path), "paths": [str(p) for p in w.paths], "mode": w.mode,
+            "bytes": w.bytes_written, "data_sha256": w.data_sha256,
+        }  # fmt: skip
+    if r.notes:
+        out["notes"] = list(r.notes)
+    return out
+
+
+def _remote_gguf(f: RemoteGguf) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "path": f.path, "quant": f.quant, "size": f.size, "requests": f.requests,
+        "bytes_read": f.bytes_read, "metadata_bytes": f.metadata_bytes,
+    }  # fmt: skip
+    if len(f.shards) > 1:
+        out["shards"] = list(f.shards)
+    if f.error is not None:
+        out["error"] = f.error
+    return out
+
+
+def _ollama_hub(o: OllamaHub) -> dict[str, Any]:
+    """What ``ollama run hf.co/...`` gets, and the params a pull request would write."""
+    params, plan = o.params, o.plan
+    planned = None
+    if plan is not None:
+        planned = {
+            "stop": list(plan.after), "removed": list(plan.removed), "added": list(plan.added),
+            "control": list(o.control), "removed_control": list(o.removed_control),
+            "file": o.file, "old": plan.old, "new": plan.new,
+        }  # fmt: skip
+    return {
+        "params_from": params.source,
+        "conversion": params.conversion.path if params.conversion is not None else None,
+        "stop": list(params.stop),
+        "params_problem": params.problem,
+        "planned": planned,
+    }
 
 
 def render_json(results: list[RepoResult], report: Report, **_: Any) -> str:

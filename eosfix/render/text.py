@@ -33,9 +33,9 @@ from eosfix.containers.paths import cache_snapshot
 from eosfix.core.codes import Finding, Severity
 from eosfix.core.repo import GENERATION_CONFIG
 from eosfix.decide.check import RepoCheck, Status
-from eosfix.pipeline import Change, RepoResult
 from eosfix.render.gguf_hub import header_lines, is_hub_gguf, ollama_lines, title_suffix
 from eosfix.render.runtimes import runtimes_line, settled_lines
+from eosfix.result import Change, RepoResult
 
 NO_TEMPLATE_TEXT = (
     "no chat template: nothing to check (fine for a base model; a chat model without one has "
@@ -127,10 +127,10 @@ def fix_command(r: RepoResult, flags: Sequence[str] = ()) -> str:
     """The command that writes the planned fix, shell-quoted, with the flags that were given;
     for a Hugging Face cache snapshot, ``eosfix cache --fix`` (it replaces links safely); for
     a Hub repo checked by id, ``eosfix hub ID --pr`` (with its --keep-id flags)."""
-    if "repo_id" in r.extra and "sha" in r.extra:  # a Hub repo checked by id: a pull request
+    if r.hub is not None:  # a Hub repo checked by id: a pull request
         pairs = itertools.pairwise(flags)
         keep = [word for flag, value in pairs if flag == "--keep-id" for word in (flag, value)]
-        return shlex.join(["eosfix", "hub", str(r.extra["repo_id"]), "--pr", *keep])
+        return shlex.join(["eosfix", "hub", r.hub.repo_id, "--pr", *keep])
     folder = not r.path.is_file()  # a folder's options; a single file (GGUF) takes none
     snapshot = cache_snapshot(r.path) if folder else None
     if snapshot is not None:

@@ -31,7 +31,7 @@ from collections.abc import Callable
 from typing import Any
 
 from eosfix.core.outcome import verdict_of
-from eosfix.pipeline import RepoResult
+from eosfix.result import RepoResult
 from eosfix.serve.config import ServeConfig
 from eosfix.serve.journal import Journal, Outcome, Push
 from eosfix.sources.hub.http import describe_error, hub_errors
@@ -69,7 +69,7 @@ def report_markdown(result: RepoResult) -> str:
     check = result.check
     assert check is not None
     lines = [
-        f"eosfix checked commit {code(str(result.extra.get('sha')))} and found:",
+        f"eosfix checked commit {code(str(result.hub.sha if result.hub else None))} and found:",
         "",
         *(f"- **{f.code}** {code(f.file)}: {escape(f.message)}" for f in check.findings),
         "",

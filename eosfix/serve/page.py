@@ -61,9 +61,9 @@ from starlette.formparsers import MultiPartException
 from eosfix import pipeline
 from eosfix.core.codes import CODES
 from eosfix.core.hubid import is_hub_id
-from eosfix.pipeline import RepoResult
 from eosfix.render.gguf_hub import is_hub_gguf
 from eosfix.render.pr import pr_description
+from eosfix.result import RepoResult
 from eosfix.serve import view as views
 from eosfix.serve.audit import Audits
 from eosfix.serve.config import ServeConfig, ServeConfigError

@@ -19,14 +19,14 @@ from eosfix import pipeline
 from eosfix.analysis.terminators import STOP_STRING
 from eosfix.core.errors import EosfixError, RepoLoadError
 from eosfix.core.repo import TOKENIZER_JSON
-from eosfix.pipeline import RepoResult
+from eosfix.result import HubOrigin, RepoResult
 from eosfix.runtimes import Pins
 from eosfix.sources.hub.http import describe_error, hub_errors
 from eosfix.sources.hub.read import HubEntry, HubError, HubReader, fetch_repo_files
 from eosfix.targets.parse import HubRepo
 
 
-def needs_tokenizer_json(result: pipeline.RepoResult) -> bool:
+def needs_tokenizer_json(result: RepoResult) -> bool:
     """Whether some id can only come from tokenizer.json (transformers 5 layout, or unlisted)."""
     check = result.check
     if check is None:
@@ -55,14 +55,14 @@ def check_hub_repo(
     too when an id lives only there), then the pipeline, read-only. A repo with no config.json,
     generation_config.json or weights holds no model: nothing is proposed for it, as ``eosfix
     hub`` says too. The result is named ``org/name``; an error about a file names the repo id
-    and the file (``org/name/generation_config.json``), never eosfix's store; ``extra`` holds
-    ``repo_id``, ``revision`` and ``sha`` (None when the Hub named no commit). ``entry``: the
-    repo already resolved (``check_hub_target``)."""
-    extra: dict[str, object] = {"repo_id": repo_id, "revision": revision or "main", "sha": None}
+    and the file (``org/name/generation_config.json``), never eosfix's store; ``hub`` says
+    the repo id, the revision and the commit read (None when the Hub named none). ``entry``:
+    the repo already resolved (``check_hub_target``)."""
+    hub = HubOrigin(repo_id, revision or "main")
     options: dict[str, Any] = {"keep_ids": keep_ids, "pins": pins, "config_json": config_json}
     try:
         fetched = fetch_repo_files(repo_id, revision, reader=reader, entry=entry)
-        extra["sha"] = fetched.sha
+        hub = dataclasses.replace(hub, sha=fetched.sha)
         result = pipeline.check_folder(fetched.path, label=repo_id, model=fetched.model, **options)
         if fetched.has_tokenizer_json and needs_tokenizer_json(result):
             fetched = fetch_repo_files(repo_id, fetched.sha, reader=reader, tokenizer_json=True)
@@ -70,9 +70,9 @@ def check_hub_repo(
                 fetched.path, label=repo_id, model=fetched.model, **options
             )
     except HubError as exc:
-        return RepoResult(Path(repo_id), error=exc, label=repo_id, extra=extra)
+        return RepoResult(Path(repo_id), error=exc, label=repo_id, hub=hub)
     error = _relabel(result.error, fetched.path, repo_id)
-    return dataclasses.replace(result, path=Path(repo_id), error=error, extra=extra)
+    return dataclasses.replace(result, path=Path(repo_id), error=error, hub=hub)
 
 
 @dataclass(frozen=True)
@@ -133,11 +133,11 @@ def check_hub_target(
 
 def _failed(target: HubRepo, error: EosfixError) -> RepoResult:
     """A Hub target that could not be checked at all (not found, gated, no GGUF file)."""
-    extra: dict[str, object] = {"repo_id": target.repo_id, "revision": "main", "sha": None}
     kind = "gguf" if target.gguf else "folder"
     return RepoResult(
-        Path(target.repo_id), error=error, label=str(target), extra=extra, container=kind
-    )
+        Path(target.repo_id), error=error, label=str(target), hub=HubOrigin(target.repo_id),
+        container=kind,
+    )  # fmt: skip
 
 
 def _relabel(error: EosfixError | None, folder: Path, repo_id: str) -> EosfixError | None:

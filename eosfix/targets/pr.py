@@ -10,9 +10,8 @@ from collections.abc import Callable
 from huggingface_hub import HfApi
 
 from eosfix.containers.folder.plan import FilePatch
-from eosfix.containers.gguf.hubparams import PARAMS_FILE
 from eosfix.core.repo import GENERATION_CONFIG
-from eosfix.pipeline import RepoResult
+from eosfix.result import RepoResult
 from eosfix.sources.hub.read import HubReader
 from eosfix.sources.hub.write import PullRequest, open_pr
 
@@ -39,11 +38,10 @@ def fix_bytes(result: RepoResult) -> bytes | None:
 def params_bytes(result: RepoResult) -> bytes | None:
     """The ``params`` file a GGUF repo's PR carries (what ``ollama run hf.co/...`` stops
     on, planned by ``eosfix.targets.gguf_hub``), or None when it needs none."""
-    ollama = result.extra.get("ollama")
-    planned = ollama.get("planned") if isinstance(ollama, dict) else None
-    if result.check is None or not isinstance(planned, dict):
+    ollama = result.ollama_hub
+    if result.check is None or ollama is None or ollama.plan is None:
         return None
-    return str(planned["new"]).encode("utf-8")
+    return ollama.plan.new.encode("utf-8")
 
 
 def fix_of(result: RepoResult) -> tuple[str, str, bytes] | None:
@@ -52,10 +50,10 @@ def fix_of(result: RepoResult) -> tuple[str, str, bytes] | None:
     new_bytes = fix_bytes(result)
     if new_bytes is not None:
         return result.name, GENERATION_CONFIG, new_bytes
-    if "ollama" in result.extra:
+    if result.ollama_hub is not None and result.hub is not None:
         new_bytes = params_bytes(result)
         if new_bytes is not None:
-            return str(result.extra["repo_id"]), PARAMS_FILE, new_bytes
+            return result.hub.repo_id, result.ollama_hub.file, new_bytes
     return None
 
 
@@ -67,8 +65,7 @@ def open_fix_pr(
     generation_config.json, or, for a GGUF on the Hub (a result of
     ``eosfix.targets.gguf_hub``), the repo's ``params`` file (its header no PR can change).
 
-    ``result.extra`` holds the repo's ``sha`` and ``revision`` (and, for a GGUF, its
-    ``repo_id``). Returns None when there is nothing to fix; raises PrError when the Hub
+    ``result.hub`` says the repo's commit and revision (and, for a GGUF, its id). Returns None when there is nothing to fix; raises PrError when the Hub
     refuses.
     """
     fix = fix_of(result)
@@ -80,8 +77,8 @@ def open_fix_pr(
         reader,
         repo_id,
         new_bytes,
-        revision=str(result.extra.get("revision", "main")),
-        parent_commit=str(result.extra.get("sha")),
+        revision=result.hub.revision if result.hub is not None else "main",
+        parent_commit=str(result.hub.sha if result.hub is not None else None),
         description=describe(result),
         me=me,
         file=file,

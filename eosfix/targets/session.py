@@ -16,7 +16,7 @@ from huggingface_hub import CommitInfo, HfApi
 from eosfix import pipeline
 from eosfix.core.errors import EosfixError
 from eosfix.decide.check import Status
-from eosfix.pipeline import RepoResult
+from eosfix.result import RepoResult
 from eosfix.sources.hub.http import describe_error, hub_errors
 from eosfix.sources.hub.read import HubError, HubReader
 from eosfix.sources.hub.store import Store

@@ -50,9 +50,7 @@ def test_each_gguf_repo_is_one_row_with_the_checks_verdict(org, run_eosfix):
         order = ("problems", "fixable", "error", "ok")
         worst = min(names, key=lambda n: order.index(n) if n in order else len(order))
         assert entry["status"] == worst, name
-        assert [g["file"] for g in entry["gguf_groups"]] == [
-            r.extra["file"] for r in checked.results
-        ]
+        assert [g["file"] for g in entry["gguf_groups"]] == [r.gguf.file for r in checked.results]
     chat = entries["Chat-7B-GGUF"]
     assert chat["verdict"] == "fixable"  # the older Q2_K: llama.cpp runs on past its turn end
     assert chat["file"] == "Chat-7B-Q2_K.gguf"

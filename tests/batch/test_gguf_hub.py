@@ -40,7 +40,7 @@ def _entry(repo_id: str) -> HubEntry:
 
 
 def _by_file(results):
-    return {r.extra["file"]: r for r in results}
+    return {r.gguf.file: r for r in results}
 
 
 def test_every_quant_read_and_the_older_one_named(org):
@@ -48,15 +48,15 @@ def test_every_quant_read_and_the_older_one_named(org):
     assert next(f.path for f in checked.files) == "Chat-7B-Q4_K_M.gguf"  # llama.cpp's default
     assert len(checked.files) == 6
     main, older = checked.results
-    assert main.extra["file"] == "Chat-7B-Q4_K_M.gguf"
-    assert sorted(main.extra["alike"]) == [
+    assert main.gguf.file == "Chat-7B-Q4_K_M.gguf"
+    assert sorted(main.gguf.alike) == [
         "Chat-7B-Q3_K_M.gguf", "Chat-7B-Q5_K_M.gguf", "Chat-7B-Q6_K.gguf", "Chat-7B-Q8_0.gguf",
     ]  # fmt: skip
-    assert main.extra["default_for"] == ["llama.cpp", "ollama"]
+    assert main.gguf.default_for == ("llama.cpp", "ollama")
     assert main.status.value == "ok"
-    assert older.extra["file"] == "Chat-7B-Q2_K.gguf"
-    assert older.extra["differs_from"] == "Chat-7B-Q4_K_M.gguf"
-    assert older.extra["differs_in"] == ["tokenizer.ggml.eot_token_id"]
+    assert older.gguf.file == "Chat-7B-Q2_K.gguf"
+    assert older.gguf.differs_from == "Chat-7B-Q4_K_M.gguf"
+    assert older.gguf.differs_in == ("tokenizer.ggml.eot_token_id",)
     assert older.status.value == "fixable"
     assert [f.code for f in older.check.findings] == ["EOS201"]
     # each file: a redirect to the CDN and one range (sized from the first file), its bytes
@@ -89,20 +89,20 @@ def test_per_file_requests_and_bytes_are_in_the_json(org, run_eosfix):
 
 def test_a_params_file_that_cuts_replies_and_the_one_a_pull_request_writes(org):
     (result,) = check_gguf_repo(HubReader(), _entry(REASONER)).results
-    ollama = result.extra["ollama"]
-    assert ollama["params_from"] == "params file"
-    assert ollama["stop"] == ["<|think_end|>"]
+    ollama = result.ollama_hub
+    assert ollama.params.from_file
+    assert ollama.params.stop == ("<|think_end|>",)
     row = next(r for r in result.runtimes.rows if r.runtime == "ollama hf.co")
     assert row.stops_before == {"<|turn_end|>": False}
     assert row.early_before == {"<|think_end|>": 98}
     assert row.ok_after
-    planned = ollama["planned"]
-    assert (planned["stop"], planned["removed"], planned["added"]) == (
-        ["<|turn_end|>"], ["<|think_end|>"], ["<|turn_end|>"],
+    planned = ollama.plan
+    assert (planned.after, planned.removed, planned.added) == (
+        ("<|turn_end|>",), ("<|think_end|>",), ("<|turn_end|>",),
     )  # fmt: skip
-    assert planned["control"] == []  # user-defined tokens: every ollama sees their text
-    assert planned["new"] == '{\n  "stop": ["<|turn_end|>"],\n  "temperature": 0.6\n}\n'
-    assert json.loads(planned["old"])["temperature"] == 0.6
+    assert ollama.control == ()  # user-defined tokens: every ollama sees their text
+    assert planned.new == '{\n  "stop": ["<|turn_end|>"],\n  "temperature": 0.6\n}\n'
+    assert json.loads(planned.old)["temperature"] == 0.6
 
 
 @pytest.mark.parametrize("fake_hub", [{"token": "hf_gguf_test"}], indirect=True)
@@ -204,7 +204,7 @@ def test_a_tag_picks_one_file_as_ollama_does(org, run_eosfix):
     for given in (f"hf.co/{CHAT}:q2_k", f"https://huggingface.co/{CHAT}:Q2_K",
                   f"{CHAT}/Chat-7B-Q2_K.gguf", f"hf://{CHAT}/Chat-7B-Q2_K.gguf"):  # fmt: skip
         checked = check_hub_target(hub_repo(given))
-        assert [r.extra["file"] for r in checked.results] == ["Chat-7B-Q2_K.gguf"], given
+        assert [r.gguf.file for r in checked.results] == ["Chat-7B-Q2_K.gguf"], given
         assert checked.summary.startswith(f"{CHAT}: 1 GGUF file read by its header: ")
     result = run_eosfix("check", f"hf.co/{CHAT}:Q6_K_XL")
     assert result.exit_code == 2
@@ -246,4 +246,4 @@ def test_a_twenty_quant_repo_reads_each_file_once_after_the_first(fake_hub, tmp_
         }
     checked = check_gguf_repo(HubReader(), entry, known=known)
     (result,) = checked.results
-    assert len(result.extra["alike"]) == 19
+    assert len(result.gguf.alike) == 19

@@ -85,5 +85,5 @@ def fix_folder(
         if not written:
             return Fixed(planned)
         now = analyze(open_folder(root))  # the state after writing, read back
-    notes = [note for name in written if (note := links.get(name))]
-    return Fixed(planned, now, tuple(written), {"notes": notes} if notes else {})
+    notes = tuple(note for name in written if (note := links.get(name)))
+    return Fixed(planned, now, tuple(written), notes=notes)
