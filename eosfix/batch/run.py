@@ -1,5 +1,5 @@
-"""The batch engine: many repos through the same stages, concurrently, streamed in order. One
-module: a unit, the stages that pass it on and the run that counts it change together.
+"""The batch engine: many repos through the same stages, concurrently, streamed in order.
+One module: a unit, the stages that pass it on and the run that counts it change together.
 
 A **source** says where repos come from (``eosfix.batch.cache``: cache snapshots;
 ``eosfix.batch.hub``: a Hub listing; later, folders of GGUF files). It yields **units**
