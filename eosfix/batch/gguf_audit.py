@@ -13,6 +13,7 @@ from eosfix.batch.verdict import Detail, Verdict, to_verdict
 from eosfix.result import RepoResult
 from eosfix.sources.hub.gguf import quant_label
 from eosfix.targets.gguf_hub import GgufRepoCheck
+from eosfix.targets.pr import params_result
 
 # A repo's verdict is its worst group's: the first of these its groups came to (a quant that
 # would not stop outweighs the others that do; one that cannot be read, those that are fine).
@@ -38,16 +39,8 @@ def repo_verdict(checked: GgufRepoCheck, detail: Detail | None) -> tuple[Verdict
 
 
 def params_fix(checked: GgufRepoCheck) -> RepoResult | None:
-    """The result whose ``params`` file a pull request carries (what ``ollama run hf.co/...``
-    stops on, for every tag of the repo): the group of the file ollama picks by default (a
-    plan of another group would change the stop list of that default unseen), else, when
-    ollama picks none of them, the first group that plans one; None: no PR."""
-    read = [r for r in checked.results if r.check is not None]
-    default = [r for r in read if r.gguf is not None and "ollama" in r.gguf.default_for]
-    for result in default or read:
-        if result.ollama_hub is not None and result.ollama_hub.plan is not None:
-            return result
-    return None
+    """The result whose ``params`` file a pull request carries (``eosfix.targets.pr``)."""
+    return params_result(checked.results)
 
 
 def _group_json(result: RepoResult, v: Verdict) -> dict[str, Any]:

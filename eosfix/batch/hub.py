@@ -51,6 +51,8 @@ from eosfix.sources.hub.http import Stopped, describe_error, hub_errors
 from eosfix.sources.hub.read import HubEntry, HubError, HubReader, ListingQuery
 from eosfix.sources.hub.write import PrOutcome
 from eosfix.targets.gguf_hub import check_gguf_repo
+from eosfix.targets.open import Refused
+from eosfix.targets.parse import HubTarget
 
 STOPPED = Verdict("error", error="not checked: interrupted")  # left out of every output
 
@@ -63,7 +65,7 @@ class HubSource:
         self,
         reader: HubReader,
         *,
-        repo_ids: Sequence[str] = (),
+        targets: Sequence[HubTarget | Refused] = (),
         author: str | None = None,
         revision: str | None = None,
         state: StateFile | None = None,
@@ -72,7 +74,7 @@ class HubSource:
         keep_ids: Sequence[int] = (),
     ) -> None:
         self.reader = reader
-        self.repo_ids = list(dict.fromkeys(repo_ids))
+        self.targets = list(dict.fromkeys(targets))  # repos named (eosfix.targets.parse)
         self.query = query or (ListingQuery(author=author) if author else None)
         self.author = self.query.label if self.query is not None else None
         self.revision = revision
@@ -102,14 +104,20 @@ class HubSource:
 
     # --- 1. units -----------------------------------------------------------------------------
     def units(self) -> Iterator[Unit]:
-        for repo_id in self.repo_ids:
+        for target in self.targets:
             if self.stopping:
                 return
-            yield Unit(HubEntry(repo_id, self.revision or "main"))
+            if isinstance(target, Refused):  # named no repo: its error, the Hub never asked
+                yield Unit(
+                    HubEntry(target.given), verdict=Verdict("error", error=target.error.message)
+                )
+                continue
+            entry = HubEntry(target.repo_id, target.revision or self.revision or "main")
+            yield Unit(entry, target=target if target.picks_gguf else None)
         if self.query is None:
             self.listed = True
             return
-        given = set(self.repo_ids)
+        given = {t.repo_id for t in self.targets if isinstance(t, HubTarget)}
         try:
             for entry in self.reader.list_models(self.query):
                 if self.stopping:
@@ -154,7 +162,7 @@ class HubSource:
             assert isinstance(unit.item, HubEntry)
             identify = self.plan.identify(unit.item)  # here: in listing order
             i = self.fetcher.files.number()
-            return self._io.submit(self._prepare, unit.item, i, identify)
+            return self._io.submit(self._prepare, unit.item, i, identify, unit.target)
 
         return in_order(units, start)
 
@@ -181,16 +189,18 @@ class HubSource:
             self.fetcher.files.finish(i)
         return unit.but(path=self.reader.store.snapshot(entry.sha), key=manifest.key, verdict=None)
 
-    def _prepare(self, entry: HubEntry, i: int, identify: bool) -> Unit:
+    def _prepare(
+        self, entry: HubEntry, i: int, identify: bool, target: HubTarget | None = None
+    ) -> Unit:
         try:
             entry = self.reader.resolve(entry)
-            resumed = self._resumed(entry)
+            resumed = self._resumed(entry) if target is None else None
             if resumed is not None:
                 return resumed
-            if entry.is_gguf:
+            if entry.is_gguf or target is not None:  # a GGUF repo, or a GGUF file named
                 self.fetcher.files.finish(i)
                 i = -1  # finished
-                return self._check_gguf(entry)
+                return self._check_gguf(entry, target=target)
             entry, manifest = self.fetcher.bring(entry, i, identify)
         except Exception as exc:  # noqa: BLE001 - one repo's failure is its error line
             return Unit(entry, verdict=self._error(exc))
@@ -200,13 +210,18 @@ class HubSource:
         assert entry.sha is not None
         return Unit(entry, self.reader.store.snapshot(entry.sha), manifest.key)
 
-    def _check_gguf(self, entry: HubEntry, resumed: Unit | None = None) -> Unit:
+    def _check_gguf(
+        self, entry: HubEntry, resumed: Unit | None = None, target: HubTarget | None = None
+    ) -> Unit:
         """A repo of GGUF files (``HubEntry.is_gguf``): checked by its files' headers, as
         ``eosfix check ORG/REPO-GGUF`` does (``eosfix.targets.gguf_hub``), in this thread; its
         verdict is its worst group's, its row names a file that differs. Interrupted while
         its headers were read: not checked."""
         try:
-            checked = check_gguf_repo(self.reader, entry, keep_ids=self.keep_ids)
+            tag, path = (target.quant, target.gguf_file) if target is not None else (None, None)
+            checked = check_gguf_repo(
+                self.reader, entry, tag=tag, path=path, keep_ids=self.keep_ids
+            )
         except Exception as exc:  # noqa: BLE001 - one repo's failure is its error line
             return Unit(entry, verdict=self._error(exc))
         if self.stopping and any(f.error is not None for f in checked.files):
@@ -288,8 +303,8 @@ class HubSource:
     # --- what the run asks ----------------------------------------------------------------------
     def estimate(self) -> int | None:
         if self.query is None:
-            return len(self.repo_ids)
-        return None if self.query.limit is None else len(self.repo_ids) + self.query.limit
+            return len(self.targets)
+        return None if self.query.limit is None else len(self.targets) + self.query.limit
 
     def failed(self) -> bool:
         failed_prs = self.prs is not None and self.prs.failed > 0

@@ -28,6 +28,7 @@ from eosfix.batch import pool, verdict
 from eosfix.batch.verdict import Detail, Members, Verdict
 from eosfix.core.outcome import EXIT_INTERRUPTED, VERDICTS, exit_code
 from eosfix.sources import Key
+from eosfix.targets.parse import HubTarget
 
 WINDOW = 128  # units in flight in a stage: bounds memory, keeps the workers fed
 LRU_SIZE = 1024  # distinct analyses kept for sharing (compact verdicts: ~1 KB each)
@@ -89,6 +90,7 @@ class Unit:
     verdict: Verdict | None = None  # set by the analysis, or earlier when it cannot happen
     pr: PrState | None = None
     resumed: bool | None = None  # None: its source keeps no state (the cache)
+    target: HubTarget | None = None  # a GGUF file of a Hub repo, named by its path or quant
     gguf_groups: tuple[dict[str, Any], ...] | None = None
 
     def but(self, **changes: Any) -> Unit:

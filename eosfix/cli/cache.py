@@ -63,6 +63,28 @@ def _render_text(run: CacheRun, quiet: bool) -> None:
     console.print(escape(summary_line(run)), soft_wrap=True)
 
 
+def _selection(
+    repos: tuple[str, ...], revisions: tuple[str, ...]
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """--repo as given: a glob (``'Qwen/*'``), or a repo in any spelling ``eosfix check``
+    takes of one (``https://huggingface.co/org/name/tree/REV``: its id, and its revision
+    when it names one)."""
+    from eosfix.core.errors import NotChecked
+    from eosfix.targets.parse import parse_hub
+
+    globs, revs = [], list(revisions)
+    for given in repos:
+        try:
+            target = parse_hub(given)
+        except NotChecked:
+            globs.append(given)  # a glob: no repo id spells '*'
+            continue
+        globs.append(target.repo_id)
+        if target.revision is not None:
+            revs.append(target.revision)
+    return tuple(globs), tuple(dict.fromkeys(revs))
+
+
 def _nothing_selected(
     scan: cachelib.CacheScan, repos: tuple[str, ...], revisions: tuple[str, ...]
 ) -> str | None:
@@ -136,6 +158,7 @@ def cache(
         eosfix cache
         eosfix cache --repo 'Qwen/*' --revision main --fix
     """
+    repos, revisions = _selection(repos, revisions)
     root = cache_dir if cache_dir is not None else cachelib.default_cache_dir()
     try:
         scan = cachelib.select(cachelib.scan_cache(root), repos, revisions)

@@ -1,7 +1,8 @@
-"""``eosfix hub``: check Hub repos by id or a whole organisation, open fix PRs (``eosfix
-upload`` is in ``eosfix.cli.upload``).
+"""``eosfix hub``: check Hub repos (named in any spelling ``eosfix check`` takes) or a whole
+organisation, open fix PRs (``eosfix upload`` is in ``eosfix.cli.upload``).
 
-Kept in its own module so ``check``/``fix`` never import huggingface_hub or rich.
+One module, kept apart so ``check``/``fix`` never import huggingface_hub or rich: the command,
+its text output and its summary line share the run they describe.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ if TYPE_CHECKING:
     from eosfix.batch.hub import HubSource
     from eosfix.batch.run import PrState, Run
     from eosfix.batch.state import StateFile
+    from eosfix.targets.open import Refused
+    from eosfix.targets.parse import HubTarget
 
 _token_option = click.option(
     "--token",
@@ -170,7 +173,7 @@ def interrupted_kept(run: Run, state: StateFile | None) -> str:
     prs = source.prs
     if prs is not None and not prs.dry_run:
         parts.append(f"{_plural(prs.new, 'pull request')} opened")
-    left = max(0, len(source.repo_ids) + source.seen - run.count)
+    left = max(0, len(source.targets) + source.seen - run.count)
     parts.append(f"{left} listed but not checked" if source.author else f"{left} not checked")
     text = ", ".join(parts)
     if source.author and not source.listed:
@@ -340,8 +343,9 @@ def hub(
     from eosfix.render.pr import pr_description
     from eosfix.sources.hub.read import HubReader
 
+    targets = [_hub_target(given) for given in repo_ids]
     blocks = fmt == "text" and not listing
-    many = listing or len(set(repo_ids)) > 1
+    many = listing or len(set(targets)) > 1
     with _open_state(state_path) as state, _quiet_hub():
         reader = HubReader(token=token, timeout=timeout, workers=workers)
         plan = None
@@ -350,7 +354,7 @@ def hub(
             plan = PrPlan(api, reader, pr_description, max_prs, dry_run, keep_ids=keep_ids)
         source = HubSource(
             reader,
-            repo_ids=repo_ids,
+            targets=targets,
             query=query if listing else None,
             revision=revision,
             state=state,
@@ -388,6 +392,19 @@ def hub(
     if source.state_error is not None:
         click.echo(f"error: {source.state_error}", err=True)
     sys.exit(run.exit_code)
+
+
+def _hub_target(given: str) -> HubTarget | Refused:
+    """A repo named on the command line, in any spelling ``eosfix check`` takes of a Hub
+    repo (``eosfix.targets.parse``), or why it names none."""
+    from eosfix.core.errors import NotChecked
+    from eosfix.targets.open import Refused
+    from eosfix.targets.parse import parse_hub
+
+    try:
+        return parse_hub(given)
+    except NotChecked as exc:
+        return Refused(given, exc)
 
 
 def _stream(run: Run, fmt: str, *, digest: bool = False) -> None:

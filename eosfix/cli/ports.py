@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import re
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,32 +23,25 @@ from eosfix.render.report import EXIT_FINDINGS, EXIT_OK
 if TYPE_CHECKING:  # imported when a command runs, so `eosfix check` never loads them
     from eosfix.ports import Conversation, Diagnosis, LoopStops, RenderedPrompt
 
-_HUB_ID = re.compile(r"^[\w.-]+/[\w.-]+$")
-
 
 @contextlib.contextmanager
 def open_repo(spec: str) -> Iterator[RepoCheck]:
-    """The one place these commands load a repo: a folder (or a file inside one), a GGUF file,
-    else a Hub repo id (its small files only, from eosfix's store of files by commit)."""
-    from eosfix import api
+    """The one place these commands load a repo: whatever ``eosfix check`` takes of one
+    (``eosfix.targets.parse``): a folder (or a file inside one), a GGUF file, a Hub repo in
+    any spelling (its small files, or a GGUF file's header: the first group of a GGUF repo).
+    Its error is the one ``eosfix check`` prints."""
+    from eosfix.targets.check import check_target
+    from eosfix.targets.parse import HubTarget, parse
 
-    if Path(spec).exists() or Path(spec).is_symlink() or not _HUB_ID.match(spec):
-        result = api.check(spec)  # says why a path is not checked (missing, not a model...)
-        if result.error is not None:
-            raise result.error
-        assert result.check is not None
-        yield result.check
-        return
-    from eosfix.cli.hub import _quiet_hub
-    from eosfix.sources.hub.read import HubError
-    from eosfix.targets.session import HubSession
+    target = parse(spec)
+    if isinstance(target, HubTarget):
+        from eosfix.cli.hub import _quiet_hub
 
-    with _quiet_hub():
-        result = HubSession().check(spec)
-    if isinstance(result.error, HubError):  # not a local path, nor a Hub repo: say both
-        reason = result.error.message
-        raise EosfixError(f"no such file or directory; as a Hub repo id: {reason}", path=spec)
-    if result.error is not None:  # a file of the Hub repo: named as every command names it
+        with _quiet_hub():
+            result = check_target(target).results[0]
+    else:
+        result = check_target(target).results[0]
+    if result.error is not None:
         raise result.error
     assert result.check is not None
     yield result.check

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import dataclasses
 import shlex
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -20,16 +19,17 @@ from eosfix.cli.common import (
     format_option,
     keep_id_option,
     quiet_option,
-    repo_dirs,
     runtime_option,
     strict_option,
 )
 from eosfix.cli.term import color_option
-from eosfix.containers.paths import is_gguf
-from eosfix.core.errors import EosfixError, NotChecked
+from eosfix.core.errors import NotChecked
 from eosfix.render.report import Report
 from eosfix.result import RepoResult
-from eosfix.targets.parse import HUB_PREFIX, HubRepo, hub_repo, shadows_hub_id
+from eosfix.targets.parse import HUB_PREFIX, HubTarget, LocalGguf, shadows_hub_id
+
+if TYPE_CHECKING:
+    from eosfix.targets.open import Unit
 
 EXIT_HELP = """Exit 0: nothing to fix (warnings alone too, unless --strict). 1: {one}.
     2: a path was not checked (missing, not a model folder or GGUF file, unreadable or invalid
@@ -41,9 +41,11 @@ EXIT_HELP = """Exit 0: nothing to fix (warnings alone too, unless --strict). 1: 
 
     PATH is a model folder (one holding tokenizer or chat template files), one of its config
     or template files (what pre-commit passes), a GGUF file, a folder of GGUF files, or a Hub
-    repo id (org/name when no such path exists, hf://org/name always: small files only; a
-    repo of GGUF files, hf.co/org/name:QUANT or org/name/FILE.gguf: each file's header, read
-    by byte ranges, never the weights).
+    repo (org/name when no such path exists; hf://org/name, hf.co/org/name and
+    https://huggingface.co/org/name URLs always; @REV or /tree/REV for a revision). A repo of
+    small files is read by those (never the weights); a repo of GGUF files, or one GGUF file
+    named (org/name:QUANT, org/name/FILE.gguf, .../blob/REV/FILE.gguf), by each file's
+    header, read by byte ranges.
 
     {EXIT_HELP.format(one="something to fix or a problem eosfix cannot fix; with --strict, warnings")}
 
@@ -72,56 +74,32 @@ def check(
     strict: bool,
     quiet: bool,
 ) -> None:
+    from eosfix.targets.open import open_targets
+
     report = Report(strict=strict)
     _note_shadowed(paths)
-    for target in repo_dirs(paths):
-        for result in _check(target, config_json=config_json, keep_ids=keep_ids, pins=pins):
+    for unit in open_targets(paths):
+        for result in _checked(unit, config_json=config_json, keep_ids=keep_ids, pins=pins):
             report.record(result)
     flags = fix_flags(config_json, pins, keep_ids)
     emit(report.results, report, fmt, fix_flags=flags, quiet=quiet)
     sys.exit(report.exit_code)
 
 
-def _check(target: Path | HubRepo, **options: Any) -> tuple[RepoResult, ...]:
-    """``api.check`` of a path, or the check of a Hub target (``_check_hub``)."""
-    from eosfix import api
+def _checked(unit: Unit, **options: Any) -> tuple[RepoResult, ...]:
+    """``eosfix.targets.check.check_target`` of one unit; a Hub target's lines (what reading
+    a GGUF repo's headers cost, how to check a repo's GGUF files) on stderr."""
+    from eosfix.targets.check import check_target
 
-    if isinstance(target, HubRepo):
-        return _check_hub(target, **options)
-    return (api.check(target, **options),)
-
-
-def _check_hub(hub: HubRepo, **options: Any) -> tuple[RepoResult, ...]:
-    """A Hub target checked read-only, as every command checks one
-    (``eosfix.targets.hub.check_hub_target``): a repo's small files, named ``org/name``, or
-    a GGUF repo's files by their headers, each named ``org/name/FILE.gguf`` (what reading
-    them cost, on stderr)."""
+    if not isinstance(unit, HubTarget):
+        return check_target(unit, **options).results
     from eosfix.cli.hub import _quiet_hub
-    from eosfix.targets.hub import check_hub_target
-
-    if hub.problem is not None:
-        return (RepoResult(Path(hub.repo_id), error=hub.problem, label=str(hub)),)
-    from eosfix.sources.hub.read import HubError
 
     with _quiet_hub():
-        checked = check_hub_target(hub, **options)
-    for line in (checked.summary, checked.note):
-        if line:
-            click.echo(line, err=True)
-    return tuple(
-        dataclasses.replace(r, error=_with_not_local(r.error, hub))
-        if isinstance(r.error, HubError)  # what the Hub said, and no local folder either
-        else r
-        for r in checked.results
-    )
-
-
-def _with_not_local(exc: EosfixError, hub: HubRepo) -> EosfixError:
-    """The error, saying also that no local path has the name when ``org/name`` was taken
-    for a Hub id for that reason (``HubRepo.not_local``)."""
-    if not hub.not_local:
-        return exc
-    return exc.but(message=f"{exc.message}{hub.not_local}")
+        checked = check_target(unit, **options)
+    for line in checked.lines:
+        click.echo(line, err=True)
+    return checked.results
 
 
 def _note_shadowed(paths: Sequence[str]) -> None:
@@ -199,27 +177,32 @@ def fix(
             f"--diff prints a patch, not --format {fmt}: for the planned changes as JSON use "
             "eosfix check --format json (each change carries its diff)"
         )
-    targets = repo_dirs(paths)
-    if output is not None and (len(targets) != 1 or not _is_gguf(targets[0])):
+    from eosfix.targets.open import Refused, open_targets
+
+    units = open_targets(paths)
+    if output is not None and (len(units) != 1 or not isinstance(units[0], LocalGguf)):
         raise click.UsageError("--output needs exactly one GGUF file")
     if force and output is None:
         raise click.UsageError("--force only lets --output overwrite a file: give --output")
     report = Report(strict=strict)
     _note_shadowed(paths)
-    for target in targets:
-        if isinstance(target, HubRepo):
-            result = _hub_not_fixed(target)
+    for unit in units:
+        if isinstance(unit, HubTarget):
+            result = _hub_not_fixed(unit)
+        elif isinstance(unit, Refused):
+            result = RepoResult(Path(unit.given), error=unit.error)
         elif show_diff:  # fix's plan and, as fix writes (no link replaced), what stops it
             result = api.check(
-                target, config_json=config_json, keep_ids=keep_ids, pins=pins,
+                unit.path, config_json=config_json, keep_ids=keep_ids, pins=pins,
                 replace_symlinks=False,
             )  # fmt: skip
             if result.blocked is not None:  # fix would refuse: so does its --diff
                 result = RepoResult(result.path, error=result.blocked, label=result.label,
                                     container=result.container)  # fmt: skip
-        elif is_gguf(target):
-            result = _fix_gguf(target, output, force, keep_ids, pins)
+        elif isinstance(unit, LocalGguf):
+            result = _fix_gguf(unit.path, output, force, keep_ids, pins)
         else:
+            target = unit.path
             result = api.fix(target, config_json=config_json, keep_ids=keep_ids, pins=pins)
             for name in result.written:
                 click.echo(f"Fixing {target / name}", err=True)
@@ -237,17 +220,11 @@ def fix(
     sys.exit(code)
 
 
-def _is_gguf(target: Path | HubRepo) -> bool:
-    return isinstance(target, Path) and is_gguf(target)
-
-
-def _hub_not_fixed(hub: HubRepo) -> RepoResult:
+def _hub_not_fixed(hub: HubTarget) -> RepoResult:
     """``fix`` writes local files: a Hub repo is fixed by a pull request, never here (eosfix's
     copy of its files is a shared store, and a fix written there would reach no one)."""
-    if hub.problem is not None:
-        return RepoResult(Path(hub.repo_id), error=hub.problem, label=str(hub))
     quoted = shlex.quote(hub.repo_id)
-    if hub.gguf:
+    if hub.picks_gguf:
         reason = (
             "a GGUF file on the Hub: fix writes local files only, and no pull request can "
             "change a GGUF header; download the file and run eosfix fix FILE.gguf --output "
@@ -260,7 +237,7 @@ def _hub_not_fixed(hub: HubRepo) -> RepoResult:
         f"`eosfix hub {quoted} --pr` (--dry-run to see it first), or download the repo "
         "and fix the folder"
     )
-    error = _with_not_local(NotChecked(reason, path=hub.repo_id), hub)
+    error = NotChecked(reason + hub.not_local, path=str(hub))
     return RepoResult(Path(hub.repo_id), error=error)
 
 
@@ -334,10 +311,15 @@ def explain(path: str, fmt: str, keep_ids: tuple[int, ...], pins: dict[str, str]
         eosfix explain ./my-model
     """
     from eosfix.render.explain import render_explain, result_explain_dict
+    from eosfix.targets.open import Refused
+    from eosfix.targets.parse import parse
 
     _note_shadowed([path])
-    hub = hub_repo(path)
-    result = _check(hub if hub is not None else Path(path), keep_ids=keep_ids, pins=pins)[0]
+    try:
+        unit: Unit = parse(path)
+    except NotChecked as exc:
+        unit = Refused(path, exc)
+    result = _checked(unit, keep_ids=keep_ids, pins=pins)[0]
     report = Report([result])
     if fmt == "json":
         import json

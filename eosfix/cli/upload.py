@@ -23,6 +23,24 @@ OLD_ORDER = (
 )
 
 
+def _upload_target(given: str, revision: str | None) -> tuple[str, str | None]:
+    """(repo id, revision) of the repo named in any spelling ``eosfix check`` takes of one
+    (``org/name``, a huggingface.co URL, ``@REV`` or ``/tree/REV``); a file or a quant is
+    no place to upload a folder to."""
+    from eosfix.core.errors import NotChecked
+    from eosfix.targets.parse import parse_hub
+
+    try:
+        target = parse_hub(given)
+    except NotChecked as exc:
+        raise click.BadParameter(str(exc), param_hint="'REPO_ID'") from None
+    if target.file is not None or target.quant is not None:
+        raise click.BadParameter(
+            f"{given}: names a file of the repo; give the repo (org/name)", param_hint="'REPO_ID'"
+        )
+    return target.repo_id, revision if revision is not None else target.revision
+
+
 def _repo_and_folder(first: str, second: str) -> tuple[str, Path]:
     """(repo id, folder) from the two arguments, in either order (see the module doc)."""
     if Path(first).is_dir() and not Path(second).is_dir():
@@ -71,7 +89,8 @@ def upload(
     from eosfix.sources.hub.write import upload as upload_folder
     from eosfix.targets.session import check_before_upload, refusal_reason
 
-    repo_id, path = _repo_and_folder(repo_id, folder)
+    given, path = _repo_and_folder(repo_id, folder)
+    repo_id, revision = _upload_target(given, revision)
     result = check_before_upload(path, fix=do_fix)
     for name in result.written:
         click.echo(f"Fixing {path / name}", err=True)

@@ -5,9 +5,10 @@ page's templates, sign-in, headers and limits set up in ``attach_page``. Routes 
 deadline, connection cap), server-rendered from Jinja2 templates; a single check works
 without JavaScript.
 
-- ``GET /``: the forms. ``GET /check?repo=org/name``: one check of a public Hub repo (only a
-  repo id in the Hub's grammar, or ollama's ``hf.co/org/name:QUANT``, is accepted, never a
-  URL: the configured Hub is the only host ever asked), read without the bot's token (an
+- ``GET /``: the forms. ``GET /check?repo=org/name``: one check of a public Hub repo, named
+  in any spelling ``eosfix check`` takes of one (``eosfix.targets.parse`` with
+  ``local=False``: a repo id, ``hf.co/org/name:QUANT``, a huggingface.co URL; never a path,
+  never another site: the configured Hub is the only host ever asked), read without the bot's token (an
   anonymous visitor never sees a private repo through the bot), or with the signed-in user's
   own token. A GGUF repo is checked by its files' headers: one result per group of alike
   files, shown without a PR button (a PR cannot change a header).
@@ -33,7 +34,6 @@ import dataclasses
 import hmac
 import logging
 import os
-import re
 import secrets
 import tempfile
 import warnings
@@ -60,6 +60,7 @@ from starlette.formparsers import MultiPartException
 
 from eosfix import pipeline
 from eosfix.core.codes import CODES
+from eosfix.core.errors import NotChecked
 from eosfix.core.hubid import is_hub_id
 from eosfix.render.gguf_hub import is_hub_gguf
 from eosfix.render.pr import pr_description
@@ -71,8 +72,9 @@ from eosfix.serve.limits import Busy, Limiter, RateLimited, Slots
 from eosfix.sources.hub.http import hub_errors
 from eosfix.sources.hub.read import HubError
 from eosfix.sources.hub.write import PrOutcome, PullRequest, find_open_pr
-from eosfix.targets.hub import HubCheck, check_hub_target
-from eosfix.targets.parse import HubRepo
+from eosfix.targets.checked import Checked
+from eosfix.targets.hub import check_hub_target
+from eosfix.targets.parse import HubTarget, parse_hub
 from eosfix.targets.pr import fix_bytes
 from eosfix.targets.session import HubSession
 
@@ -281,13 +283,11 @@ def attach_page(app: FastAPI, config: ServeConfig) -> None:
 
     @app.get("/check", response_class=HTMLResponse)
     async def check(request: Request, repo: str = "") -> HTMLResponse:
-        repo = repo.strip()
-        target = page_target(repo)
-        if target is None:
-            shown = repo[:120] or "(empty)"
-            return problem(
-                request, 400, f"Not a Hub repo id (org/name or hf.co/org/name:QUANT): {shown}"
-            )
+        try:
+            target = parse_hub(repo[:2000])  # the Hub only: never the server's files
+        except NotChecked as exc:
+            shown = (exc.path or "")[:120]
+            return problem(request, 400, f"{shown}: not checked: {exc.message}")
         user = user_of(request)
         # a visitor reads public repos only: never the bot's token (HF_TOKEN on a Space)
         session = HubSession(token=user.token if user else False)
@@ -296,7 +296,7 @@ def attach_page(app: FastAPI, config: ServeConfig) -> None:
             return done
         checked, prs = done
         shown_views = [_view(r, pr, hub=True) for r, pr in zip(checked.results, prs, strict=True)]
-        notes = [n for n in (checked.summary, checked.note) if n]
+        notes = list(checked.lines)
         return page(request, "result.html", views=shown_views, notes=notes, message=None)
 
     @app.post("/check/files", response_class=HTMLResponse)
@@ -429,28 +429,9 @@ def _view(result: RepoResult, pr: PullRequest | None, *, hub: bool) -> views.Vie
     return v
 
 
-# A GGUF quant label or file name after ``hf.co/org/name:`` (Q4_K_M, IQ2_XS, x.gguf); the
-# front page's input pattern takes the same characters.
-_TAG = re.compile(r"[A-Za-z0-9](?:[\w.-]{0,126}[A-Za-z0-9])?")
-
-
-def page_target(text: str) -> HubRepo | None:
-    """What the box takes: a repo id ``org/name``, or ollama's ``hf.co/org/name[:QUANT]`` (a
-    GGUF repo, checked by its files' headers); nothing else: no URL, no path, no other host
-    (the page reads the configured Hub only, and never the server's own files)."""
-    if is_hub_id(text):
-        return HubRepo(text)
-    if not text.startswith("hf.co/"):
-        return None
-    repo, colon, tag = text.removeprefix("hf.co/").partition(":")
-    if not is_hub_id(repo) or (colon and _TAG.fullmatch(tag) is None):
-        return None
-    return HubRepo(repo, tag=tag or None, gguf=True, given=text, prefixed=True)
-
-
 def _check_with_pr(
-    session: HubSession, target: HubRepo
-) -> tuple[HubCheck, list[PullRequest | None]]:
+    session: HubSession, target: HubTarget
+) -> tuple[Checked, list[PullRequest | None]]:
     """The check (one result, or one per group of alike GGUF files), and the repo's open
     eosfix PR for a result whose fix is a generation_config.json (the page opens no PR for a
     GGUF file: its header is no PR's to change)."""

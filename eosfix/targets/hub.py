@@ -10,8 +10,8 @@ by the same rules.
 from __future__ import annotations
 
 import dataclasses
+import shlex
 from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +23,8 @@ from eosfix.result import HubOrigin, RepoResult
 from eosfix.runtimes import Pins
 from eosfix.sources.hub.http import describe_error, hub_errors
 from eosfix.sources.hub.read import HubEntry, HubError, HubReader, fetch_repo_files
-from eosfix.targets.parse import HubRepo
+from eosfix.targets.checked import Checked
+from eosfix.targets.parse import HubTarget
 
 
 def needs_tokenizer_json(result: RepoResult) -> bool:
@@ -75,30 +76,21 @@ def check_hub_repo(
     return dataclasses.replace(result, path=Path(repo_id), error=error, hub=hub)
 
 
-@dataclass(frozen=True)
-class HubCheck:
-    """What a Hub target gave: its results (one for a repo of small files; for a GGUF repo one
-    per group of alike files, ``eosfix.targets.gguf_hub``) and, for a GGUF repo, a line saying
-    what reading the headers cost; ``note``: a repo checked by its small files that also holds
-    GGUF files says how to check those."""
-
-    results: tuple[RepoResult, ...]
-    summary: str | None = None
-    note: str | None = None
-
-
 def check_hub_target(
-    target: HubRepo,
+    target: HubTarget,
     *,
     reader: HubReader | None = None,
     keep_ids: Iterable[int] = (),
     pins: Pins | None = None,
     config_json: bool = False,
-) -> HubCheck:
-    """Every command's check of a Hub target: a GGUF repo (``hf.co/org/name:TAG``,
-    ``org/name/FILE.gguf``, or a repo of GGUF files without a tokenizer's files) by its
-    GGUF files' headers (``eosfix.targets.gguf_hub``); any other repo by its small files
-    (``check_hub_repo``). One info request resolves the repo for both."""
+) -> Checked:
+    """Every command's check of a Hub target, read-only. One info request says what the repo
+    holds, and that decides how it is read, never the spelling: a GGUF file named (by its
+    path or ollama's tag), or a repo of GGUF files without a tokenizer's files, by the GGUF
+    headers (``eosfix.targets.gguf_hub``: one result per group of alike files, and a line
+    saying what reading them cost); any other repo by its small files (``check_hub_repo``),
+    with a note when it holds GGUF files too. An error names the target as it was given; for
+    ``org/name`` that names no local path either, it says so (``HubTarget.not_local``)."""
     from eosfix.sources.hub.gguf import model_files
     from eosfix.targets.gguf_hub import check_gguf_repo, summary
 
@@ -106,38 +98,62 @@ def check_hub_target(
     repo_id = target.repo_id
     name = str(target)
     try:
-        entry = reader.resolve(HubEntry(repo_id))
-        if not (target.gguf or entry.is_gguf):
-            result = check_hub_repo(repo_id, reader=reader, keep_ids=keep_ids, pins=pins,
-                                    config_json=config_json, entry=entry)  # fmt: skip
-            n = len(model_files(entry.ggufs))
-            note = (
-                f"{repo_id}: checked by its tokenizer and config files; it also holds {n} GGUF "
-                f"file{'s' * (n != 1)}: eosfix check hf.co/{repo_id} reads their headers"
-            ) if n else None  # fmt: skip
-            return HubCheck((result,), note=note)
+        entry = reader.resolve(HubEntry(repo_id, target.revision or "main"))
+        if not (target.picks_gguf or entry.is_gguf):
+            result = check_hub_repo(repo_id, target.revision, reader=reader, keep_ids=keep_ids,
+                                    pins=pins, config_json=config_json, entry=entry)  # fmt: skip
+            return Checked((_as_given(result, target),), note=_gguf_note(entry, target))
         if not model_files(entry.ggufs):
             raise RepoLoadError("no GGUF model file in this repo", path=name)
         checked = check_gguf_repo(
-            reader, entry, tag=target.tag, path=target.file, keep_ids=keep_ids, pins=pins
+            reader, entry, tag=target.quant, path=target.gguf_file, keep_ids=keep_ids, pins=pins
         )
     except hub_errors() as exc:
         message, status = describe_error(exc)
-        return HubCheck((_failed(target, HubError(message, repo_id=name, status=status)),))
+        return Checked((_failed(target, HubError(message, repo_id=name, status=status)),))
     except EosfixError as exc:
         if exc.path == repo_id:  # about the repo: named as it was given (hf.co/org/name:TAG)
             exc = exc.but(path=name)
-        return HubCheck((_failed(target, exc),))
-    return HubCheck(checked.results, summary(checked))
+        return Checked((_failed(target, exc),))
+    return Checked(checked.results, summary(checked))
 
 
-def _failed(target: HubRepo, error: EosfixError) -> RepoResult:
+def _gguf_note(entry: HubEntry, target: HubTarget) -> str | None:
+    """A repo checked by its small files that also holds GGUF files: how to check one."""
+    from eosfix.sources.hub.gguf import llama_cpp_pick, model_files
+
+    n = len(model_files(entry.ggufs))
+    pick = llama_cpp_pick(entry.ggufs)
+    if not n or pick is None:
+        return None
+    command = shlex.join(["eosfix", "check", f"{target.repo_id}/{pick}"])
+    return (
+        f"{target.repo_id}: checked by its tokenizer and config files; it also holds {n} GGUF "
+        f"file{'s' * (n != 1)}: {command} reads {'its' if n == 1 else 'one'} header"
+    )
+
+
+def _as_given(result: RepoResult, target: HubTarget) -> RepoResult:
+    """What the Hub said of the repo, naming it as it was given (``hf://org/name``,
+    ``https://huggingface.co/...``), and that no local path has the name either when
+    ``org/name`` was taken for a Hub id for that reason."""
+    error = result.error
+    if not isinstance(error, HubError):
+        return result
+    if error.path == target.repo_id:
+        error = error.but(path=str(target))
+    if target.not_local:
+        error = error.but(message=f"{error.message}{target.not_local}")
+    return dataclasses.replace(result, error=error)
+
+
+def _failed(target: HubTarget, error: EosfixError) -> RepoResult:
     """A Hub target that could not be checked at all (not found, gated, no GGUF file)."""
-    kind = "gguf" if target.gguf else "folder"
-    return RepoResult(
-        Path(target.repo_id), error=error, label=str(target), hub=HubOrigin(target.repo_id),
-        container=kind,
+    result = RepoResult(
+        Path(target.repo_id), error=error, label=str(target), container="gguf" if
+        target.picks_gguf else "folder", hub=HubOrigin(target.repo_id, target.revision or "main"),
     )  # fmt: skip
+    return _as_given(result, target)
 
 
 def _relabel(error: EosfixError | None, folder: Path, repo_id: str) -> EosfixError | None:

@@ -5,7 +5,7 @@ repos' pull requests are ``eosfix.batch.prs``'s."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from huggingface_hub import HfApi
 
@@ -42,6 +42,20 @@ def params_bytes(result: RepoResult) -> bytes | None:
     if result.check is None or ollama is None or ollama.plan is None:
         return None
     return ollama.plan.new.encode("utf-8")
+
+
+def params_result(results: Sequence[RepoResult]) -> RepoResult | None:
+    """Of a GGUF repo's groups, the result whose ``params`` file a pull request carries (what
+    ``ollama run hf.co/...`` stops on, for every tag of the repo): the group of the file
+    ollama picks by default (a plan of another group would change the stop list of that
+    default unseen), else, when ollama picks none of them, the first group that plans one;
+    None: no PR."""
+    read = [r for r in results if r.check is not None]
+    default = [r for r in read if r.gguf is not None and "ollama" in r.gguf.default_for]
+    for result in default or read:
+        if result.ollama_hub is not None and result.ollama_hub.plan is not None:
+            return result
+    return None
 
 
 def fix_of(result: RepoResult) -> tuple[str, str, bytes] | None:

@@ -21,7 +21,8 @@ from eosfix.sources.hub.http import describe_error, hub_errors
 from eosfix.sources.hub.read import HubError, HubReader
 from eosfix.sources.hub.store import Store
 from eosfix.sources.hub.write import PrError, PullRequest, upload
-from eosfix.targets.hub import check_hub_repo
+from eosfix.targets.hub import check_hub_target
+from eosfix.targets.parse import HubTarget
 from eosfix.targets.pr import Describe, open_fix_pr, token_user
 
 
@@ -60,8 +61,10 @@ class HubSession:
             raise HubError(message, repo_id=author, status=status) from None
 
     def check(self, repo_id: str, revision: str | None = None) -> RepoResult:
-        """Bring the stop-relevant files of ``repo_id`` in and analyze them (read-only)."""
-        return check_hub_repo(repo_id, revision, reader=self.reader)
+        """Check ``repo_id`` (read-only) as every command does (``check_hub_target``: by its
+        small files, or a GGUF repo by its headers); the result that stands for it
+        (``Checked.main``)."""
+        return check_hub_target(HubTarget(repo_id, revision), reader=self.reader).main
 
     def open_pr(self, result: RepoResult) -> PullRequest | None:
         """Open one PR with the generation_config.json fix; a repo with an open eosfix PR

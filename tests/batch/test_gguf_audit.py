@@ -14,7 +14,7 @@ from eosfix.batch.run import Run
 from eosfix.batch.verdict import Verdict
 from eosfix.sources.hub.read import HubReader, ListingQuery
 from eosfix.targets.hub import check_hub_target
-from eosfix.targets.parse import hub_repo
+from eosfix.targets.parse import parse_hub
 from tests.hubserver import GGUF_ORG, add_gguf_org
 from tests.render.test_schema import BATCH, check_csv, check_markdown, valid
 
@@ -45,7 +45,7 @@ def test_each_gguf_repo_is_one_row_with_the_checks_verdict(org, run_eosfix):
     assert all(e["container"] == "gguf" for e in entries.values())
     # the verdict of each repo is that of `eosfix check` on its worst group of files
     for name, entry in entries.items():
-        checked = check_hub_target(hub_repo(f"{GGUF_ORG}/{name}"), reader=HubReader())
+        checked = check_hub_target(parse_hub(f"{GGUF_ORG}/{name}"), reader=HubReader())
         names = [r.status.value if r.error is None else "error" for r in checked.results]
         order = ("problems", "fixable", "error", "ok")
         worst = min(names, key=lambda n: order.index(n) if n in order else len(order))

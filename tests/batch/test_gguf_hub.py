@@ -15,7 +15,7 @@ from eosfix.sources.hub.read import HubEntry, HubReader
 from eosfix.sources.hub.write import PrOutcome
 from eosfix.targets.gguf_hub import check_gguf_repo, read_files
 from eosfix.targets.hub import check_hub_target
-from eosfix.targets.parse import hub_repo
+from eosfix.targets.parse import parse_hub
 from eosfix.targets.session import HubSession
 from tests import ggufs
 from tests.hubserver import GGUF_ORG, add_gguf_org, add_gguf_repo
@@ -113,7 +113,7 @@ def test_the_params_pull_request_keeps_every_other_key_and_is_never_doubled(org)
     session = HubSession(token="hf_gguf_test", describe=pr_description)
 
     def params_pr():
-        (result,) = check_hub_target(hub_repo(f"hf.co/{REASONER}:Q8_0")).results
+        (result,) = check_hub_target(parse_hub(f"hf.co/{REASONER}:Q8_0")).results
         pr = session.open_pr(result)
         assert pr is not None
         assert pr.url == f"{org.url}/{REASONER}/discussions/1"  # one pull request, ever
@@ -143,7 +143,7 @@ def test_a_gguf_repo_whose_params_need_no_change_gets_no_pull_request(org):
     """ollama's stop list is right for every quant; the older quant's header is wrong, and a
     header is no pull request's to change."""
     session = HubSession(describe=pr_description)
-    results = check_hub_target(hub_repo(CHAT)).results
+    results = check_hub_target(parse_hub(CHAT)).results
     assert [r.status.value for r in results] == ["ok", "fixable"]
     assert all(session.open_pr(r) is None for r in results)
     assert not org.commits_received
@@ -203,7 +203,7 @@ def test_broken_files_are_one_line_each_and_the_rest_goes_on(org, run_eosfix):
 def test_a_tag_picks_one_file_as_ollama_does(org, run_eosfix):
     for given in (f"hf.co/{CHAT}:q2_k", f"https://huggingface.co/{CHAT}:Q2_K",
                   f"{CHAT}/Chat-7B-Q2_K.gguf", f"hf://{CHAT}/Chat-7B-Q2_K.gguf"):  # fmt: skip
-        checked = check_hub_target(hub_repo(given))
+        checked = check_hub_target(parse_hub(given))
         assert [r.gguf.file for r in checked.results] == ["Chat-7B-Q2_K.gguf"], given
         assert checked.summary.startswith(f"{CHAT}: 1 GGUF file read by its header: ")
     result = run_eosfix("check", f"hf.co/{CHAT}:Q6_K_XL")
@@ -215,12 +215,16 @@ def test_a_repo_with_a_tokenizer_and_gguf_files_is_checked_as_a_folder(org, fake
     from tests.cachebuilder import chatml_files
 
     fake_hub.add_repo("org/mixed", {**chatml_files(1000), "model-Q4_K_M.gguf": b"GGUF"})
-    checked = check_hub_target(hub_repo("org/mixed"))
+    checked = check_hub_target(parse_hub("org/mixed"))
     (result,) = checked.results
     assert result.container == "folder"
-    assert "eosfix check hf.co/org/mixed reads their headers" in checked.note
-    forced = check_hub_target(hub_repo("hf.co/org/mixed"))
-    assert forced.results[0].container == "gguf"
+    assert "eosfix check org/mixed/model-Q4_K_M.gguf reads its header" in checked.note
+    # the spelling decides nothing: hf.co/ is the same repo, read the same way
+    spelled = check_hub_target(parse_hub("https://hf.co/org/mixed"))
+    assert spelled.results[0].container == "folder"
+    assert spelled.note == checked.note
+    named = check_hub_target(parse_hub("org/mixed/model-Q4_K_M.gguf"))  # one file named
+    assert named.results[0].container == "gguf"
 
 
 def test_a_twenty_quant_repo_reads_each_file_once_after_the_first(fake_hub, tmp_path):

@@ -69,9 +69,10 @@ def test_explain_a_hub_id(hub, capsys):
 
 
 def test_a_missing_hub_repo_is_one_line_exit_2(hub, capsys):
+    """The line names the repo as it was typed."""
     code, out, err = _run(capsys, "check", "hf://org/missing")
     assert (code, out) == (2, "1 repo could not be checked\n")
-    assert err == "error: org/missing: repository not found (404)\n"
+    assert err == "error: hf://org/missing: repository not found (404)\n"
 
 
 @pytest.mark.parametrize("command", ["check", "explain", "fix"])
@@ -91,7 +92,7 @@ def test_a_mistyped_local_path_with_one_slash_says_no_such_folder_too(hub, capsy
 def test_hf_prefix_without_a_repo_id_is_one_line(hub, capsys):
     code, _, err = _run(capsys, "check", "hf://not a repo")
     assert code == 2
-    assert "hf://not a repo: not checked: not a Hub repo id (hf://org/name)" in err
+    assert "hf://not a repo: not checked: not a Hub repo id or URL (org/name, " in err
 
 
 def test_fix_refuses_a_hub_id_and_points_to_a_pull_request(hub, capsys):

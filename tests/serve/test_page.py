@@ -151,7 +151,7 @@ def test_anything_but_a_repo_id_is_refused_without_a_request(fake_hub, page, giv
     reply = page.client().check(given)
     assert reply.status == 400
     assert "<img" not in reply.text
-    assert "Not a Hub repo id" in reply.text
+    assert "not checked: " in reply.text  # the line eosfix check prints of it
     assert len(fake_hub.requests) == before  # nothing was fetched from anywhere
 
 
@@ -505,22 +505,27 @@ def test_a_gguf_repo_is_read_without_the_bots_token(gguf_org, page, monkeypatch)
 
 @pytest.mark.parametrize(
     "given",
-    [
-        "https://hf.co/org/name",
-        "huggingface.co/org/name",
-        "hf.co/org/name:../x",
-        "hf.co/org/name:",
-        "hf.co/org/../name",
-        "hf.co/org/name/x.gguf",
-        "hf.co//etc/passwd",
-    ],
-)
-def test_only_ollamas_hf_co_spelling_is_taken_besides_a_repo_id(fake_hub, page, given):
+    ["hf.co/org/name:../x", "hf.co/org/name:", "hf.co/org/../name", "hf.co//etc/passwd",
+     "https://huggingface.co/datasets/org/name", "https://evil.example/org/name"],
+)  # fmt: skip
+def test_a_hub_spelling_that_names_no_model_repo_is_refused_without_a_request(
+    fake_hub, page, given
+):
     before = len(fake_hub.requests)
     reply = page.client().check(given)
     assert reply.status == 400
-    assert "Not a Hub repo id" in reply.text
+    assert "not checked: " in reply.text
     assert len(fake_hub.requests) == before
+
+
+@pytest.mark.parametrize(
+    "given", ["https://hf.co/org/broken", "huggingface.co/org/broken/tree/main", " org/broken "]
+)
+def test_every_spelling_of_a_repo_is_checked_as_its_id_is(fake_hub, page, given):
+    """A URL pasted from the browser, or the repo id with stray spaces: the same check."""
+    fake_hub.add_repo("org/broken", files_of(BROKEN))
+    by_id = _articles(page.client().check("org/broken").text)
+    assert _articles(page.client().check(given).text) == by_id
 
 
 def test_a_repo_with_a_tokenizer_and_gguf_files_says_how_to_check_them(fake_hub, page):
@@ -529,4 +534,4 @@ def test_a_repo_with_a_tokenizer_and_gguf_files_says_how_to_check_them(fake_hub,
     (one,) = _articles(text)
     assert "eosfix hub org/mixed --pr" in one  # checked by its tokenizer: the usual fix
     assert '<p class="note">org/mixed: checked by its tokenizer and config files' in text
-    assert "eosfix check hf.co/org/mixed reads their headers" in text
+    assert "eosfix check org/mixed/model-Q4_K_M.gguf reads its header" in text

@@ -1,0 +1,46 @@
+"""One target checked, whatever it is: a local folder or GGUF file through the pipeline, a Hub
+repo by ``eosfix.targets.hub``, a string that named nothing as its error. What every command,
+the page and the bot call; the results go to a renderer as they are."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from eosfix import pipeline
+from eosfix.result import RepoResult
+from eosfix.runtimes import Pins
+from eosfix.targets.checked import Checked
+from eosfix.targets.parse import HubTarget, LocalFolder, LocalGguf
+
+if TYPE_CHECKING:
+    from eosfix.sources.hub.read import HubReader
+    from eosfix.targets.open import Unit
+
+
+def check_target(
+    unit: Unit,
+    *,
+    config_json: bool = False,
+    keep_ids: Iterable[int] = (),
+    pins: Pins | None = None,
+    reader: HubReader | None = None,
+    replace_symlinks: bool | None = None,
+) -> Checked:
+    """Check ``unit`` read-only (``eosfix.targets.open``): a local one as ``eosfix.api.check``
+    does (what would stop ``fix`` writing asked too, ``replace_symlinks`` as for ``check``'s
+    command, or False as ``fix`` writes), a Hub repo by ``check_hub_target``."""
+    if isinstance(unit, (LocalFolder, LocalGguf)):
+        result = pipeline.check(
+            unit.path, config_json=config_json, keep_ids=keep_ids, pins=pins,
+            replace_symlinks=replace_symlinks,
+        )  # fmt: skip
+        return Checked((result,))
+    if isinstance(unit, HubTarget):
+        from eosfix.targets.hub import check_hub_target  # only a Hub target reads the Hub
+
+        return check_hub_target(
+            unit, reader=reader, keep_ids=keep_ids, pins=pins, config_json=config_json
+        )
+    return Checked((RepoResult(Path(unit.given), error=unit.error),))
