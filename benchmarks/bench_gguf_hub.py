@@ -18,6 +18,11 @@ file's size. The baseline column is what downloading every file whole (`hf downl
 
     python benchmarks/bench_gguf_hub.py                 # 20 quants, 50 ms, 3 runs
     python benchmarks/bench_gguf_hub.py --quants 6 --latency 0.1
+    python benchmarks/bench_gguf_hub.py --baseline DIR --runs 9   # paired with another checkout
+
+``--baseline DIR`` runs this checkout's command and DIR's in turn against the same stand-in Hub
+(A B, B A, ... after one warm-up pair; each run a fresh process with an empty HF_HOME) and
+prints the medians of wall time, CPU time and peak memory, and the median of the pairs' ratios.
 
 Targets (issue: GGUF repos on the Hub): 20 quants at 50 ms checked in <= 3 s, <= 3 requests
 per file, bytes read per file <= its metadata section (with the slack of the last read).
@@ -151,16 +156,47 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     return {"times": times, "files": files, "requests": requests, "stderr": proc.stderr}
 
 
+def compare(args: argparse.Namespace) -> None:
+    """This checkout against ``args.baseline``, in pairs (see the module)."""
+    from paired import Pairs, compile_bytecode, machine, run_once, table
+
+    sides = {"this": ROOT, "baseline": args.baseline.resolve()}
+    for root in sides.values():
+        compile_bytecode(root)
+    server = ServedHub(__file__, args.quants, args.latency, args.size)
+    runs: dict[str, list[Any]] = {"this": [], "baseline": []}
+    try:
+        for i in range(args.runs + 1):  # the first pair warms the stand-in and the disk cache
+            for side in ("this", "baseline") if i % 2 else ("baseline", "this"):
+                with tempfile.TemporaryDirectory() as home:
+                    env = {**os.environ, "HF_ENDPOINT": server.url, "HF_HOME": home,
+                           "HF_HUB_DISABLE_TELEMETRY": "1", "EOSFIX_CACHE": home,
+                           "PYTHONPATH": str(sides[side])}  # fmt: skip
+                    cmd = [sys.executable, "-m", "eosfix", "check", REPO, "--format", "json"]
+                    run = run_once(cmd, env, cwd=Path(home))
+                if i:
+                    runs[side].append(run)
+    finally:
+        server.close()
+    print(f"{REPO}: {args.quants} quants, {args.latency * 1000:.0f} ms a request, "
+          f"{args.runs} pairs; this {ROOT}, baseline {sides['baseline']}; {machine()}")  # fmt: skip
+    print(table(Pairs(runs["this"], runs["baseline"]), "this", "baseline"))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quants", type=int, default=20)
     parser.add_argument("--latency", type=float, default=0.05)
     parser.add_argument("--size", type=int, default=4_920_000_000)
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--baseline", type=Path, help="another checkout to run in pairs with")
     parser.add_argument("--serve", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
         serve(int(args.serve[0]), float(args.serve[1]), int(args.serve[2]))
+        return
+    if args.baseline is not None:
+        compare(args)
         return
     from paired import compile_bytecode, machine
 

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from eosfix.batch.verdict import Detail, Verdict
+from eosfix.core.codes import EOS103
 
 POOL_MIN = 24  # the first jobs run in-process; worker processes start at this many
 WORKERS = 2
@@ -30,7 +31,7 @@ BATCH = 8  # jobs sent to a worker at once
 
 Job = Callable[[Path, Detail | None], Verdict]
 DIED = Verdict("error", error="the analysis process died (out of memory?)")
-RETRY_CODE = "EOS103"  # a template could not finish in the backstop's seconds: retry
+RETRY_CODE = EOS103.code  # a template could not finish in the backstop's seconds: retry
 
 
 def _mp_context() -> Any:

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from eosfix import pipeline
+from eosfix.core.codes import EOS013
 from eosfix.core.errors import EosfixError
 from eosfix.core.outcome import problem_of, verdict_of
 from eosfix.result import RepoResult
@@ -91,7 +92,7 @@ class Verdict:
             self.name,
             runs_on=bool(self.runs_on),
             stops_early=bool(self.stops_early),
-            never_fires="EOS013" in self.codes,
+            never_fires=EOS013.code in self.codes,
         )
 
     @functools.cached_property

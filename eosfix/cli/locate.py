@@ -1,9 +1,10 @@
 """Where each finding is, for CI annotations and SARIF: the file relative to the current
 folder, and the line of the key the finding is about.
 
-A stop-id finding points at ``eos_token_id`` (or ``text_config.eos_token_id``) in its JSON
-file; a template finding at the template file (``chat_template`` inside
-tokenizer_config.json); EOS008 at ``added_tokens_decoder``. A file that does not exist (EOS002
+A finding points at the key of its JSON file that its code is about (the registry's
+``Code.about``): a stop-id finding at ``eos_token_id`` (or ``text_config.eos_token_id``), a
+template finding at the template file (``chat_template`` inside tokenizer_config.json), one
+about how a token is declared (EOS008) at ``added_tokens_decoder``. A file that does not exist (EOS002
 names the missing generation_config.json) points at config.json's ``eos_token_id`` instead
 (what transformers reads then), else at the folder, and says where ``fix`` creates it; a
 GGUF's finding names the GGUF file and its metadata key (the file is binary). A Hub repo
@@ -16,17 +17,19 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
+from eosfix.core.codes import CODES, Subject
 from eosfix.core.jsonedit import find_value_span
 from eosfix.core.repo import CONFIG
 from eosfix.render.annotations import Location
 from eosfix.result import RepoResult
 
 _STOP_KEYS = (("eos_token_id",), ("text_config", "eos_token_id"))
-_TEMPLATE_KEYS = (("chat_template",),)
-_TEMPLATE_CODES = frozenset(
-    ("EOS005", "EOS006", "EOS007", "EOS009", "EOS010", "EOS016", "EOS100", "EOS101", "EOS102")
-)
-_KEYS_BY_CODE = {"EOS008": (("added_tokens_decoder",),)}
+# The keys a finding points at in its JSON file, by what its code is about (the registry says).
+_KEYS = {
+    Subject.STOP_IDS: _STOP_KEYS,
+    Subject.TEMPLATE: (("chat_template",),),
+    Subject.TOKENS: (("added_tokens_decoder",),),
+}
 
 
 def _base(r: RepoResult, cwd: Path) -> str:
@@ -40,8 +43,7 @@ def _base(r: RepoResult, cwd: Path) -> str:
         return os.path.normpath(path)
 
 
-def _line(text: str, code: str) -> int | None:
-    keys = _KEYS_BY_CODE.get(code) or (_TEMPLATE_KEYS if code in _TEMPLATE_CODES else _STOP_KEYS)
+def _line(text: str, keys: tuple[tuple[str, ...], ...]) -> int | None:
     for key_path in keys:
         try:
             span = find_value_span(text, key_path)
@@ -71,7 +73,7 @@ def locate(r: RepoResult, cwd: Path) -> dict[tuple[str, str], Location]:
         if json_file is None and not (r.check.repo.root / name).exists():
             out[(f.code, f.file)] = _instead(r, base, name, file)
             continue
-        line = None if json_file is None else _line(json_file.text, f.code)
+        line = None if json_file is None else _line(json_file.text, _KEYS[CODES[f.code].about])
         out[(f.code, f.file)] = Location(file, line)
     return out
 
@@ -87,7 +89,7 @@ def _instead(r: RepoResult, base: str, name: str, file: str) -> Location:
     if cfg is None:
         return Location(base, note=note)
     where = CONFIG if base == "." else f"{base}/{CONFIG}"
-    return Location(where, _line(cfg.text, "EOS002"), note=note)
+    return Location(where, _line(cfg.text, _STOP_KEYS), note=note)
 
 
 def locate_all(results: Sequence[RepoResult], cwd: Path) -> list[dict[tuple[str, str], Location]]:

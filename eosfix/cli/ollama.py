@@ -67,7 +67,7 @@ def _result_dict(r: Any, text: str | None) -> dict[str, Any]:
 
 
 def _text(r: Any, text: str | None) -> list[str]:
-    from eosfix.decide.stopids import CODES, what_it_is
+    from eosfix.decide.stopids import CODE_BY_KIND, what_it_is
     from eosfix.render.text import finding_line
 
     if r.error is not None:
@@ -86,7 +86,7 @@ def _text(r: Any, text: str | None) -> list[str]:
         mark = click.style("stops", fg="green") if ok else click.style("never stops", fg="red")
         lines.append(f"  ends a turn    {t.content}  {t.id_str}: {mark}")
     for s in r.early:
-        code = click.style(CODES[s.kind], fg="red", bold=True)
+        code = click.style(CODE_BY_KIND[s.kind].code, fg="red", bold=True)
         lines.append(f"  stops early    {code} ollama stops on {what_it_is(s)}")
     if r.blob_fix is not None:
         lines.append(f"  fix the blob   no Modelfile can take a stop id away: {r.blob_fix}")

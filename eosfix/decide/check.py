@@ -15,7 +15,22 @@ from dataclasses import dataclass, field, replace
 
 from eosfix.analysis.inturn import closers_inside_a_call, closers_inside_a_turn
 from eosfix.analysis.terminators import STOP_STRING, Terminator, TerminatorSet, find_terminators
-from eosfix.core.codes import Finding, Severity, finding
+from eosfix.core.codes import (
+    EOS005,
+    EOS006,
+    EOS007,
+    EOS008,
+    EOS009,
+    EOS010,
+    EOS016,
+    EOS100,
+    EOS101,
+    EOS102,
+    EOS103,
+    Finding,
+    Severity,
+    finding,
+)
 from eosfix.core.repo import ModelRepo, TokenInfo
 from eosfix.decide.keys import StopConfig, StopIdReview, StopKeys
 from eosfix.runtimes.llamacpp import EOG_TEXTS
@@ -88,7 +103,7 @@ class RepoCheck:
     @property
     def unfinished(self) -> bool:
         """A render ran into the wall-clock backstop (EOS103): nothing is planned from it."""
-        return any(f.code == "EOS103" for f in self.findings)
+        return any(f.code == EOS103.code for f in self.findings)
 
     @property
     def stop_strings(self) -> tuple[str, ...]:
@@ -110,19 +125,19 @@ def _terminator_findings(repo: ModelRepo, ts: TerminatorSet) -> list[Finding]:
         files = ", ".join(sorted({ta.file for ta in ts.templates if ta.name in t.templates}))
         if t.kind == STOP_STRING:
             msg = f"turns end with plain text {t.content!r}: runtimes need it as a stop string"
-            out.append(finding("EOS005", files, msg))
+            out.append(finding(EOS005, files, msg))
         elif t.id is None and vocab is not None and vocab.available:
             msg = f"{t.content} ends a turn but is not a single token of {vocabulary}"
-            out.append(finding("EOS006", files, msg))
+            out.append(finding(EOS006, files, msg))
         elif t.id is None:
             msg = f"{t.content} ends a turn; its id cannot be checked without {vocabulary}"
-            out.append(finding("EOS007", files, msg))
+            out.append(finding(EOS007, files, msg))
         elif t.special is False and t.content != repo.eos_token:
             msg = (
                 f"{t.content} ({t.id}) ends a turn but is not marked special: "
                 "decoding with skip_special_tokens=True leaves it in the reply text"
             )
-            out.append(finding("EOS008", t.id_source or "", msg))
+            out.append(finding(EOS008, t.id_source or "", msg))
     in_call = closers_inside_a_call(ts)
     cut = [t for t in closers_inside_a_turn(ts) if t not in in_call]
     if cut:
@@ -131,14 +146,14 @@ def _terminator_findings(repo: ModelRepo, ts: TerminatorSet) -> list[Finding]:
             "(between reasoning and answer): stopping on it cuts the turn, and no other token "
             "ends the reply"
         )
-        out.append(finding("EOS010", ts.templates[0].file, msg))
+        out.append(finding(EOS010, ts.templates[0].file, msg))
     if in_call:
         msg = (
             f"{' '.join(in_call)} closes the last reply but a reply that makes tool calls also "
             "writes it before more of its own text (before a call or between two): stopping "
             "on it cuts every tool call, and no other token ends the reply"
         )
-        out.append(finding("EOS016", ts.templates[0].file, msg))
+        out.append(finding(EOS016, ts.templates[0].file, msg))
     elif (
         not cut
         and repo.templates
@@ -152,7 +167,7 @@ def _terminator_findings(repo: ModelRepo, ts: TerminatorSet) -> list[Finding]:
                 "its prompt and writes nothing after the reply position, so nothing in it "
                 "shows what ends the model's verdict"
             )
-        out.append(finding("EOS009", ts.templates[0].file, msg))
+        out.append(finding(EOS009, ts.templates[0].file, msg))
     return out
 
 
@@ -162,16 +177,16 @@ def _template_findings(ts: TerminatorSet) -> list[Finding]:
         limited = next((p for p in ta.probes if p.limit is not None), None)
         if limited is not None and limited.limit == "time":  # this machine, not the repo
             msg = f"template {ta.name!r} {limited.refusal}"
-            out.append(finding("EOS103", ta.file, msg))
+            out.append(finding(EOS103, ta.file, msg))
         elif limited is not None:  # named first: it explains why the probes failed
             escape = limited.limit == "sandbox"
             what = "was stopped by the sandbox" if escape else "exceeded a render limit"
             msg = f"template {ta.name!r} {what}: {limited.refusal}"
-            out.append(finding("EOS102" if escape else "EOS101", ta.file, msg))
+            out.append(finding(EOS102 if escape else EOS101, ta.file, msg))
         elif not ta.rendered:
             first = ta.refusals[0].refusal if ta.refusals else "no output"
             msg = f"template {ta.name!r} refused every probe ({first})"
-            out.append(finding("EOS100", ta.file, msg))
+            out.append(finding(EOS100, ta.file, msg))
     return out
 
 
@@ -192,7 +207,7 @@ def check(
     ts = find_terminators(repo)
     decision = keys.decide(repo, ts, keep=keep, config_json=config_json)
     template_findings = _template_findings(ts)
-    if any(f.code == "EOS103" for f in template_findings):
+    if any(f.code == EOS103.code for f in template_findings):
         # An analysis this machine could not finish proposes nothing: fix writes nothing.
         no_removal = replace(decision.review, remove=frozenset(), config_remove=frozenset())
         decision = replace(decision, proposed=None, review=no_removal)

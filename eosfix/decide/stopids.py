@@ -35,6 +35,7 @@ from typing import Any
 from eosfix.analysis.inturn import closers_inside_a_turn, in_turn_sighting
 from eosfix.analysis.positions import IN_TOOL_CALL, IN_TURN
 from eosfix.analysis.terminators import STOP_STRING, TerminatorSet
+from eosfix.core.codes import CODES, Code
 from eosfix.core.errors import RepoLoadError
 from eosfix.core.repo import CONFIG, ModelRepo, TokenInfo
 from eosfix.decide.tokentext import cut_clause, decode_piece, shown
@@ -48,8 +49,9 @@ OUT_OF_VOCAB = "out_of_vocab"
 UNCHECKED = "unchecked"
 CUTTING = (IN_TURN_KIND, ORDINARY)  # the model emits it before its reply is complete
 REMOVABLE = (IN_TURN_KIND, ORDINARY, OUT_OF_VOCAB)  # what ``fix`` takes out of a list
-# The finding of a stop id of each kind, whatever holds it (a file's list, a GGUF key).
-CODES = {IN_TURN_KIND: "EOS011", ORDINARY: "EOS012", OUT_OF_VOCAB: "EOS013"}
+# The finding of a stop id of each kind, whatever holds it (a file's list, a GGUF key): the
+# registry's entries say which kind each reports.
+CODE_BY_KIND: dict[str, Code] = {c.stop_id_kind: c for c in CODES.values() if c.stop_id_kind}
 
 
 @dataclass(frozen=True)

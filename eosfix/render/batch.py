@@ -8,7 +8,6 @@ renderers the batch's workers run on each result (passed in by the CLI).
 
 from __future__ import annotations
 
-import csv
 import functools
 import json
 import math
@@ -19,6 +18,7 @@ from typing import Any, TextIO
 
 from eosfix.batch.run import Failure, Result, Run
 from eosfix.batch.verdict import Detail, Members, ids_text
+from eosfix.render.csvrows import CsvWriter
 from eosfix.render.markdown import code, escape
 from eosfix.render.report import render_repo_text, result_to_dict
 from eosfix.result import RepoResult
@@ -211,9 +211,10 @@ def _csv_failure(f: Failure) -> list[str]:
 
 
 def write_csv(run: Run, out: TextIO) -> None:
-    """One CSV line per result (RFC 4180 quoting), with a header line; then one line per
-    failure of the source (a corrupted cache entry, a listing), verdict ``error``."""
-    writer = csv.writer(out, lineterminator="\n")
+    """One CSV line per result (RFC 4180 quoting; a cell that would start a formula is made
+    text: ``eosfix.render.csvrows``), with a header line; then one line per failure of the
+    source (a corrupted cache entry, a listing), verdict ``error``."""
+    writer = CsvWriter(out)
     writer.writerow(CSV_COLUMNS)
     try:
         for result in run:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from eosfix.analysis.terminators import TemplateAnalysis, Terminator
+from eosfix.core.codes import EOS013
 from eosfix.core.errors import NotChecked, VerificationError, WriteError
 from eosfix.core.outcome import (
     EXIT_FINDINGS,
@@ -232,7 +233,7 @@ def result_to_dict(r: RepoResult) -> dict[str, Any]:
     name = verdict(r)
     table = r.runtimes
     runs_on, early = (table.runs_on, table.stops_early) if table is not None else ((), ())
-    never_fires = any(f.code == "EOS013" for f in c.findings)
+    never_fires = any(f.code == EOS013.code for f in c.findings)
     out.update(
         status=c.status.value,
         verdict=name,

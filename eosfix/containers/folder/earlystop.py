@@ -29,11 +29,18 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from eosfix.analysis.terminators import TerminatorSet
-from eosfix.core.codes import Finding, Severity, finding
+from eosfix.core.codes import EOS014, Finding, Severity, finding
 from eosfix.core.jsonedit import duplicate_spans
 from eosfix.core.repo import CONFIG, GENERATION_CONFIG, ModelRepo, TokenInfo
 from eosfix.decide.keys import StopConfig, StopIdReview
-from eosfix.decide.stopids import CODES, OUT_OF_VOCAB, REMOVABLE, StopId, classify, what_it_is
+from eosfix.decide.stopids import (
+    CODE_BY_KIND,
+    OUT_OF_VOCAB,
+    REMOVABLE,
+    StopId,
+    classify,
+    what_it_is,
+)
 
 TEXT_CONFIG_KEY = ("text_config", "eos_token_id")
 EOS_KEY = ("eos_token_id",)
@@ -139,7 +146,7 @@ def _finding(
         what += "; runtimes that read config.json stop there: eosfix fix --config-json removes it"
         severity = Severity.WARNING
     message = f"{lst.key_str} holds {what}"
-    return finding(CODES[s.kind], lst.file, message, severity=severity, fixable=fixable)
+    return finding(CODE_BY_KIND[s.kind], lst.file, message, severity=severity, fixable=fixable)
 
 
 # --- duplicate keys ----------------------------------------------------------------------
@@ -155,7 +162,7 @@ def duplicate_findings(repo: ModelRepo) -> list[Finding]:
         spans = duplicate_spans(f.text, key)
         if spans:
             msg = _duplicate_message(f.text, key, spans, name)
-            out.append(finding("EOS014", name, msg))
+            out.append(finding(EOS014, name, msg))
     return out
 
 

@@ -38,7 +38,7 @@ from eosfix.analysis.terminators import STOP_STRING, Terminator, TerminatorSet
 from eosfix.containers.folder.earlystop import review_stop_ids
 from eosfix.containers.folder.inputs import inputs_from_files
 from eosfix.containers.folder.refusals import bom_findings, malformed_finding
-from eosfix.core.codes import Finding, finding
+from eosfix.core.codes import EOS001, EOS002, EOS003, EOS004, EOS015, Finding, finding
 from eosfix.core.models import eos_tuple, well_formed_eos
 from eosfix.core.repo import CONFIG, GENERATION_CONFIG, ModelRepo, TokenInfo
 from eosfix.decide.keys import NO_REVIEW, StopConfig, StopDecision, tokenizer_eos
@@ -129,7 +129,7 @@ def reader_finding(target: Sequence[int], misses: Sequence[ReaderMiss]) -> Findi
         f"{who} {verb} {', '.join(tokens)}: generation_config.json with eos_token_id "
         f"{listed} makes {them} stop"
     )
-    return finding("EOS015", GENERATION_CONFIG, msg)
+    return finding(EOS015, GENERATION_CONFIG, msg)
 
 
 def _token_str(t: Terminator) -> str:
@@ -162,13 +162,13 @@ def _missing_findings(
         return []
     names = ", ".join(_token_str(t) for t in missing)
     if repo.generation_config is None:
-        return [finding("EOS002", GENERATION_CONFIG, _missing_file_message(repo, stop, names))]
+        return [finding(EOS002, GENERATION_CONFIG, _missing_file_message(repo, stop, names))]
     if stop.ids is None:
         msg = f"eos_token_id is not set: generation never stops on {names}"
-        return [finding("EOS003", GENERATION_CONFIG, msg)]
+        return [finding(EOS003, GENERATION_CONFIG, msg)]
     raw = stop.raw if well_formed_eos(stop.raw) else json.dumps(stop.raw)  # EOS018's as written
     msg = f"eos_token_id {raw} does not include {names}: generation runs past the turn end"
-    return [finding("EOS001", GENERATION_CONFIG, msg)]
+    return [finding(EOS001, GENERATION_CONFIG, msg)]
 
 
 @dataclass(frozen=True)
@@ -212,7 +212,7 @@ class FolderStops:
             msg = (
                 f"the tokenizer's eos_token {listed_eos.content} ({listed_eos.id}) is not a stop id"
             )
-            findings.append(finding("EOS004", GENERATION_CONFIG, msg))
+            findings.append(finding(EOS004, GENERATION_CONFIG, msg))
         return StopDecision(
             stop, eos, review, proposed, tuple(_missing_findings(repo, stop, missing)),
             tuple(findings),

@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from eosfix.core.codes import Finding, finding
+from eosfix.core.codes import EOS017, EOS018, Finding, finding
 from eosfix.core.repo import CONFIG, GENERATION_CONFIG, ModelRepo
 from eosfix.runtimes import RUNTIMES
 from eosfix.runtimes.rule import FAILS, IGNORES
@@ -57,7 +57,7 @@ def bom_findings(repo: ModelRepo, *, config_json: bool = False) -> list[Finding]
             f"{name} starts with a UTF-8 byte-order mark, which JSON readers refuse: {said}; "
             f"{remedy}"
         )
-        out.append(finding("EOS017", name, msg, fixable=fixable))
+        out.append(finding(EOS017, name, msg, fixable=fixable))
     return out
 
 
@@ -110,4 +110,4 @@ def malformed_finding(repo: ModelRepo) -> Finding | None:
         f"eos_token_id {json.dumps(value)} is not a token id or a list of ids: "
         f"{', '.join(groups)}; {then}"
     )
-    return finding("EOS018", GENERATION_CONFIG, msg)
+    return finding(EOS018, GENERATION_CONFIG, msg)

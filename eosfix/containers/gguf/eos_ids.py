@@ -26,9 +26,9 @@ from eosfix.containers.gguf.earlystop import classify_ids
 from eosfix.containers.gguf.format import EOS_IDS_KEY, TEMPLATE_KEY, ValueType, id_slot
 from eosfix.containers.gguf.plan import ArrayEdit, GgufValue
 from eosfix.containers.gguf.read import GgufModel
-from eosfix.core.codes import Finding, Severity, finding
+from eosfix.core.codes import EOS013, EOS203, Finding, Severity, finding
 from eosfix.core.repo import TokenInfo
-from eosfix.decide.stopids import CODES, OUT_OF_VOCAB, StopId, what_it_is
+from eosfix.decide.stopids import CODE_BY_KIND, OUT_OF_VOCAB, StopId, what_it_is
 from eosfix.runtimes.ollama.compat import OllamaGguf
 from eosfix.runtimes.ollama.engines import LAST_GO, go_list_versions, go_stops
 
@@ -121,13 +121,13 @@ def plan_eos_ids(
             f"; its {type_name} list reads as empty there" if items is not None and not read else ""
         )
         msg = f"{_engine(arch, first or versions[0])}: not on {names}{retyped}; fix: {_fix(edit)}"
-        out.append(finding("EOS203", EOS_IDS_KEY, msg))
+        out.append(finding(EOS203, EOS_IDS_KEY, msg))
     for s in cutting:
         msg = (
             f"{_engine(arch, versions[0])}: it stops on {what_it_is(s)}; eos_token_ids holds "
             f"it; fix: {_fix(edit)}"
         )
-        out.append(finding(CODES[s.kind], EOS_IDS_KEY, msg, fixable=True))
+        out.append(finding(CODE_BY_KIND[s.kind], EOS_IDS_KEY, msg, fixable=True))
     out += _dead_findings(dead, edit, versions[0], arch)
     return ListPlan(edit, tuple(out))
 
@@ -144,9 +144,9 @@ def _dead_findings(
     for s in dead:
         msg = f"{EOS_IDS_KEY} holds {what_it_is(s)} ({_engine(arch, first)})"
         if edit is not None:
-            out.append(finding("EOS013", EOS_IDS_KEY, f"{msg}; fix: {_fix(edit)}", fixable=True))
+            out.append(finding(EOS013, EOS_IDS_KEY, f"{msg}; fix: {_fix(edit)}", fixable=True))
         else:
-            out.append(finding("EOS013", EOS_IDS_KEY, msg, severity=Severity.WARNING,
+            out.append(finding(EOS013, EOS_IDS_KEY, msg, severity=Severity.WARNING,
                                fixable=False))  # fmt: skip
     return out
 

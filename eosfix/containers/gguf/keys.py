@@ -32,10 +32,10 @@ from eosfix.containers.gguf.eos_ids import plan_eos_ids
 from eosfix.containers.gguf.format import TOKENS_KEY, ValueType, key_name
 from eosfix.containers.gguf.plan import ArrayEdit, GgufPlan, KeyEdit, plan_keys
 from eosfix.containers.gguf.read import GgufModel
-from eosfix.core.codes import Finding, Severity, finding
+from eosfix.core.codes import EOS013, EOS201, EOS202, Finding, Severity, finding
 from eosfix.core.repo import ModelRepo, TokenInfo
 from eosfix.decide.keys import StopConfig, StopDecision, StopIdReview
-from eosfix.decide.stopids import CODES, ORDINARY, StopId, in_turn_text
+from eosfix.decide.stopids import CODE_BY_KIND, ORDINARY, StopId, in_turn_text
 from eosfix.runtimes.llamacpp import LLAMA_CPP_VERSION, EogSet, end_of_generation
 from eosfix.runtimes.ollama.modelfile import stop_line
 
@@ -81,7 +81,7 @@ def _missing_findings(
             f"llama.cpp does not stop on {t.content} ({t.id}): its end-of-generation set is "
             f"{now}; fix: {edit.key} = {edit.new}"
         )
-        out.append(finding("EOS201", edit.key, msg))
+        out.append(finding(EOS201, edit.key, msg))
     if unplaced:
         names = ", ".join(f"{t.content} ({t.id})" for t in unplaced)
         msg = (
@@ -89,7 +89,7 @@ def _missing_findings(
             f"{'it' if len(unplaced) == 1 else 'them'} without dropping a stop id: "
             "use stop strings (see below)"
         )
-        out.append(finding("EOS202", TOKENS_KEY, msg))
+        out.append(finding(EOS202, TOKENS_KEY, msg))
     return out
 
 
@@ -106,7 +106,7 @@ def _early_findings(
         key = key_name(why[0]) if why and why[0] != "text" else TOKENS_KEY
         msg = f"llama.cpp stops on {_early_what(s)}; {_cause_text(model, why)}"
         mine = [e for e in edits if model.specials.get(e.role) == s.id]
-        code = CODES[s.kind]
+        code = CODE_BY_KIND[s.kind]
         if s.id in fixed and mine:
             fix = ", ".join(f"{e.key} = {e.new} ({e.token})" for e in mine)
             out.append(finding(code, key, f"{msg}; fix: {fix}", fixable=True))
@@ -205,15 +205,15 @@ def _bad_key_findings(model: GgufModel, edits: Sequence[KeyEdit]) -> list[Findin
         )
         mine = next((e for e in edits if e.key == key), None)
         if mine is not None:
-            out.append(finding("EOS013", key, f"{msg}; fix: {key} = {mine.new} ({mine.token})"))
+            out.append(finding(EOS013, key, f"{msg}; fix: {key} = {mine.new} ({mine.token})"))
         elif role == "eos":
             msg += (
                 "; eosfix never changes eos (templates render it as eos_token): fix eos_token "
                 "in tokenizer_config.json and convert again"
             )
-            out.append(finding("EOS013", key, msg, fixable=False))
+            out.append(finding(EOS013, key, msg, fixable=False))
         else:
-            out.append(finding("EOS013", key, msg, fixable=False))
+            out.append(finding(EOS013, key, msg, fixable=False))
     return out
 
 

@@ -14,6 +14,7 @@ reads to decide where generation ends (``GgufVocab``).
 
 from __future__ import annotations
 
+import itertools
 import mmap
 import os
 import re
@@ -349,42 +350,108 @@ def _parse(path: Path, buf: Any, st: os.stat_result) -> Header:
     )
 
 
+# What a kept field's decoded value holds beyond its bytes, at most (CPython): a list slot per
+# item; a str object's header, and up to 4 bytes a character (a str with one wide character
+# stores every character wide); an int object (small ints are shared, but counting each keeps
+# the bound without walking the list).
+_SLOT_BYTES, _STR_BYTES, _CHAR_BYTES, _INT_BYTES = 8, 64, 4, 32
+
+
+def _held_bytes(f: Field, size: int) -> int:
+    """A bound on the memory keeping field ``f`` (``size`` bytes in its file) takes: its bytes,
+    and its decoded value's objects (computed from counts, never by walking the value)."""
+    if not isinstance(f.value, list):
+        return size + (len(f.value) if isinstance(f.value, str) else 0) * _CHAR_BYTES
+    n = len(f.value)
+    if f.item_type is ValueType.STRING:
+        text = f.end - f.value_start - 8 * n  # the items' bytes, without their lengths
+        return size + n * (_SLOT_BYTES + _STR_BYTES) + text * _CHAR_BYTES
+    return size + n * (_SLOT_BYTES + _INT_BYTES)
+
+
+@dataclass(frozen=True)
+class _Kept:
+    field: Field
+    data: bytes  # the field's bytes, key to end
+    held: int  # _held_bytes
+
+
 class KnownFields:
     """Large fields of headers parsed before, with their bytes: a field of another file whose
     bytes are the same is that field (the same value, moved to where it starts here), so the
     quantisations of one model walk their token arrays once. Only fields of at least
     ``MIN_BYTES`` are kept (smaller ones parse faster than they compare), the latest
-    ``per_key`` of each key. Thread-safe; bounded."""
+    ``per_key`` of each key.
+
+    Bounded whatever the headers hold (a process-wide one sees every header any repo sends):
+    at most ``max_fields`` fields and ``max_bytes`` bytes (``held_bytes``: each field's bytes
+    and a bound on its decoded value), the least recently used going first; a field that alone
+    holds more than ``max_bytes`` is never kept. The default budget holds every large field of
+    one model with a 262k-token vocabulary (gemma-4's: 54 MB by that bound). Thread-safe."""
 
     MIN_BYTES = 4096
 
-    def __init__(self, per_key: int = 4) -> None:
-        self.per_key = per_key
-        self._fields: dict[str, list[tuple[Field, bytes]]] = {}
+    def __init__(
+        self, per_key: int = 4, *, max_fields: int = 64, max_bytes: int = 64 << 20
+    ) -> None:
+        self.per_key, self.max_fields, self.max_bytes = per_key, max_fields, max_bytes
+        self._kept: OrderedDict[int, _Kept] = OrderedDict()  # least recently used first
+        self._by_key: dict[str, list[int]] = {}  # key -> its entries in _kept, latest first
+        self._serial = itertools.count()
         self._lock = threading.Lock()
+        self.held_bytes = 0
         self.reused = 0  # fields taken from an earlier header (for tests and benchmarks)
+
+    def __len__(self) -> int:
+        return len(self._kept)
 
     def clear(self) -> None:
         with self._lock:
-            self._fields.clear()
+            self._kept.clear()
+            self._by_key.clear()
+            self.held_bytes = 0
 
     def learn(self, header: Header, buf: Any) -> None:
         """Keep ``header``'s large fields, with their bytes from ``buf`` (its file's start)."""
         for f in header.fields.values():
-            if f.end - f.start >= self.MIN_BYTES and f.end <= len(buf):
-                data = bytes(buf[f.start : f.end])
-                with self._lock:
-                    kept = self._fields.setdefault(f.key, [])
-                    if all(data != b for _, b in kept):
-                        kept.insert(0, (f, data))
-                        del kept[self.per_key :]
+            size = f.end - f.start
+            if size < self.MIN_BYTES or f.end > len(buf) or size > self.max_bytes:
+                continue
+            held = _held_bytes(f, size)
+            if held <= self.max_bytes:
+                self._keep(f, bytes(buf[f.start : f.end]), held)
+
+    def _keep(self, f: Field, data: bytes, held: int) -> None:
+        with self._lock:
+            same_key = self._by_key.setdefault(f.key, [])
+            for serial in same_key:
+                if self._kept[serial].data == data:
+                    self._kept.move_to_end(serial)
+                    return
+            serial = next(self._serial)
+            self._kept[serial] = _Kept(f, data, held)
+            same_key.insert(0, serial)
+            self.held_bytes += held
+            for old in same_key[self.per_key :]:
+                self._drop(old)
+            while self.held_bytes > self.max_bytes or len(self._kept) > self.max_fields:
+                self._drop(next(iter(self._kept)))
+
+    def _drop(self, serial: int) -> None:
+        kept = self._kept.pop(serial)
+        self.held_bytes -= kept.held
+        same_key = self._by_key[kept.field.key]
+        same_key.remove(serial)
+        if not same_key:
+            del self._by_key[kept.field.key]
 
     def match(self, r: _Reader, key: str, start: int) -> Field | None:
         """The known field ``key`` whose bytes ``r`` has at ``start`` (fetching them if need
         be), moved there, with ``r.pos`` after it. None: no such field (``r.pos`` moved)."""
         with self._lock:
-            candidates = list(self._fields.get(key, ()))
-        for f, data in candidates:
+            candidates = [(s, self._kept[s]) for s in self._by_key.get(key, ())]
+        for serial, kept in candidates:
+            f, data = kept.field, kept.data
             if len(data) > r.limit - start:
                 continue
             here = min(len(data), len(r.buf) - start)  # what is fetched already must agree
@@ -395,7 +462,10 @@ class KnownFields:
             if r.buf[start : start + len(data)] == data:
                 r.pos = start + len(data)
                 shift = start - f.start
-                self.reused += 1
+                with self._lock:
+                    self.reused += 1
+                    if serial in self._kept:
+                        self._kept.move_to_end(serial)
                 return Field(key, f.type, f.item_type, start, f.value_start + shift,
                              f.end + shift, f.value)  # fmt: skip
         return None
@@ -693,10 +763,24 @@ def _text_ids(tokens: Sequence[str]) -> Mapping[str, int]:
 
 # What is built from a token list (text -> id, the added tokens) is built once per list: the
 # quantisations of one model share their lists (``KnownFields``). Keyed by the lists' identity;
-# the entry holds the lists, so an id is not reused while it is here.
+# the entry holds the lists, so an id is not reused while it is here. Bounded like
+# ``KnownFields``, least recently used first out: at most _SHARED_SIZE builds, from lists of
+# _SHARED_ITEMS items in all (both builds of a 262k-token vocabulary); a build from a longer
+# list is not kept.
 _SHARED: OrderedDict[tuple[Any, ...], tuple[tuple[Any, ...], Any]] = OrderedDict()
 _SHARED_LOCK = threading.Lock()
 _SHARED_SIZE = 16
+_SHARED_ITEMS = 1 << 19
+
+
+def _items(parts: tuple[Any, ...]) -> int:
+    return max((len(p) for p in parts if isinstance(p, list)), default=0)
+
+
+def shared_items() -> int:
+    """The list items the builds kept now hold (their bound: _SHARED_ITEMS)."""
+    with _SHARED_LOCK:
+        return sum(_items(parts) for parts, _ in _SHARED.values())
 
 
 def _shared(parts: tuple[Any, ...], build: Callable[[], Any]) -> Any:
@@ -707,10 +791,15 @@ def _shared(parts: tuple[Any, ...], build: Callable[[], Any]) -> Any:
             _SHARED.move_to_end(key)
             return found[1]
     value = build()
+    if _items(parts) > _SHARED_ITEMS:
+        return value
     with _SHARED_LOCK:
+        _SHARED.pop(key, None)  # a stale entry under a reused id: the new one is the latest
         _SHARED[key] = (parts, value)
-        while len(_SHARED) > _SHARED_SIZE:
-            _SHARED.popitem(last=False)
+        held = sum(_items(kept) for kept, _ in _SHARED.values())
+        while len(_SHARED) > _SHARED_SIZE or held > _SHARED_ITEMS:
+            dropped, _ = _SHARED.popitem(last=False)[1]
+            held -= _items(dropped)
     return value
 
 

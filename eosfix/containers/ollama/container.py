@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from eosfix.containers.gguf.container import open_gguf
 from eosfix.containers.ollama.read import OllamaModel
 from eosfix.containers.paths import is_gguf
-from eosfix.core.codes import Finding, Severity
+from eosfix.core.codes import CODES, Finding, Severity
 from eosfix.core.errors import EosfixError, RepoLoadError
 from eosfix.decide.check import RepoCheck, check
 from eosfix.decide.runtime_table import cutting_ids
@@ -32,7 +32,7 @@ from eosfix.runtimes.ollama.engines import OllamaStops
 from eosfix.runtimes.ollama.modelfile import stop_line
 
 # Findings about llama.cpp's own stop set: ollama's set (``OllamaResult.ollama``) decides them.
-STOP_SET_CODES = frozenset({"EOS011", "EOS012", "EOS013", "EOS201", "EOS202", "EOS203"})
+STOP_SET_CODES = frozenset(c.code for c in CODES.values() if c.llamacpp_stop_set)
 
 OK, NO_TEMPLATE, DOES_NOT_STOP, STOPS_EARLY, PROBLEMS, ERROR = (
     "ok", "no_template", "does_not_stop", "stops_early", "problems", "error",
