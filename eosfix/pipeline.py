@@ -28,6 +28,7 @@ from eosfix.runtimes import Pins
 if TYPE_CHECKING:
     from eosfix.containers.folder.write import AfterWrite
     from eosfix.containers.gguf.write import Progress
+    from eosfix.containers.ollama.read import OllamaModel
 
 
 class Container(Protocol):
@@ -169,6 +170,30 @@ def check_container(
     except (EosfixError, OSError) as exc:
         return RepoResult(root, error=_one_line(exc, root), label=label, container=container.kind)
     return _result(root, analysis, label)
+
+
+def check_ollama(model: OllamaModel, *, pins: Pins | None = None) -> RepoResult:
+    """A model of ollama's store: its GGUF blob through the pipeline, judged as ollama runs it
+    with its params (``eosfix.containers.ollama.container``); nothing is planned (the store is
+    never written). ``pins``: the ollama release judged (``--runtime ollama==X``)."""
+    from eosfix.containers.ollama.container import OllamaVerdict, open_ollama
+
+    root = model.manifest
+    try:
+        container = open_ollama(model)
+        analysis = _analyze(container, False, (), pins)
+        check, verdict = container.judge(analysis.check, pins)
+    except EosfixError as exc:
+        return RepoResult(root, error=exc, label=model.name, container="ollama",
+                          ollama=OllamaVerdict(model))  # fmt: skip
+    except OSError as exc:
+        error = RepoLoadError(str(exc), path=model.manifest)
+        return RepoResult(root, error=error, label=model.name, container="ollama",
+                          ollama=OllamaVerdict(model))  # fmt: skip
+    return RepoResult(
+        root, check, label=model.name, runtimes=analysis.runtimes, container="ollama",
+        ollama=verdict,
+    )  # fmt: skip
 
 
 def fix(

@@ -5,8 +5,9 @@ for every container; where it came from is said by typed fields, never guessed f
 a dict holds: ``hub`` (a Hub repo: its id, the revision asked, the commit read), ``gguf`` (a
 GGUF file read on the Hub: its group of alike files), ``ollama_hub`` (what ``ollama run
 hf.co/...`` gets for it, and the params file a pull request would write), ``cache`` (a
-snapshot of the Hugging Face cache), ``write`` and ``notes`` (what ``fix`` of a GGUF wrote,
-and what a write says of itself). Renderers turn these into the keys of ``--format json``.
+snapshot of the Hugging Face cache), ``ollama`` (a model of ollama's store: what ollama makes
+of it), ``write`` and ``notes`` (what ``fix`` of a GGUF wrote, and what a write says of
+itself). Renderers turn these into the keys of ``--format json``.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from eosfix.decide.check import Status
 if TYPE_CHECKING:
     from eosfix.containers.gguf.hubparams import OllamaParams, ParamsPlan
     from eosfix.containers.gguf.write import WriteResult
+    from eosfix.containers.ollama.container import OllamaVerdict
     from eosfix.containers.paths import CacheSnapshot
     from eosfix.core.errors import EosfixError
     from eosfix.decide.check import RepoCheck
@@ -43,7 +45,7 @@ class Change(Protocol):
     def as_json(self) -> dict[str, Any]: ...
 
 
-NOUNS = {"folder": "repo", "gguf": "GGUF file"}
+NOUNS = {"folder": "repo", "gguf": "GGUF file", "ollama": "ollama model"}
 
 
 @dataclass(frozen=True)
@@ -127,7 +129,7 @@ class RepoResult:
     label: str | None = None  # how to name the repo in output (repo id, cache revision...)
     before: RepoCheck | None = None
     runtimes: RuntimeTable | None = None
-    container: str = "folder"  # "folder" | "gguf"
+    container: str = "folder"  # "folder" | "gguf" | "ollama"
     output: Path | None = None  # where fix wrote, when not over ``path`` (``--output``)
     # What will stop fix writing ``patches`` (a symlink, a read-only file or folder), with
     # what to do; asked by ``check`` of a local path, None when nothing does.
@@ -138,10 +140,13 @@ class RepoResult:
     cache: CacheSnapshot | None = None
     write: WriteResult | None = None  # what fix wrote of a GGUF (in place, rewritten, copied)
     notes: tuple[str, ...] = ()  # what a write says of itself (a hard link split)
+    ollama: OllamaVerdict | None = None  # a model of ollama's store: what ollama makes of it
 
     @property
     def status(self) -> Status:
-        return Status.ERROR if self.check is None else self.check.status
+        if self.check is None:
+            return Status.ERROR
+        return self.ollama.status if self.ollama is not None else self.check.status
 
     @property
     def name(self) -> str:

@@ -26,7 +26,13 @@ from eosfix.cli.term import color_option
 from eosfix.core.errors import NotChecked
 from eosfix.render.report import Report
 from eosfix.result import RepoResult
-from eosfix.targets.parse import HUB_PREFIX, HubTarget, LocalGguf, shadows_hub_id
+from eosfix.targets.parse import (
+    HUB_PREFIX,
+    HubTarget,
+    LocalGguf,
+    OllamaTarget,
+    shadows_hub_id,
+)
 
 if TYPE_CHECKING:
     from eosfix.targets.open import Unit
@@ -189,6 +195,8 @@ def fix(
     for unit in units:
         if isinstance(unit, HubTarget):
             result = _hub_not_fixed(unit)
+        elif isinstance(unit, OllamaTarget):
+            result = _ollama_not_fixed(unit)
         elif isinstance(unit, Refused):
             result = RepoResult(Path(unit.given), error=unit.error)
         elif show_diff:  # fix's plan and, as fix writes (no link replaced), what stops it
@@ -239,6 +247,16 @@ def _hub_not_fixed(hub: HubTarget) -> RepoResult:
     )
     error = NotChecked(reason + hub.not_local, path=str(hub))
     return RepoResult(Path(hub.repo_id), error=error)
+
+
+def _ollama_not_fixed(unit: OllamaTarget) -> RepoResult:
+    """An ollama model is never edited: its store is content-addressed."""
+    store = shlex.quote(str(unit.store))
+    reason = (
+        "an ollama model: its store is never edited (a blob's name is its content's hash); "
+        f"eosfix ollama --models {store} --write-modelfile DIR writes the Modelfile that fixes it"
+    )
+    return RepoResult(unit.manifest, error=NotChecked(reason, path=unit.given))
 
 
 def _emit_diff(report: Report, flags: tuple[str, ...], quiet: bool) -> None:

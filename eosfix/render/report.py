@@ -235,7 +235,7 @@ def result_to_dict(r: RepoResult) -> dict[str, Any]:
     runs_on, early = (table.runs_on, table.stops_early) if table is not None else ((), ())
     never_fires = any(f.code == EOS013.code for f in c.findings)
     out.update(
-        status=c.status.value,
+        status=r.status.value,
         verdict=name,
         problem=problem_of(
             name, runs_on=bool(runs_on), stops_early=bool(early), never_fires=never_fires
@@ -301,6 +301,10 @@ def origin_fields(r: RepoResult) -> dict[str, Any]:
             out["default_for"] = list(group.default_for)
     if r.ollama_hub is not None:
         out["ollama"] = _ollama_hub(r.ollama_hub)
+    if r.ollama is not None:  # a model of ollama's store: its eosfix ollama entry
+        from eosfix.render.ollama import model_dict
+
+        out["ollama_model"] = model_dict(r)
     if r.write is not None:
         w = r.write
         out["write"] = {

@@ -30,9 +30,9 @@ from eosfix.analysis.positions import (
 )
 from eosfix.analysis.terminators import Placement, Terminator
 from eosfix.containers.paths import cache_snapshot
-from eosfix.core.codes import Finding, Severity
 from eosfix.core.repo import GENERATION_CONFIG
 from eosfix.decide.check import RepoCheck, Status
+from eosfix.render.finding import finding_line
 from eosfix.render.gguf_hub import header_lines, is_hub_gguf, ollama_lines, title_suffix
 from eosfix.render.runtimes import runtimes_line, settled_lines
 from eosfix.result import Change, RepoResult
@@ -137,13 +137,6 @@ def fix_command(r: RepoResult, flags: Sequence[str] = ()) -> str:
         note = "; it writes generation_config.json only" if "--config-json" in flags else ""
         return snapshot.fix_command + note
     return shlex.join(["eosfix", "fix", str(r.path), *(flags if folder else ())])
-
-
-def finding_line(name: str, f: Finding) -> str:
-    """``path/file: CODE message``, the code coloured by severity."""
-    color = "red" if f.severity is Severity.ERROR else "yellow"
-    where = f"{name}/{f.file}" if f.file else name
-    return f"{where}: {click.style(f.code, fg=color, bold=True)} {f.message}"
 
 
 def changes_text(patches: Sequence[Change]) -> str:
@@ -275,6 +268,10 @@ def render_repo_text(
     """
     if r.error is not None:
         return f"{click.style('error', fg='red', bold=True)}: {r.error}"
+    if r.ollama is not None:  # a model of ollama's store: what ollama makes of it
+        from eosfix.render.ollama import model_lines
+
+        return "\n".join(model_lines(r))
     c = r.check
     assert c is not None
     if c.status is Status.NO_TEMPLATE:

@@ -12,7 +12,7 @@ from eosfix import pipeline
 from eosfix.result import RepoResult
 from eosfix.runtimes import Pins
 from eosfix.targets.checked import Checked
-from eosfix.targets.parse import HubTarget, LocalFolder, LocalGguf
+from eosfix.targets.parse import HubTarget, LocalFolder, LocalGguf, OllamaTarget
 
 if TYPE_CHECKING:
     from eosfix.sources.hub.read import HubReader
@@ -43,4 +43,23 @@ def check_target(
         return check_hub_target(
             unit, reader=reader, keep_ids=keep_ids, pins=pins, config_json=config_json
         )
+    if isinstance(unit, OllamaTarget):
+        return Checked((_ollama_model(unit, pins),))
     return Checked((RepoResult(Path(unit.given), error=unit.error),))
+
+
+def _ollama_model(unit: OllamaTarget, pins: Pins | None) -> RepoResult:
+    """A model of the store (``pipeline.check_ollama``); a manifest that cannot be read is
+    the model's error, named as ``ollama list`` names it."""
+    from eosfix.containers.ollama.container import OllamaVerdict
+    from eosfix.containers.ollama.read import OllamaModel, model_name, read_manifest
+    from eosfix.core.errors import EosfixError
+
+    try:
+        model = read_manifest(unit.store, unit.manifest)
+    except EosfixError as exc:
+        name = model_name(unit.manifest.relative_to(unit.store / "manifests"))
+        verdict = OllamaVerdict(OllamaModel(name, unit.manifest, None, None))
+        return RepoResult(unit.manifest, error=exc, label=name, container="ollama",
+                          ollama=verdict)  # fmt: skip
+    return pipeline.check_ollama(model, pins=pins)

@@ -18,7 +18,14 @@ from pathlib import Path
 
 from eosfix.containers.paths import is_model_folder, model_folders_below
 from eosfix.core.errors import NotChecked
-from eosfix.targets.parse import LocalFolder, LocalGguf, Target, parse, spelled_for_the_hub
+from eosfix.targets.parse import (
+    LocalFolder,
+    LocalGguf,
+    OllamaTarget,
+    Target,
+    parse,
+    spelled_for_the_hub,
+)
 
 
 @dataclass(frozen=True)
@@ -54,6 +61,14 @@ def open_targets(texts: Sequence[str], *, local: bool = True) -> list[Unit]:
         if not (os.path.lexists(path) and ("path", path.parent) in out):
             out[refusal] = refusal
     return list(out.values())
+
+
+def open_store(store: Path) -> list[OllamaTarget]:
+    """Every model of an ollama store, by its manifest, sorted (``RepoLoadError`` when it is
+    no store)."""
+    from eosfix.containers.ollama.read import iter_manifests
+
+    return [OllamaTarget(str(m), store, m) for m in iter_manifests(store)]
 
 
 def _key(unit: Unit) -> object:

@@ -5,6 +5,8 @@
 - ``LocalFolder``: a model folder, a folder of GGUF files (``eosfix.targets.open`` expands
   it), or a config or template file (what pre-commit passes), which stands for its folder;
 - ``LocalGguf``: a GGUF file (a later shard of a split stands for its first);
+- ``OllamaTarget``: a model of an ollama store, named by its manifest
+  (``STORE/manifests/registry.ollama.ai/library/NAME/TAG``);
 - ``HubTarget``: a Hub model repo in every spelling people paste: ``org/name``,
   ``hf://org/name``, ``hf.co/org/name``, ``huggingface.co/org/name`` and their ``https://``
   (and ``www.``) forms, ``.../tree/REV``, ``.../blob/REV/FILE``, ``.../resolve/REV/FILE``,
@@ -71,6 +73,16 @@ class LocalGguf:
 
 
 @dataclass(frozen=True)
+class OllamaTarget:
+    """One model of an ollama store: the store (``manifests/`` and ``blobs/``) and the
+    manifest that names its layers."""
+
+    given: str
+    store: Path
+    manifest: Path
+
+
+@dataclass(frozen=True)
 class HubTarget:
     """A Hub model repo and what the user named in it, as given: the revision (None: main), a
     file (``FILE.gguf``, or a file of the folder), ollama's tag (``quant``). ``given``: the
@@ -104,7 +116,7 @@ class HubTarget:
         return f"; no local folder or file {self} exists either" if self.local_name else ""
 
 
-Target = LocalFolder | LocalGguf | HubTarget
+Target = LocalFolder | LocalGguf | OllamaTarget | HubTarget
 
 
 def refused(given: str, why: str) -> NotChecked:
@@ -154,8 +166,22 @@ def _local(given: str) -> Target:
         return LocalGguf(given, first)
     if is_config_file(path) and os.path.lexists(path):
         return LocalFolder(given, folder_of(path))
+    store = _ollama_store_of(path)
+    if store is not None:
+        return OllamaTarget(given, store, path)
     resolve(given)  # raises NotChecked: why the path stands for nothing eosfix checks
     return LocalFolder(given, path)
+
+
+def _ollama_store_of(path: Path) -> Path | None:
+    """The ollama store whose ``manifests/`` holds the file ``path``, or None."""
+    if not path.is_file():
+        return None
+    for parent in path.absolute().parents:
+        if parent.name == "manifests":
+            store = parent.parent
+            return store if (store / "blobs").is_dir() else None
+    return None
 
 
 def spelled_for_the_hub(given: str) -> bool:
