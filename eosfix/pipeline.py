@@ -9,13 +9,14 @@ API and the CLI all call these.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from eosfix.containers.folder.container import fix_folder, open_folder
-from eosfix.containers.paths import is_gguf, resolve
+from eosfix.containers.paths import cache_snapshot, cache_snapshot_of, is_gguf, resolve
 from eosfix.core.errors import EosfixError, RepoLoadError
 from eosfix.core.repo import ModelRepo
 from eosfix.decide import check as decide
@@ -111,16 +112,22 @@ def check(
     ``keep_ids``: stop ids the fix must keep even where they cut a reply (``--keep-id``);
     ``pins``: the runtime versions the verdicts are for (``--runtime``); ``blockers``: ask
     what would stop the writer (``RepoResult.blocked``), for the command ``check`` recommends
-    (``replace_symlinks`` None) or as ``fix`` writes (False).
+    (``replace_symlinks`` None) or as ``fix`` writes (False). A snapshot of the Hugging Face
+    cache (or a GGUF file in one) says so (``RepoResult.cache``): its fix is ``eosfix cache
+    --fix`` (the link replaced, never the blob), or for a GGUF a new file (``--output``), so
+    no link stops it.
     """
     try:
         root = resolve(path)
     except (EosfixError, OSError) as exc:
         return RepoResult(Path(path), error=_one_line(exc, Path(path)), label=label)
-    return check_folder(
+    gguf = is_gguf(root)
+    cache = cache_snapshot_of(root) if gguf else cache_snapshot(root)
+    result = check_folder(
         root, config_json=config_json, label=label, keep_ids=keep_ids, pins=pins,
-        blockers=blockers, replace_symlinks=replace_symlinks,
+        blockers=blockers and not (gguf and cache), replace_symlinks=replace_symlinks,
     )  # fmt: skip
+    return dataclasses.replace(result, cache=cache) if cache is not None else result
 
 
 def check_folder(

@@ -47,6 +47,12 @@ class Item(Protocol):
     @property
     def model(self) -> bool: ...  # False: the repo holds no model (tokenizer files only)
 
+    @property
+    def container(self) -> str: ...  # how it is analysed: "folder" | "gguf"
+
+    @property
+    def row_name(self) -> str: ...  # how a table names it: the repo id, a GGUF file's path
+
     def fields(self) -> dict[str, Any]: ...  # the first keys of its JSON entry
 
 
@@ -250,7 +256,7 @@ class Result:
         pr, num = state.words or "", state.num
         pr += f" (#{num})" if pr and num is not None else ""
         cell = self.item.revision_cell
-        return Row(self.item.repo_id, cell, terms, eos, v.name, note, pr, v.problem or "")
+        return Row(self.item.row_name, cell, terms, eos, v.name, note, pr, v.problem or "")
 
     def entry(self) -> tuple[dict[str, Any], Members | None, dict[str, Any]]:
         """The JSON entry in three parts, in order: the item's fields and the verdict (with,
@@ -294,12 +300,14 @@ class Run:
         self.analyze_no_model: pool.Job = functools.partial(
             verdict.analyze_folder, keep_ids=keep_ids, model=False
         )
+        self.analyze_gguf: pool.Job = functools.partial(verdict.analyze_gguf, keep_ids=keep_ids)
         self.jobs = pool.Jobs(detail, workers)
         self.analyses = 0  # analyses run (distinct keys)
         self.count = 0  # units yielded
         self.repos = 0
         self.rows: list[Row] | None = [] if keep_rows else None
         self._counts = dict.fromkeys(VERDICTS, 0)
+        self._gguf_counts = dict.fromkeys(VERDICTS, 0)  # of the units that are GGUF files
         self._settled = 0  # fixable units ``settled`` holds for
         self._lru = _Lru(LRU_DETAIL if detail else LRU_SIZE)
         self._pending: dict[bytes, pool.Ticket] = {}
@@ -352,8 +360,14 @@ class Run:
         counts["ok"] += self._settled
         return exit_code(counts, strict=self.strict, failed=self.source.failed())
 
-    def counts(self) -> dict[str, int]:
-        return dict(self._counts)
+    def counts(self, container: str | None = None) -> dict[str, int]:
+        """How many units came to each verdict; ``container``: of those units only ("gguf":
+        GGUF files; "folder": the others)."""
+        if container is None:
+            return dict(self._counts)
+        if container == "gguf":
+            return dict(self._gguf_counts)
+        return {v: n - self._gguf_counts[v] for v, n in self._counts.items()}
 
     def summary(self) -> dict[str, Any]:
         head = {f"{self.source.noun}s": self.count, "analyses": self.analyses}
@@ -372,7 +386,8 @@ class Run:
         key = key_digest(unit.key if model else (*unit.key, ("", "no model")))
         got: Verdict | pool.Ticket | None = self._lru.get(key) or self._pending.get(key)
         if got is None:
-            job = self.analyze if model else self.analyze_no_model
+            gguf = unit.item.container == "gguf"
+            job = self.analyze_gguf if gguf else self.analyze if model else self.analyze_no_model
             got = self._pending[key] = self.jobs.submit(job, unit.path)
             self.analyses += 1
         return _Settle(self, unit, key, got)
@@ -380,6 +395,8 @@ class Run:
     def _count(self, result: Result) -> None:
         self.count += 1
         self._counts[result.verdict_name] += 1
+        if result.item.container == "gguf":
+            self._gguf_counts[result.verdict_name] += 1
         if result.verdict_name == "fixable" and self.settled and self.settled(result.unit):
             self._settled += 1
         group = result.item.repo_id.lower()  # a source yields a repo's revisions together

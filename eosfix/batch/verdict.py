@@ -142,11 +142,13 @@ def ids_text(ids: tuple[int, ...] | None, *, as_list: bool = False) -> str:
 
 
 def _relative(exc: EosfixError, root: Path) -> str | None:
+    """The error's file inside the unit's folder; "" for the unit itself (a GGUF file)."""
     if exc.path is not None:
         try:
-            return Path(exc.path).relative_to(root).as_posix()
+            rel = Path(exc.path).relative_to(root).as_posix()
         except ValueError:
-            pass
+            return None
+        return "" if rel == "." else rel
     return None
 
 
@@ -161,7 +163,10 @@ def to_verdict(result: RepoResult, detail: Detail | None) -> Verdict:
     needs = needs_tokenizer_json(result)
     if result.error is not None:
         rel = _relative(result.error, result.path)
-        message = f"{rel}: {result.error.message}" if rel else str(result.error)
+        if rel is None:
+            message = str(result.error)
+        else:  # named by its file in the unit, or (the unit itself) by the message alone
+            message = f"{rel}: {result.error.message}" if rel else result.error.message
         if extra is not None:
             extra = with_error(extra, message)
         return Verdict(
@@ -192,6 +197,11 @@ def to_verdict(result: RepoResult, detail: Detail | None) -> Verdict:
         detail=extra,
         text=text,
     )
+
+
+def analyze_gguf(path: Path, detail: Detail | None, keep_ids: tuple[int, ...] = ()) -> Verdict:
+    """Check one GGUF file (read only), as ``eosfix check FILE`` does. Runs in a worker."""
+    return to_verdict(pipeline.check_folder(path, keep_ids=keep_ids), detail)
 
 
 def analyze_folder(

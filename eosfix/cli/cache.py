@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 import sys
 
 import click
@@ -16,14 +17,26 @@ from eosfix.render.batch import JSON_DETAIL
 from eosfix.render.report import summary_parts
 from eosfix.sources import cache as cachelib
 
+GGUF_FIX = "eosfix fix FILE --output NEW.gguf"  # a cache blob is shared: never written through
+
 
 def summary_line(run: CacheRun) -> str:
-    counts = run.counts()
+    """``2 snapshots of 2 repos: 1 would be fixed (run with --fix), ...``; GGUF files are
+    counted apart, as files (``1 snapshot of 1 repo, 2 GGUF files in it: 1 would be fixed
+    ...``)."""
     fixable = "fixable" if run.fixing else "would be fixed (run with --fix)"
-    parts = summary_parts(counts, fixable=fixable)
-    repos, n = run.repos, run.count
+    repos, ggufs = run.repos, run.cache.ggufs
+    n = run.cache.snapshots if ggufs else run.count
     head = f"{n} snapshot{'s' * (n != 1)} of {repos} repo{'s' * (repos != 1)}"
-    body = ", ".join(f"{k} {what}" for k, what in parts) or "nothing checked"
+    if not ggufs:
+        parts = summary_parts(run.counts(), fixable=fixable)
+        body = ", ".join(f"{k} {what}" for k, what in parts) or "nothing checked"
+    else:
+        folders = [f"{_plural(k, 'snapshot')} {what}"
+                   for k, what in summary_parts(run.counts("folder"), fixable=fixable)]  # fmt: skip
+        files = summary_parts(run.counts("gguf"), fixable=f"would be fixed ({GGUF_FIX})")
+        head += f", {_plural(ggufs, 'GGUF file')} in {'it' if n == 1 else 'them'}"
+        body = ", ".join([*folders, *(f"{_plural(k, 'GGUF file')} {what}" for k, what in files)])
     k = len(run.corrupted)
     tail = f"; {k} corrupted repo{'s' * (k != 1)} skipped" if k else ""
     stopped = "; interrupted" if run.interrupted else ""
@@ -197,6 +210,13 @@ def cache(
         _render_text(run, quiet)  # interrupted: the snapshots done so far
     elif fmt == "csv":
         click.echo(summary_line(run), err=True)
+    for path in run.cache.unwritten:  # --fix of a GGUF: what it would write, and how
+        fixed = shlex.quote(path.name.removesuffix(".gguf") + ".fixed.gguf")
+        click.echo(
+            f"{path}: not written: its blob is shared by every revision that has it; "
+            f"eosfix fix {shlex.quote(str(path))} --output {fixed} writes the fixed copy",
+            err=True,
+        )
     sys.stdout.flush()
     if run.interrupted:
         raise Interrupted(interrupted_kept(run, scan.estimate()))

@@ -208,6 +208,15 @@ def cache_snapshot(folder: Path) -> CacheSnapshot | None:
     return CacheSnapshot(repo.parent, _repo_id(repo), resolved.name)
 
 
+def cache_snapshot_of(file: Path) -> CacheSnapshot | None:
+    """The cache snapshot a file (a GGUF: its link is not followed) is in, or None."""
+    folder = file.absolute().parent
+    for parent in (folder, *folder.parents):
+        if parent.parent.name == "snapshots":
+            return cache_snapshot(parent)
+    return None
+
+
 def _repo_id(cache_repo: Path) -> str:
     return cache_repo.name.partition("--")[2].replace("--", "/")
 

@@ -29,11 +29,16 @@ from eosfix.analysis.positions import (
     VERDICT,
 )
 from eosfix.analysis.terminators import Placement, Terminator
-from eosfix.containers.paths import cache_snapshot
 from eosfix.core.repo import GENERATION_CONFIG
 from eosfix.decide.check import RepoCheck, Status
 from eosfix.render.finding import finding_line
-from eosfix.render.gguf_hub import header_lines, is_hub_gguf, ollama_lines, title_suffix
+from eosfix.render.gguf_hub import (
+    header_lines,
+    is_hub_gguf,
+    ollama_lines,
+    override_kv,
+    title_suffix,
+)
 from eosfix.render.runtimes import runtimes_line, settled_lines
 from eosfix.result import Change, RepoResult
 
@@ -131,11 +136,13 @@ def fix_command(r: RepoResult, flags: Sequence[str] = ()) -> str:
         pairs = itertools.pairwise(flags)
         keep = [word for flag, value in pairs if flag == "--keep-id" for word in (flag, value)]
         return shlex.join(["eosfix", "hub", r.hub.repo_id, "--pr", *keep])
-    folder = not r.path.is_file()  # a folder's options; a single file (GGUF) takes none
-    snapshot = cache_snapshot(r.path) if folder else None
-    if snapshot is not None:
+    folder = r.container == "folder"  # a folder's options; a single file (GGUF) takes none
+    if r.cache is not None and folder:
         note = "; it writes generation_config.json only" if "--config-json" in flags else ""
-        return snapshot.fix_command + note
+        return r.cache.fix_command + note
+    if r.cache is not None:  # a GGUF's blob is shared: the fix is a new file
+        fixed = r.path.name.removesuffix(".gguf") + ".fixed.gguf"
+        return shlex.join(["eosfix", "fix", str(r.path), "--output", fixed])
     return shlex.join(["eosfix", "fix", str(r.path), *(flags if folder else ())])
 
 
@@ -186,6 +193,25 @@ def _pending_lines(r: RepoResult, c: RepoCheck, run: str | None) -> list[str]:
         if r.blocked is not None:  # what stops the writer, and what to do first
             then = f"; then run: {run}" if run else ""
             lines.append(f"  cannot write  {r.blocked}{then}")
+        if r.cache is not None and r.container == "gguf":
+            lines += _shared_blob_lines(r)
+    return lines
+
+
+def _shared_blob_lines(r: RepoResult) -> list[str]:
+    """A GGUF in the Hugging Face cache: why its fix is a new file, and how llama.cpp stops
+    where it should until then."""
+    lines = [
+        (
+            "  shared blob   its blob is shared by every cached revision that has it: the fix "
+            "is a new file (--output), never written through the link"
+        )
+    ]
+    flags = override_kv(r)
+    if flags:
+        lines.append(
+            f"  until then    llama-server -m {shlex.quote(str(r.path))} {' '.join(flags)}"
+        )
     return lines
 
 

@@ -163,6 +163,12 @@ class HubEntry:
     def folder_files(self) -> bool:
         return self.tokenizer_json or any(f in MODEL_FOLDER_FILES for f in self.files or ())
 
+    container = "folder"  # an audit's unit is a repo, whatever its files
+
+    @property
+    def row_name(self) -> str:
+        return self.repo_id
+
     @property
     def revision_cell(self) -> str:
         short = self.sha[:8] if self.sha else "-"
