@@ -68,6 +68,9 @@ class Verdict:
     proposed: tuple[int, ...] | None = None
     runs_on: tuple[str, ...] = ()  # runtimes that miss a terminator now (RuntimeTable)
     stops_early: tuple[str, ...] = ()  # runtimes that stop now at an id that cuts a reply
+    # The runtimes that load it, by name (a GGUF: llama.cpp and ollama; not transformers):
+    # the ones a count of "stops in X" may count it for.
+    loads: tuple[str, ...] = ()
     codes: tuple[str, ...] = ()  # finding codes
     has_patches: bool = False
     written: tuple[str, ...] = ()
@@ -190,6 +193,7 @@ def to_verdict(result: RepoResult, detail: Detail | None) -> Verdict:
         proposed=planned.proposed,
         runs_on=table.runs_on if table is not None else (),
         stops_early=table.stops_early if table is not None else (),
+        loads=tuple(r.runtime for r in table.applicable) if table is not None else (),
         codes=tuple(f.code for f in c.findings),
         has_patches=bool(result.patches),
         written=result.written,

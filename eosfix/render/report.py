@@ -86,6 +86,11 @@ def _counted(n: int, noun: str) -> str:
     return f"{n} {noun}{'s' * (n != 1)}"
 
 
+def _in_groups(files: int, groups: int) -> str:
+    """`` in 2 groups`` when results stand for more files than there are results."""
+    return f" in {_counted(groups, 'group')}" if files > groups else ""
+
+
 @dataclass
 class Report:
     """Counts what happened to each repo; decides the exit code, like black's Report.
@@ -107,12 +112,19 @@ class Report:
 
     def summary(self, *, fixing: bool, dry_run: bool, caveats: int = 0) -> str:
         """One line: how many repos (GGUF files) came to what, then the paths not checked;
-        ``caveats``: how many healthy repos printed runtime caveats."""
+        ``caveats``: how many healthy repos printed runtime caveats. A GGUF repo on the Hub
+        is checked by groups of alike files: its files are counted, and the groups named
+        (``5 GGUF files in 1 group stop correctly``)."""
         checked = [r for r in self.results if not isinstance(r.error, NotChecked)]
-        counts = Counter((_summary_verdict(r), _noun(r)) for r in checked)
+        counts: Counter[tuple[str, str]] = Counter()
+        groups: Counter[tuple[str, str]] = Counter()
+        for r in checked:
+            key = (_summary_verdict(r), _noun(r))
+            counts[key] += len(r.gguf.files) if r.gguf is not None else 1
+            groups[key] += 1
         phrases = _summary_phrases(already=fixing and not dry_run)
         parts = [
-            f"{_counted(n, noun)} {phrases[v][n != 1]}"
+            f"{_counted(n, noun)}{_in_groups(n, groups[v, noun])} {phrases[v][n != 1]}"
             + (" (runtime caveats above)" if v == "ok" and caveats else "")
             for (v, noun), n in sorted(counts.items(), key=lambda kv: _ORDER.index(kv[0][0]))
         ]

@@ -334,7 +334,7 @@ def test_an_audit_reaches_the_end_with_chart_table_and_downloads(fake_hub, page)
     text = client.get(location).text
     assert "<img" not in text
     assert '<a href="/check?repo=org/broken">org/broken</a>' in text
-    assert "transformers 1 stop, 2 do not;" in text  # org/broken and org/xss miss a turn end
+    assert "transformers 1 stop, 2 do not (of 3);" in text  # org/broken and org/xss miss one
     assert 'class="chart"' in text
     rows = client.get(location + "/csv").text.splitlines()
     assert rows[0].startswith("repo_id,revision,commit,verdict,problem,runs_on")
@@ -535,3 +535,21 @@ def test_a_repo_with_a_tokenizer_and_gguf_files_says_how_to_check_them(fake_hub,
     assert "eosfix hub org/mixed --pr" in one  # checked by its tokenizer: the usual fix
     assert '<p class="note">org/mixed: checked by its tokenizer and config files' in text
     assert "eosfix check org/mixed/model-Q4_K_M.gguf reads its header" in text
+
+
+def test_an_audit_of_gguf_repos_charts_only_the_runtimes_that_load_them(gguf_org, page):
+    """transformers, vLLM... never load a GGUF: the chart counts each runtime over the repos
+    it loads, and says how many of the repos checked it counts."""
+    client = page.client(follow=False)
+    location = client.get(f"/audit?author={GGUF_ORG}").headers["Location"]
+    progress = _wait_audit(client, location)
+    text = client.get(location).text
+    m = re.search(r'<p id="chart-words" class="chart-words">(.*?)</p>', text, re.DOTALL)
+    assert m is not None
+    words = m.group(1)
+    assert "transformers" not in words
+    assert "vllm" not in words.lower()
+    assert "llama.cpp" in words
+    assert "ollama hf.co" in words
+    assert f"{progress['done']} repos checked" in text
+    assert f"of the {progress['done']} repos have a chat template and a model" in words
