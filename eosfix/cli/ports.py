@@ -28,7 +28,8 @@ if TYPE_CHECKING:  # imported when a command runs, so `eosfix check` never loads
 def open_repo(spec: str) -> Iterator[RepoCheck]:
     """The one place these commands load a repo: whatever ``eosfix check`` takes of one
     (``eosfix.targets.parse``): a folder (or a file inside one), a GGUF file, a Hub repo in
-    any spelling (its small files, or a GGUF file's header: the first group of a GGUF repo).
+    any spelling (its small files, or a GGUF file's header: of a GGUF repo, the group that
+    stands for it, ``Checked.main``).
     Its error is the one ``eosfix check`` prints."""
     from eosfix.targets.check import check_target
     from eosfix.targets.parse import HubTarget, parse
@@ -38,9 +39,9 @@ def open_repo(spec: str) -> Iterator[RepoCheck]:
         from eosfix.cli.hub import _quiet_hub
 
         with _quiet_hub():
-            result = check_target(target).results[0]
+            result = check_target(target).main
     else:
-        result = check_target(target).results[0]
+        result = check_target(target).main
     if result.error is not None:
         raise result.error
     assert result.check is not None

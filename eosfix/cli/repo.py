@@ -35,6 +35,7 @@ from eosfix.targets.parse import (
 )
 
 if TYPE_CHECKING:
+    from eosfix.targets.checked import Checked
     from eosfix.targets.open import Unit
 
 EXIT_HELP = """Exit 0: nothing to fix (warnings alone too, unless --strict). 1: {one}.
@@ -85,27 +86,28 @@ def check(
     report = Report(strict=strict)
     _note_shadowed(paths)
     for unit in open_targets(paths):
-        for result in _checked(unit, config_json=config_json, keep_ids=keep_ids, pins=pins):
+        checked = _checked(unit, config_json=config_json, keep_ids=keep_ids, pins=pins)
+        for result in checked.results:
             report.record(result)
     flags = fix_flags(config_json, pins, keep_ids)
     emit(report.results, report, fmt, fix_flags=flags, quiet=quiet)
     sys.exit(report.exit_code)
 
 
-def _checked(unit: Unit, **options: Any) -> tuple[RepoResult, ...]:
+def _checked(unit: Unit, **options: Any) -> Checked:
     """``eosfix.targets.check.check_target`` of one unit; a Hub target's lines (what reading
     a GGUF repo's headers cost, how to check a repo's GGUF files) on stderr."""
     from eosfix.targets.check import check_target
 
     if not isinstance(unit, HubTarget):
-        return check_target(unit, **options).results
+        return check_target(unit, **options)
     from eosfix.cli.hub import _quiet_hub
 
     with _quiet_hub():
         checked = check_target(unit, **options)
     for line in checked.lines:
         click.echo(line, err=True)
-    return checked.results
+    return checked
 
 
 def _note_shadowed(paths: Sequence[str]) -> None:
@@ -337,7 +339,7 @@ def explain(path: str, fmt: str, keep_ids: tuple[int, ...], pins: dict[str, str]
         unit: Unit = parse(path)
     except NotChecked as exc:
         unit = Refused(path, exc)
-    result = _checked(unit, keep_ids=keep_ids, pins=pins)[0]
+    result = _checked(unit, keep_ids=keep_ids, pins=pins).main  # a GGUF repo: its worst group
     report = Report([result])
     if fmt == "json":
         import json

@@ -28,15 +28,14 @@ class Checked:
 
     @property
     def main(self) -> RepoResult:
-        """The one result that stands for the target (a bot's verdict, a pull request): its
-        only one; of a GGUF repo's groups, the one whose params file a pull request carries
-        (``eosfix.targets.pr.params_result``), else the worst (a group that would not stop
-        outweighs those that do), the biggest group first."""
+        """The one result that stands for the target (``explain``, ``render``, a bot's verdict
+        and pull request): its only one; of a GGUF repo's groups, the worst (a group that
+        would not stop outweighs those that do, as an audit's row says), of equally bad ones
+        the one whose params file a pull request carries (``eosfix.targets.pr``), else the
+        biggest group."""
         if len(self.results) == 1:
             return self.results[0]
         from eosfix.targets.pr import params_result
 
         carried = params_result(self.results)
-        if carried is not None:
-            return carried
-        return min(self.results, key=lambda r: _WORST_FIRST.index(r.status))
+        return min(self.results, key=lambda r: (_WORST_FIRST.index(r.status), r is not carried))
