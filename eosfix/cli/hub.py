@@ -20,6 +20,7 @@ from eosfix.cli.common import keep_id_option, quiet_option, strict_option
 from eosfix.cli.term import color_option
 from eosfix.core.outcome import EXIT_INPUT, QUIET, Interrupted
 from eosfix.render.report import summary_parts
+from eosfix.sources.hub.read import quiet_progress
 
 if TYPE_CHECKING:
     from eosfix.batch.hub import HubSource
@@ -35,24 +36,6 @@ _token_option = click.option(
     help="Hub token (default: the one huggingface_hub finds: HF_TOKEN or `hf auth login`). "
     "Never printed.",
 )
-
-
-@contextlib.contextmanager
-def _quiet_hub() -> Iterator[None]:
-    """No huggingface_hub progress bars: eosfix shows its own progress."""
-    from huggingface_hub.utils import (
-        are_progress_bars_disabled,
-        disable_progress_bars,
-        enable_progress_bars,
-    )
-
-    was_disabled = are_progress_bars_disabled()
-    disable_progress_bars()
-    try:
-        yield
-    finally:
-        if not was_disabled:
-            enable_progress_bars()
 
 
 def summary_line(run: Run) -> str:
@@ -346,7 +329,7 @@ def hub(
     targets = [_hub_target(given) for given in repo_ids]
     blocks = fmt == "text" and not listing
     many = listing or len(set(targets)) > 1
-    with _open_state(state_path) as state, _quiet_hub():
+    with _open_state(state_path) as state, quiet_progress():
         reader = HubReader(token=token, timeout=timeout, workers=workers)
         plan = None
         if open_prs:

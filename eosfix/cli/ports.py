@@ -31,17 +31,9 @@ def open_repo(spec: str) -> Iterator[RepoCheck]:
     any spelling (its small files, or a GGUF file's header: of a GGUF repo, the group that
     stands for it, ``Checked.main``).
     Its error is the one ``eosfix check`` prints."""
-    from eosfix.targets.check import check_target
-    from eosfix.targets.parse import HubTarget, parse
+    from eosfix.targets.check import check_text
 
-    target = parse(spec)
-    if isinstance(target, HubTarget):
-        from eosfix.cli.hub import _quiet_hub
-
-        with _quiet_hub():
-            result = check_target(target).main
-    else:
-        result = check_target(target).main
+    result = check_text(spec).main
     if result.error is not None:
         raise result.error
     assert result.check is not None

@@ -6,7 +6,6 @@ import shlex
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -33,10 +32,6 @@ from eosfix.targets.parse import (
     OllamaTarget,
     shadows_hub_id,
 )
-
-if TYPE_CHECKING:
-    from eosfix.targets.checked import Checked
-    from eosfix.targets.open import Unit
 
 EXIT_HELP = """Exit 0: nothing to fix (warnings alone too, unless --strict). 1: {one}.
     2: a path was not checked (missing, not a model folder or GGUF file, unreadable or invalid
@@ -81,33 +76,18 @@ def check(
     strict: bool,
     quiet: bool,
 ) -> None:
-    from eosfix.targets.open import open_targets
+    from eosfix.targets.check import check_texts
 
     report = Report(strict=strict)
     _note_shadowed(paths)
-    for unit in open_targets(paths):
-        checked = _checked(unit, config_json=config_json, keep_ids=keep_ids, pins=pins)
+    for checked in check_texts(paths, config_json=config_json, keep_ids=keep_ids, pins=pins):
+        for line in checked.lines:  # what reading a GGUF repo cost, how to check its files
+            click.echo(line, err=True)
         for result in checked.results:
             report.record(result)
     flags = fix_flags(config_json, pins, keep_ids)
     emit(report.results, report, fmt, fix_flags=flags, quiet=quiet)
     sys.exit(report.exit_code)
-
-
-def _checked(unit: Unit, **options: Any) -> Checked:
-    """``eosfix.targets.check.check_target`` of one unit; a Hub target's lines (what reading
-    a GGUF repo's headers cost, how to check a repo's GGUF files) on stderr."""
-    from eosfix.targets.check import check_target
-
-    if not isinstance(unit, HubTarget):
-        return check_target(unit, **options)
-    from eosfix.cli.hub import _quiet_hub
-
-    with _quiet_hub():
-        checked = check_target(unit, **options)
-    for line in checked.lines:
-        click.echo(line, err=True)
-    return checked
 
 
 def _note_shadowed(paths: Sequence[str]) -> None:
@@ -331,15 +311,13 @@ def explain(path: str, fmt: str, keep_ids: tuple[int, ...], pins: dict[str, str]
         eosfix explain ./my-model
     """
     from eosfix.render.explain import render_explain, result_explain_dict
-    from eosfix.targets.open import Refused
-    from eosfix.targets.parse import parse
+    from eosfix.targets.check import check_text
 
     _note_shadowed([path])
-    try:
-        unit: Unit = parse(path)
-    except NotChecked as exc:
-        unit = Refused(path, exc)
-    result = _checked(unit, keep_ids=keep_ids, pins=pins).main  # a GGUF repo: its worst group
+    checked = check_text(path, keep_ids=keep_ids, pins=pins)
+    for line in checked.lines:
+        click.echo(line, err=True)
+    result = checked.main  # a GGUF repo: its worst group
     report = Report([result])
     if fmt == "json":
         import json

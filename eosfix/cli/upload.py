@@ -12,7 +12,7 @@ from pathlib import Path
 
 import click
 
-from eosfix.cli.hub import _quiet_hub, _token_option
+from eosfix.cli.hub import _token_option
 from eosfix.cli.term import color_option
 from eosfix.core.outcome import EXIT_FINDINGS, EXIT_INPUT, EXIT_OK
 from eosfix.render.report import RENDERER_BY_NAME, Report
@@ -86,6 +86,7 @@ def upload(
         eosfix upload me/model-mlx-4bit ./out --fix
     """
     from eosfix.sources.hub.http import describe_error, hub_errors
+    from eosfix.sources.hub.read import quiet_progress
     from eosfix.sources.hub.write import upload as upload_folder
     from eosfix.targets.session import check_before_upload, refusal_reason
 
@@ -101,7 +102,7 @@ def upload(
         click.echo(f"refusing to upload {path} to {repo_id}: {reason}", err=True)
         sys.exit(EXIT_FINDINGS)
     try:
-        with _quiet_hub():
+        with quiet_progress():
             commit = upload_folder(
                 path,
                 repo_id,

@@ -1,4 +1,6 @@
 """The Hugging Face hub cache as a source: its model snapshots, their refs, corrupted entries.
+One module: the scan, what it yields (a snapshot, a GGUF file in one, a corrupted repo) and the
+selection by repo and revision read the same layout.
 
 Layout (huggingface_hub 2.x)::
 

@@ -4,11 +4,12 @@ the page and the bot call; the results go to a renderer as they are."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from eosfix import pipeline
+from eosfix.core.errors import NotChecked
 from eosfix.result import RepoResult
 from eosfix.runtimes import Pins
 from eosfix.targets.checked import Checked
@@ -17,6 +18,29 @@ from eosfix.targets.parse import HubTarget, LocalFolder, LocalGguf, OllamaTarget
 if TYPE_CHECKING:
     from eosfix.sources.hub.read import HubReader
     from eosfix.targets.open import Unit
+
+
+def check_texts(texts: Sequence[str], *, local: bool = True, **options: Any) -> Iterator[Checked]:
+    """What every command does with the strings it is given: each opened
+    (``eosfix.targets.open``: parsed, a folder of GGUF files into its files, each unit once)
+    and checked (``check_target``, with ``options``), in order."""
+    from eosfix.targets.open import open_targets
+
+    for unit in open_targets(texts, local=local):
+        yield check_target(unit, **options)
+
+
+def check_text(text: str, **options: Any) -> Checked:
+    """One string checked as one target (``explain``, the port kit): parsed, never opened
+    into the files a folder holds."""
+    from eosfix.targets.open import Refused
+    from eosfix.targets.parse import parse
+
+    try:
+        unit: Unit = parse(text)
+    except NotChecked as exc:
+        unit = Refused(text, exc)
+    return check_target(unit, **options)
 
 
 def check_target(
@@ -38,11 +62,13 @@ def check_target(
         )  # fmt: skip
         return Checked((result,))
     if isinstance(unit, HubTarget):
-        from eosfix.targets.hub import check_hub_target  # only a Hub target reads the Hub
+        from eosfix.sources.hub.read import quiet_progress  # only a Hub target reads the Hub
+        from eosfix.targets.hub import check_hub_target
 
-        return check_hub_target(
-            unit, reader=reader, keep_ids=keep_ids, pins=pins, config_json=config_json
-        )
+        with quiet_progress():
+            return check_hub_target(
+                unit, reader=reader, keep_ids=keep_ids, pins=pins, config_json=config_json
+            )
     if isinstance(unit, OllamaTarget):
         return Checked((_ollama_model(unit, pins),))
     return Checked((RepoResult(Path(unit.given), error=unit.error),))

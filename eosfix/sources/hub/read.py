@@ -25,6 +25,7 @@ printed or logged. Nothing here checks or prints: ``eosfix.batch.hub`` runs an a
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -412,6 +413,24 @@ def _matches(data: bytes, etag: str) -> bool:
     if re.fullmatch(r"[0-9a-f]{64}", etag):
         return hashlib.sha256(data).hexdigest() == etag
     return True
+
+
+@contextlib.contextmanager
+def quiet_progress() -> Iterator[None]:
+    """No huggingface_hub progress bars while the Hub is read: eosfix shows its own."""
+    from huggingface_hub.utils import (
+        are_progress_bars_disabled,
+        disable_progress_bars,
+        enable_progress_bars,
+    )
+
+    was_disabled = are_progress_bars_disabled()
+    disable_progress_bars()
+    try:
+        yield
+    finally:
+        if not was_disabled:
+            enable_progress_bars()
 
 
 def fetch_repo_files(
