@@ -6,7 +6,8 @@ checked: ``repo.name`` must be a Hub repo id (``org/name`` in the Hub's grammar:
 no third part, which the HTTP client would collapse into another repo's path) and
 ``repo.headSha`` and each ``updatedRefs[].newSha`` a commit id (40 lowercase hex digits, or
 null for a deleted branch); 400 with one line naming the field otherwise. The body is then
-parsed with huggingface_hub's ``WebhookPayload`` (400 with one line when it is not one). A
+parsed with huggingface_hub's ``WebhookPayload`` (400 with one line when it is not one; a
+body nested deeper than ``MAX_JSON_DEPTH`` levels is refused before any parser recurses). A
 ``repo.content`` update of a watched model repo's default branch is written to the journal
 and queued (202); a redelivered push is not queued twice (202 while its copy waits; 200, the
 earlier outcome in the reason, once it was handled), and every other event is acknowledged
@@ -21,6 +22,9 @@ The page for people (``GET /``, ``/check``, ``POST /pr``...) is ``eosfix.serve.p
 
 Every route is under the limits of ``eosfix.serve.limits`` (body size, slow clients,
 connections): the app carries them (``app.state.guard``) and ``limits.server`` serves it.
+Every answer carries the headers of ``eosfix.serve.headers`` (``App`` wraps everything in
+them). No OpenAPI schema or docs routes are served: the service has no API to document for
+visitors.
 """
 
 from __future__ import annotations
@@ -28,18 +32,23 @@ from __future__ import annotations
 import hmac
 import json
 import re
+from array import array
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from itertools import accumulate
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 from huggingface_hub import WebhookPayload
 from pydantic import ValidationError
+from starlette.types import ASGIApp
 
 from eosfix.core.hubid import is_hub_id
+from eosfix.core.saferead import MAX_JSON_DEPTH
 from eosfix.serve.bot import Bot
 from eosfix.serve.config import ServeConfig
+from eosfix.serve.headers import SecurityHeaders
 from eosfix.serve.journal import Journal, Push, new_push
 from eosfix.serve.limits import BoundedBody, Guard
 from eosfix.serve.page import attach_page
@@ -47,6 +56,28 @@ from eosfix.targets.session import HubSession
 
 DEFAULT_BRANCH = "refs/heads/main"
 _COMMIT = re.compile(r"[0-9a-f]{40}")
+_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')  # a JSON string, escapes included
+_STEPS = bytes.maketrans(b"[{]}", b"\x01\x01\xff\xff")  # in, in, out, out (signed bytes)
+_NOT_BRACKETS = bytes(c for c in range(256) if c not in b"[]{}")
+
+
+class App(FastAPI):
+    """FastAPI with ``SecurityHeaders`` outside its whole middleware stack, Starlette's error
+    handler included: no answer of the app goes out without them."""
+
+    def build_middleware_stack(self) -> ASGIApp:
+        return SecurityHeaders(super().build_middleware_stack())
+
+
+def nested_over(body: bytes, limit: int = MAX_JSON_DEPTH) -> bool:
+    """Whether the JSON text ``body`` opens more than ``limit`` arrays and objects inside one
+    another (brackets inside strings do not count). Told before parsing: Python's parser, the
+    payload model and ``json.dumps`` all recurse, and a deep enough body makes any of them
+    raise RecursionError."""
+    if body.count(b"[") + body.count(b"{") <= limit:
+        return False  # every webhook the Hub sends
+    steps = _STRING.sub(b"", body).translate(_STEPS, _NOT_BRACKETS)
+    return max(accumulate(array("b", steps)), default=0) > limit
 
 
 def classify(
@@ -109,7 +140,7 @@ def create_app(config: ServeConfig, *, session: HubSession | None = None) -> Fas
             await bot.stop(config.grace)
             journal.close()
 
-    app = FastAPI(title="eosfix", lifespan=lifespan, docs_url=None, redoc_url=None)
+    app = App(title="eosfix", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
     app.state.bot = bot
     app.state.guard = guard = Guard(config, bot.metrics)
     try:
@@ -127,6 +158,9 @@ def create_app(config: ServeConfig, *, session: HubSession | None = None) -> Fas
             bot.metrics["rejected"] += 1
             return _error(401, "missing or wrong X-Webhook-Secret")
         body = await request.body()
+        if nested_over(body):
+            bot.metrics["rejected"] += 1
+            return _error(400, f"not a Hub webhook payload: nested over {MAX_JSON_DEPTH} levels")
         try:
             data = json.loads(body)
         except ValueError:  # not JSON (or not UTF-8): the payload model says where

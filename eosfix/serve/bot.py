@@ -1,8 +1,14 @@
-"""The bot's worker: each accepted push checked at its revision, then acted on by policy.
+"""The bot's worker: each accepted push checked at its branch's head, then acted on by policy.
 
+- A push is handled by checking its branch's head at that moment, whatever commit the webhook
+  named: the Hub does not promise to deliver webhooks in the order of their commits, and a
+  webhook may name a commit it does not know. The outcome is recorded for the push and, when
+  the head was another commit (``checked``), for that commit too (its own webhook, arriving
+  after, is then a redelivery). A push whose branch head was handled already is done,
+  ``superseded``.
 - One repo at a time per repo: a push that arrives while its repo is being handled waits, and
-  only the newest waiting push of a repo is handled (the newer commit contains the older); the
-  one it replaced is done, ``superseded``.
+  only one waiting push of a repo is kept (which one does not matter: it checks the head);
+  the one it replaced is done, ``superseded``.
 - ``workers`` repos at once; the check and the Hub writes run in threads. A push waiting for a
   worker is still queued (``depth``).
 - A push is retried with a growing pause when the Hub fails in a way that passes (5xx, 429,
@@ -23,6 +29,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import threading
 import time
@@ -145,11 +152,11 @@ class Bot:
                     if taken is None:
                         return
                     self.metrics["in_flight"] += 1
-                    try:
+                    try:  # in flight until its outcome is recorded and counted
                         outcome, fresh = await asyncio.to_thread(self._handle, taken)
+                        await self._finish(taken, outcome, count=fresh)
                     finally:
                         self.metrics["in_flight"] -= 1
-                await self._finish(taken, outcome, count=fresh)
         except Exception:  # the task must not die unseen
             self.metrics["crashed"] += 1
             log.exception("worker crashed", extra={"fields": {"repo": repo}})
@@ -226,52 +233,66 @@ class Bot:
         return Outcome("error", error=error.message)
 
     def _handle_once(self, push: Push) -> Outcome:
-        result = self.session.check(push.repo, revision=push.sha)
+        result = self.session.check(push.repo, revision=_branch(push))
         self.metrics["checks"] += 1
         if result.error is not None:
             if isinstance(result.error, HubError):
                 raise result.error
             self._log(push, "error", error=str(result.error))
             return Outcome("error", error=str(result.error))
+        checked = _commit_of(result) or push.sha
+        if checked != push.sha and self.journal.handled(push.repo, checked) is not None:
+            reason = f"the branch is at {checked}, handled already"
+            self._log(push, "superseded", checked=checked, reason=reason)
+            return Outcome("superseded")
+        outcome = self._act(push, result, checked)
+        if checked == push.sha or outcome.outcome in ("superseded", "error"):
+            return outcome
+        return dataclasses.replace(outcome, checked=checked)
+
+    def _act(self, push: Push, result: RepoResult, checked: str) -> Outcome:
+        """Act by policy on the check of ``checked``, the branch's head when it was read."""
+        at = {} if checked == push.sha else {"checked": checked}
         verdict = _verdict(result)
         if verdict not in _NEEDS_FIX:
-            self._log(push, "checked", verdict=verdict)
+            self._log(push, "checked", verdict=verdict, **at)
             return Outcome("checked")
         writes = not self.config.dry_run and (self.config.policy == "pr" or self.config.comment)
-        head = self._head(push) if writes else push.sha
-        if head != push.sha:  # a newer commit's push writes (it may be on its way)
-            self._log(push, "superseded", verdict=verdict, reason=f"the branch is at {head}")
+        head = self._head(push) if writes else checked
+        if head != checked:  # pushed to while checked: that push writes (it may be on its way)
+            self._log(push, "superseded", verdict=verdict, reason=f"the branch is at {head}", **at)
             return Outcome("superseded")
         if self.config.policy == "pr" and result.patches:
-            return self._pull_request(push, result, verdict)
-        return self._report(push, result, verdict)
+            return self._pull_request(push, result, verdict, at)
+        return self._report(push, result, verdict, at)
 
     def _head(self, push: Push) -> str | None:
         """The commit the pushed branch is at now."""
-        branch = push.ref.removeprefix("refs/heads/")
         try:
-            return self.session.reader.resolve(HubEntry(push.repo, branch)).sha
+            return self.session.reader.resolve(HubEntry(push.repo, _branch(push))).sha
         except hub_errors() as exc:
             message, status = describe_error(exc)
             raise HubError(message, repo_id=push.repo, status=status) from None
 
-    def _pull_request(self, push: Push, result: RepoResult, verdict: str) -> Outcome:
+    def _pull_request(
+        self, push: Push, result: RepoResult, verdict: str, at: dict[str, str]
+    ) -> Outcome:
         if self.config.dry_run:
-            self._log(push, "would_open_pr", verdict=verdict)
+            self._log(push, "would_open_pr", verdict=verdict, **at)
             return Outcome("would_open_pr")
         pr = self.session.open_pr(result)
         if pr is None:  # nothing generation_config.json can carry
-            return self._report(push, result, verdict)
+            return self._report(push, result, verdict, at)
         outcome = _PR_OUTCOMES[pr.outcome]
         fields = {"reason": pr.left} if pr.left else {}
-        self._log(push, outcome, verdict=verdict, pr=pr.url, **fields)
+        self._log(push, outcome, verdict=verdict, pr=pr.url, **at, **fields)
         return Outcome(outcome, pr=pr.url)
 
-    def _report(self, push: Push, result: RepoResult, verdict: str) -> Outcome:
+    def _report(self, push: Push, result: RepoResult, verdict: str, at: dict[str, str]) -> Outcome:
         url = None
         if self.config.comment and not self.config.dry_run:
             url = self._comment(push.repo, report_markdown(result))
-        self._log(push, "reported", verdict=verdict, discussion=url)
+        self._log(push, "reported", verdict=verdict, discussion=url, **at)
         return Outcome("reported", pr=url)
 
     def _comment(self, repo_id: str, text: str) -> str:
@@ -298,6 +319,15 @@ class Bot:
             "push handled",
             extra={"fields": {"repo": push.repo, "sha": push.sha, "outcome": outcome, **fields}},
         )
+
+
+def _branch(push: Push) -> str:
+    return push.ref.removeprefix("refs/heads/")
+
+
+def _commit_of(result: RepoResult) -> str | None:
+    """The commit a check read (the revision it was asked for, resolved by the Hub)."""
+    return result.hub.sha if result.hub is not None else None
 
 
 def _verdict(result: RepoResult) -> str:

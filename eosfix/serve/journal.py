@@ -3,7 +3,8 @@ the webhook is answered, so a restart (even after ``kill -9``) loses no push.
 
 - ``push``: a webhook was accepted (``id``, ``repo``, ``sha``, ``ref``, ``at``);
 - ``done``: a push was handled (``id``, ``repo``, ``sha``, ``outcome``, optional ``pr``,
-  ``error``); a push replaced by a newer one while it waited is done too (``superseded``).
+  ``error``, and ``checked``: the commit its branch was at, when that was not the pushed
+  one); a push replaced by another while it waited is done too (``superseded``).
 
 Pending = each repo's newest push, unless it is done: an older push of the repo never runs
 again (the newer commit contains it), whether or not its ``superseded`` line made it to disk.
@@ -52,11 +53,13 @@ class Outcome:
     """How a push was handled: ``checked`` (healthy), ``reported``, ``pr_opened``,
     ``pr_updated``, ``pr_unchanged``, ``pr_left`` (an eosfix PR by someone else, left as it
     is), ``would_open_pr`` (dry run), ``superseded`` (a newer push replaced it, or the branch
-    had moved on), ``error``."""
+    had moved on), ``error``. ``checked``: the commit checked, when the branch was at
+    another one than the push named (the outcome is that commit's too)."""
 
     outcome: str
     pr: str | None = None
     error: str | None = None
+    checked: str | None = None
 
 
 def new_push(repo: str, sha: str, ref: str) -> Push:
@@ -95,7 +98,9 @@ class Journal:
                     )
                 elif rec.get("op") == "done":
                     done.add(rec["id"])
-                    out = Outcome(rec["outcome"], rec.get("pr"), rec.get("error"))
+                    out = Outcome(
+                        rec["outcome"], rec.get("pr"), rec.get("error"), rec.get("checked")
+                    )
                     self._remember(rec["repo"], rec["sha"], out)
             except (ValueError, KeyError, TypeError):
                 continue  # a torn last line
@@ -106,8 +111,9 @@ class Journal:
 
     def _remember(self, repo: str, sha: str, outcome: Outcome) -> None:
         kept = self._last.setdefault(repo, OrderedDict())
-        kept[sha] = outcome
-        kept.move_to_end(sha)
+        for commit in dict.fromkeys((sha, outcome.checked or sha)):
+            kept[commit] = outcome
+            kept.move_to_end(commit)
         while len(kept) > KEEP:
             kept.popitem(last=False)
 

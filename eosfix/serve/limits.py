@@ -22,9 +22,11 @@ it. Counts go to the bot's ``/metrics``.
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import json
 import logging
 import math
+import socket
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, MutableMapping
@@ -32,7 +34,8 @@ from typing import Any, TypeVar
 
 from starlette.concurrency import run_in_threadpool
 
-from eosfix.serve.config import ServeConfig
+from eosfix.serve.config import ServeConfig, ServeConfigError
+from eosfix.serve.headers import with_headers
 
 log = logging.getLogger("eosfix.serve.limits")
 
@@ -77,11 +80,13 @@ class _Gone(Exception):
 
 async def _refuse(send: Send, status: int, message: str) -> None:
     body = json.dumps({"error": message}).encode()
-    headers = [
-        (b"content-type", b"application/json"),
-        (b"content-length", str(len(body)).encode()),
-        (b"connection", b"close"),
-    ]
+    headers = with_headers(
+        [
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(body)).encode()),
+            (b"connection", b"close"),
+        ]
+    )
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
 
@@ -204,14 +209,42 @@ def protocol_class(guard: Guard) -> type[asyncio.Protocol]:
             self._disarm()
             super().connection_lost(exc)
 
+        def send_400_response(self, msg: str) -> None:
+            """uvicorn's own answer to bytes that are no HTTP request (the app never sees
+            them), with the headers every answer of the service carries."""
+            plain = [(b"content-type", b"text/plain; charset=utf-8"), (b"connection", b"close")]
+            events = (
+                h11.Response(status_code=400, headers=with_headers(plain), reason=b"Bad Request"),
+                h11.Data(data=msg.encode("ascii", "replace")),
+                h11.EndOfMessage(),
+            )
+            for event in events:
+                self.transport.write(self.conn.send(event))
+            self.transport.close()
+
     return Guarded
+
+
+def loopback(host: str) -> bool:
+    """Whether every address ``host`` names is this machine's loopback (127.0.0.0/8, ::1)."""
+    try:
+        found = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
+    except (OSError, UnicodeError):
+        return False
+    addresses = {str(info[4][0]).partition("%")[0] for info in found}
+    return bool(addresses) and all(ipaddress.ip_address(a).is_loopback for a in addresses)
 
 
 def server(app: Any, *, host: str, port: int, **options: Any) -> Any:
     """A uvicorn server for ``app`` (made by ``create_app``) with its guard's limits;
-    ``options`` go to ``uvicorn.Config`` (``log_config``, ``log_level``)."""
+    ``options`` go to ``uvicorn.Config`` (``log_config``, ``log_level``). An app that must be
+    reached from this machine only (``app.state.loopback_only`` says why: mocked sign-in) is
+    refused any other address."""
     import uvicorn
 
+    why = getattr(app.state, "loopback_only", None)
+    if why and not loopback(host):
+        raise ServeConfigError(f"{why} listens on the loopback only (--host 127.0.0.1), not {host}")
     guard: Guard = app.state.guard
     config = uvicorn.Config(
         app,

@@ -1,31 +1,36 @@
 """The page: a person checks a Hub repo (or the small files of a private model), sees where it
-stops in each runtime, and opens the fix PR as themselves. One module: every route shares the
-page's templates, sign-in, headers and limits set up in ``attach_page``. Routes of the same app as the bot
-(``eosfix.serve.app``), under the same limits (``eosfix.serve.limits``: body bound, request
-deadline, connection cap), server-rendered from Jinja2 templates; a single check works
+stops in each runtime, and opens the fix PR as themselves. One module: its routes share the
+dependencies and the one problem page below. Routes of the same app as the bot
+(``eosfix.serve.app``), as one FastAPI ``APIRouter`` (``router``), under the same limits
+(``eosfix.serve.limits``: body bound, request deadline, connection cap) and headers
+(``eosfix.serve.headers``), server-rendered from Jinja2 templates; a single check works
 without JavaScript.
 
 - ``GET /``: the forms. ``GET /check?repo=org/name``: one check of a public Hub repo, named
-  in any spelling ``eosfix check`` takes of one (``eosfix.targets.parse`` with
-  ``local=False``: a repo id, ``hf.co/org/name:QUANT``, a huggingface.co URL; never a path,
-  never another site: the configured Hub is the only host ever asked), read without the bot's token (an
+  in any spelling ``eosfix check`` takes of one (``eosfix.targets.parse.parse_hub``: a repo
+  id, ``org/name:QUANT``, a huggingface.co URL; never a path, never another site: the
+  configured Hub is the only host ever asked), read without the bot's token (an
   anonymous visitor never sees a private repo through the bot), or with the signed-in user's
   own token. A GGUF repo is checked by its files' headers: one result per group of alike
   files, shown without a PR button (a PR cannot change a header).
 - ``POST /check/files``: the small files of a model (``FILES``), each under ``FILE_CAP``
   bytes, checked in a temporary folder deleted before the answer is sent.
 - ``POST /pr``: signed in with Hugging Face (huggingface_hub's ``attach_huggingface_oauth``;
-  its mocked routes when ``page_mock_sign_in`` is set for local tests), with the session's
-  CSRF token: the fix PR made with the user's token through the same code as ``eosfix hub
-  --pr`` (an open eosfix PR is updated, never doubled). The token stays in the signed session
-  cookie, never in a page, a log line or the journal.
+  its mocked routes when ``page_mock_sign_in`` is set for local tests, served on the
+  loopback only), with the session's CSRF token: the fix PR made with the user's token
+  through the same code as ``eosfix hub --pr`` (an open eosfix PR is updated, never
+  doubled). The session is held by the server (``eosfix.serve.sessions``): the cookie is an
+  opaque id, and the token is never in a cookie, a page, a log line or the journal.
 - ``GET /audit?author=org``: an audit of a user or organisation (``eosfix.serve.audit``).
 - ``GET /codes``: every finding code and its title (the result's code links point here).
 
-Every check takes a slot of ``page_workers`` (more wait; 503 once 32 times that many wait) and a
-token of the client's ``page_rate`` per minute (429 with ``Retry-After`` otherwise). Every
-answer carries a strict Content-Security-Policy (no inline script or style, nothing from
-another origin) and ``nosniff``; every text from a repo is escaped by the templates.
+What a route needs comes from dependencies: the signed-in user (``signed_in``,
+``signed_in_user``: 403 without one), the CSRF-checked form of ``POST /pr`` (``pr_repo``) and
+a token of the client's ``page_rate`` per minute (``rate_limit``). Every check takes a slot of
+``page_workers`` (more wait; 503 once 32 times that many wait). A refusal is an exception
+(``Problem``, the limiter's ``RateLimited``, the slots' ``Busy``) turned into the problem page
+in one place (``_refused``: 429 and 503 with ``Retry-After``). Every text from a repo is
+escaped by the templates.
 """
 
 from __future__ import annotations
@@ -37,15 +42,14 @@ import os
 import secrets
 import tempfile
 import warnings
-from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any, TypeVar
-from urllib.parse import parse_qsl, urlsplit
+from typing import Annotated, Any
+from urllib.parse import parse_qsl, quote, urlsplit
 
 import jinja2
-from fastapi import FastAPI, Request
+from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.responses import (
     HTMLResponse,
     JSONResponse,
@@ -68,8 +72,10 @@ from eosfix.result import RepoResult
 from eosfix.serve import view as views
 from eosfix.serve.audit import Audits
 from eosfix.serve.config import ServeConfig, ServeConfigError
+from eosfix.serve.headers import CSP
 from eosfix.serve.limits import Busy, Limiter, RateLimited, Slots
-from eosfix.sources.hub.http import hub_errors
+from eosfix.serve.sessions import keep_sessions_here
+from eosfix.sources.hub.http import describe_error, hub_errors
 from eosfix.sources.hub.read import HubError
 from eosfix.sources.hub.write import PrOutcome, PullRequest, find_open_pr
 from eosfix.targets.checked import Checked
@@ -78,8 +84,10 @@ from eosfix.targets.parse import HubTarget, parse_hub
 from eosfix.targets.pr import fix_bytes
 from eosfix.targets.session import HubSession
 
+__all__ = ["CSP", "FILES", "FILE_CAP", "attach_page", "router", "sign_in_mode"]
+
 log = logging.getLogger("eosfix.serve.page")
-T = TypeVar("T")
+router = APIRouter()
 
 # What a dropped-files check reads (tokenizer.json and weights are too big for a form).
 FILES = (
@@ -91,18 +99,6 @@ FILES = (
     "chat_template.json",
 )
 FILE_CAP = 512 * 1024  # bytes per file; the body bound (max_body) caps the whole form
-
-CSP = (
-    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
-    "connect-src 'self'; form-action 'self'; base-uri 'none'; "
-    "frame-ancestors 'self' https://huggingface.co"
-)
-HEADERS = {
-    "Content-Security-Policy": CSP,
-    "X-Content-Type-Options": "nosniff",
-    "Referrer-Policy": "same-origin",
-    "Cache-Control": "no-store",
-}
 STATIC = {"page.css": "text/css", "page.js": "text/javascript"}
 
 
@@ -110,6 +106,26 @@ STATIC = {"page.css": "text/css", "page.js": "text/javascript"}
 class User:
     name: str
     token: str
+
+
+@dataclass
+class PageState:
+    """What the routes share (``app.state.page``)."""
+
+    templates: jinja2.Environment
+    limiter: Limiter
+    slots: Slots
+    sign_in: str | None  # ``sign_in_mode``
+    audits: Audits
+
+
+class Problem(Exception):
+    """A request the page refuses: the problem page with ``status`` and one line."""
+
+    def __init__(self, status: int, message: str, headers: dict[str, str] | None = None) -> None:
+        self.status = status
+        self.message = message
+        self.headers = headers or {}
 
 
 def _environment() -> jinja2.Environment:
@@ -134,222 +150,139 @@ def sign_in_mode(config: ServeConfig, env: dict[str, str] | None = None) -> str 
 
 
 def attach_page(app: FastAPI, config: ServeConfig) -> None:
-    """Add the page's routes (and, when sign-in is on, huggingface_hub's OAuth routes and
-    their session) to ``app``."""
-    templates = _environment()
-    limiter = Limiter(config.page_rate)
-    slots = Slots(config.page_workers)
+    """Add the page's routes (and, when sign-in is on, huggingface_hub's OAuth routes with a
+    session held by the server) to ``app``."""
     mode = sign_in_mode(config)
     if mode is not None:
-        from huggingface_hub import attach_huggingface_oauth
-
-        with warnings.catch_warnings():  # the mocked routes warn that they are mocked
-            warnings.simplefilter("ignore")
-            try:
-                attach_huggingface_oauth(app)
-            except (ValueError, KeyError, OSError) as exc:  # mocked: no token, no user
-                raise ServeConfigError(f"sign-in ({mode}): {exc}") from None
-        if mode == "mock":  # local tests over plain http: the cookie cannot be Secure there
-            for m in app.user_middleware:
-                if getattr(m.cls, "__name__", "") == "SessionMiddleware":
-                    m.kwargs.update(https_only=False, same_site="lax")
-    app.state.page = {"limiter": limiter, "slots": slots, "sign_in": mode}
-
+        _attach_sign_in(app, mode)
+    limiter, slots = Limiter(config.page_rate), Slots(config.page_workers)
+    app.state.page = PageState(_environment(), limiter, slots, mode, Audits())
     app.add_middleware(LocalTargets)  # pure ASGI: the body bound's exceptions pass through
+    app.include_router(router)
+    for refusal in (Problem, RateLimited, Busy):
+        app.add_exception_handler(refusal, _refused)
 
-    def user_of(request: Request) -> User | None:
-        if mode is None:
-            return None
-        from huggingface_hub import parse_huggingface_oauth
 
-        info = parse_huggingface_oauth(request)
-        if info is None or not info.access_token:
-            return None
-        return User(info.user_info.preferred_username, info.access_token)
+def _attach_sign_in(app: FastAPI, mode: str) -> None:
+    """huggingface_hub's sign-in routes, their cookie session replaced by one the server
+    holds. Mocked sign-in signs anyone who reaches the page in as the server's ``HF_TOKEN``:
+    the app may then listen on the loopback only (``eosfix.serve.limits.server``)."""
+    from huggingface_hub import attach_huggingface_oauth
 
-    def csrf(request: Request) -> str | None:
-        if mode is None:
-            return None
-        token = request.session.get("csrf")
-        if not isinstance(token, str):
-            token = request.session["csrf"] = secrets.token_urlsafe(32)
-        return token
-
-    def client(request: Request) -> str:
-        if os.environ.get("SPACE_ID"):  # behind the Space's proxy: the first forwarded hop
-            forwarded = request.headers.get("x-forwarded-for", "")
-            if forwarded:
-                return forwarded.split(",")[0].strip()
-        return request.client.host if request.client else "?"
-
-    def page(request: Request, name: str, status: int = 200, **context: Any) -> HTMLResponse:
-        user = user_of(request)
-        body = templates.get_template(name).render(
-            user=user.name if user else None,
-            sign_in=mode is not None,
-            csrf=csrf(request) if user else None,
-            login=f"/oauth/huggingface/login?_target_url={_target(request)}",
-            **context,
-        )
-        return HTMLResponse(body, status_code=status, headers=HEADERS)
-
-    def problem(request: Request, status: int, message: str, **extra: Any) -> HTMLResponse:
-        response = page(request, "problem.html", status, message=message)
-        response.headers.update(extra)
-        return response
-
-    async def guarded(request: Request, work: Callable[[], T]) -> T | HTMLResponse:
+    with warnings.catch_warnings():  # the mocked routes warn that they are mocked
+        warnings.simplefilter("ignore")
         try:
-            limiter.take(client(request))
-            return await slots.run(work)
-        except RateLimited as exc:
-            return problem(
-                request,
-                429,
-                f"Too many checks from you: try again in {exc.retry_after} s.",
-                **{"Retry-After": str(exc.retry_after)},
-            )
-        except Busy:
-            return problem(
-                request, 503, "The page is busy: try again in a moment.", **{"Retry-After": "5"}
-            )
-
-    audits = Audits()
-    app.state.page["audits"] = audits
-
-    @app.get("/audit", response_class=HTMLResponse)
-    async def audit_start(request: Request, author: str = "") -> Response:
-        author = author.strip()
-        if not is_hub_id(f"{author}/x"):
-            return problem(request, 400, f"Not a Hub user or organisation: {author[:120]}")
-        try:
-            limiter.take(client(request))
-        except RateLimited as exc:
-            return problem(
-                request,
-                429,
-                f"Too many checks from you: try again in {exc.retry_after} s.",
-                **{"Retry-After": str(exc.retry_after)},
-            )
-        audit = audits.start(author)
-        if audit is None:
-            return problem(
-                request,
-                503,
-                "Audits are running already: try again in a minute.",
-                **{"Retry-After": "60"},
-            )
-        return RedirectResponse(f"/audit/{audit.id}", status_code=303, headers=HEADERS)
-
-    @app.get("/audit/{audit_id}", response_class=HTMLResponse)
-    async def audit_page(request: Request, audit_id: str) -> HTMLResponse:
-        audit = audits.audits.get(audit_id)
-        if audit is None:
-            return problem(request, 404, "No such audit (audits are kept a while only).")
-        return page(request, "audit.html", audit=audit, chart=audit.chart())
-
-    @app.get("/audit/{audit_id}/progress")
-    async def audit_progress(audit_id: str) -> Response:
-        audit = audits.audits.get(audit_id)
-        if audit is None:
-            return JSONResponse({"error": "no such audit"}, status_code=404, headers=HEADERS)
-        return JSONResponse(audit.progress(), headers=HEADERS)
-
-    @app.get("/audit/{audit_id}/{kind}")
-    async def audit_download(audit_id: str, kind: str) -> Response:
-        audit = audits.audits.get(audit_id)
-        if audit is None or not audit.finished or kind not in ("csv", "json"):
-            return PlainTextResponse("not found", status_code=404, headers=HEADERS)
-        body, media = (audit.csv, "text/csv") if kind == "csv" else (audit.json, "application/json")
-        name = f"eosfix-{audit.author}.{kind}"
-        headers = {**HEADERS, "Content-Disposition": f'attachment; filename="{name}"'}
-        return Response(body, media_type=media, headers=headers)
-
-    @app.get("/", response_class=HTMLResponse)
-    async def index(request: Request) -> HTMLResponse:
-        return page(request, "index.html", files=FILES, file_cap=FILE_CAP)
-
-    @app.get("/codes", response_class=HTMLResponse)
-    async def codes(request: Request) -> HTMLResponse:
-        return page(request, "codes.html", codes=list(CODES.values()))
-
-    @app.get("/static/{name}")
-    async def static(name: str) -> Response:
-        if name not in STATIC:
-            return PlainTextResponse("not found", status_code=404, headers=HEADERS)
-        data = resources.files("eosfix.serve").joinpath("static", name).read_bytes()
-        headers = {**HEADERS, "Cache-Control": "public, max-age=3600"}
-        return Response(data, media_type=STATIC[name], headers=headers)
-
-    @app.get("/check", response_class=HTMLResponse)
-    async def check(request: Request, repo: str = "") -> HTMLResponse:
-        try:
-            target = parse_hub(repo[:2000])  # the Hub only: never the server's files
-        except NotChecked as exc:
-            shown = (exc.path or "")[:120]
-            return problem(request, 400, f"{shown}: not checked: {exc.message}")
-        user = user_of(request)
-        # a visitor reads public repos only: never the bot's token (HF_TOKEN on a Space)
-        session = HubSession(token=user.token if user else False)
-        done = await guarded(request, lambda: _check_with_pr(session, target))
-        if isinstance(done, HTMLResponse):
-            return done
-        checked, prs = done
-        shown_views = [_view(r, pr, hub=True) for r, pr in zip(checked.results, prs, strict=True)]
-        notes = list(checked.lines)
-        return page(request, "result.html", views=shown_views, notes=notes, message=None)
-
-    @app.post("/check/files", response_class=HTMLResponse)
-    async def check_files(request: Request) -> HTMLResponse:
-        try:
-            given = await _read_files(request)
-        except _Refused as exc:
-            return problem(request, exc.status, exc.message)
-        if not given:
-            return problem(request, 400, "No file given: choose the model's small files.")
-        done = await guarded(request, lambda: _check_files(given))
-        if isinstance(done, HTMLResponse):
-            return done
-        return page(
-            request, "result.html", views=[_view(done, None, hub=False)], notes=[], message=None
-        )
-
-    @app.post("/pr", response_class=HTMLResponse)
-    async def open_pull_request(request: Request) -> HTMLResponse:
-        user = user_of(request)
-        if user is None:
-            return problem(request, 403, "Sign in with Hugging Face to open a pull request.")
-        async with request.form(max_files=0, max_fields=4) as form:
-            given, repo = form.get("csrf"), str(form.get("repo") or "")
-        expected = request.session.get("csrf")
-        if not (
-            isinstance(expected, str)
-            and isinstance(given, str)
-            and hmac.compare_digest(expected.encode(), given.encode())
-        ):
-            return problem(request, 403, "The form expired (CSRF token): check the repo again.")
-        if not is_hub_id(repo):
-            return problem(request, 400, f"Not a Hub repo id (org/name): {repo[:120]}")
-        session = HubSession(token=user.token, describe=pr_description)
-        done = await guarded(request, lambda: _open(session, repo))
-        if isinstance(done, HTMLResponse):
-            return done
-        result, pr, message = done
-        log.info(
-            "pull request", extra={"fields": {"repo": repo, "user": user.name, "outcome": message}}
-        )
-        return page(
-            request, "result.html", views=[_view(result, pr, hub=True)], notes=[], message=message
-        )
+            attach_huggingface_oauth(app)
+        except (ValueError, KeyError, OSError) as exc:  # mocked: no token, no user
+            raise ServeConfigError(f"sign-in ({mode}): {exc}") from None
+        except hub_errors() as exc:  # mocked: the token's user cannot be asked
+            raise ServeConfigError(f"sign-in ({mode}): {describe_error(exc)[0]}") from None
+    # On a Space the page is framed by huggingface.co: its cookie must be SameSite=None
+    # (and so Secure); mocked sign-in runs over plain http on this machine.
+    space = mode == "space"
+    same_site = "none" if space else "lax"
+    if not keep_sessions_here(app.user_middleware, https_only=space, same_site=same_site):
+        raise ServeConfigError(f"sign-in ({mode}): huggingface_hub added no session to replace")
+    if mode == "mock":
+        app.state.loopback_only = "mock sign-in (EOSFIX_PAGE_MOCK_SIGN_IN)"
 
 
-class _Refused(Exception):
-    def __init__(self, status: int, message: str) -> None:
-        self.status = status
-        self.message = message
+# --- dependencies ---------------------------------------------------------------------------
 
 
-async def _read_files(request: Request) -> dict[str, bytes]:
+def page_state(request: Request) -> PageState:
+    state: PageState = request.app.state.page
+    return state
+
+
+State = Annotated[PageState, Depends(page_state)]
+
+
+def signed_in(request: Request) -> User | None:
+    """The visitor signed in with Hugging Face, with their token, or None."""
+    if page_state(request).sign_in is None:
+        return None
+    from huggingface_hub import parse_huggingface_oauth
+
+    info = parse_huggingface_oauth(request)
+    if info is None or not info.access_token:
+        return None
+    return User(info.user_info.preferred_username, info.access_token)
+
+
+SignedIn = Annotated[User | None, Depends(signed_in)]
+
+
+def signed_in_user(user: SignedIn) -> User:
+    if user is None:
+        raise Problem(403, "Sign in with Hugging Face to open a pull request.")
+    return user
+
+
+def csrf_token(request: Request) -> str | None:
+    """The session's CSRF token (made on first use), for the forms of a signed-in page."""
+    if page_state(request).sign_in is None:
+        return None
+    token = request.session.get("csrf")
+    if not isinstance(token, str):
+        token = request.session["csrf"] = secrets.token_urlsafe(32)
+    return token
+
+
+async def pr_repo(request: Request, user: Annotated[User, Depends(signed_in_user)]) -> str:
+    """The repo id of ``POST /pr``'s form, once its CSRF token is the session's (compared in
+    constant time): 403 otherwise, 400 for a repo id outside the Hub's grammar."""
+    async with request.form(max_files=0, max_fields=4) as form:
+        given, repo = form.get("csrf"), str(form.get("repo") or "")
+    expected = request.session.get("csrf")
+    if not (
+        isinstance(expected, str)
+        and isinstance(given, str)
+        and hmac.compare_digest(expected.encode(), given.encode())
+    ):
+        raise Problem(403, "The form expired (CSRF token): check the repo again.")
+    if not is_hub_id(repo):
+        raise Problem(400, f"Not a Hub repo id (org/name): {repo[:120]}")
+    return repo
+
+
+def client_address(request: Request) -> str:
+    """Whom the rate is counted for. On a Space every request comes through the platform's
+    proxy, which appends the address it was reached from to ``X-Forwarded-For``: the last
+    hop is the one a client cannot choose (anything before it, the client may have sent)."""
+    if os.environ.get("SPACE_ID"):
+        hops = ",".join(request.headers.getlist("x-forwarded-for")).split(",")
+        if hops[-1].strip():
+            return hops[-1].strip()
+    return request.client.host if request.client else "?"
+
+
+def rate_limit(request: Request, state: State) -> None:
+    """One of the client's ``page_rate`` checks a minute (``RateLimited``: 429)."""
+    state.limiter.take(client_address(request))
+
+
+RateLimit = Annotated[None, Depends(rate_limit)]
+
+
+def check_target(repo: str = "") -> HubTarget:
+    """What the box names, in any spelling ``eosfix check`` takes of a Hub repo
+    (``eosfix.targets.parse``, the filesystem never read); a refusal is check's line."""
+    try:
+        return parse_hub(repo[:2000])  # the Hub only: never the server's files
+    except NotChecked as exc:
+        shown = (exc.path or "")[:120]
+        raise Problem(400, f"{shown}: not checked: {exc.message}") from None
+
+
+def audit_author(author: str = "") -> str:
+    author = author.strip()
+    if not is_hub_id(f"{author}/x"):
+        raise Problem(400, f"Not a Hub user or organisation: {author[:120]}")
+    return author
+
+
+async def dropped_files(request: Request) -> dict[str, bytes]:
     """The form's files by name (each one of ``FILES``, under ``FILE_CAP``); the form's
     spooled copies are closed (deleted) before this returns. A body that is not a form of
     files is a 400: starlette before 0.40 lets python-multipart's parse error through (it was
@@ -365,17 +298,156 @@ async def _read_files(request: Request) -> dict[str, bytes]:
                     continue  # the form sent with no file chosen
                 if name not in FILES:
                     shown = name[:120] or "(no name)"
-                    raise _Refused(
+                    raise Problem(
                         400, f"{shown}: not one of the files a check reads ({', '.join(FILES)})"
                     )
                 data = await item.read(FILE_CAP + 1)
                 if len(data) > FILE_CAP:
-                    raise _Refused(413, f"{name}: larger than {FILE_CAP // 1024} KiB")
+                    raise Problem(413, f"{name}: larger than {FILE_CAP // 1024} KiB")
                 given[name] = data
     except (MultiPartException, FormParserError, HTTPException) as exc:
         status = exc.status_code if isinstance(exc, HTTPException) else 400
-        raise _Refused(status, "The form could not be read: not a form of files.") from exc
+        raise Problem(status, "The form could not be read: not a form of files.") from exc
+    if not given:
+        raise Problem(400, "No file given: choose the model's small files.")
     return given
+
+
+# --- answers --------------------------------------------------------------------------------
+
+
+def render(request: Request, name: str, status: int = 200, **context: Any) -> HTMLResponse:
+    """The template ``name`` with the page's header (who is signed in, the sign-in link)."""
+    state = page_state(request)
+    user = signed_in(request)
+    body = state.templates.get_template(name).render(
+        user=user.name if user else None,
+        sign_in=state.sign_in is not None,
+        csrf=csrf_token(request) if user else None,
+        login=f"/oauth/huggingface/login?_target_url={_target(request)}",
+        **context,
+    )
+    return HTMLResponse(body, status_code=status)
+
+
+async def _refused(request: Request, exc: Exception) -> HTMLResponse:
+    """The one place a refusal becomes the problem page (429 and 503 say when to retry)."""
+    if isinstance(exc, RateLimited):
+        wait = str(exc.retry_after)
+        exc = Problem(
+            429, f"Too many checks from you: try again in {wait} s.", {"Retry-After": wait}
+        )
+    elif isinstance(exc, Busy):
+        exc = Problem(503, "The page is busy: try again in a moment.", {"Retry-After": "5"})
+    assert isinstance(exc, Problem)
+    response = render(request, "problem.html", exc.status, message=exc.message)
+    response.headers.update(exc.headers)
+    return response
+
+
+# --- routes ---------------------------------------------------------------------------------
+
+
+@router.get("/", response_class=HTMLResponse)
+async def index(request: Request) -> HTMLResponse:
+    return render(request, "index.html", files=FILES, file_cap=FILE_CAP)
+
+
+@router.get("/codes", response_class=HTMLResponse)
+async def codes(request: Request) -> HTMLResponse:
+    return render(request, "codes.html", codes=list(CODES.values()))
+
+
+@router.get("/static/{name}")
+async def static(name: str) -> Response:
+    if name not in STATIC:
+        return PlainTextResponse("not found", status_code=404)
+    data = resources.files("eosfix.serve").joinpath("static", name).read_bytes()
+    return Response(
+        data, media_type=STATIC[name], headers={"Cache-Control": "public, max-age=3600"}
+    )
+
+
+@router.get("/check", response_class=HTMLResponse)
+async def check(
+    request: Request,
+    target: Annotated[HubTarget, Depends(check_target)],
+    user: SignedIn,
+    state: State,
+    _: RateLimit,
+) -> HTMLResponse:
+    # a visitor reads public repos only: never the bot's token (HF_TOKEN on a Space)
+    session = HubSession(token=user.token if user else False)
+    checked, prs = await state.slots.run(lambda: _check_with_pr(session, target))
+    shown = [_view(r, pr, hub=True) for r, pr in zip(checked.results, prs, strict=True)]
+    notes = list(checked.lines)
+    return render(request, "result.html", views=shown, notes=notes, message=None)
+
+
+@router.post("/check/files", response_class=HTMLResponse)
+async def check_files(
+    request: Request,
+    given: Annotated[dict[str, bytes], Depends(dropped_files)],
+    state: State,
+    _: RateLimit,
+) -> HTMLResponse:
+    result = await state.slots.run(lambda: _check_files(given))
+    views = [_view(result, None, hub=False)]
+    return render(request, "result.html", views=views, notes=[], message=None)
+
+
+@router.post("/pr", response_class=HTMLResponse)
+async def open_pull_request(
+    request: Request,
+    user: Annotated[User, Depends(signed_in_user)],
+    repo: Annotated[str, Depends(pr_repo)],
+    state: State,
+    _: RateLimit,
+) -> HTMLResponse:
+    session = HubSession(token=user.token, describe=pr_description)
+    result, pr, message = await state.slots.run(lambda: _open(session, repo))
+    log.info(
+        "pull request", extra={"fields": {"repo": repo, "user": user.name, "outcome": message}}
+    )
+    views = [_view(result, pr, hub=True)]
+    return render(request, "result.html", views=views, notes=[], message=message)
+
+
+@router.get("/audit", response_class=HTMLResponse)
+async def audit_start(
+    author: Annotated[str, Depends(audit_author)], state: State, _: RateLimit
+) -> Response:
+    audit = state.audits.start(author)
+    if audit is None:
+        message = "Audits are running already: try again in a minute."
+        raise Problem(503, message, {"Retry-After": "60"})
+    return RedirectResponse(f"/audit/{audit.id}", status_code=303)
+
+
+@router.get("/audit/{audit_id}", response_class=HTMLResponse)
+async def audit_page(request: Request, audit_id: str, state: State) -> HTMLResponse:
+    audit = state.audits.audits.get(audit_id)
+    if audit is None:
+        raise Problem(404, "No such audit (audits are kept a while only).")
+    return render(request, "audit.html", audit=audit, chart=audit.chart())
+
+
+@router.get("/audit/{audit_id}/progress")
+async def audit_progress(audit_id: str, state: State) -> Response:
+    audit = state.audits.audits.get(audit_id)
+    if audit is None:
+        return JSONResponse({"error": "no such audit"}, status_code=404)
+    return JSONResponse(audit.progress())
+
+
+@router.get("/audit/{audit_id}/{kind}")
+async def audit_download(audit_id: str, kind: str, state: State) -> Response:
+    audit = state.audits.audits.get(audit_id)
+    if audit is None or not audit.finished or kind not in ("csv", "json"):
+        return PlainTextResponse("not found", status_code=404)
+    body, media = (audit.csv, "text/csv") if kind == "csv" else (audit.json, "application/json")
+    disposition = f'attachment; filename="eosfix-{audit.author}.{kind}"'
+    return Response(body, media_type=media, headers={"Content-Disposition": disposition})
 
 
 class LocalTargets:
@@ -390,9 +462,7 @@ class LocalTargets:
             request = Request(scope)
             target = request.query_params.get("_target_url")
             if target is not None and not _local(target, request.url.netloc):
-                refusal = PlainTextResponse(
-                    "_target_url: not a path of this page", 400, headers=HEADERS
-                )
+                refusal = PlainTextResponse("_target_url: not a path of this page", 400)
                 await refusal(scope, receive, send)
                 return
         await self.app(scope, receive, send)
@@ -410,8 +480,6 @@ def _local(target: str, host: str) -> bool:
 
 
 def _target(request: Request) -> str:
-    from urllib.parse import quote
-
     path = request.url.path if request.method == "GET" else "/"
     query = f"?{request.url.query}" if request.url.query and request.method == "GET" else ""
     return quote(path + query, safe="")

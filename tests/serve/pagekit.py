@@ -1,5 +1,6 @@
-"""The page as a real server in a thread of the test process, and a client with a cookie jar
-(stdlib HTTP: the tests need no HTTP client package)."""
+"""The service (the page and the bot: one app) as a real server in a thread of the test process,
+and a client with a cookie jar (stdlib HTTP: the tests need no HTTP client package). The bot's
+tests add their webhook helpers to it (``tests.serve.test_bot.Service``)."""
 
 from __future__ import annotations
 

@@ -11,10 +11,8 @@ import json
 import os
 import random
 import signal
-import socket
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,13 +23,11 @@ import pytest
 pytest.importorskip("fastapi")
 uvicorn = pytest.importorskip("uvicorn")
 
-from eosfix.render.pr import pr_description
-from eosfix.serve.app import create_app
 from eosfix.serve.config import ServeConfig, ServeConfigError, load_config
-from eosfix.serve.limits import server
 from eosfix.sources.hub.write import PR_TITLE_PREFIX
-from eosfix.targets.session import HubSession
 from tests.conftest import SAMPLES
+from tests.serve.pagekit import Page
+from tests.serve.pagekit import free_port as _free_port
 
 SECRET = "s3cret-webhook"
 BROKEN = "chatml-missing-im-end"  # generation_config.json lists 248044, replies end with 248046
@@ -102,36 +98,14 @@ def http(method: str, url: str, body: bytes | None = None, headers: dict | None 
         return Response(exc.code, exc.read())
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class Service:
-    """The bot as a real ASGI server in a thread of this process."""
+class Service(Page):
+    """The bot as a real ASGI server in a thread of this process (the page's harness: the same
+    app), its retry backoff instant (counted in metrics)."""
 
     def __init__(self, config: ServeConfig) -> None:
-        session = HubSession(token=config.token, describe=pr_description)
-        self.app = create_app(config, session=session)
+        super().__init__(config)
         self.bot = self.app.state.bot
-        self.bot.sleep = lambda s: None  # retry backoff: instant (counted in metrics)
-        port = _free_port()
-        self.url = f"http://127.0.0.1:{port}"
-        self.server = server(self.app, host="127.0.0.1", port=port, log_level="warning")
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
-
-    def __enter__(self) -> Service:  # noqa: PYI034 - Python 3.10 has no typing.Self
-        self.thread.start()
-        deadline = time.monotonic() + 30
-        while not self.server.started:
-            assert time.monotonic() < deadline, "the service did not start"
-            time.sleep(0.01)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.should_exit = True
-        self.thread.join(30)
+        self.bot.sleep = lambda s: None
 
     def post(self, body: Any, secret: str | None = SECRET) -> Response:
         return post(self.url, body, secret)

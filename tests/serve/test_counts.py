@@ -9,17 +9,7 @@ import pytest
 pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
 
-from eosfix.serve.config import ServeConfig
-from tests.serve.test_bot import BROKEN, SECRET, Service, _eosfix_prs, _files, http, payload
-
-
-@pytest.fixture
-def one_worker(fake_hub, tmp_path):
-    config = ServeConfig(
-        secret=SECRET, token="hf_test", policy="pr", workers=1, state_dir=tmp_path / "state"
-    )
-    with Service(config) as s:
-        yield s
+from tests.serve.test_bot import BROKEN, Service, _eosfix_prs, _files, http, payload
 
 
 def _health(s: Service) -> dict:

@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -553,3 +556,111 @@ def test_an_audit_of_gguf_repos_charts_only_the_runtimes_that_load_them(gguf_org
     assert "ollama hf.co" in words
     assert f"{progress['done']} repos checked" in text
     assert f"of the {progress['done']} repos have a chat template and a model" in words
+
+
+def test_mock_sign_in_is_refused_off_the_loopback(fake_hub, tmp_path, monkeypatch):
+    """Mocked sign-in signs anyone who reaches the page in as the server's HF_TOKEN: the
+    server refuses to listen anywhere but on this machine's loopback."""
+    from eosfix.serve.app import create_app
+    from eosfix.serve.config import ServeConfigError
+    from eosfix.serve.limits import server
+    from tests.serve.pagekit import free_port
+
+    monkeypatch.setenv("HF_TOKEN", TOKEN)
+    monkeypatch.delenv("SPACE_ID", raising=False)
+    config = ServeConfig(secret="s", state_dir=tmp_path / "state", page_mock_sign_in=True)
+    app = create_app(config)
+    try:
+        for host in ("0.0.0.0", "::", "192.0.2.7"):
+            with pytest.raises(ServeConfigError, match="loopback only"):
+                server(app, host=host, port=free_port())
+        for host in ("127.0.0.1", "localhost", "::1"):
+            server(app, host=host, port=free_port())  # built, not started
+    finally:
+        app.state.bot.journal.close()
+    env = {
+        **os.environ,
+        "EOSFIX_WEBHOOK_SECRET": "s",
+        "EOSFIX_PAGE_MOCK_SIGN_IN": "1",
+        "EOSFIX_STATE_DIR": str(tmp_path / "cli-state"),
+    }
+    command = [sys.executable, "-m", "eosfix", "serve", "--host", "0.0.0.0"]
+    run = subprocess.run(
+        [*command, "--port", str(free_port())],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert run.returncode == 2, run.stderr
+    (line,) = run.stderr.strip().splitlines()
+    assert line == (
+        "error: mock sign-in (EOSFIX_PAGE_MOCK_SIGN_IN) listens on the loopback only "
+        "(--host 127.0.0.1), not 0.0.0.0"
+    )
+
+
+def test_the_session_cookie_is_an_opaque_id_without_the_token(fake_hub, signed):
+    import base64
+
+    fake_hub.add_repo("org/broken", files_of(BROKEN))
+    client = signed.client()
+    client.sign_in()
+    assert "signed in as" in client.check("org/broken").text
+    (cookie,) = list(client.jar)
+    assert re.fullmatch(r"[A-Za-z0-9_-]{43}", cookie.value), cookie.value
+    for part in cookie.value.split("."):
+        decoded = base64.urlsafe_b64decode(part + "=" * (-len(part) % 4))
+        assert TOKEN.encode() not in decoded
+
+
+def test_a_forged_session_cookie_signs_no_one_in(fake_hub, signed, monkeypatch):
+    """A cookie carrying a session of the attacker's making (signed with the key
+    huggingface_hub derives when no OAuth secret is set, sha256 of "-v1") is no session: no
+    pull request for a CSRF token of the attacker's choosing."""
+    import base64
+    import hashlib
+    import time
+
+    from itsdangerous import TimestampSigner
+
+    repo = fake_hub.add_repo("org/broken", files_of(BROKEN))
+    session = {
+        "csrf": "chosen-by-the-attacker",
+        "oauth_info": {
+            "access_token": "hf_forged",
+            "expires_at": int(time.time()) + 3600,
+            "userinfo": {"preferred_username": "mallory"},
+        },
+    }
+    key = hashlib.sha256(b"-v1").hexdigest()
+    data = base64.b64encode(json.dumps(session).encode())
+    forged = TimestampSigner(key).sign(data).decode()
+    client = signed.client()
+    body = b"repo=org%2Fbroken&csrf=chosen-by-the-attacker"
+    headers = {"Content-Type": "application/x-www-form-urlencoded", "Cookie": f"session={forged}"}
+    reply = client.request("POST", "/pr", body, headers)
+    assert reply.status == 403
+    assert "mallory" not in reply.text
+    assert not eosfix_prs(repo)
+
+
+def test_behind_a_space_the_rate_counts_the_hop_the_proxy_appends(fake_hub, tmp_path, monkeypatch):
+    """On a Space the proxy appends the address it was reached from to X-Forwarded-For; a
+    client that sends its own header with a new first hop each time is still one client."""
+    fake_hub.add_repo("org/healthy", files_of(HEALTHY))
+    monkeypatch.setenv("SPACE_ID", "acme/eosfix")
+    monkeypatch.delenv("OAUTH_CLIENT_ID", raising=False)
+    config = ServeConfig(secret="s", state_dir=tmp_path / "state", page_rate=2)
+    with Page(config) as p:
+        client = p.client()
+        statuses = []
+        for i in range(4):
+            forwarded = {"X-Forwarded-For": f"10.0.{i}.1, 198.51.100.{i}, 203.0.113.9"}
+            statuses.append(client.request("GET", "/check?repo=org/healthy", None, forwarded))
+        other = client.request(
+            "GET", "/check?repo=org/healthy", None, {"X-Forwarded-For": "10.0.0.1, 203.0.113.10"}
+        )
+    assert [r.status for r in statuses] == [200, 200, 429, 429]
+    assert other.status == 200  # another client (another last hop) has its own bucket

@@ -209,3 +209,35 @@ def test_the_names_the_payload_model_reads_are_checked_too(fake_hub, watching_or
     assert response.status_code == 400
     assert watching_org.drained().get("accepted", 0) == 0
     assert not fake_hub.request_log
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"[" * 10_000 + b"]" * 10_000,  # 20 KB: Python's parser raises RecursionError
+        b"[" * 10_000,  # not even closed
+        json.dumps({"repo": {"name": json.loads("[" * 500 + "]" * 500)}}).encode(),
+        json.dumps({"event": {"scope": "[" * 5000}}).encode().replace(b'"[', b"[", 1),
+    ],
+    ids=["10k-arrays", "10k-unclosed", "500-deep-name", "5000-after-a-key"],
+)
+def test_a_deeply_nested_body_is_400_with_one_line(fake_hub, watching_org, caplog, body):
+    """The right secret and a body nested thousands of levels deep: a 400 with one line, as
+    for any body that is no webhook payload; no traceback, nothing queued."""
+    response = watching_org.post(body)
+    assert response.status_code == 400, response.body[:300]
+    message = response.json()["error"]
+    assert message == "not a Hub webhook payload: nested over 100 levels"
+    assert not [r for r in caplog.records if r.exc_info], "a traceback was logged"
+    metrics = watching_org.drained()
+    assert metrics.get("accepted", 0) == 0
+    assert metrics.get("rejected") == 1
+    assert not fake_hub.request_log
+
+
+def test_brackets_inside_strings_are_no_nesting(fake_hub, watching_org):
+    """A payload whose texts hold many brackets is still a payload (only structure counts)."""
+    body = payload("org/x", "c" * 40)
+    body["repo"]["url"]["web"] = "https://huggingface.co/org/x?" + "[{" * 300 + '\\"' + "[" * 300
+    response = watching_org.post(body)
+    assert response.status_code == 202, response.body
