@@ -281,6 +281,9 @@ def hub(
     """Check Hub repos by id, a whole organisation, or any slice of the Hub (only small
     config files are downloaded, never weights).
 
+    REPO_ID is a Hub repo in any spelling eosfix check takes of one (org/name, a
+    huggingface.co URL, hf.co/org/name:QUANT, org/name/FILE.gguf, @REV).
+
     --author, --search, --filter, --library, --pipeline-tag, --sort and --limit select repos
     the way the Hub lists them (one request per page of the listing); each repo's few small
     files are then brought in, each distinct content once, and kept, so a later audit of
