@@ -114,8 +114,8 @@ def check(
     what would stop the writer (``RepoResult.blocked``), for the command ``check`` recommends
     (``replace_symlinks`` None) or as ``fix`` writes (False). A snapshot of the Hugging Face
     cache (or a GGUF file in one) says so (``RepoResult.cache``): its fix is ``eosfix cache
-    --fix`` (the link replaced, never the blob), or for a GGUF a new file (``--output``), so
-    no link stops it.
+    --fix`` (the link replaced, never the blob), or for a GGUF a new file (``--output``: the
+    link's blocker names the command).
     """
     try:
         root = resolve(path)
@@ -125,7 +125,7 @@ def check(
     cache = cache_snapshot_of(root) if gguf else cache_snapshot(root)
     result = check_folder(
         root, config_json=config_json, label=label, keep_ids=keep_ids, pins=pins,
-        blockers=blockers and not (gguf and cache), replace_symlinks=replace_symlinks,
+        blockers=blockers, replace_symlinks=replace_symlinks,
     )  # fmt: skip
     return dataclasses.replace(result, cache=cache) if cache is not None else result
 

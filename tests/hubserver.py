@@ -647,6 +647,11 @@ class FakeHub:
                 return f
         return None
 
+    def intercept(self, handler: Any, method: str, raw_path: str) -> bool:
+        """Answer a request some other way than the Hub would (``tests.hostilehub``): True
+        when ``handler`` has answered it (or dropped it); the stand-in Hub never does."""
+        return False
+
     def _authenticated(self, headers: Any) -> bool:
         """True if the request carries an acceptable bearer token. Raises on a wrong one."""
         auth = headers.get("Authorization") or ""
@@ -1004,6 +1009,8 @@ class _Handler(BaseHTTPRequestHandler):
             allowed, self.extra_headers = hub._quota_headers(raw_path)
             if not allowed:
                 raise _HTTPError(429, "You have been rate-limited", headers=self.extra_headers)
+            if hub.intercept(self, method, raw_path):
+                return
             failure = hub._find_failure(method, raw_path, repo_id)
             if failure is not None and failure.delay:
                 hub._stopping.wait(failure.delay)
@@ -1870,17 +1877,35 @@ def fake_hub(
     Indirect parametrization may pass {"token": "..."} to require auth for private repos.
     The fixture fails at teardown if the fake itself raised (hub.server_errors).
     """
-    import huggingface_hub
 
     params = getattr(request, "param", None) or {}
-    hub = FakeHub(token=params.get("token"))
+    with serving(FakeHub(token=params.get("token")), monkeypatch, tmp_path / "hf_home") as hub:
+        yield hub
+
+
+@contextlib.contextmanager
+def serving(
+    hub: FakeHub, monkeypatch: pytest.MonkeyPatch, home: Path, *, instant: bool = True
+) -> Iterator[FakeHub]:
+    """``hub`` started, huggingface_hub and eosfix pointed at it (``instant``: eosfix's waits
+    take no time), the clients closed after; fails if the stand-in itself raised."""
     with hub:
-        patch_huggingface_hub(monkeypatch, hub.url, tmp_path / "hf_home", hub)
+        patch_huggingface_hub(monkeypatch, hub.url, home, hub if instant else None)
         try:
             yield hub
         finally:
-            huggingface_hub.close_session()
-    assert not hub.server_errors, f"fake hub raised: {hub.server_errors!r}"
+            close_clients()
+    assert not hub.server_errors, f"the stand-in hub raised: {hub.server_errors!r}"
+
+
+def close_clients() -> None:
+    """huggingface_hub's client and eosfix's: no pooled connection outlives its server."""
+    import huggingface_hub
+
+    from eosfix.sources.hub import client
+
+    huggingface_hub.close_session()
+    client.close()
 
 
 # --- a GGUF publisher ---------------------------------------------------------------------------

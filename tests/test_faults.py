@@ -27,6 +27,7 @@ from eosfix.core.errors import RepoLoadError
 from eosfix.core.repo import TokenizerJson
 from tests.cachebuilder import CacheBuilder, chatml_files
 from tests.conftest import SAMPLES, copy_repo
+from tests.processes import alive, children, wait_for
 
 GEN = "generation_config.json"
 ROOT = Path(__file__).resolve().parent.parent
@@ -204,33 +205,6 @@ def test_join_of_a_generator_renders_what_jinja_renders():
 # --- 2. workers die with the main process; SIGTERM and SIGHUP are Ctrl-C ------------------------
 
 
-def _children(pid: int) -> list[int]:
-    try:
-        text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
-    except OSError:
-        return []
-    return [int(x) for x in text.split()]
-
-
-def _alive(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rpartition(")")[2].split()[0] != "Z"  # a zombie has exited
-
-
-def _wait_for(condition, what: str, bound: float = 120.0) -> None:
-    """Wait for an event; ``bound`` only turns a hang into a failure, it decides nothing."""
-    import time
-
-    deadline = time.monotonic() + bound
-    while not condition():
-        if time.monotonic() > deadline:
-            pytest.fail(f"gave up waiting: {what}")
-        time.sleep(0.02)
-
-
 def _big_cache(root: Path, n: int = 60) -> CacheBuilder:
     b = CacheBuilder(root)
     for i in range(n):
@@ -251,14 +225,14 @@ def test_workers_die_with_the_main_process(tmp_path, how):
         env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
     try:
-        _wait_for(lambda: len(_children(proc.pid)) >= 1 or proc.poll() is not None, "a worker")
-        workers = _children(proc.pid)
+        wait_for(lambda: len(children(proc.pid)) >= 1 or proc.poll() is not None, "a worker")
+        workers = children(proc.pid)
         if not workers:
             pytest.fail("the run finished before it started a worker; make the cache bigger")
         proc.send_signal(getattr(signal, how))
         code = proc.wait(timeout=120)
         for pid in workers:
-            _wait_for(lambda pid=pid: not _alive(pid), f"worker {pid} to exit")
+            wait_for(lambda pid=pid: not alive(pid), f"worker {pid} to exit")
         out = proc.stdout.read()  # EOF: no orphan holds the pipe open
         err = proc.stderr.read().decode()
     finally:

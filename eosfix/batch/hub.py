@@ -123,6 +123,9 @@ class HubSource:
                 if self.stopping:
                     return
                 self.seen += 1
+                if entry.problem is not None:  # never requested: a failure row
+                    yield Unit(entry, verdict=Verdict("error", error=entry.problem))
+                    continue
                 if entry.repo_id in given:
                     continue
                 if self.revision is not None:  # the listing describes main only
@@ -325,7 +328,7 @@ class HubSource:
 
     def summary(self) -> dict[str, Any]:
         stats = self.reader.http.stats
-        out = {
+        out: dict[str, Any] = {
             "resumed": self.resumed,
             "requests": stats["requests"],
             **({"paths_info": stats["paths_info"]} if stats["paths_info"] else {}),
@@ -333,6 +336,9 @@ class HubSource:
             "rate_limited": stats["rate_limited"],
             "unreachable": stats["unreachable"],  # attempts that made no connection
         }
+        capped = self.reader.http.gate.capped
+        if capped:  # quota resets the Hub announced past any window, taken as the longest
+            out.update(waits_capped=capped, longest_wait=self.reader.http.longest)
         if self.prs is not None:
             if self.prs.dry_run:
                 out["prs_would_open"] = self.prs.new

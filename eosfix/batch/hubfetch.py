@@ -222,13 +222,12 @@ class Fetcher:
                 sha = seq.visible(i, content_id, blob_of)
             if sha is None:
                 assert entry.sha is not None
-                data, got = self.reader.fetch(entry.repo_id, entry.sha, path, content_id)
-                sha = self.reader.keep(data, got)
+                sha = self.reader.fetch(entry.repo_id, entry.sha, path, content_id).sha
             out[path] = sha
         return out
 
     def _download(self, entry: HubEntry, i: int, path: str, seq: Sequence) -> str:
         assert entry.sha is not None
-        data, content_id = self.reader.fetch(entry.repo_id, entry.sha, path)
-        seq.brought(i, content_id, self.reader.store.blob_of)
-        return self.reader.keep(data, content_id)
+        with self.reader.fetching(entry.repo_id, entry.sha, path) as got:
+            seq.brought(i, got.content_id, self.reader.store.blob_of)
+            return self.reader.keep(got)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import multiprocessing
 import os
+import select
 import signal
 import sys
 import threading
@@ -20,6 +21,7 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 from eosfix.batch.verdict import Detail, Verdict
@@ -46,26 +48,33 @@ def _mp_context() -> Any:
     return ctx
 
 
-def _worker_signals(parent: int | None) -> None:
+def _worker_signals(main: int) -> None:
     """In a worker: Ctrl-C is the main process's to handle; SIGTERM (``terminate``) kills;
-    and the worker dies with ``parent`` (the process that started the pool), so a ``kill -9``
-    of the main process leaves no worker fixing on or holding its stdout open."""
+    and the worker dies with ``main`` (the process that started the pool), so a ``kill -9``
+    of it leaves no worker fixing on or holding its stdout open."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    if hasattr(signal, "pthread_sigmask"):  # forked while the main process held them
+    if hasattr(signal, "pthread_sigmask"):  # started while the main process held them
         signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOPPING)
     if hasattr(signal, "SIGHUP"):
         signal.signal(signal.SIGHUP, signal.SIG_DFL)
-    _die_with(os.getppid() if parent is None else parent)
+    _die_with(main)
 
 
 _PR_SET_PDEATHSIG = 1  # linux/prctl.h
-_LIVENESS_POLL = 1.0  # seconds between checks where the kernel cannot signal a parent's death
+_LIVENESS_POLL = 1.0  # seconds between checks where the kernel cannot signal a death
 
 
-def _die_with(parent: int) -> None:
-    """Exit when ``parent`` does: PR_SET_PDEATHSIG on Linux (the kernel sends SIGTERM), a
-    thread that checks the parent elsewhere. Either way the parent may already be gone."""
+def _die_with(main: int) -> None:
+    """Exit when ``main`` does. A worker forked by it: PR_SET_PDEATHSIG on Linux (the kernel
+    sends SIGTERM), else a thread that checks the parent. A worker of a forkserver, whose
+    parent is the server: a thread that waits on ``main`` itself (a pidfd on Linux, else a
+    check every second); then the server, which the workers kept alive (each holds its
+    "alive" pipe), sees the pipe close and exits too. Either way ``main`` may be gone
+    already."""
+    if os.getppid() != main:
+        threading.Thread(target=_watch_main, args=(main,), daemon=True).start()
+        return
     armed = False
     if sys.platform == "linux":
         try:
@@ -76,8 +85,8 @@ def _die_with(parent: int) -> None:
         except (OSError, AttributeError):
             armed = False
     if not armed:
-        threading.Thread(target=_watch_parent, args=(parent,), daemon=True).start()
-    _exit_if_orphaned(parent)
+        threading.Thread(target=_watch_parent, args=(main,), daemon=True).start()
+    _exit_if_orphaned(main)
 
 
 def _exit_if_orphaned(parent: int) -> None:
@@ -92,9 +101,32 @@ def _watch_parent(parent: int) -> None:
         time.sleep(_LIVENESS_POLL)
 
 
-# Signals that stop a run: a handler raising KeyboardInterrupt in the middle of os.fork's
-# bookkeeping is swallowed ("Exception ignored"), and the run would go on; so they wait while
-# workers are forked, and are delivered as soon as the fork is done.
+def _watch_main(main: int) -> None:
+    """Exit once ``main`` (not this process's parent) has exited."""
+    try:
+        fd = os.pidfd_open(main)  # Linux 5.3+: readable once the process has exited
+    except ProcessLookupError:
+        os._exit(1)
+    except (AttributeError, OSError):
+        fd = None
+    if fd is not None:
+        select.select([fd], [], [])
+        os._exit(1)
+    while True:
+        try:
+            os.kill(main, 0)
+        except ProcessLookupError:
+            os._exit(1)
+        except PermissionError:  # alive (or its number taken by another user's process)
+            pass
+        time.sleep(_LIVENESS_POLL)
+
+
+# Signals that stop a run: a handler raising KeyboardInterrupt in the middle of starting a
+# worker (os.fork's bookkeeping, a forkserver's reply) is swallowed ("Exception ignored")
+# or leaves a worker the pool does not know of (it is not joined, its queues' semaphores are
+# unlinked while it starts: a traceback on stderr); so they wait while workers are started,
+# and are delivered as soon as that is done.
 _STOPPING = tuple(
     getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name)
 )
@@ -102,16 +134,35 @@ _STOPPING = tuple(
 
 @contextlib.contextmanager
 def _signals_held() -> Iterator[None]:
-    if not hasattr(signal, "pthread_sigmask") or threading.current_thread() is not (
-        threading.main_thread()
-    ):
+    """Signals that stop a run wait while the block runs (from the main thread; elsewhere
+    no handler can run). Python runs its handlers in the main thread whichever thread the
+    kernel gave a signal to, so blocking them in this thread is not enough once other
+    threads run: the handlers are also swapped for one that notes each signal, and the
+    noted ones are raised again once the old handlers are back. The mask still matters: a
+    process forked meanwhile starts with them blocked (a worker unblocks them once it
+    ignores Ctrl-C)."""
+    if threading.current_thread() is not threading.main_thread():
         yield
         return
-    old = signal.pthread_sigmask(signal.SIG_BLOCK, _STOPPING)
+    noted: list[int] = []
+
+    def note(signum: int, frame: FrameType | None) -> None:
+        noted.append(signum)
+
+    swapped = {s: h for s in _STOPPING if (h := signal.getsignal(s)) is not None}
+    for signum in swapped:
+        signal.signal(signum, note)
+    mask = hasattr(signal, "pthread_sigmask")
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, _STOPPING) if mask else None
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+        if old is not None:
+            signal.pthread_sigmask(signal.SIG_SETMASK, old)
+        for signum, handler in swapped.items():
+            signal.signal(signum, handler)
+        for signum in dict.fromkeys(noted):
+            signal.raise_signal(signum)
 
 
 def _run_batch(fn: Job, paths: Sequence[Path], detail: Detail | None) -> list[Verdict]:
@@ -210,8 +261,7 @@ class Jobs:
                     self.workers,
                     mp_context=ctx,
                     initializer=_worker_signals,
-                    # a forkserver's worker is the server's child (the server exits with us)
-                    initargs=(None if ctx.get_start_method() == "forkserver" else os.getpid(),),
+                    initargs=(os.getpid(),),
                 )
             try:
                 with _signals_held():  # submit forks the workers

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shlex
 import sys
+from pathlib import Path
 
 import click
 
@@ -12,6 +13,7 @@ from eosfix.batch.run import Progress
 from eosfix.cli import batch as batchcli
 from eosfix.cli.common import keep_id_option, quiet_option, strict_option
 from eosfix.cli.term import color_option
+from eosfix.core.errors import EosfixError
 from eosfix.core.outcome import EXIT_INPUT, QUIET, Interrupted
 from eosfix.render.batch import JSON_DETAIL
 from eosfix.render.report import summary_parts
@@ -96,6 +98,18 @@ def _selection(
         if target.revision is not None:
             revs.append(target.revision)
     return tuple(globs), tuple(dict.fromkeys(revs))
+
+
+def _fixed_copy_command(path: Path) -> str:
+    """The command check names for a GGUF it may not write (``eosfix fix FILE --output NEW``,
+    a name nothing holds yet), as it runs when typed."""
+    from eosfix.containers.gguf.read import read_header
+    from eosfix.containers.gguf.write import instead_command
+
+    try:
+        return instead_command(read_header(path))
+    except EosfixError:  # read once already; a file gone since: the plain spelling
+        return shlex.join(["eosfix", "fix", str(path), "--output", "NEW.gguf"])
 
 
 def _nothing_selected(
@@ -211,10 +225,9 @@ def cache(
     elif fmt == "csv":
         click.echo(summary_line(run), err=True)
     for path in run.cache.unwritten:  # --fix of a GGUF: what it would write, and how
-        fixed = shlex.quote(path.name.removesuffix(".gguf") + ".fixed.gguf")
         click.echo(
             f"{path}: not written: its blob is shared by every revision that has it; "
-            f"eosfix fix {shlex.quote(str(path))} --output {fixed} writes the fixed copy",
+            f"{_fixed_copy_command(path)} writes the fixed copy",
             err=True,
         )
     sys.stdout.flush()

@@ -8,6 +8,7 @@ from typing import Any
 
 import click
 
+from eosfix.cli.numbers import TOKEN_ID
 from eosfix.core.errors import NotChecked
 from eosfix.render.report import LOCATED, RENDERER_BY_NAME, Report
 
@@ -90,10 +91,17 @@ keep_id_option = click.option(
     "--keep-id",
     "keep_ids",
     multiple=True,
-    type=click.IntRange(min=0),
+    type=TOKEN_ID,
     metavar="ID",
     help="Keep this stop id even where eosfix finds it cuts a reply or is no token "
     "(EOS011-EOS013 become warnings; repeatable).",
+)
+token_option = click.option(  # hub and upload
+    "--token",
+    default=None,
+    metavar="TOKEN",
+    help="Hub token (default: the one huggingface_hub finds: HF_TOKEN or `hf auth login`). "
+    "Never printed.",
 )
 _CONFIG_READERS = "candle, ExLlamaV2 and mlx-lm before 0.30.2, which read only config.json"
 config_check_option = click.option(

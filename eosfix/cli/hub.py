@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING
 import click
 
 from eosfix.cli import batch as batchcli
-from eosfix.cli.common import keep_id_option, quiet_option, strict_option
+from eosfix.cli.common import keep_id_option, quiet_option, strict_option, token_option
+from eosfix.cli.numbers import LIMIT, MAX_PRS, TIMEOUT, WORKERS
 from eosfix.cli.term import color_option
 from eosfix.core.outcome import EXIT_INPUT, QUIET, Interrupted
 from eosfix.render.report import summary_parts
@@ -28,14 +29,6 @@ if TYPE_CHECKING:
     from eosfix.batch.state import StateFile
     from eosfix.targets.open import Refused
     from eosfix.targets.parse import HubTarget
-
-_token_option = click.option(
-    "--token",
-    default=None,
-    metavar="TOKEN",
-    help="Hub token (default: the one huggingface_hub finds: HF_TOKEN or `hf auth login`). "
-    "Never printed.",
-)
 
 
 def summary_line(run: Run) -> str:
@@ -64,6 +57,8 @@ def summary_line(run: Run) -> str:
         n = stats["unreachable"]
         text += f"; {n} attempt{'s' * (n != 1)} could not connect"
     text += f"; {_rate_note(run)}" if stats["rate_limited"] else ""
+    if n := stats.get("waits_capped", 0):  # resets announced past any quota window
+        text += f"; {n} quota reset{'s' * (n != 1)} over {stats['longest_wait']:.0f} s cut to it"
     return text + ("; interrupted" if run.interrupted else "")
 
 
@@ -200,7 +195,7 @@ SORT_WORDS = ("downloads", "likes", "created", "modified", "trending")
 )
 @click.option(
     "--limit",
-    type=click.IntRange(1),
+    type=LIMIT,
     default=None,
     metavar="N",
     help="Only the first N repos the listing gives (with --sort: the top N).",
@@ -215,7 +210,7 @@ SORT_WORDS = ("downloads", "likes", "created", "modified", "trending")
 )
 @click.option(
     "--max-prs",
-    type=click.IntRange(0),
+    type=MAX_PRS,
     default=None,
     metavar="N",
     help="With --pr: open at most N new pull requests (in listing order); the others are "
@@ -237,21 +232,21 @@ SORT_WORDS = ("downloads", "likes", "created", "modified", "trending")
 )
 @click.option(
     "--workers",
-    type=click.IntRange(1, 64),
+    type=WORKERS,
     default=16,
     show_default=True,
     help="Most requests in flight at once (fewer while the Hub rate-limits).",
 )
 @click.option(
     "--timeout",
-    type=float,
+    type=TIMEOUT,
     default=30.0,
     show_default=True,
     metavar="SECONDS",
-    help="Timeout of each Hub request (each is tried up to 6 times).",
+    help="Seconds a Hub answer may take to begin (then its body its size's time); 6 tries.",
 )
 @keep_id_option
-@_token_option
+@token_option
 @batchcli.format_option
 @strict_option
 @quiet_option

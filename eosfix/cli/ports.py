@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import contextlib
 import json
+import shlex
 import sys
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -116,6 +118,24 @@ def _visible(text: str, specials: list[tuple[str, int]]) -> list[str]:
     return ["  | " + line for line in "".join(out).replace("\n", "\\n\n").splitlines()]
 
 
+def fix_command_for(spec: str) -> str:
+    """The command that writes the fix of what ``spec`` names, as these commands open it: a
+    Hub repo id's pull request, a cache snapshot's ``eosfix cache --fix``, else ``eosfix fix``."""
+    from eosfix.containers.paths import cache_snapshot
+    from eosfix.targets.parse import HubTarget, parse
+
+    try:
+        target = parse(spec)  # what the command opened (it was checked: this cannot fail)
+    except EosfixError:
+        target = None
+    if isinstance(target, HubTarget):
+        return shlex.join(["eosfix", "hub", target.repo_id, "--pr"])
+    path = Path(spec)
+    folder = path if path.is_dir() else path.parent
+    snapshot = cache_snapshot(folder) if folder.is_dir() and not path.is_file() else None
+    return snapshot.fix_command if snapshot is not None else shlex.join(["eosfix", "fix", spec])
+
+
 def _stops_line(stops: LoopStops) -> str:
     named = ", ".join(stops.name(i) for i in stops.ids) or "none"
     line = f"stop ids: {list(stops.ids)} = {named}  (from {stops.source})"
@@ -125,7 +145,7 @@ def _stops_line(stops: LoopStops) -> str:
         why = [f"without {missing}"] if missing else []
         why += [f"with {extra}, which eosfix fix removes"] if extra else []
         line += (
-            f"\n  this repo needs `eosfix fix`: today it stops on {list(stops.current)} "
+            f"\n  this repo needs `{stops.fix}`: today it stops on {list(stops.current)} "
             f"({stops.current_source}), {' and '.join(why)}"
         )
     if stops.strings:
@@ -154,7 +174,7 @@ def _render_text(spec: str, rp: RenderedPrompt, check: RepoCheck) -> str:
         )
     else:
         lines.append(f"prompt ids: unavailable ({rp.ids_note})")
-    lines.append(_stops_line(rp.stops))
+    lines.append(_stops_line(replace(rp.stops, fix=fix_command_for(spec))))
     if rp.uses_clock:
         lines.append("note: the template calls strftime_now: the text holds today's date")
     return "\n".join(lines)
@@ -255,7 +275,8 @@ def goldens(path: str, output: str) -> None:
     the generation prompt, a tool call and a tool result) on every named template: the
     messages and flags, the rendered text, the prompt ids, the stop ids and the position
     where a correct loop stops on a known reply. Cases a template refuses are recorded as
-    refused. The README ("Porting a model") documents every key.
+    refused. docs/ports.md ("eosfix goldens: test vectors for a port's test suite")
+    documents every key.
 
     \b
     Example:
@@ -387,7 +408,7 @@ def diagnose(
     conv = None if messages is None else _conversation(messages, tools, True, template)
     with open_repo(path) as check, _named(path):
         d = run(check, ids=out_ids, text=text if out_ids is None else None, prompt_ids=prompt,
-                conversation=conv)  # fmt: skip
+                conversation=conv, fix=fix_command_for(path))  # fmt: skip
     if fmt == "json":
         click.echo(json.dumps(_diagnosis_dict(path, d), ensure_ascii=False, indent=2))
     else:

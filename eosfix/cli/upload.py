@@ -12,7 +12,7 @@ from pathlib import Path
 
 import click
 
-from eosfix.cli.hub import _token_option
+from eosfix.cli.common import token_option
 from eosfix.cli.term import color_option
 from eosfix.core.outcome import EXIT_FINDINGS, EXIT_INPUT, EXIT_OK
 from eosfix.render.report import RENDERER_BY_NAME, Report
@@ -61,7 +61,7 @@ def _repo_and_folder(first: str, second: str) -> tuple[str, Path]:
 @click.option("--create-pr", is_flag=True, help="Upload as a pull request.")
 @click.option("--private", is_flag=True, help="Create the repo as private if it does not exist.")
 @click.option("--commit-message", default=None, help="Commit title.")
-@_token_option
+@token_option
 @color_option
 def upload(
     repo_id: str,

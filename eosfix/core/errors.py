@@ -57,7 +57,14 @@ class TemplateError(EosfixError):
 
 
 class WriteError(EosfixError):
-    """A file cannot be written safely (symlink, read-only, vanished...)."""
+    """A file cannot be written safely (symlink, read-only, vanished...). ``instead``: a
+    command that writes the fix elsewhere, as it runs when typed (the message names it)."""
+
+    def __init__(
+        self, message: str, *, path: str | Path | None = None, instead: str | None = None
+    ) -> None:
+        super().__init__(message, path=path)
+        self.instead = instead
 
 
 class VerificationError(EosfixError):

@@ -257,11 +257,14 @@ def _evidence_lines(t: Terminator, scanner: SpecialScanner) -> list[str]:
     else:
         what = f"ends a turn ({t.kind.replace('_', ' ')})" if t.required else "is an optional stop"
         head = f"{t.content} {what}: {placement_text(t)}"
-    return [
-        f"{head}; seen in probe {t.probe}:",
-        *_quoted(t.evidence, scanner),
-        f"  id {t.id} from {t.id_source}" if t.id is not None else "  no id",
-    ]
+    seen = (
+        [f"{head}; seen in probe {t.probe}:", *_quoted(t.evidence, scanner)]
+        if t.probe
+        else [
+            f"{head}:"  # no probe shows it (an empty template: the tokenizer's eos)
+        ]
+    )
+    return [*seen, f"  id {t.id} from {t.id_source}" if t.id is not None else "  no id"]
 
 
 def render_explain(result: RepoResult) -> str:

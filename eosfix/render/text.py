@@ -19,6 +19,7 @@ import click
 from eosfix.analysis.positions import (
     CONVERSATION_END,
     EARLIER_REPLIES,
+    EMPTY_TEMPLATE,
     EVERY_REPLY,
     FINAL_REPLY,
     HISTORY_REPLY,
@@ -88,6 +89,7 @@ _WHERE_TEXT = {
         "written where the prompt's turn ends, before the reply: the verdict's turn ends the "
         "same way (the template quotes the conversation as text, it renders no reply)"
     ),
+    EMPTY_TEMPLATE: "the tokenizer's eos: the template writes nothing, so nothing else ends a reply",
 }
 
 
@@ -140,9 +142,6 @@ def fix_command(r: RepoResult, flags: Sequence[str] = ()) -> str:
     if r.cache is not None and folder:
         note = "; it writes generation_config.json only" if "--config-json" in flags else ""
         return r.cache.fix_command + note
-    if r.cache is not None:  # a GGUF's blob is shared: the fix is a new file
-        fixed = r.path.name.removesuffix(".gguf") + ".fixed.gguf"
-        return shlex.join(["eosfix", "fix", str(r.path), "--output", fixed])
     return shlex.join(["eosfix", "fix", str(r.path), *(flags if folder else ())])
 
 
@@ -191,7 +190,9 @@ def _pending_lines(r: RepoResult, c: RepoCheck, run: str | None) -> list[str]:
         lines.append(f"  fix           {changes_text(r.patches)}{hint}")
         lines += _after_lines(c)
         if r.blocked is not None:  # what stops the writer, and what to do first
-            then = f"; then run: {run}" if run else ""
+            # a blocker that names the command that writes elsewhere has said it all
+            instead = getattr(r.blocked, "instead", None)
+            then = f"; then run: {run}" if run and instead is None else ""
             lines.append(f"  cannot write  {r.blocked}{then}")
         if r.cache is not None and r.container == "gguf":
             lines += _shared_blob_lines(r)
@@ -199,20 +200,12 @@ def _pending_lines(r: RepoResult, c: RepoCheck, run: str | None) -> list[str]:
 
 
 def _shared_blob_lines(r: RepoResult) -> list[str]:
-    """A GGUF in the Hugging Face cache: why its fix is a new file, and how llama.cpp stops
-    where it should until then."""
-    lines = [
-        (
-            "  shared blob   its blob is shared by every cached revision that has it: the fix "
-            "is a new file (--output), never written through the link"
-        )
-    ]
+    """A GGUF in the Hugging Face cache (its fix is a new file: the blocker names it): how
+    llama.cpp stops where it should until then."""
     flags = override_kv(r)
-    if flags:
-        lines.append(
-            f"  until then    llama-server -m {shlex.quote(str(r.path))} {' '.join(flags)}"
-        )
-    return lines
+    if not flags:
+        return []
+    return [f"  until then    llama-server -m {shlex.quote(str(r.path))} {' '.join(flags)}"]
 
 
 def _written_lines(r: RepoResult, before: RepoCheck, now: RepoCheck) -> list[str]:
@@ -277,7 +270,15 @@ def runtime_lines(r: RepoResult) -> list[str]:
         return []
     if (r.patches and not r.written) or c.status is Status.PROBLEMS:
         return [f"  runtimes      {runtimes_line(table)}"]
-    return ["  " + line for line in settled_lines(table)]
+    return ["  " + line for line in settled_lines(table, config_json_command(r))]
+
+
+def config_json_command(r: RepoResult) -> str | None:
+    """The command that also writes config.json, for the runtimes that read only it: a
+    folder's own (a cache snapshot's links, a Hub repo or a GGUF have none)."""
+    if r.hub is not None or r.container != "folder" or r.cache is not None:
+        return None
+    return shlex.join(["eosfix", "fix", str(r.path), "--config-json"])
 
 
 def render_repo_text(

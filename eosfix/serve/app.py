@@ -52,6 +52,7 @@ from eosfix.serve.headers import SecurityHeaders
 from eosfix.serve.journal import Journal, Push, new_push
 from eosfix.serve.limits import BoundedBody, Guard
 from eosfix.serve.page import attach_page
+from eosfix.sources.hub.http import stop_every_gate
 from eosfix.targets.session import HubSession
 
 DEFAULT_BRANCH = "refs/heads/main"
@@ -138,6 +139,7 @@ def create_app(config: ServeConfig, *, session: HubSession | None = None) -> Fas
             yield
         finally:  # SIGTERM: finish what is in flight, or leave it pending in the journal
             await bot.stop(config.grace)
+            stop_every_gate()  # what the grace did not see end gives up its Hub requests now
             journal.close()
 
     app = App(title="eosfix", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)

@@ -27,6 +27,7 @@ import json
 import logging
 import math
 import socket
+import threading
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, MutableMapping
@@ -36,6 +37,7 @@ from starlette.concurrency import run_in_threadpool
 
 from eosfix.serve.config import ServeConfig, ServeConfigError
 from eosfix.serve.headers import with_headers
+from eosfix.sources.hub.http import stop_every_gate
 
 log = logging.getLogger("eosfix.serve.limits")
 
@@ -246,6 +248,16 @@ def server(app: Any, *, host: str, port: int, **options: Any) -> Any:
     if why and not loopback(host):
         raise ServeConfigError(f"{why} listens on the loopback only (--host 127.0.0.1), not {host}")
     guard: Guard = app.state.guard
+
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            super().handle_exit(sig, frame)
+            # The page's Hub requests (checks, audits) give up now, whatever they wait for,
+            # so the connections they hold close and the shutdown goes on; the bot's work
+            # gets its grace (the app's lifespan). Not under the signal: a gate's lock.
+            keep = (app.state.bot.session.reader.http.gate,)
+            threading.Thread(target=stop_every_gate, args=(keep,), daemon=True).start()
+
     config = uvicorn.Config(
         app,
         host=host,
@@ -255,7 +267,7 @@ def server(app: Any, *, host: str, port: int, **options: Any) -> Any:
         timeout_graceful_shutdown=None,
         **options,
     )
-    return uvicorn.Server(config)
+    return Server(config)
 
 
 class Busy(Exception):

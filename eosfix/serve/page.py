@@ -99,6 +99,9 @@ FILES = (
     "chat_template.json",
 )
 FILE_CAP = 512 * 1024  # bytes per file; the body bound (max_body) caps the whole form
+# A person waits for a check: a 429 asking for more than this fails it ("rate limited")
+# rather than holding a check slot through a quota window.
+PAGE_LONGEST_WAIT = 30.0
 STATIC = {"page.css": "text/css", "page.js": "text/javascript"}
 
 
@@ -377,7 +380,7 @@ async def check(
     _: RateLimit,
 ) -> HTMLResponse:
     # a visitor reads public repos only: never the bot's token (HF_TOKEN on a Space)
-    session = HubSession(token=user.token if user else False)
+    session = HubSession(token=user.token if user else False, longest=PAGE_LONGEST_WAIT)
     checked, prs = await state.slots.run(lambda: _check_with_pr(session, target))
     shown = [_view(r, pr, hub=True) for r, pr in zip(checked.results, prs, strict=True)]
     notes = list(checked.lines)
@@ -404,7 +407,7 @@ async def open_pull_request(
     state: State,
     _: RateLimit,
 ) -> HTMLResponse:
-    session = HubSession(token=user.token, describe=pr_description)
+    session = HubSession(token=user.token, describe=pr_description, longest=PAGE_LONGEST_WAIT)
     result, pr, message = await state.slots.run(lambda: _open(session, repo))
     log.info(
         "pull request", extra={"fields": {"repo": repo, "user": user.name, "outcome": message}}

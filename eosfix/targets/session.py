@@ -17,6 +17,8 @@ from eosfix import pipeline
 from eosfix.core.errors import EosfixError
 from eosfix.decide.check import Status
 from eosfix.result import RepoResult
+from eosfix.sources.hub.bounds import LONGEST_WAIT
+from eosfix.sources.hub.client import keep_no_cookies
 from eosfix.sources.hub.http import describe_error, hub_errors
 from eosfix.sources.hub.read import HubError, HubReader
 from eosfix.sources.hub.store import Store
@@ -30,7 +32,8 @@ class HubSession:
     """Check a few Hub repos with full results, and open fix PRs.
 
     ``describe`` writes a PR's description (``eosfix.render.pr.pr_description``); it is
-    needed only to open PRs.
+    needed only to open PRs. ``longest``: the longest wait the Hub may ask for (a quota
+    window; a person waiting on a page gets less).
     """
 
     def __init__(
@@ -41,8 +44,12 @@ class HubSession:
         hf_api: HfApi | None = None,
         store: Store | None = None,
         describe: Describe | None = None,
+        longest: float = LONGEST_WAIT,
     ) -> None:
-        self.reader = HubReader(token=token, timeout=timeout, store=store)
+        self.reader = HubReader(token=token, timeout=timeout, store=store, longest=longest)
+        # Sessions of several identities share a process (the page: visitors and signed-in
+        # users; the bot): huggingface_hub's client, which HfApi sends with, keeps no cookie.
+        keep_no_cookies()
         self.api = hf_api or HfApi(token=token)
         self.describe = describe
 
@@ -53,9 +60,9 @@ class HubSession:
         return token_user(self.api)
 
     def list_author(self, author: str) -> list[str]:
-        """Model repo ids of a user or organisation."""
+        """Model repo ids of a user or organisation (those the Hub described rightly)."""
         try:
-            return [e.repo_id for e in self.reader.list_author(author)]
+            return [e.repo_id for e in self.reader.list_author(author) if e.problem is None]
         except hub_errors() as exc:
             message, status = describe_error(exc)
             raise HubError(message, repo_id=author, status=status) from None

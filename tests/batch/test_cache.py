@@ -503,7 +503,7 @@ def test_a_downloaded_gguf_is_checked_as_check_checks_it(fake_hub, tmp_path, mon
     command = line.split("; ", 1)[1].removesuffix(" writes the fixed copy")
     assert main(command.split()[1:]) == 1  # eosfix fix FILE --output NEW.gguf: it works
     capsys.readouterr()
-    assert main(["check", "Chat-Q4_K_M.fixed.gguf"]) == 0
+    assert main(["check", "Chat-Q4_K_M-fixed.gguf"]) == 0
     assert hash_blobs(Path(constants.HF_HUB_CACHE)) == blobs
 
 

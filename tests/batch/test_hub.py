@@ -178,7 +178,7 @@ def test_pr_sends_one_commit_with_the_fixed_bytes(hub_repos, run_eosfix):
     desc = commit["description"]
     assert "<|im_end|>" in desc
     assert "248046" in desc
-    assert "Today this prints `'<|endoftext|>'`" in desc  # what eos_token_id 248044 is
+    assert "Today this prints `<|endoftext|>`" in desc  # print() of eos_token_id 248044's token
     assert (
         '-  "eos_token_id": 248044,\n+  "eos_token_id": [\n+    248044,\n+    248046\n+  ],' in desc
     )
@@ -574,10 +574,10 @@ def test_session_pr_outcome_says_opened_unchanged_updated_or_left(fake_hub):
 
 
 def test_unreadable_file_is_named_by_repo_path(fake_hub, run_eosfix):
-    files = sample_files("chatml-missing-im-end", **{"generation_config.json": b"{not json"})
+    files = sample_files("chatml-missing-im-end", **{"config.json": b"{not json"})
     fake_hub.add_repo("org/badjson", files)
     result = run_eosfix("hub", "org/badjson")
     assert result.exit_code == 2
-    assert result.stderr.startswith(
-        "org/badjson: error: org/badjson/generation_config.json: invalid JSON"
-    ), result.stderr
+    assert result.stderr.startswith("org/badjson: error: org/badjson/config.json: invalid JSON"), (
+        result.stderr
+    )

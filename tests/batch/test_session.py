@@ -30,7 +30,9 @@ def hub(fake_hub, tmp_path, monkeypatch):
         {k: v for k, v in files.items() if k in ("tokenizer_config.json", "chat_template.jinja")},
     )
     fake_hub.add_repo(NO_GEN, {k: v for k, v in files.items() if k != "generation_config.json"})
-    fake_hub.add_repo(BAD_JSON, {**files, "generation_config.json": '{"eos_token_id": [1000,\n'})
+    # an invalid tokenizer_config.json (a corrupt generation_config.json is a finding, EOS020:
+    # runtimes load the model without it)
+    fake_hub.add_repo(BAD_JSON, {**files, "tokenizer_config.json": '{"eos_token": \n'})
     fake_hub.heads = {GATED: fake_hub.add_repo(GATED, files, gated=True).head}
     monkeypatch.chdir(tmp_path)  # no local folder named like the repos
     return fake_hub
@@ -83,7 +85,7 @@ def test_a_repo_without_generation_config_is_fixable_everywhere(hub, run_eosfix,
 def test_an_invalid_file_is_named_by_repo_id_and_file_everywhere(hub, run_eosfix, tmp_path, capsys):
     checked, audited = _check(run_eosfix, BAD_JSON), _hub(run_eosfix, BAD_JSON)
     assert checked["error"] == audited["error"]
-    assert checked["error"].startswith(f"{BAD_JSON}/generation_config.json: ")
+    assert checked["error"].startswith(f"{BAD_JSON}/tokenizer_config.json: ")
     assert "eosfix" not in checked["error"].split(":")[0]  # never eosfix's store
     assert (checked["repo_id"], checked["revision"]) == (BAD_JSON, "main")
     assert checked["sha"] == audited["sha"]

@@ -121,12 +121,12 @@ def test_missing_path_is_a_usage_error(tmp_path, capsys):
 
 
 def test_unreadable_repo_is_one_line_on_stderr(tmp_path, capsys):
-    (tmp_path / "generation_config.json").write_text("{not json")
+    (tmp_path / "config.json").write_text("{not json")
     (tmp_path / "tokenizer_config.json").write_text("{}")
     assert main(["check", str(tmp_path)]) == 2
     out, err = capsys.readouterr()
     assert err.count("\n") == 1
-    assert err.startswith(f"error: {tmp_path}/generation_config.json: invalid JSON")
+    assert err.startswith(f"error: {tmp_path}/config.json: invalid JSON")
     assert "Traceback" not in out + err
 
 

@@ -82,7 +82,7 @@ def test_upload_checked_refuses_with_eosfix_error(target, sample_repo):
 
 def test_upload_checked_refuses_unfixable_even_with_fix(target, sample_repo):
     folder = sample_repo("chatml-missing-im-end")
-    (folder / "generation_config.json").write_text("{broken")
+    (folder / "config.json").write_text("{broken")
     with pytest.raises(UploadRefusedError, match="invalid JSON"):
         upload_checked(folder, REPO, fix=True)
     assert target.commits_received == []

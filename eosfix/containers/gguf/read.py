@@ -43,8 +43,9 @@ from eosfix.containers.gguf.format import (
     ValueType,
     key_name,
 )
+from eosfix.containers.gguf.pieces import GgufTokens
 from eosfix.core.errors import RepoLoadError, reading
-from eosfix.core.repo import ChatTemplate, ModelRepo, TokenInfo, TokenTable
+from eosfix.core.repo import ChatTemplate, ModelRepo, TokenInfo
 from eosfix.core.saferead import open_regular
 from eosfix.runtimes.llamacpp import ID_SLOTS, GgufVocab, SpecialIds, special_ids
 from eosfix.runtimes.ollama.compat import SHAPE_ARCHITECTURES
@@ -864,7 +865,7 @@ def model_from_header(
         templates=_templates(header),
         special_tokens=named,
         added_tokens=added,
-        vocabulary=TokenTable(vocab.text_ids, TOKENS_KEY),
+        vocabulary=GgufTokens(vocab.text_ids, TOKENS_KEY, tokens, types, vocab.model),
     )
     return GgufModel(
         path, header, vocab, specials, repo, tuple(types) if types else None,

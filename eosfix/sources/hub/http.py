@@ -21,26 +21,38 @@ batch shares one **gate** with one **bucket** per quota:
   ``Retry-After``, plus jitter, and halves how many requests may be in flight (once per round
   of requests); after ``limit`` successes in a row the limit grows by one, up to the
   ``workers`` asked for (additive increase, multiplicative decrease);
+- no wait is longer than ``longest`` (``bounds.LONGEST_WAIT``, a quota window): a 429 or 503
+  asking for more fails its request at once, saying what it asked (``WaitRefused``); a reset
+  announced past it on any other answer is taken as ``longest`` (counted: ``capped``);
+- a request holds its slot at most ``bounds.SLOT_LEASE`` seconds: one still waiting on the
+  network then gives its slot to the next (it still counts in its bucket until it ends, by
+  its deadline: ``eosfix.sources.hub.client``), so a server that hangs stalls no one else;
 - 5xx, 408, timeouts and dropped connections are retried after a backoff with full jitter;
-- every request is tried at most MAX_ATTEMPTS times; then its error is the repo's.
+  an answer over its cap or too slow to come whole is not (``client.TooLarge``, ``TooSlow``);
+- every request is tried at most MAX_ATTEMPTS times; then its error is the repo's;
+- ``stop`` (Ctrl-C; ``stop_every_gate`` for a server shutting down) ends every wait: for a
+  turn, a pause, a backoff, and on the network.
 
-It builds on huggingface_hub's pieces: its shared HTTP session (``get_session``), its headers
-and token lookup (``build_hf_headers``), its parser of the Hub's ``RateLimit`` headers, and
+Each request is one ``eosfix.sources.hub.client.fetch`` (bytes, deadline, redirects, no
+cookies). It builds on huggingface_hub's pieces: its headers and token lookup
+(``build_hf_headers``), its parser of the Hub's ``RateLimit`` headers, and
 ``hf_raise_for_status`` (typed errors: repository not found, gated...).
 """
 
 from __future__ import annotations
 
 import email.utils
+import logging
 import math
 import os
 import random
 import threading
 import time
+import weakref
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timezone
-from typing import Any
+from typing import IO, Any
 from urllib.parse import urlsplit
 
 import httpx2
@@ -53,12 +65,19 @@ from huggingface_hub.errors import (
     RepositoryNotFoundError,
     RevisionNotFoundError,
 )
-from huggingface_hub.utils import (
-    build_hf_headers,
-    get_session,
-    hf_raise_for_status,
-    parse_ratelimit_headers,
+from huggingface_hub.utils import build_hf_headers, hf_raise_for_status, parse_ratelimit_headers
+
+from eosfix.sources.hub.bounds import JSON, LONGEST_WAIT, Cap
+from eosfix.sources.hub.client import (
+    BadEncoding,
+    Stopped,
+    TooLarge,
+    TooSlow,
+    fetch,
 )
+
+__all__ = ["BadEncoding", "Stopped", "TooLarge", "TooSlow"]  # raised through HubHttp
+log = logging.getLogger("eosfix.sources.hub")
 
 MAX_ATTEMPTS = 6  # as http_backoff's default (1 try + 5 retries)
 BASE_WAIT = 0.5  # seconds before the first retry of a 5xx / timeout (full jitter)
@@ -67,8 +86,20 @@ RETRY_STATUS = frozenset((408, 429, 500, 502, 503, 504))
 RETRY_ERRORS = (httpx2.TimeoutException, httpx2.NetworkError, httpx2.RemoteProtocolError)
 
 
-class Stopped(Exception):
-    """The batch is ending (Ctrl-C): a request that waits for its turn gives up."""
+class WaitRefused(Exception):
+    """A 429 or 503 asking to wait longer than eosfix waits (``LONGEST_WAIT``, a quota
+    window): not waited for, not retried."""
+
+    def __init__(self, url: str, status: int, asked: float, longest: float) -> None:
+        self.url, self.status, self.asked, self.longest = url, status, asked, longest
+        super().__init__(
+            f"the Hub asks to wait {_seconds(asked)}, over the {longest:.0f} s eosfix waits "
+            f"({status})"
+        )
+
+
+def _seconds(value: float) -> str:
+    return f"{value:,.0f} s" if value < 1e15 else f"{value:.3g} s"
 
 
 class Unreachable(Exception):
@@ -114,20 +145,32 @@ def _sleep(seconds: float, stopping: threading.Event) -> None:
 
 def retry_after(headers: Mapping[str, str]) -> float | None:
     """Seconds the Hub asks to wait: its ``RateLimit`` reset when nothing is left, else
-    ``Retry-After`` (seconds or an HTTP date)."""
-    info = parse_ratelimit_headers(headers)
+    ``Retry-After`` (seconds or an HTTP date; a date without a zone is UTC). Unbounded: the
+    caller compares it with what it waits at most."""
+    info = ratelimit(headers)
     if info is not None and info.remaining == 0:
         return float(info.reset_in_seconds)
     value = (headers.get("retry-after") or "").strip()
     if value.isdigit():
-        return float(value)
+        return float(value) if len(value) < 20 else math.inf
     if value:
         try:
             when = email.utils.parsedate_to_datetime(value)
-        except (TypeError, ValueError):
+            if when.tzinfo is None:
+                when = when.replace(tzinfo=timezone.utc)
+            return max(0.0, (when - datetime.now(timezone.utc)).total_seconds())
+        except (TypeError, ValueError, OverflowError):
             return None
-        return max(0.0, (when - datetime.now(timezone.utc)).total_seconds())
     return None
+
+
+def ratelimit(headers: Mapping[str, str]) -> Any:
+    """huggingface_hub's reading of the ``RateLimit`` headers, or None (also for numbers too
+    long for Python to read)."""
+    try:
+        return parse_ratelimit_headers(headers)
+    except (ValueError, OverflowError):
+        return None
 
 
 API, RESOLVERS = "api", "resolvers"  # the Hub's names of its two buckets eosfix uses
@@ -142,8 +185,10 @@ class Bucket:
     """One of the Hub's request quotas, as the ``RateLimit`` headers of its answers tell it
     (see the module). Used under the gate's lock."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, longest: float = LONGEST_WAIT) -> None:
         self.name = name
+        self.longest = longest  # the most a reset is taken to be (bounds.LONGEST_WAIT)
+        self.capped = 0  # resets over it
         self.paced: bool | None = None  # None: no answer yet; False: answers without headers
         self.quota = 0  # q: requests per window
         self.window = 0.0  # w: seconds
@@ -151,6 +196,7 @@ class Bucket:
         self.ends: float | None = None  # the current window has surely ended by then
         self.opened = -math.inf  # when the current window began to be counted here
         self.in_flight = 0
+        self.slow = 0  # of those, requests that gave their slot back (past SLOT_LEASE)
         self.paused_until = 0.0  # a 429 asked this bucket to wait
         self.sent = 0
         self.waited = 0.0  # seconds its requests waited for the next window
@@ -165,8 +211,8 @@ class Bucket:
         """0: a request may be sent now; seconds to wait; None: wait for an answer."""
         if self.paused_until > now:
             return self.paused_until - now
-        if self.paced is None:
-            return 0.0 if self.in_flight == 0 else None
+        if self.paced is None:  # one at a time, but not behind a request that hangs
+            return 0.0 if self.in_flight == self.slow else None
         if not self.paced:
             return 0.0
         if self.ends is not None and now >= self.ends:  # a new window: all of it again
@@ -182,7 +228,7 @@ class Bucket:
 
     def answered(self, headers: Mapping[str, str], sent_at: float, now: float) -> None:
         """Read an answer's ``RateLimit`` headers (before its request leaves ``in_flight``)."""
-        info = parse_ratelimit_headers(headers)
+        info = ratelimit(headers)
         if info is None or info.resource_type != self.name:
             if self.paced is None:
                 self.paced = False
@@ -192,11 +238,11 @@ class Bucket:
         first = not self.paced
         self.paced = True
         self.quota = info.limit or max(self.quota, info.remaining + 1)
-        self.window = float(info.window_seconds or self.window)
+        self.window = min(float(info.window_seconds or self.window), self.longest)
         # the window ends within (sent + t - 1, received + t]; the requests still in flight
         # may have been counted after this one
         estimate = info.remaining - (self.in_flight - 1)
-        ends = now + info.reset_in_seconds
+        ends = now + self._reset(info.reset_in_seconds)
         if first or self.ends is None:
             self.left = estimate if first else min(self.left, estimate)
             self.ends = ends
@@ -206,15 +252,26 @@ class Bucket:
 
     def refused(self, headers: Mapping[str, str], now: float, wait: float | None) -> None:
         """A 429: nothing is left in this window; wait as the Hub said."""
-        info = parse_ratelimit_headers(headers)
+        info = ratelimit(headers)
         if info is not None and info.resource_type == self.name:
             self.paced = True
             self.quota = info.limit or self.quota
-            self.window = float(info.window_seconds or self.window)
-            self.ends = now + info.reset_in_seconds
+            self.window = min(float(info.window_seconds or self.window), self.longest)
+            self.ends = now + self._reset(info.reset_in_seconds)
         self.left = 0
         if wait is not None:
             self.paused_until = max(self.paused_until, now + wait)
+
+    def _reset(self, seconds: float) -> float:
+        """A reset the Hub announced, taken as at most ``longest`` seconds (counted)."""
+        if seconds <= self.longest:
+            return float(seconds)
+        self.capped += 1
+        log.info(
+            "the Hub announced a reset over the longest eosfix waits: taken as the longest",
+            extra={"fields": {"bucket": self.name, "asked": seconds, "longest": self.longest}},
+        )
+        return self.longest
 
     def status(self, now: float) -> str:
         """``api 812/1000 left, next window in 12 s``; empty when not paced."""
@@ -229,10 +286,11 @@ class Bucket:
 class RateGate:
     """How many requests may be in flight now, and each bucket's pace (see module)."""
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, longest: float = LONGEST_WAIT) -> None:
         self.max = self.limit = self.lowest = max(1, limit)
         self.in_flight = 0
-        self.buckets = {API: Bucket(API), RESOLVERS: Bucket(RESOLVERS)}
+        self.longest = longest
+        self.buckets = {name: Bucket(name, longest) for name in (API, RESOLVERS)}
         self.last_cut = -math.inf
         self.streak = 0
         self.stopping = threading.Event()
@@ -243,6 +301,12 @@ class RateGate:
         lock = threading.Lock()
         self._cond = threading.Condition(lock)  # the lock; requests of each bucket wait on theirs
         self._turns = {name: threading.Condition(lock) for name in self.buckets}
+        _GATES.add(self)
+
+    @property
+    def capped(self) -> int:
+        """Resets the Hub announced over ``longest``, taken as ``longest``."""
+        return sum(b.capped for b in self.buckets.values())
 
     def acquire(self, bucket: str = RESOLVERS) -> float:
         """Wait for a slot and for the bucket's turn; returns when the request starts."""
@@ -266,11 +330,26 @@ class RateGate:
                     b.counted_to = max(b.counted_to, now + wait)
             _sleep(wait, self.stopping)
 
-    def release(self, bucket: str = RESOLVERS) -> None:
-        """A request is over: its slot may go to a request of either bucket."""
+    def release(self, bucket: str = RESOLVERS, *, given_back: bool = False) -> None:
+        """A request is over: its slot (unless it gave it back) may go to a request of either
+        bucket."""
+        with self._cond:
+            b = self.buckets[bucket]
+            if given_back:
+                b.slow -= 1
+            else:
+                self.in_flight -= 1
+            b.in_flight -= 1
+            for turn in self._turns.values():
+                turn.notify()
+
+    def give_back(self, bucket: str) -> None:
+        """A request still waiting on the network past ``SLOT_LEASE`` gives its slot to the
+        next request; it stays in its bucket's count (the Hub counts it) until it ends."""
         with self._cond:
             self.in_flight -= 1
-            self.buckets[bucket].in_flight -= 1
+            self.buckets[bucket].slow += 1
+            self.stats["slow"] += 1
             for turn in self._turns.values():
                 turn.notify()
 
@@ -336,10 +415,25 @@ class RateGate:
         return worst
 
     def stop(self) -> None:
+        """Every request of this gate gives up: those waiting for a turn or a pause, and
+        those blocked on the network (within ``client.SLICE``)."""
         self.stopping.set()
         with self._cond:
             for turn in self._turns.values():
                 turn.notify_all()
+
+
+_GATES: weakref.WeakSet[RateGate] = weakref.WeakSet()
+
+
+def stop_every_gate(keep: Iterable[RateGate] = ()) -> int:
+    """Stop every gate of this process but ``keep`` (a server shutting down: its requests
+    give up now, whatever they wait for); how many were stopped."""
+    kept = {id(g) for g in keep}
+    gates = [g for g in list(_GATES) if id(g) not in kept and not g.stopping.is_set()]
+    for gate in gates:
+        gate.stop()
+    return len(gates)
 
 
 def backoff(attempt: int) -> float:
@@ -353,22 +447,33 @@ class BadAnswer(ConnectionError):
 
 
 class HubHttp:
-    """Requests to the Hub through one RateGate; the token is never logged."""
+    """Requests to the Hub through one RateGate; the token is never logged. ``timeout``: how
+    long each request's head may take (its body gets the time its size needs:
+    ``bounds.SLOWEST_RATE``); ``longest``: the longest wait the Hub may ask for (a 429 asking
+    for more fails its request at once)."""
 
     def __init__(
-        self, *, token: str | bool | None = None, timeout: float | None = 30.0, workers: int = 16
+        self,
+        *,
+        token: str | bool | None = None,
+        timeout: float | None = 30.0,
+        workers: int = 16,
+        longest: float = LONGEST_WAIT,
     ):
         self.headers = build_hf_headers(token=token)
         self.timeout = timeout
-        self.gate = RateGate(workers)
+        self.longest = longest
+        self.gate = RateGate(workers, longest)
 
     @property
     def stats(self) -> Counter[str]:
         return self.gate.stats
 
-    def get(self, url: str, params: Iterable[tuple[str, Any]] | None = None) -> httpx2.Response:
+    def get(
+        self, url: str, params: Iterable[tuple[str, Any]] | None = None, *, cap: Cap = JSON
+    ) -> httpx2.Response:
         """GET ``url`` (retried as the module says); raises huggingface_hub's typed errors."""
-        response = self._request("GET", url, list(params) if params else None, None)
+        response = self._request("GET", url, list(params) if params else None, None, cap=cap)
         hf_raise_for_status(response)
         return response
 
@@ -377,11 +482,15 @@ class HubHttp:
         url: str,
         params: Iterable[tuple[str, Any]] | None,
         problem: Callable[[httpx2.Response], str | None],
+        *,
+        cap: Cap = JSON,
+        sink: IO[bytes] | None = None,
     ) -> httpx2.Response:
         """GET ``url`` as ``get`` does, and retry (like a 5xx) an answer whose body
         ``problem`` finds wrong (JSON cut short, bytes not matching the Hub's hash); after
-        MAX_ATTEMPTS such answers, raise ``BadAnswer`` with what was wrong."""
-        return self.checked("GET", url, params, None, problem)
+        MAX_ATTEMPTS such answers, raise ``BadAnswer`` with what was wrong. ``sink``: the
+        body goes there (emptied before each attempt), not into ``content``."""
+        return self.checked("GET", url, params, None, problem, cap=cap, sink=sink)
 
     def checked(
         self,
@@ -390,11 +499,14 @@ class HubHttp:
         params: Iterable[tuple[str, Any]] | None,
         data: Mapping[str, Any] | None,
         problem: Callable[[httpx2.Response], str | None],
+        *,
+        cap: Cap = JSON,
+        sink: IO[bytes] | None = None,
     ) -> httpx2.Response:
         """``method`` (GET, or POST with the form ``data``) as ``get_checked`` says."""
         query = list(params) if params else None
         for attempt in range(1, MAX_ATTEMPTS + 1):
-            response = self._request(method, url, query, data)
+            response = self._request(method, url, query, data, cap=cap, sink=sink)
             hf_raise_for_status(response)
             why = problem(response)
             if why is None:
@@ -425,8 +537,9 @@ class HubHttp:
             # file's: ask for the bytes as they are.
             "Accept-Encoding": "identity",
         }
+        cap = Cap(end - start, "a byte range", "the bytes asked for, never the whole file")
         response = self._request(
-            "GET", url, None, None, headers=headers, cap=end - start, tally=tally
+            "GET", url, None, None, headers=headers, cap=cap, tally=tally, ranged=True
         )
         hf_raise_for_status(response)
         return response
@@ -439,21 +552,29 @@ class HubHttp:
         data: Mapping[str, Any] | None,
         *,
         headers: Mapping[str, str] | None = None,
-        cap: int | None = None,
+        cap: Cap = JSON,
+        sink: IO[bytes] | None = None,
         tally: Counter[str] | None = None,
+        ranged: bool = False,
     ) -> httpx2.Response:
-        bucket = RESOLVERS if cap is not None else bucket_of(url)  # a byte range reads a file
+        bucket = RESOLVERS if ranged else bucket_of(url)  # a byte range reads a file
         kind = "resolve" if bucket == RESOLVERS else "api"
         gate = self.gate
         for attempt in range(1, MAX_ATTEMPTS + 1):
             last = attempt == MAX_ATTEMPTS
             started = gate.acquire(bucket)
+            slot = _Slot(gate, bucket)
+            if sink is not None:
+                sink.seek(0)
+                sink.truncate()
             try:
-                response = _send(
-                    method, url, params, data, headers or self.headers, self.timeout, cap
-                )
+                response = fetch(
+                    method, url, params=params, data=data, headers=headers or self.headers,
+                    cap=cap, timeout=self.timeout, stopping=gate.stopping, sink=sink,
+                    truncate=ranged, on_lease=slot.give_back,
+                )  # fmt: skip
             except RETRY_ERRORS as exc:
-                gate.release(bucket)
+                slot.release()
                 connected = not isinstance(exc, (httpx2.ConnectError, httpx2.ConnectTimeout))
                 self._count(kind if connected else None, tally=tally)
                 if last:
@@ -461,24 +582,33 @@ class HubHttp:
                 self.stats["retries"] += 1  # timed out, dropped: try again after a backoff
                 _sleep(backoff(attempt), gate.stopping)
                 continue
+            except (TooLarge, TooSlow, BadEncoding):
+                slot.release()
+                self._count(kind, tally=tally)
+                raise
             except BaseException:
-                gate.release(bucket)
+                slot.release()
                 raise
             self._count(kind, len(response.history), tally)
             status = response.status_code
             hub_answer = hub_response(response)
             retry = status in RETRY_STATUS and not last
             wait = retry_after(response.headers) if retry and status in (429, 503) else None
+            refused = wait is not None and wait > self.longest
             # The outcome is recorded before the slot is freed: a request waiting for the slot
             # must see the pause a 429 asks for, not start in between.
             gate.answered(bucket, hub_answer.headers, started)
-            if retry and status in (429, 503):
+            if retry and status in (429, 503) and not refused:
                 gate.throttled(bucket, started, wait, response.headers)
             elif not retry and status < 400:
                 gate.succeeded()
-            gate.release(bucket)
+            slot.release()
             if status == 429:
                 self.stats["rate_limited"] += 1
+            if refused:
+                assert wait is not None
+                self.stats["waits_refused"] += 1
+                raise WaitRefused(url, status, wait, self.longest)
             if not retry:
                 return response
             self.stats["retries"] += 1
@@ -507,38 +637,20 @@ class HubHttp:
                 tally[kind] += 1 + redirects
 
 
-def _send(
-    method: str,
-    url: str,
-    params: list[tuple[str, Any]] | None,
-    data: Mapping[str, Any] | None,
-    headers: Mapping[str, str],
-    timeout: float | None,
-    cap: int | None,
-) -> httpx2.Response:
-    """One request; with ``cap``, the body is streamed and at most ``cap`` bytes of it are read
-    (a server that ignores a range would send the whole file)."""
-    session = get_session()
-    if cap is None:
-        return session.request(
-            method, url, params=params, data=data, headers=headers, timeout=timeout
-        )
-    with session.stream(
-        method, url, params=params, data=data, headers=headers, timeout=timeout
-    ) as streamed:
-        body = bytearray()
-        for chunk in streamed.iter_raw():
-            body += chunk
-            if len(body) >= cap:
-                del body[cap:]
-                break
-        return httpx2.Response(
-            streamed.status_code,
-            headers=streamed.headers,
-            content=bytes(body),
-            request=streamed.request,
-            history=streamed.history,
-        )
+class _Slot:
+    """A request's place in the gate, which it may give back before it ends (the lease)."""
+
+    __slots__ = ("bucket", "gate", "given")
+
+    def __init__(self, gate: RateGate, bucket: str) -> None:
+        self.gate, self.bucket, self.given = gate, bucket, False
+
+    def give_back(self) -> None:
+        self.given = True
+        self.gate.give_back(self.bucket)
+
+    def release(self) -> None:
+        self.gate.release(self.bucket, given_back=self.given)
 
 
 def _without_token(headers: Mapping[str, str]) -> dict[str, str]:
@@ -562,8 +674,10 @@ def hub_response(response: httpx2.Response) -> httpx2.Response:
 def describe_error(exc: BaseException) -> tuple[str, int | None]:
     """A one-line reason (and HTTP status) for a failed Hub call; never includes a token."""
     for err in _chain(exc):
-        if isinstance(err, BadAnswer):
+        if isinstance(err, (BadAnswer, TooLarge, TooSlow, BadEncoding)):
             return str(err), None
+        if isinstance(err, WaitRefused):
+            return f"rate limited: {err}", err.status
         status = _status(err)
         if isinstance(err, GatedRepoError):
             return f"gated repository: request access and log in ({status})", status
@@ -637,4 +751,8 @@ def hub_errors() -> tuple[type[BaseException], ...]:
         TimeoutError,
         Stopped,
         Unreachable,
+        TooLarge,
+        TooSlow,
+        BadEncoding,
+        WaitRefused,
     )

@@ -15,6 +15,14 @@ Vocabulary:
   already there costs no request, so a second audit of an unchanged organisation only reads
   the listing; a content already there is not downloaded again.
 
+What the Hub answers is followed only where it may lead: a listing's next page only on the
+Hub's own host, never twice, only while pages bring new repos, at most ``bounds.MAX_PAGES``
+(``BadListing``); a repo id, commit id or file name is checked as people's input is (the
+repo-id grammar of ``eosfix.core.hubid``) before it goes into a URL or the store's
+paths, and one that is not is the entry's ``problem`` (a failure row, never requested). A file
+is streamed into the store under its cap (``bounds.file_cap``) and kept only once whole and
+checked.
+
 Weights are never downloaded: only ``eosfix.core.repo.RELEVANT_FILES`` and
 ``additional_chat_templates/*.jinja``, plus tokenizer.json when an id cannot be resolved
 without it. The token is whatever huggingface_hub finds unless one is given; it is never
@@ -27,13 +35,12 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import hashlib
 import json
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 from urllib.parse import quote
 
 import httpx2
@@ -41,11 +48,22 @@ from huggingface_hub import constants
 from huggingface_hub.errors import RemoteEntryNotFoundError
 
 from eosfix.core.errors import EosfixError
+from eosfix.core.hubid import is_hub_id
 from eosfix.core.repo import MODEL_FOLDER_FILES, TOKENIZER_JSON, is_relevant_file
 from eosfix.sources import holds_a_model
+from eosfix.sources.hub.bounds import LONGEST_WAIT, MAX_PAGES, file_cap
+from eosfix.sources.hub.client import origin
 from eosfix.sources.hub.gguf import OLLAMA_FILES, model_files
-from eosfix.sources.hub.http import HubHttp, describe_error, hub_errors, hub_response
-from eosfix.sources.hub.store import Manifest, Store, git_sha1
+from eosfix.sources.hub.http import (
+    BadAnswer,
+    HubHttp,
+    TooLarge,
+    describe_error,
+    hub_errors,
+    hub_response,
+)
+from eosfix.sources.hub.ranges import resolve_url
+from eosfix.sources.hub.store import Manifest, Store, git_sha1_of, sha256_of
 
 _SHA_RE = re.compile(r"^[0-9a-f]{40}$")
 _ID_RE = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")
@@ -67,6 +85,11 @@ SORTS = {
 }
 
 is_relevant = is_relevant_file  # the small files eosfix reads (never weights)
+
+
+class BadListing(BadAnswer):
+    """A listing whose pages cannot be followed: a next page on another host (the token
+    would go there), pages that loop, more pages than ``MAX_PAGES``."""
 
 
 class HubError(EosfixError):
@@ -143,6 +166,10 @@ class HubEntry:
     listed: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
     # tokenizer.json's content id, when a paths-info answer gave it (fetched only if needed)
     tokenizer_id: str | None = field(default=None, compare=False, repr=False)
+    # Why the Hub's answer about it cannot be followed (an id outside the Hub's grammar, a
+    # commit id that is not one, a file name leading out of the repo): it is reported as a
+    # failure and nothing about it is requested.
+    problem: str | None = field(default=None, compare=False)
 
     @property
     def downloads(self) -> int:
@@ -185,23 +212,60 @@ class HubEntry:
         }
 
 
-def entry_of(data: dict[str, Any], revision: str = "main", *, listed: bool = False) -> HubEntry:
-    """The entry of one model in a listing (``listed``: kept whole) or info answer."""
-    names = [s["rfilename"] for s in data.get("siblings") or () if "rfilename" in s]
+def entry_of(
+    data: dict[str, Any],
+    revision: str = "main",
+    *,
+    listed: bool = False,
+    repo_id: str | None = None,
+) -> HubEntry:
+    """The entry of one model in a listing (``listed``: kept whole) or info answer (of
+    ``repo_id``: the id asked, not the one answered); what the Hub said is checked as
+    people's input is (``problem``)."""
+    siblings = data.get("siblings")
+    names = [
+        s["rfilename"]
+        for s in (siblings if isinstance(siblings, list) else ())
+        if isinstance(s, dict) and isinstance(s.get("rfilename"), str)
+    ]
     ggufs = tuple(n for n in names if n.endswith(".gguf"))
     gguf = data.get("gguf")
+    repo_id = repo_id or str(data.get("id") or data.get("modelId"))
+    sha = data.get("sha")
+    problem = _problem(repo_id, sha, names)
     return HubEntry(
-        str(data.get("id") or data.get("modelId")),
+        repo_id,
         revision,
-        data.get("sha"),
+        sha if isinstance(sha, str) and _SHA_RE.match(sha) else None,
         tuple(sorted(n for n in names if is_relevant(n))),
         TOKENIZER_JSON in names,
-        holds_a_model(names) or not data.get("siblings"),  # no file list: assume a model
+        holds_a_model(names) or not siblings,  # no file list: assume a model
         ggufs,
         tuple(n for n in OLLAMA_FILES if n in names),
         gguf if isinstance(gguf, dict) else None,
         listed=data if listed else None,
+        problem=problem,
     )
+
+
+def _problem(repo_id: str, sha: object, names: Iterable[str]) -> str | None:
+    """Why an answer about a repo cannot be followed: every id and name it gives goes into a
+    URL (with the token) and the store's paths, so each must be what the Hub allows."""
+    if not is_hub_id(repo_id):
+        return "the Hub gave a repo id that is not one (org/name): nothing requested"
+    if sha is not None and not (isinstance(sha, str) and _SHA_RE.match(sha)):
+        return f"the Hub gave a commit id that is not one ({str(sha)[:60]!r}): nothing requested"
+    for name in names:
+        if not _in_repo(name):
+            shown = name[:120]
+            return f"the Hub gave a file name outside the repo ({shown!r}): nothing requested"
+    return None
+
+
+def _in_repo(name: str) -> bool:
+    """A path inside a repo: relative, no empty, ``.`` or ``..`` part (a URL normalises
+    those away, out of the repo)."""
+    return all(p not in ("", ".", "..") for p in name.split("/"))
 
 
 @dataclass(frozen=True)
@@ -228,8 +292,9 @@ class HubReader:
         timeout: float | None = 30.0,
         workers: int = 16,
         store: Store | None = None,
+        longest: float = LONGEST_WAIT,  # the longest wait the Hub may ask for (HubHttp)
     ) -> None:
-        self.http = HubHttp(token=token, timeout=timeout, workers=workers)
+        self.http = HubHttp(token=token, timeout=timeout, workers=workers, longest=longest)
         self.store = store or Store()
         self.listing_pages = 0
 
@@ -246,23 +311,50 @@ class HubReader:
     ) -> Iterator[HubEntry]:
         """The repos ``query`` selects, in the Hub's order, page by page (following ``Link:
         rel=next``, whose URL repeats the query), up to ``query.limit``. Each entry carries
-        the ``expand`` fields the listing gave (``HubEntry.listed``)."""
+        the ``expand`` fields the listing gave (``HubEntry.listed``); one the Hub described
+        wrongly carries its ``problem`` instead of being requested. A next page is followed
+        only on the Hub's own host, never twice, and only while pages bring repos the page
+        before did not; at most ``MAX_PAGES`` (else ``BadListing``)."""
         url: str | None = f"{self.endpoint}/api/models"
+        home = origin(f"{self.endpoint}/")
         fields = dict.fromkeys(("sha", "siblings", *expand))
         params: list[tuple[str, str]] | None = [
             *query.params(), *(("expand", f) for f in fields)
         ]  # fmt: skip
         left = query.limit
+        visited: set[str] = set()
+        before: set[str] = set()  # the ids of the page before
         while url is not None and left != 0:
+            if len(visited) >= MAX_PAGES:
+                raise BadListing(f"the listing has more than {MAX_PAGES:,} pages: stopped there")
             response = self.http.get_checked(url, params, _json_problem)
+            visited.add(str(response.request.url))
             self.listing_pages += 1
-            for data in response.json():
+            page = response.json()
+            if not isinstance(page, list):
+                raise BadListing("the Hub's listing page is not a list of repos")
+            ids: set[str] = set()
+            for data in page:
+                if not isinstance(data, dict):
+                    raise BadListing("the Hub's listing page holds something that is not a repo")
                 if left is not None:
                     if left == 0:
                         return
                     left -= 1
-                yield entry_of(data, listed=True)
-            url, params = response.links.get("next", {}).get("url"), None
+                entry = entry_of(data, listed=True)
+                ids.add(entry.repo_id)
+                yield entry
+            link = response.links.get("next", {}).get("url")
+            if link is None:
+                return
+            url, params = str(response.request.url.join(link)), None
+            if origin(url) != home:
+                raise BadListing(
+                    f"the listing's next page is on another host ({origin(url)}): not followed"
+                )
+            if url in visited or not ids - before:
+                raise BadListing("the listing's pages loop (a page repeats one before): stopped")
+            before = ids
 
     def identities(self, entry: HubEntry, paths: Iterable[str]) -> dict[str, str]:
         """Each of ``paths``' content id at the entry's commit, from one ``paths-info``
@@ -287,14 +379,29 @@ class HubReader:
                 out[item["path"]] = oid
         return out
 
-    def fetch(
+    @contextlib.contextmanager
+    def fetching(
         self, repo_id: str, sha: str, path: str, expect: str | None = None
-    ) -> tuple[bytes, str]:
-        """One file at a commit, checked against the Hub's hash (and ``expect``, the content
-        id a paths-info answer gave): its bytes and its content id (git sha1, or sha256 for
-        an LFS file)."""
-        data, etag = self._fetch(repo_id, sha, path, expect=expect)
-        return data, etag if _ID_RE.match(etag) else git_sha1(data)
+    ) -> Iterator[Downloaded]:
+        """One file at a commit in a temporary file of the store, checked against the Hub's
+        hash (and ``expect``, the content id a paths-info answer gave): ``keep`` it in the
+        block, or it is gone when the block ends. Streamed under its cap
+        (``bounds.file_cap``): an answer over it is refused (``TooLarge``, naming the file),
+        and nothing of it is kept."""
+        with self.store.incoming() as sink:
+            got = self._download(repo_id, sha, path, sink, expect)
+            yield got
+
+    def keep(self, got: Downloaded) -> str:
+        """Keep a file ``fetching`` brought in the store (indexed by its Hub content id);
+        its git sha1."""
+        return self.store.adopt(got.file, got.content_id, got.sha)
+
+    def fetch(self, repo_id: str, sha: str, path: str, expect: str | None = None) -> Downloaded:
+        """``fetching`` and ``keep`` in one: the file in the store (``file`` is closed)."""
+        with self.fetching(repo_id, sha, path, expect) as got:
+            self.keep(got)
+            return got
 
     def resolve(self, entry: HubEntry) -> HubEntry:
         """The entry with its commit and files: from the store when the revision is a commit
@@ -315,10 +422,15 @@ class HubReader:
         rev = quote(entry.revision, safe="")
         url = f"{self.endpoint}/api/models/{entry.repo_id}/revision/{rev}"
         answer = self.http.get_checked(url, _EXPAND, _json_problem)
-        found = entry_of(answer.json(), entry.revision)
+        data = answer.json()
+        if not isinstance(data, dict):
+            raise HubError("the Hub's repo info is not a JSON object", repo_id=entry.repo_id)
+        found = entry_of(data, entry.revision, repo_id=entry.repo_id)
+        if found.problem is not None:
+            raise HubError(found.problem, repo_id=entry.repo_id)
         if found.sha is None:
             raise HubError("the Hub did not return a commit sha", repo_id=entry.repo_id)
-        return dataclasses.replace(found, repo_id=entry.repo_id)
+        return found
 
     def download(self, entry: HubEntry) -> Manifest:
         """The entry's files in the store: nothing to do for a commit already there, else
@@ -328,56 +440,70 @@ class HubReader:
         kept = self.store.manifest(entry.sha)
         if kept is not None:
             return kept
-        files = {p: self.keep(*self.fetch(entry.repo_id, entry.sha, p)) for p in entry.files}
+        files = {p: self.fetch(entry.repo_id, entry.sha, p).sha for p in entry.files}
         manifest = Manifest(files, entry.tokenizer_json, entry.model)
         self.store.publish(entry.sha, manifest)
         return manifest
 
-    def keep(self, data: bytes, content_id: str) -> str:
-        """Keep a fetched file in the store (indexed by its Hub content id); its git sha1."""
-        return self.store.add_blob(data, content_id)
-
     def add_tokenizer_json(self, entry: HubEntry) -> Manifest:
         assert entry.sha is not None
-        data, content_id = self.fetch(entry.repo_id, entry.sha, TOKENIZER_JSON)
-        return self.store.add_file(entry.sha, TOKENIZER_JSON, self.keep(data, content_id))
+        got = self.fetch(entry.repo_id, entry.sha, TOKENIZER_JSON)
+        return self.store.add_file(entry.sha, TOKENIZER_JSON, got.sha)
 
     def read_file(self, repo_id: str, revision: str, path: str) -> bytes | None:
-        """One file at any revision (a PR's ``refs/pr/N``), not kept; None if it is absent."""
+        """One file at any revision (a PR's ``refs/pr/N``), not kept; None if it is absent.
+        Read in memory, under its cap."""
+        url = resolve_url(self.endpoint, repo_id, revision, path)
         try:
-            return self._file(repo_id, revision, path, check=False)
+            response = self.http.get_checked(url, None, _nothing_wrong, cap=file_cap(path))
         except RemoteEntryNotFoundError:
             return None
+        except TooLarge as exc:
+            exc.name = path
+            raise
+        return response.content
 
-    def _file(self, repo_id: str, revision: str, path: str, *, check: bool = True) -> bytes:
-        return self._fetch(repo_id, revision, path, check=check)[0]
-
-    def _fetch(
-        self,
-        repo_id: str,
-        revision: str,
-        path: str,
-        *,
-        check: bool = True,
-        expect: str | None = None,
-    ) -> tuple[bytes, str]:
-        """The file's bytes and the Hub's etag of it (normalised as huggingface_hub does:
-        ``X-Linked-Etag`` of an LFS file's redirect, else ``ETag``)."""
-        rev = quote(revision, safe="")
-        url = f"{self.endpoint}/{repo_id}/resolve/{rev}/{quote(path)}"
+    def _download(
+        self, repo_id: str, revision: str, path: str, sink: IO[bytes], expect: str | None
+    ) -> Downloaded:
+        """The file's bytes into ``sink``, checked against the Hub's etag (normalised as
+        huggingface_hub does: ``X-Linked-Etag`` of an LFS file's redirect, else ``ETag``)
+        and ``expect``."""
+        url = resolve_url(self.endpoint, repo_id, revision, path)
+        got = Downloaded(sink, "", "")
 
         def problem(response: httpx2.Response) -> str | None:
-            if not check:
-                return None
-            data, etag = response.content, _etag(response)
-            if not _matches(data, etag):
+            etag = _etag(response)
+            got.sha = git_sha1_of(sink)
+            wants_sha256 = len(etag) == 64 or (expect is not None and len(expect) == 64)
+            sha256 = sha256_of(sink) if wants_sha256 else None
+            if not _matches(got.sha, sha256, etag):
                 return f"{path}: downloaded bytes do not match the Hub's hash"
-            if expect is not None and not _matches_strictly(data, expect):
+            if expect is not None and not _matches(got.sha, sha256, expect, strict=True):
                 return f"{path}: downloaded bytes do not match the id the Hub gave"
+            got.content_id = etag if _ID_RE.match(etag) else got.sha
             return None
 
-        response = self.http.get_checked(url, None, problem)
-        return response.content, _etag(response)
+        try:
+            self.http.get_checked(url, None, problem, cap=file_cap(path), sink=sink)
+        except TooLarge as exc:
+            exc.name = path
+            raise
+        return got
+
+
+@dataclass
+class Downloaded:
+    """A file brought in by ``HubReader.fetching``: its temporary file, its git sha1 and the
+    Hub's id of its content (the git sha1, or the sha256 of a file kept in LFS)."""
+
+    file: IO[bytes]
+    sha: str
+    content_id: str
+
+
+def _nothing_wrong(response: httpx2.Response) -> str | None:
+    return None
 
 
 def _json_problem(response: httpx2.Response) -> str | None:
@@ -399,20 +525,15 @@ def _etag(response: httpx2.Response) -> str:
     return etag.removeprefix("W/").strip('"')
 
 
-def _matches_strictly(data: bytes, content_id: str) -> bool:
-    if len(content_id) == 64:
-        return hashlib.sha256(data).hexdigest() == content_id
-    return git_sha1(data) == content_id
-
-
-def _matches(data: bytes, etag: str) -> bool:
-    """Whether the bytes match the Hub's etag: git sha1 (regular files) or sha256 (LFS).
-    Other etags (a CDN's) say nothing: the transfer's own length check stands."""
+def _matches(sha1: str, sha256: str | None, etag: str, *, strict: bool = False) -> bool:
+    """Whether a file (its git sha1, and its sha256 when one was needed) matches the Hub's
+    etag: git sha1 (regular files) or sha256 (LFS). Other etags (a CDN's) say nothing, unless
+    ``strict``: the transfer's own length check stands."""
     if re.fullmatch(r"[0-9a-f]{40}", etag):
-        return git_sha1(data) == etag
+        return sha1 == etag
     if re.fullmatch(r"[0-9a-f]{64}", etag):
-        return hashlib.sha256(data).hexdigest() == etag
-    return True
+        return sha256 == etag
+    return not strict
 
 
 @contextlib.contextmanager

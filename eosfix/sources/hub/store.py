@@ -9,6 +9,9 @@ and sends no request for that repo. Layout (under ``$EOSFIX_CACHE``, else
     hub/ids/<ab>/<sha256>                     the git sha1 of an LFS file's bytes
     hub/snapshots/<ab>/<commit>/<path> -> blob  the commit's relevant files (symlinks)
     hub/snapshots/<ab>/<commit>.json          its manifest: written last, so it means "complete"
+    hub/incoming/                             downloads under way (renamed into blobs/ once
+                                              whole and checked, deleted otherwise; what a
+                                              killed run left, after an hour)
 
 Identical files (the same tokenizer_config.json in 40 quantizations) are one blob, found by
 the id the Hub gives a file's content before it is downloaded (a paths-info answer, a
@@ -21,15 +24,18 @@ The HF cache is not used, so ``eosfix cache --fix`` edits never mix with what th
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import shutil
 import tempfile
 import threading
-from collections.abc import Mapping
+import time
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 from eosfix.sources import Key
 
@@ -46,6 +52,28 @@ def default_store_dir(env: Mapping[str, str] | None = None) -> Path:
 def git_sha1(data: bytes) -> str:
     """The git blob sha1 of ``data``: what the Hub names a (non-LFS) file by."""
     return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
+CHUNK = 1024 * 1024
+
+
+def git_sha1_of(f: IO[bytes]) -> str:
+    """``git_sha1`` of a file's bytes, read a chunk at a time from its start."""
+    f.flush()
+    size = os.fstat(f.fileno()).st_size
+    h = hashlib.sha1(b"blob %d\0" % size)
+    f.seek(0)
+    while chunk := f.read(CHUNK):
+        h.update(chunk)
+    return h.hexdigest()
+
+
+def sha256_of(f: IO[bytes]) -> str:
+    h = hashlib.sha256()
+    f.seek(0)
+    while chunk := f.read(CHUNK):
+        h.update(chunk)
+    return h.hexdigest()
 
 
 @dataclass(frozen=True)
@@ -65,6 +93,7 @@ class Store:
     def __init__(self, root: str | Path | None = None) -> None:
         self.root = Path(root) if root is not None else default_store_dir()
         self._lock = threading.Lock()  # two repos of a batch may share a commit (duplicates)
+        self._swept = False  # incoming/ cleared of what killed runs left (once)
 
     def snapshot(self, commit: str) -> Path:
         return self.root / "snapshots" / commit[:2] / commit
@@ -86,11 +115,47 @@ class Store:
         if not blob.exists():
             blob.parent.mkdir(parents=True, exist_ok=True)
             _write_atomic(blob, data)
+        self._index_id(sha, content_id)
+        return sha
+
+    def _index_id(self, sha: str, content_id: str | None) -> None:
         if content_id is not None and len(content_id) == 64:
             index = self._index(content_id)
             if not index.exists():
                 index.parent.mkdir(parents=True, exist_ok=True)
                 _write_atomic(index, sha.encode())
+
+    @contextlib.contextmanager
+    def incoming(self) -> Iterator[IO[bytes]]:
+        """A temporary file in the store for a download under way (``adopt`` keeps it);
+        removed when the block ends, whatever happened, unless it was adopted."""
+        folder = self.root / "incoming"
+        folder.mkdir(parents=True, exist_ok=True)
+        if not self._swept:
+            self._swept = True
+            _sweep(folder)
+        fd, name = tempfile.mkstemp(prefix=".download.", dir=folder)
+        os.close(fd)
+        try:
+            with open(name, "w+b") as f:  # named: ``adopt`` renames it
+                yield f
+        finally:
+            Path(name).unlink(missing_ok=True)
+
+    def adopt(
+        self, download: IO[bytes], content_id: str | None = None, sha: str | None = None
+    ) -> str:
+        """Keep a whole, checked download (a file ``incoming`` gave) as a blob, renamed into
+        place, not copied; its git sha1 (``sha``: already known). ``content_id`` as in
+        ``add_blob``."""
+        download.flush()
+        sha = sha or git_sha1_of(download)
+        download.close()  # renamed once closed (Windows renames no open file)
+        blob = self._blob(sha)
+        if not blob.exists():
+            blob.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(download.name, blob)
+        self._index_id(sha, content_id)
         return sha
 
     def blob_of(self, content_id: str) -> str | None:
@@ -149,6 +214,10 @@ class Store:
         self._write_manifest(commit, new)
         return new
 
+    def blob_path(self, sha: str) -> Path:
+        """Where the blob of git sha1 ``sha`` is (or would be)."""
+        return self._blob(sha)
+
     def _blob(self, sha: str) -> Path:
         return self.root / "blobs" / sha[:2] / sha
 
@@ -173,6 +242,19 @@ class Store:
             "model": manifest.model,
         }
         _write_atomic(self._manifest_path(commit), json.dumps(data, sort_keys=True).encode())
+
+
+STALE = 3600.0  # seconds: a download older than any request's deadline was abandoned
+
+
+def _sweep(folder: Path) -> None:
+    """Delete the downloads a killed run left in ``incoming/`` (another process's, still under
+    way, was written to within its request's deadline)."""
+    now = time.time()
+    for leftover in folder.glob(".download.*"):
+        with contextlib.suppress(OSError):
+            if now - leftover.stat().st_mtime > STALE:
+                leftover.unlink()
 
 
 def _write_atomic(path: Path, data: bytes) -> None:

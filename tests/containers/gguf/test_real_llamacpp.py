@@ -22,6 +22,7 @@ import pytest
 
 from eosfix import api
 from eosfix.containers.gguf.format import CONTROL
+from eosfix.containers.gguf.pieces import DECODED_MODELS, piece
 from eosfix.containers.gguf.read import load_gguf
 from eosfix.runtimes import describe
 from eosfix.runtimes.llamacpp import LLAMA_CPP_COMMIT, LLAMA_CPP_PYTHON, end_of_generation
@@ -109,6 +110,23 @@ def test_model_equals_real_llama_cpp_on_every_shipped_vocab(ggml_vocab_files):
         assert specials.get("eos") == reals[path]["eos"], path.name
         if specials.get("eot") is not None:  # determined (not a hash-order pick)
             assert specials.get("eot") == reals[path]["eot"], path.name
+
+
+@pytest.mark.package_index  # the sdist holding the vocabularies comes from the index
+def test_token_pieces_equal_real_llama_cpp_on_every_shipped_vocab(ggml_vocab_files):
+    """``diagnose`` reads a GGUF's generated ids as text: each token's bytes as llama.cpp's
+    ``llama_token_to_piece`` writes them, for every vocabulary type eosfix decodes."""
+    decoded = [p for p in ggml_vocab_files if load_gguf(p).vocab.model in DECODED_MODELS]
+    assert decoded
+    reals = real_eog(decoded, pieces=True)
+    for path in decoded:
+        model = load_gguf(path)
+        tokens = model.header.value("tokenizer.ggml.tokens")
+        types = model.token_types or (1,) * len(tokens)
+        real = reals[path]["pieces"]
+        wrong = [i for i, (t, k) in enumerate(zip(tokens, types, strict=True))
+                 if piece(model.vocab.model, t, k).hex() != real[i]]  # fmt: skip
+        assert not wrong, (path.name, [(i, tokens[i], real[i]) for i in wrong[:5]])
 
 
 def _opener_template(path: Path) -> dict[str, str] | None:

@@ -88,11 +88,12 @@ def test_a_download_is_checked_against_the_hubs_id_an_lfs_one_too(fake_hub):
     _hub(fake_hub)
     reader = HubReader()
     sha = fake_hub.repos["base/m"].head
-    data, content_id = reader.fetch("base/m", sha, "tokenizer.json")
-    assert data == TOKENIZER
-    assert content_id == hashlib.sha256(TOKENIZER).hexdigest()  # X-Linked-Etag, not the CDN's
-    data, content_id = reader.fetch("base/m", sha, "config.json", git_sha1(FILES["config.json"]))
-    assert content_id == git_sha1(data)
+    got = reader.fetch("base/m", sha, "tokenizer.json")
+    assert got.sha == git_sha1(TOKENIZER)
+    assert reader.store.blob_path(got.sha).read_bytes() == TOKENIZER
+    assert got.content_id == hashlib.sha256(TOKENIZER).hexdigest()  # X-Linked-Etag, not the CDN's
+    got = reader.fetch("base/m", sha, "config.json", git_sha1(FILES["config.json"]))
+    assert got.content_id == got.sha == git_sha1(FILES["config.json"])
     with pytest.raises(BadAnswer, match="do not match the id the Hub gave"):
         reader.fetch("base/m", sha, "config.json", "0" * 40)
     fake_hub.fail("*", 200, match="/cdn-lfs/", cut=10)  # the CDN cuts the body short
