@@ -59,8 +59,8 @@ def main() -> int:  # one run, told top to bottom
 
     import pytest
 
-    from eosfix.batch.session import HubSession
     from eosfix.sources.hub.store import Store
+    from eosfix.targets.session import HubSession
     from tests.hubserver import FakeHub, patch_huggingface_hub
     from tests.serve.test_bot import _free_port, http
     from tests.support.hubrepos import BROKEN_SAMPLE as BROKEN

@@ -222,7 +222,7 @@ def _fresh_memos():
     yield
     for memo in _eosfix_memos():
         memo.cache_clear()
-    gguf_hub = sys.modules.get("eosfix.batch.gguf_hub")
+    gguf_hub = sys.modules.get("eosfix.targets.gguf_hub")
     if gguf_hub is not None:  # the large fields of GGUF headers read on the Hub
         gguf_hub.KNOWN.clear()
     assert getattr(template._scope, "struck", None) is None, "a strike_scope was left open"

@@ -12,10 +12,10 @@ from eosfix.analysis.shapes import Probe
 from eosfix.analysis.terminators import STOP_STRING, SpecialScanner, TemplateAnalysis, Terminator
 from eosfix.decide.check import RepoCheck
 from eosfix.decide.runtime_table import RuntimeRow, RuntimeTable
-from eosfix.pipeline import RepoResult
 from eosfix.ports.loop import TokenizedProbe, tokenize_probe
 from eosfix.ports.render import loop_stops
 from eosfix.render.report import placement_text, render_repo_text, result_to_dict, stop_source_text
+from eosfix.result import RepoResult
 
 _SHOWN_PROBES = ("final", "final+system", "tool_call", "history")
 

@@ -21,10 +21,10 @@ from eosfix.core.repo import GENERATION_CONFIG
 from eosfix.decide.check import RepoCheck
 from eosfix.decide.runtime_table import RuntimeTable
 from eosfix.decide.stopids import CUTTING, IN_TURN_KIND, ORDINARY, StopId
-from eosfix.pipeline import RepoResult
 from eosfix.render.gguf_hub import is_hub_gguf, params_pr_description
 from eosfix.render.markdown import code, escape, fenced
 from eosfix.render.text import placement_text
+from eosfix.result import RepoResult
 
 # What the probes put into messages (eosfix.analysis.shapes: "Eosfixassistant1", the tool
 # "eosfix_probe", call ids): never shown to the repo's owner.

@@ -466,6 +466,50 @@ def test_cache_populated_by_huggingface_hub(fake_hub):
     assert run("--fix")[0] == 0
 
 
+def test_a_downloaded_gguf_is_checked_as_check_checks_it(fake_hub, tmp_path, monkeypatch, capsys):
+    """hf_hub_download of one GGUF: the cache reports what `eosfix check` on the snapshot's
+    file reports (EOS201, exit 1), never "no chat template"; --fix writes no blob (its blob is
+    shared) and says the command that writes a fixed copy, which works."""
+    from huggingface_hub import constants, hf_hub_download
+
+    from eosfix.cli import main
+    from tests import ggufs
+
+    data = ggufs.command_r(tmp_path / "src.gguf").read_bytes()
+    fake_hub.add_repo("org/Chat-GGUF", {"Chat-Q4_K_M.gguf": data, "README.md": "# Chat\n"})
+    file = Path(hf_hub_download("org/Chat-GGUF", "Chat-Q4_K_M.gguf"))
+    blobs = hash_blobs(Path(constants.HF_HUB_CACHE))
+    monkeypatch.chdir(tmp_path)
+    assert main(["check", "--format", "json", str(file)]) == 1
+    (checked,) = json.loads(capsys.readouterr().out)["repos"]
+    code, payload = run_json("--repo", "org/*")
+    assert code == 1
+    (entry,) = payload["repos"]
+    assert entry["file"] == "Chat-Q4_K_M.gguf"
+    assert entry["name"].endswith("/Chat-Q4_K_M.gguf")
+    assert (entry["container"], entry["verdict"]) == ("gguf", "fixable")
+    assert [f["code"] for f in entry["findings"]] == [f["code"] for f in checked["findings"]]
+    assert [f["code"] for f in entry["findings"]] == ["EOS201"]
+    assert payload["summary"]["gguf_files"] == 1
+    code, out, err = run("--repo", "org/*")
+    assert code == 1
+    assert "no chat template" not in out
+    assert out.splitlines()[-1] == (
+        "1 snapshot of 1 repo, 1 GGUF file in it: 1 GGUF file would be fixed "
+        "(eosfix fix FILE --output NEW.gguf)"
+    )
+    code, out, err = run("--repo", "org/*", "--fix")
+    assert code == 1  # nothing written: still to fix
+    assert hash_blobs(Path(constants.HF_HUB_CACHE)) == blobs
+    line = err.strip().splitlines()[-1]
+    assert line.startswith(f"{file}: not written: its blob is shared")
+    command = line.split("; ", 1)[1].removesuffix(" writes the fixed copy")
+    assert main(command.split()[1:]) == 1  # eosfix fix FILE --output NEW.gguf: it works
+    capsys.readouterr()
+    assert main(["check", "Chat-Q4_K_M-fixed.gguf"]) == 0
+    assert hash_blobs(Path(constants.HF_HUB_CACHE)) == blobs
+
+
 def test_scan_agrees_with_scan_cache_dir(hub_cache, monkeypatch):
     b, _ = hub_cache
     b.add_revision("org/lost-snapshot", chatml_files(6000))

@@ -1,5 +1,5 @@
 """GGUF repos in a Hub audit (``eosfix hub``): one row per repo, by the same header check as
-``eosfix check ORG/REPO-GGUF`` (eosfix.batch.gguf_hub), against the stand-in Hub's GGUF
+``eosfix check ORG/REPO-GGUF`` (eosfix.targets.gguf_hub), against the stand-in Hub's GGUF
 publisher (tests/hubserver.py add_gguf_org); --state, Ctrl-C and every output format."""
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ import pytest
 
 from eosfix.batch.hub import HubSource
 from eosfix.batch.run import Run
-from eosfix.batch.session import check_hub_target
 from eosfix.batch.verdict import Verdict
-from eosfix.containers.target import hub_repo
 from eosfix.sources.hub.read import HubReader, ListingQuery
+from eosfix.targets.hub import check_hub_target
+from eosfix.targets.parse import parse_hub
 from tests.hubserver import GGUF_ORG
 from tests.support.schemas import BATCH, check_csv, check_markdown, valid
 
@@ -37,14 +37,12 @@ def test_each_gguf_repo_is_one_row_with_the_checks_verdict(gguf_org, run_eosfix)
     assert all(e["container"] == "gguf" for e in entries.values())
     # the verdict of each repo is that of `eosfix check` on its worst group of files
     for name, entry in entries.items():
-        checked = check_hub_target(hub_repo(f"{GGUF_ORG}/{name}"), reader=HubReader())
+        checked = check_hub_target(parse_hub(f"{GGUF_ORG}/{name}"), reader=HubReader())
         names = [r.status.value if r.error is None else "error" for r in checked.results]
         order = ("problems", "fixable", "error", "ok")
         worst = min(names, key=lambda n: order.index(n) if n in order else len(order))
         assert entry["status"] == worst, name
-        assert [g["file"] for g in entry["gguf_groups"]] == [
-            r.extra["file"] for r in checked.results
-        ]
+        assert [g["file"] for g in entry["gguf_groups"]] == [r.gguf.file for r in checked.results]
     chat = entries["Chat-7B-GGUF"]
     assert chat["verdict"] == "fixable"  # the older Q2_K: llama.cpp runs on past its turn end
     assert chat["file"] == "Chat-7B-Q2_K.gguf"

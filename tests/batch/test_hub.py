@@ -8,10 +8,10 @@ import re
 
 import pytest
 
-from eosfix.batch.session import HubSession
 from eosfix.render.pr import pr_description
 from eosfix.sources.hub.read import is_relevant
 from eosfix.sources.hub.write import PR_TITLE_PREFIX, PrOutcome
+from eosfix.targets.session import HubSession
 from tests.conftest import SAMPLES
 from tests.support.hubrepos import (
     BROKEN_REPO as BROKEN,

@@ -7,11 +7,12 @@ import json
 
 import pytest
 
-from eosfix.batch.session import HubSession, check_hub_repo
 from eosfix.cli import main
 from eosfix.serve.bot import Bot
 from eosfix.serve.config import ServeConfig
 from eosfix.serve.journal import Journal, Push
+from eosfix.targets.hub import check_hub_repo
+from eosfix.targets.session import HubSession
 from tests.cachebuilder import chatml_files
 
 TOKENIZER_ONLY = "org/tokenizer"
@@ -105,11 +106,12 @@ def test_a_repo_the_hub_refuses_is_one_error_everywhere(hub, run_eosfix, tmp_pat
     # org/name where a path goes, naming no local path either: a mistyped path looks the
     # same, so check says that too
     plain = _check(run_eosfix, repo_id)["error"]
-    assert plain == f"{checked['error']}; no local folder or file {repo_id} exists either"
+    said = audited["error"]  # what the Hub said; each command names the repo as it was typed
+    assert plain == f"{repo_id}: {said}; no local folder or file {repo_id} exists either"
     assert checked["verdict"] == audited["verdict"] == "error"
-    assert checked["error"] == f"{repo_id}: {audited['error']}"
+    assert checked["error"] == f"hf://{repo_id}: {said}"
     assert (checked["repo_id"], checked["revision"], checked["sha"]) == (repo_id, "main", None)
     served = _serve(tmp_path, repo_id, hub.heads.get(repo_id))  # the pushed commit
-    assert (served.outcome, f"{repo_id}: {served.error}") == ("error", checked["error"])
+    assert (served.outcome, served.error) == ("error", said)
     direct = check_hub_repo(repo_id)
-    assert str(direct.error) == checked["error"]
+    assert str(direct.error) == f"{repo_id}: {said}"

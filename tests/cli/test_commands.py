@@ -150,12 +150,12 @@ def test_version(run_eosfix):
 
 
 def test_internal_error_gives_exit_3_and_hint(monkeypatch, sample_repo, capsys):
-    import eosfix.api
+    import eosfix.pipeline
 
     def boom(*a, **k):
         raise RuntimeError("kaboom")
 
-    monkeypatch.setattr(eosfix.api, "check", boom)
+    monkeypatch.setattr(eosfix.pipeline, "check", boom)
     monkeypatch.delenv("EOSFIX_DEBUG", raising=False)
     assert main(["check", str(sample_repo("llama3-healthy"))]) == 3
     err = capsys.readouterr().err

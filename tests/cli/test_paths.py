@@ -292,10 +292,13 @@ def test_ollama_blob_is_a_gguf_by_its_magic_and_a_store_points_to_eosfix_ollama(
         code, out, err = _run(capsys, "check", path)
         assert (code, out) == (2, "nothing checked: 1 path not checked\n")
         assert err == f"{path}: not checked: {hint}\n"
+    # a manifest names one model: checked as eosfix ollama checks it, the same block
     manifest = next(p for p in (store / "manifests").rglob("*") if p.is_file())
-    code, _, err = _run(capsys, "check", manifest)
-    assert code == 2
-    assert err.endswith(f"; {hint}\n")
+    code, out, err = _run(capsys, "check", manifest)
+    assert (code, err) == (0, "")
+    block = _run(capsys, "ollama", "--models", store)[1].split("\n\n")[0]
+    assert out.startswith(block + "\n\n")
+    assert out.splitlines()[-1] == "1 ollama model stops correctly"
     # a blob is never fixed in place: its name is its content's hash
     before = blob.read_bytes()
     ggufs.glm(tmp_path / "g.gguf")

@@ -1,11 +1,11 @@
-"""`eosfix upload` and `eosfix.batch.session.upload_checked`: a pre-upload gate (against FakeHub)."""
+"""`eosfix upload` and `eosfix.targets.session.upload_checked`: a pre-upload gate (against FakeHub)."""
 
 from __future__ import annotations
 
 import pytest
 
-from eosfix.batch.session import UploadRefusedError, upload_checked
 from eosfix.core.errors import EosfixError
+from eosfix.targets.session import UploadRefusedError, upload_checked
 from tests.support.hubrepos import fixed_gen
 
 REPO = "me/model-mlx"

@@ -130,12 +130,14 @@ def test_render_a_hub_repo_reads_small_files_only(fake_hub, capsys):
 
 
 def test_a_name_that_is_neither_a_folder_nor_a_hub_repo_says_both(fake_hub, capsys):
+    """The error eosfix check prints of the same name, word for word."""
     code, out, err = run(capsys, "render", "org/missing")
     assert (code, out) == (2, "")
     assert err == (
-        "error: org/missing: no such file or directory; as a Hub repo id: repository not found "
-        "(404)\n"
+        "error: org/missing: repository not found (404); no local folder or file org/missing "
+        "exists either\n"
     )
+    assert run(capsys, "check", "org/missing")[2] == err
 
 
 REFUSING_TEMPLATE = (

@@ -93,7 +93,7 @@ def test_anything_but_a_repo_id_is_refused_without_a_request(fake_hub, page, giv
     reply = page.client().check(given)
     assert reply.status == 400
     assert "<img" not in reply.text
-    assert "Not a Hub repo id" in reply.text
+    assert "not checked: " in reply.text  # the line eosfix check prints of it
     assert len(fake_hub.requests) == before  # nothing was fetched from anywhere
 
 
@@ -276,7 +276,7 @@ def test_an_audit_reaches_the_end_with_chart_table_and_downloads(fake_hub, page)
     text = client.get(location).text
     assert "<img" not in text
     assert '<a href="/check?repo=org/broken">org/broken</a>' in text
-    assert "transformers 1 stop, 2 do not;" in text  # org/broken and org/xss miss a turn end
+    assert "transformers 1 stop, 2 do not (of 3);" in text  # org/broken and org/xss miss one
     assert 'class="chart"' in text
     rows = client.get(location + "/csv").text.splitlines()
     assert rows[0].startswith("repo_id,revision,commit,verdict,problem,runs_on")
@@ -440,22 +440,27 @@ def test_a_gguf_repo_is_read_without_the_bots_token(gguf_org, page, monkeypatch)
 
 @pytest.mark.parametrize(
     "given",
-    [
-        "https://hf.co/org/name",
-        "huggingface.co/org/name",
-        "hf.co/org/name:../x",
-        "hf.co/org/name:",
-        "hf.co/org/../name",
-        "hf.co/org/name/x.gguf",
-        "hf.co//etc/passwd",
-    ],
-)
-def test_only_ollamas_hf_co_spelling_is_taken_besides_a_repo_id(fake_hub, page, given):
+    ["hf.co/org/name:../x", "hf.co/org/name:", "hf.co/org/../name", "hf.co//etc/passwd",
+     "https://huggingface.co/datasets/org/name", "https://evil.example/org/name"],
+)  # fmt: skip
+def test_a_hub_spelling_that_names_no_model_repo_is_refused_without_a_request(
+    fake_hub, page, given
+):
     before = len(fake_hub.requests)
     reply = page.client().check(given)
     assert reply.status == 400
-    assert "Not a Hub repo id" in reply.text
+    assert "not checked: " in reply.text
     assert len(fake_hub.requests) == before
+
+
+@pytest.mark.parametrize(
+    "given", ["https://hf.co/org/broken", "huggingface.co/org/broken/tree/main", " org/broken "]
+)
+def test_every_spelling_of_a_repo_is_checked_as_its_id_is(fake_hub, page, given):
+    """A URL pasted from the browser, or the repo id with stray spaces: the same check."""
+    fake_hub.add_repo("org/broken", repo_files(BROKEN))
+    by_id = _articles(page.client().check("org/broken").text)
+    assert _articles(page.client().check(given).text) == by_id
 
 
 def test_a_repo_with_a_tokenizer_and_gguf_files_says_how_to_check_them(fake_hub, page):
@@ -464,7 +469,25 @@ def test_a_repo_with_a_tokenizer_and_gguf_files_says_how_to_check_them(fake_hub,
     (one,) = _articles(text)
     assert "eosfix hub org/mixed --pr" in one  # checked by its tokenizer: the usual fix
     assert '<p class="note">org/mixed: checked by its tokenizer and config files' in text
-    assert "eosfix check hf.co/org/mixed reads their headers" in text
+    assert "eosfix check org/mixed/model-Q4_K_M.gguf reads its header" in text
+
+
+def test_an_audit_of_gguf_repos_charts_only_the_runtimes_that_load_them(gguf_org, page):
+    """transformers, vLLM... never load a GGUF: the chart counts each runtime over the repos
+    it loads, and says how many of the repos checked it counts."""
+    client = page.client(follow=False)
+    location = client.get(f"/audit?author={GGUF_ORG}").headers["Location"]
+    progress = _wait_audit(client, location)
+    text = client.get(location).text
+    m = re.search(r'<p id="chart-words" class="chart-words">(.*?)</p>', text, re.DOTALL)
+    assert m is not None
+    words = m.group(1)
+    assert "transformers" not in words
+    assert "vllm" not in words.lower()
+    assert "llama.cpp" in words
+    assert "ollama hf.co" in words
+    assert f"{progress['done']} repos checked" in text
+    assert f"of the {progress['done']} repos have a chat template and a model" in words
 
 
 def test_mock_sign_in_is_refused_off_the_loopback(fake_hub, tmp_path, monkeypatch):

@@ -297,7 +297,7 @@ def test_an_audit_shows_progress_to_the_end_and_sorts(fake_hub, browser):
 
 
 def test_a_gguf_quant_typed_as_ollama_spells_it(gguf_org, browser):
-    """The box takes ``hf.co/org/name:QUANT`` (the input's pattern lets it through): the
+    """The box takes ``hf.co/org/name:QUANT`` (any spelling; the server parses it): the
     quant's group is checked by its header, with no pull request button and the reason."""
     from selenium.webdriver.common.keys import Keys
 

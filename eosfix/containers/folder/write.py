@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from eosfix.containers.folder.plan import FilePatch
-from eosfix.containers.target import cache_snapshot
+from eosfix.containers.paths import cache_snapshot
 from eosfix.core import fileio
 from eosfix.core.errors import EosfixError, WriteError
 from eosfix.core.fileio import check_holds, check_writable, write_atomic

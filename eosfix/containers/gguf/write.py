@@ -51,7 +51,7 @@ from eosfix.containers.gguf.read import (
     split_count,
     tensor_info_end,
 )
-from eosfix.containers.target import is_ollama_blob
+from eosfix.containers.paths import is_ollama_blob
 from eosfix.core.errors import VerificationError, WriteError
 from eosfix.core.fileio import (
     check_writable,

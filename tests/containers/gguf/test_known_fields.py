@@ -144,7 +144,7 @@ CHILD = textwrap.dedent(
     from tests.containers.gguf.test_known_fields import check_header, huge_tokens, odd_keys
 
     limit, tokens = int(sys.argv[1]), int(sys.argv[2])
-    known = KnownFields()  # as the process-wide one of eosfix.batch.gguf_hub
+    known = KnownFields()  # as the process-wide one of eosfix.targets.gguf_hub
     peaks = []
     for i in range(10):
         data = odd_keys(i) if i % 2 == 0 else huge_tokens(i, tokens)

@@ -172,8 +172,8 @@ def test_written_ggufs_before_and_after_fix(tmp_path):
     results = {name: api.fix(path) for name, path in cases.items()}
     assert results["chatml"].written == ()
     assert results["glm-taken"].written == ()  # cannot be expressed: nothing written
-    assert results["glm-in-place"].extra["write"]["mode"] == "in-place"
-    assert results["glm"].extra["write"]["mode"] == "rewrite"
+    assert results["glm-in-place"].write.mode == "in-place"
+    assert results["glm"].write.mode == "rewrite"
     after = real_eog(list(cases.values()))
     for path in cases.values():
         _agrees(path, after[path])
@@ -201,8 +201,8 @@ def test_remote_reads_agree_with_real_llama_cpp_on_the_file_downloaded_whole(
     bytes, downloaded whole."""
     from huggingface_hub import hf_hub_download
 
-    from eosfix.batch.gguf_hub import check_gguf_repo
     from eosfix.sources.hub.read import HubEntry, HubReader
+    from eosfix.targets.gguf_hub import check_gguf_repo
 
     written = [
         chatml(tmp_path / "chatml.gguf"),
@@ -216,9 +216,9 @@ def test_remote_reads_agree_with_real_llama_cpp_on_the_file_downloaded_whole(
     entry = reader.resolve(HubEntry("org/vocabs"))
     checked = check_gguf_repo(reader, entry)
     assert all(f.requests <= 4 for f in checked.files)  # the redirect, then at most 3 ranges
-    by_file = {r.extra["file"]: r for r in checked.results}
+    by_file = {r.gguf.file: r for r in checked.results}
     for r in checked.results:
-        for other in r.extra["alike"]:
+        for other in r.gguf.alike:
             by_file[other] = r
     assert set(by_file) == set(files)
     whole = {name: Path(hf_hub_download("org/vocabs", name)) for name in files}

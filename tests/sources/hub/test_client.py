@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from eosfix.batch.session import HubSession
 from eosfix.sources.hub.client import TooLarge, TooSlow
 from eosfix.sources.hub.read import HubEntry, HubReader
+from eosfix.targets.session import HubSession
 from tests.cachebuilder import chatml_files
 from tests.conftest import ROOT
 from tests.hostilehub import (  # noqa: F401
