@@ -1,5 +1,5 @@
 """Benchmark `eosfix hub --author ORG` on a GGUF publisher: every repo checked by its files'
-headers (eosfix.batch.gguf_hub, the check `eosfix check ORG/REPO-GGUF` runs), one row per repo.
+headers (eosfix.targets.gguf_hub, the check `eosfix check ORG/REPO-GGUF` runs), one row per repo.
 
 The stand-in Hub (tests/hubserver.py) runs in its own process, answers every request after
 LATENCY seconds (default 50 ms, a far-away Hub), redirects .gguf downloads to its CDN host as

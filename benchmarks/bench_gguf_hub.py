@@ -64,12 +64,14 @@ def _files(n: int, folder: Path) -> dict[str, bytes]:
     import numpy
 
     from eosfix.containers.gguf.read import read_header
-    from tests.containers.gguf.test_real_llamacpp import _cache
     from tests.ggufs import field_values
+    from tests.support.testcache import llama_cpp_vocab_folder, llama_cpp_vocabularies
 
-    src = _cache() / "models" / "ggml-vocab-llama-bpe.gguf"
-    if not src.is_file():  # extracted by the test's fixture from the sdist
-        raise SystemExit(f"{src}: missing; run pytest tests/containers/gguf/test_remote.py once")
+    try:
+        llama_cpp_vocabularies()  # from the test cache, or the package index once
+    except LookupError as exc:
+        raise SystemExit(str(exc)) from None
+    src = llama_cpp_vocab_folder() / "ggml-vocab-llama-bpe.gguf"
     template = (ROOT / "sample_repos/llama3-healthy/chat_template.jinja").read_text()
     header = read_header(src)
     out = {}

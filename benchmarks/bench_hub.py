@@ -36,7 +36,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 
-from paired import audit_env
+from paired import ServedHub, answer_hub, audit_env
 
 BASE_REF = "79c4a19"  # main when issue 13 started: `eosfix hub --author` before the batch engine
 
@@ -45,7 +45,8 @@ BASE_REF = "79c4a19"  # main when issue 13 started: `eosfix hub --author` before
 
 
 def serve(n: int, latency: float, page_size: int) -> None:
-    """Run a FakeHub holding org/m00000... until stdin closes; answer 'stats' and 'reset'."""
+    """Serve a FakeHub holding org/m00000... (``ServedHub``); 'stats' counts its requests by
+    kind."""
     from tests.cachebuilder import chatml_files
     from tests.hubserver import FakeHub
 
@@ -54,15 +55,7 @@ def serve(n: int, latency: float, page_size: int) -> None:
     for i in range(n):
         hub.add_repo(f"org/m{i:05d}", chatml_files(100_000 + 10 * i, healthy=i % 3 == 0))
     hub.latency = latency
-    with hub:
-        print(hub.url, flush=True)
-        for line in sys.stdin:
-            if line.strip() == "stats":
-                print(json.dumps(_stats(hub)), flush=True)
-            elif line.strip() == "reset":
-                hub.request_log.clear()
-                hub.requests.clear()
-                print("{}", flush=True)
+    answer_hub(hub, {"stats": lambda _: _stats(hub)})
 
 
 def _stats(hub: Any) -> dict[str, int]:
@@ -79,32 +72,6 @@ def _stats(hub: Any) -> dict[str, int]:
         else:
             kinds["other"] += 1
     return {"requests": len(hub.request_log), **kinds}
-
-
-class Hub:
-    def __init__(self, n: int, latency: float, page_size: int) -> None:
-        args = [sys.executable, __file__, "--serve", str(n), "--latency", str(latency)]
-        self.proc = subprocess.Popen(
-            [*args, "--page-size", str(page_size)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        assert self.proc.stdout is not None
-        self.url = self.proc.stdout.readline().strip()
-
-    def ask(self, command: str) -> dict[str, int]:
-        assert self.proc.stdin is not None
-        assert self.proc.stdout is not None
-        self.proc.stdin.write(command + "\n")
-        self.proc.stdin.flush()
-        answer: dict[str, int] = json.loads(self.proc.stdout.readline())
-        return answer
-
-    def close(self) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.close()
-        self.proc.wait(30)
 
 
 # --- one audit, measured ---------------------------------------------------------------------
@@ -133,7 +100,7 @@ def _tree_rss_kb(pid: int) -> int:
     return total
 
 
-def audit(code: Path, hub: Hub, home: Path, out: Path) -> dict[str, Any]:
+def audit(code: Path, hub: ServedHub, home: Path, out: Path) -> dict[str, Any]:
     """`eosfix hub --author org --format json` with ``code`` on PYTHONPATH."""
     env = audit_env(code, hub.url, home)
     hub.ask("reset")
@@ -176,7 +143,7 @@ def baseline_tree(ref: str, dest: Path) -> Path:
 
 
 def bench(n: int, args: argparse.Namespace, base: Path | None) -> list[dict[str, Any]]:
-    hub = Hub(n, args.latency, args.page_size)
+    hub = ServedHub(__file__, n, "--latency", args.latency, "--page-size", args.page_size)
     rows: list[dict[str, Any]] = []
     try:
         with tempfile.TemporaryDirectory(prefix="eosfix-bench-hub-") as tmp:

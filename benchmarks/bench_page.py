@@ -59,10 +59,13 @@ def main() -> int:  # one run, told top to bottom
 
     import pytest
 
-    from eosfix.batch.session import HubSession
     from eosfix.sources.hub.store import Store
+    from eosfix.targets.session import HubSession
     from tests.hubserver import FakeHub, patch_huggingface_hub
-    from tests.serve.test_bot import BROKEN, HEALTHY, _files, _free_port, http
+    from tests.serve.test_bot import _free_port, http
+    from tests.support.hubrepos import BROKEN_SAMPLE as BROKEN
+    from tests.support.hubrepos import HEALTHY_SAMPLE as HEALTHY
+    from tests.support.hubrepos import repo_files
 
     repos = args.concurrent * args.rounds + 2 * args.single
     failures: list[str] = []
@@ -70,7 +73,7 @@ def main() -> int:  # one run, told top to bottom
         mp = pytest.MonkeyPatch()
         patch_huggingface_hub(mp, hub.url, Path(tmp) / "hf_home")
         hub.latency = args.latency
-        broken, healthy = _files(BROKEN), _files(HEALTHY)
+        broken, healthy = repo_files(BROKEN), repo_files(HEALTHY)
         ids = [f"load/m{i:04d}" for i in range(repos)]
         for i, repo_id in enumerate(ids):
             files = {**(broken if i % 2 == 0 else healthy), "README.md": repo_id.encode()}

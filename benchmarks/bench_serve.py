@@ -33,7 +33,11 @@ def main() -> int:
 
     from eosfix.serve.config import ServeConfig
     from tests.hubserver import FakeHub, patch_huggingface_hub
-    from tests.serve.test_bot import BROKEN, HEALTHY, Service, _eosfix_prs, _files, payload
+    from tests.serve.test_bot import Service
+    from tests.support.hubrepos import BROKEN_SAMPLE as BROKEN
+    from tests.support.hubrepos import HEALTHY_SAMPLE as HEALTHY
+    from tests.support.hubrepos import repo_files
+    from tests.support.serve import eosfix_prs, payload
 
     with tempfile.TemporaryDirectory() as tmp, FakeHub() as hub:
         mp = pytest.MonkeyPatch()
@@ -44,19 +48,19 @@ def main() -> int:
             state_dir=Path(tmp) / "state",
         )  # fmt: skip
         with Service(config) as service:
-            broken = _files(BROKEN)
+            broken = repo_files(BROKEN)
             times = []
             for run in range(args.runs):
                 repo = hub.add_repo(f"bench/one{run}", broken)
                 start = time.perf_counter()
                 service.post({**payload(repo.repo_id, repo.head)}, secret="s")
-                while not _eosfix_prs(repo):
+                while not eosfix_prs(repo):
                     time.sleep(0.005)
                 times.append(time.perf_counter() - start)
             one = statistics.median(times)
 
             repos = [
-                hub.add_repo(f"bench/m{i}", broken if i % 2 == 0 else _files(HEALTHY))
+                hub.add_repo(f"bench/m{i}", broken if i % 2 == 0 else repo_files(HEALTHY))
                 for i in range(20)
             ]
             start = time.perf_counter()

@@ -176,7 +176,11 @@ def main() -> int:  # one run, told top to bottom
 
     from eosfix.serve.journal import JOURNAL, Journal
     from tests.hubserver import FakeHub, patch_huggingface_hub
-    from tests.serve.test_bot import BROKEN, HEALTHY, _eosfix_prs, _files, _free_port, http, payload
+    from tests.serve.test_bot import _free_port, http
+    from tests.support.hubrepos import BROKEN_SAMPLE as BROKEN
+    from tests.support.hubrepos import HEALTHY_SAMPLE as HEALTHY
+    from tests.support.hubrepos import repo_files
+    from tests.support.serve import eosfix_prs, payload
 
     rng = random.Random(args.seed)
     kinds = [k for k, share in MIX for _ in range(round(args.webhooks * share / 100))]
@@ -191,7 +195,7 @@ def main() -> int:  # one run, told top to bottom
         mp = pytest.MonkeyPatch()
         patch_huggingface_hub(mp, hub.url, Path(tmp) / "hf_home")
         hub.latency = args.latency
-        broken, healthy = _files(BROKEN), _files(HEALTHY)
+        broken, healthy = repo_files(BROKEN), repo_files(HEALTHY)
         repos = [
             hub.add_repo(f"load/m{i:03d}", broken if i % 2 == 0 else healthy)
             for i in range(args.repos)
@@ -297,7 +301,7 @@ def main() -> int:  # one run, told top to bottom
         journal = Journal(state)
         pending = len(journal.pending)
         journal.close()
-        prs = {r.repo_id: len(_eosfix_prs(r)) for r in repos}
+        prs = {r.repo_id: len(eosfix_prs(r)) for r in repos}
         log_lines = log_path.read_text().splitlines()
         json_lines = 0
         for line in log_lines:

@@ -52,7 +52,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 
-from paired import audit_env
+from paired import ServedHub, answer_hub, audit_env
 
 ORG = "slice"
 
@@ -61,9 +61,9 @@ ORG = "slice"
 
 
 def serve(n: int, latency: float, page_size: int) -> None:
-    """Run a FakeHub holding the population until stdin closes; answer commands (one JSON
-    line each): ``quota API RES WINDOW`` (fresh windows; 0 0 0: none), ``reset``,
-    ``stats``, ``costs`` (each repo's relevant files' content ids, in listing order)."""
+    """Serve a FakeHub holding the population (``ServedHub``), with the commands
+    ``quota API RES WINDOW`` (fresh windows; 0 0 0: none), ``stats`` (requests by bucket, the
+    429s) and ``costs`` (each repo's relevant files' content ids, in listing order)."""
     from tests.hubpopulation import populate
     from tests.hubserver import FakeHub
 
@@ -71,26 +71,19 @@ def serve(n: int, latency: float, page_size: int) -> None:
     hub.page_size = page_size
     populate(hub, n, authors=(ORG,))
     hub.latency = latency
-    with hub:
-        print(hub.url, flush=True)
-        for line in sys.stdin:
-            words = line.split()
-            if words[0] == "quota":
-                api, res, window = int(words[1]), int(words[2]), float(words[3])
-                hub.clear_rate_limits()
-                if api:
-                    hub.rate_limit(api, window, bucket="api")
-                    hub.rate_limit(res, window, bucket="resolvers")
-                answer: Any = {}
-            elif words[0] == "reset":
-                hub.request_log.clear()
-                hub.requests.clear()
-                answer = {}
-            elif words[0] == "stats":
-                answer = _stats(hub)
-            else:
-                answer = _contents(hub)
-            print(json.dumps(answer), flush=True)
+    answer_hub(hub, {
+        "quota": lambda words: _quota(hub, int(words[0]), int(words[1]), float(words[2])),
+        "stats": lambda _: _stats(hub),
+        "costs": lambda _: _contents(hub),
+    })  # fmt: skip
+
+
+def _quota(hub: Any, api: int, res: int, window: float) -> dict[str, Any]:
+    hub.clear_rate_limits()
+    if api:
+        hub.rate_limit(api, window, bucket="api")
+        hub.rate_limit(res, window, bucket="resolvers")
+    return {}
 
 
 def _bucket(path: str) -> str:
@@ -132,35 +125,10 @@ def _contents(hub: Any) -> dict[str, list[str]]:
     return out
 
 
-class Hub:
-    def __init__(self, n: int, latency: float, page_size: int) -> None:
-        args = [sys.executable, __file__, "--serve", str(n), "--latency", str(latency)]
-        self.proc = subprocess.Popen(
-            [*args, "--page-size", str(page_size)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        assert self.proc.stdout is not None
-        self.url = self.proc.stdout.readline().strip()
-
-    def ask(self, command: str) -> Any:
-        assert self.proc.stdin is not None
-        assert self.proc.stdout is not None
-        self.proc.stdin.write(command + "\n")
-        self.proc.stdin.flush()
-        return json.loads(self.proc.stdout.readline())
-
-    def close(self) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.close()
-        self.proc.wait(60)
-
-
 # --- one audit -------------------------------------------------------------------------------
 
 
-def audit(code: Path, hub: Hub, home: Path, quota: tuple[int, int, float]) -> dict[str, Any]:
+def audit(code: Path, hub: ServedHub, home: Path, quota: tuple[int, int, float]) -> dict[str, Any]:
     env = audit_env(code, hub.url, home)
     home.mkdir(parents=True)
     hub.ask("quota {} {} {:g}".format(*quota))
@@ -256,7 +224,7 @@ def main() -> None:
     print(f"stand-in Hub: {n} repos, {args.latency * 1000:.0f} ms per request, listing pages of "
           f"{args.page_size}; quotas {quota[0]} API + {quota[1]} Resolver requests per "
           f"{args.window:g} s window (a free account's per 5 minutes)", flush=True)  # fmt: skip
-    hub = Hub(n, args.latency, args.page_size)
+    hub = ServedHub(__file__, n, "--latency", args.latency, "--page-size", args.page_size)
     rows: dict[str, dict[str, Any]] = {}
     try:
         with tempfile.TemporaryDirectory(prefix="eosfix-bench-slices-") as tmp:

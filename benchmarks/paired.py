@@ -21,7 +21,7 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -165,17 +165,27 @@ def start_serve(
         time.sleep(0.05)
 
 
-def answer_hub(hub: Any) -> None:
+def answer_hub(hub: Any, commands: Mapping[str, Callable[[list[str]], Any]] | None = None) -> None:
     """The served side of ``ServedHub``: print the stand-in Hub's URL, then answer each line of
-    stdin ('stats': its request count; 'reset': forget its requests) until stdin closes."""
+    stdin with one JSON line until stdin closes: 'stats' (its request count), 'reset' (forget
+    its requests), or a command of ``commands`` (its name -> its answer, given the line's
+    words after the name)."""
+    known: dict[str, Callable[[list[str]], Any]] = {
+        "stats": lambda _: {"requests": len(hub.requests)},
+        "reset": lambda _: _forget_requests(hub),
+        **(commands or {}),
+    }
     with hub:
         print(hub.url, flush=True)
         for line in sys.stdin:
-            if line.strip() == "stats":
-                print(json.dumps({"requests": len(hub.requests)}), flush=True)
-            elif line.strip() == "reset":
-                hub.requests.clear()
-                print("{}", flush=True)
+            name, *words = line.split()
+            print(json.dumps(known[name](words)), flush=True)
+
+
+def _forget_requests(hub: Any) -> dict[str, Any]:
+    hub.request_log.clear()
+    hub.requests.clear()
+    return {}
 
 
 class ServedHub:
@@ -190,12 +200,12 @@ class ServedHub:
         assert self.proc.stdout is not None
         self.url = self.proc.stdout.readline().strip()
 
-    def ask(self, what: str) -> dict[str, Any]:
+    def ask(self, what: str) -> Any:
         assert self.proc.stdin is not None
         assert self.proc.stdout is not None
         self.proc.stdin.write(what + "\n")
         self.proc.stdin.flush()
-        return dict(json.loads(self.proc.stdout.readline()))
+        return json.loads(self.proc.stdout.readline())
 
     def close(self) -> None:
         assert self.proc.stdin is not None

@@ -18,6 +18,7 @@ can go on.
 from __future__ import annotations
 
 from eosfix.decide.check import Status
-from eosfix.pipeline import RepoResult, check, check_folder, fix, fix_gguf
+from eosfix.pipeline import check, check_folder, fix, fix_gguf
+from eosfix.result import RepoResult
 
 __all__ = ["RepoResult", "Status", "check", "check_folder", "fix", "fix_gguf"]

@@ -9,44 +9,27 @@ API and the CLI all call these.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from eosfix.containers.folder.container import fix_folder, open_folder
-from eosfix.containers.target import is_gguf, resolve
+from eosfix.containers.paths import cache_snapshot, cache_snapshot_of, is_gguf, resolve
 from eosfix.core.errors import EosfixError, RepoLoadError
 from eosfix.core.repo import ModelRepo
 from eosfix.decide import check as decide
-from eosfix.decide.check import RepoCheck, Status
+from eosfix.decide.check import RepoCheck
 from eosfix.decide.keys import StopKeys
 from eosfix.decide.runtime_table import RuntimeTable
+from eosfix.result import Change, RepoResult
 from eosfix.runtimes import Pins
 
 if TYPE_CHECKING:
     from eosfix.containers.folder.write import AfterWrite
     from eosfix.containers.gguf.write import Progress
-
-
-class Change(Protocol):
-    """One planned edit of a container (a file's new text, a GGUF key's new value)."""
-
-    @property
-    def file(self) -> str: ...  # the file (or GGUF key) it changes
-
-    @property
-    def summary(self) -> str: ...  # ``eos_token_id -> [2, 7]``
-
-    @property
-    def how(self) -> str: ...  # how it is written, when that is worth saying
-
-    def diff(self, name: str = "") -> str: ...
-
-    def as_json(self) -> dict[str, Any]: ...
-
-
-NOUNS = {"folder": "repo", "gguf": "GGUF file"}
+    from eosfix.containers.ollama.read import OllamaModel
 
 
 class Container(Protocol):
@@ -69,46 +52,6 @@ class Container(Protocol):
     def write_blocker(
         self, patches: Sequence[Any], *, replace_symlinks: bool | None = None
     ) -> EosfixError | None: ...  # what would stop fix writing ``patches`` (writes nothing)
-
-
-@dataclass(frozen=True)
-class RepoResult:
-    """One repo (or GGUF file) checked or fixed.
-
-    ``check`` is the repo as it is now: after ``fix`` wrote files, it is read again from disk,
-    and ``before`` is the check that planned the writes (None when nothing was written).
-    ``patches`` are the edits planned (``check``, ``fix --diff``) or written (``fix``): file
-    patches for a folder, key edits for a GGUF. ``runtimes``: every runtime's verdict, now and
-    after the planned fix (None: no template, nothing to compare).
-    """
-
-    path: Path
-    check: RepoCheck | None = None
-    patches: tuple[Change, ...] = ()
-    written: tuple[str, ...] = ()
-    error: EosfixError | None = None
-    label: str | None = None  # how to name the repo in output (repo id, cache revision...)
-    extra: dict[str, object] = field(default_factory=dict)
-    before: RepoCheck | None = None
-    runtimes: RuntimeTable | None = None
-    container: str = "folder"  # "folder" | "gguf"
-    output: Path | None = None  # where fix wrote, when not over ``path`` (``--output``)
-    # What will stop fix writing ``patches`` (a symlink, a read-only file or folder), with
-    # what to do; asked by ``check`` of a local path, None when nothing does.
-    blocked: EosfixError | None = None
-
-    @property
-    def status(self) -> Status:
-        return Status.ERROR if self.check is None else self.check.status
-
-    @property
-    def name(self) -> str:
-        return self.label or str(self.path)
-
-    @property
-    def noun(self) -> str:
-        """What the unit is called in summaries."""
-        return NOUNS[self.container]
 
 
 @dataclass(frozen=True)
@@ -169,16 +112,22 @@ def check(
     ``keep_ids``: stop ids the fix must keep even where they cut a reply (``--keep-id``);
     ``pins``: the runtime versions the verdicts are for (``--runtime``); ``blockers``: ask
     what would stop the writer (``RepoResult.blocked``), for the command ``check`` recommends
-    (``replace_symlinks`` None) or as ``fix`` writes (False).
+    (``replace_symlinks`` None) or as ``fix`` writes (False). A snapshot of the Hugging Face
+    cache (or a GGUF file in one) says so (``RepoResult.cache``): its fix is ``eosfix cache
+    --fix`` (the link replaced, never the blob), or for a GGUF a new file (``--output``: the
+    link's blocker names the command).
     """
     try:
         root = resolve(path)
     except (EosfixError, OSError) as exc:
         return RepoResult(Path(path), error=_one_line(exc, Path(path)), label=label)
-    return check_folder(
+    gguf = is_gguf(root)
+    cache = cache_snapshot_of(root) if gguf else cache_snapshot(root)
+    result = check_folder(
         root, config_json=config_json, label=label, keep_ids=keep_ids, pins=pins,
         blockers=blockers, replace_symlinks=replace_symlinks,
     )  # fmt: skip
+    return dataclasses.replace(result, cache=cache) if cache is not None else result
 
 
 def check_folder(
@@ -230,6 +179,30 @@ def check_container(
     return _result(root, analysis, label)
 
 
+def check_ollama(model: OllamaModel, *, pins: Pins | None = None) -> RepoResult:
+    """A model of ollama's store: its GGUF blob through the pipeline, judged as ollama runs it
+    with its params (``eosfix.containers.ollama.container``); nothing is planned (the store is
+    never written). ``pins``: the ollama release judged (``--runtime ollama==X``)."""
+    from eosfix.containers.ollama.container import OllamaVerdict, open_ollama
+
+    root = model.manifest
+    try:
+        container = open_ollama(model)
+        analysis = _analyze(container, False, (), pins)
+        check, verdict = container.judge(analysis.check, pins)
+    except EosfixError as exc:
+        return RepoResult(root, error=exc, label=model.name, container="ollama",
+                          ollama=OllamaVerdict(model))  # fmt: skip
+    except OSError as exc:
+        error = RepoLoadError(str(exc), path=model.manifest)
+        return RepoResult(root, error=error, label=model.name, container="ollama",
+                          ollama=OllamaVerdict(model))  # fmt: skip
+    return RepoResult(
+        root, check, label=model.name, runtimes=analysis.runtimes, container="ollama",
+        ollama=verdict,
+    )  # fmt: skip
+
+
 def fix(
     path: str | Path,
     *,
@@ -264,7 +237,7 @@ def fix(
         return _result(root, done.planned, label)
     return RepoResult(
         root, done.now.check, done.planned.patches, done.written, label=label,
-        before=done.planned.check, runtimes=done.now.runtimes, extra=done.extra,
+        before=done.planned.check, runtimes=done.now.runtimes, notes=done.notes,
     )  # fmt: skip
 
 
@@ -280,7 +253,7 @@ def fix_gguf(
 ) -> RepoResult:
     """Write the planned ``tokenizer.ggml.*`` keys into a GGUF (or ``output``), verified
     (``eosfix.containers.gguf.container.fix_gguf``: in place or a rewrite; with nothing to fix,
-    ``output`` gets a verified copy, ``extra["write"]["mode"] == "copy"``). An existing
+    ``output`` gets a verified copy, ``RepoResult.write.mode == "copy"``). An existing
     ``output`` is refused unless ``force`` (the input itself too: with ``force``, it is fixed
     in place)."""
     from eosfix.containers.gguf.container import fix_gguf as fix_file
@@ -297,12 +270,14 @@ def fix_gguf(
     except (EosfixError, OSError) as exc:
         return RepoResult(root, error=_one_line(exc, root), label=label, container="gguf")
     if done.now is None:
-        return _result(root, done.planned, label, extra=done.extra, output=done.output)
+        return _result(
+            root, done.planned, label, write=done.write, notes=done.notes, output=done.output
+        )
     # ``check`` is the file as written (``output`` when given), ``before`` the one planned on
     return RepoResult(
         root, done.now.check, done.planned.patches, done.written, label=label,
-        extra=done.extra, before=done.planned.check, runtimes=done.now.runtimes,
-        container="gguf", output=done.output,
+        write=done.write, notes=done.notes, before=done.planned.check,
+        runtimes=done.now.runtimes, container="gguf", output=done.output,
     )  # fmt: skip
 
 

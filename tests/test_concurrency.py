@@ -14,6 +14,7 @@ from pathlib import Path
 from eosfix import api
 from eosfix.core.fileio import remove_stale_temps
 from tests.conftest import ROOT, SAMPLES, copy_repo
+from tests.support.racing import race
 
 SAMPLE = SAMPLES / "chatml-missing-im-end"
 OLD = (SAMPLE / "generation_config.json").read_bytes()
@@ -30,31 +31,6 @@ _RACER = textwrap.dedent(
     print(sum(len(api.fix(root).written) for root in roots), flush=True)
     """
 )
-
-
-def race(racer: str, roots: list[Path], timeout: float) -> list[int]:
-    """Two processes running ``racer`` on ``roots``, started together (each says ready, then
-    both are told to go); what each printed, an int. Both must exit 0."""
-    procs = [
-        subprocess.Popen(
-            [sys.executable, "-c", racer, *map(str, roots)],
-            env=ENV,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        for _ in range(2)
-    ]
-    for p in procs:
-        assert p.stdout is not None
-        assert p.stdout.readline() == "ready\n"
-    for p in procs:
-        assert p.stdin is not None
-        p.stdin.write("go\n")
-        p.stdin.flush()
-    counts = [int(p.communicate(timeout=timeout)[0]) for p in procs]
-    assert all(p.returncode == 0 for p in procs)
-    return counts
 
 
 def test_two_processes_fixing_the_same_repos(tmp_path):

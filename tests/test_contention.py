@@ -19,10 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.analysis.test_hostile_templates import HOSTILE, _repo
 from tests.cachebuilder import CacheBuilder
 from tests.conftest import CORPUS, ROOT, SAMPLES, corpus_cases, sample_names
 from tests.contention import cpu_contention
+from tests.support.hostile import HOSTILE, hostile_repo
 
 pytestmark = pytest.mark.slow
 
@@ -45,7 +45,7 @@ def _eosfix(*args: str | Path) -> str:
 
 
 def _hostile(tmp_path: Path) -> list[Path]:
-    return [_repo(tmp_path, name, template) for name, template, _ in HOSTILE]
+    return [hostile_repo(tmp_path, name, template) for name, template, _ in HOSTILE]
 
 
 def _targets(kind: str, tmp_path: Path) -> list[Path]:

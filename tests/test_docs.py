@@ -27,9 +27,15 @@ def test_readme_starts_with_two_working_commands():
 
 
 def test_ci_runs_the_readme_test_command():
+    """Every step of the README's second command is in .ci/run, in its order (CI runs other
+    stages between the install and the tests, not other steps instead of them)."""
     test_command = README.split("```bash\n", 1)[1].splitlines()[1]
-    install_and_test = test_command.split("&& ", 2)[-1]  # after creating the venv
-    assert install_and_test in (ROOT / ".ci" / "run").read_text()
+    ci = (ROOT / ".ci" / "run").read_text()
+    at = 0
+    for step in test_command.split(" && "):
+        found = ci.find(step, at)
+        assert found >= 0, f"{step!r} is not in .ci/run after what comes before it"
+        at = found + len(step)
 
 
 def test_every_command_has_help_and_is_in_readme():
@@ -117,7 +123,7 @@ def _python_api_snippet() -> str:
 )
 def test_readme_python_api_snippet_runs_on_every_kind_of_path(target, tmp_path, capsys):
     """The snippet never crashes: a fixable repo, a healthy one, a base model, a missing
-    path, a file that is no model, a GGUF (it used to raise AttributeError)."""
+    path, a file that is no model, a GGUF (no AttributeError on a result without a check)."""
     from tests import ggufs
     from tests.conftest import SAMPLES, copy_repo
 
@@ -272,3 +278,94 @@ def test_an_eosfix_version_the_docs_or_help_name_as_past_is_earlier_than_this_on
     text = " ".join((ALL_DOCS + " ".join(helps)).split())
     for version in re.findall(r"\beosfix (\d+\.\d+(?:\.\d+)?)\b", text):
         assert Version(version) < Version(eosfix.__version__), version
+
+
+def _help_texts() -> dict[str, str]:
+    """Every command's help and every option's, as --help prints them (by command)."""
+    ctx = click.Context(cli)
+    out = {}
+    for name in cli.list_commands(ctx):
+        cmd = cli.get_command(ctx, name)
+        assert cmd is not None
+        helps = [cmd.help or "", *(getattr(p, "help", None) or "" for p in cmd.params)]
+        out[name] = " ".join(" ".join(h.split()) for h in helps)
+    return out
+
+
+def _headings(text: str) -> set[str]:
+    """A page's headings as a reader sees them (Markdown code marks dropped)."""
+    found = re.findall(r"^#+ (.+?)(?: \{ #[\w-]+ \})?$", text, flags=re.MULTILINE)
+    return {h.replace("`", "").strip() for h in found}
+
+
+# A section a help text sends the reader to: README ("Exit codes"), docs/ports.md ("...").
+_SECTION = re.compile(r"""(README|docs/[\w-]+\.md) \("([^"]+)"\)""")
+
+
+def test_every_section_a_help_text_names_is_in_that_page():
+    """``eosfix goldens --help`` once sent readers to a README section that lives in
+    docs/ports.md: every ``PAGE ("Heading")`` a help text names is a heading of PAGE."""
+    named = 0
+    for command, text in _help_texts().items():
+        for page, heading in _SECTION.findall(text):
+            path = ROOT / "README.md" if page == "README" else ROOT / page
+            assert path.is_file(), (command, page)
+            assert heading in _headings(path.read_text()), (command, page, heading)
+            named += 1
+    assert named, "no help text names a section: the pattern no longer matches them"
+    for command, text in _help_texts().items():  # a page named any other way is not checked
+        assert not re.search(r"README(?! \(\")|docs/[\w-]+\.md(?! \(\")", text), command
+
+
+def test_the_payload_fields_docs_serve_says_are_required_are_the_ones_refused_without():
+    """docs/serve.md names the fields a push must hold; removing any one of them from its own
+    example is refused (400), and removing any other field is not."""
+    pytest.importorskip("fastapi")
+    import copy
+    import json
+    from pathlib import Path as _Path
+
+    from huggingface_hub import WebhookPayload
+    from pydantic import ValidationError
+
+    from eosfix.serve.app import classify, names_problem
+    from eosfix.serve.config import ServeConfig
+
+    page = (DOCS / "serve.md").read_text()
+    example = json.loads(re.search(r"```json\n(.*?)```", page, re.DOTALL).group(1))
+    sentence = re.search(r"requires more: (.*?) are\s+required", page, re.DOTALL)
+    assert sentence is not None
+    said = set(re.findall(r"`([\w.]+)`", sentence.group(1)))
+    config = ServeConfig(
+        secret="s", token="t", policy="pr", authors=frozenset({"acme"}), state_dir=_Path(".")
+    )
+
+    def refused(data: dict) -> bool:
+        if names_problem(data) is not None:
+            return True
+        try:
+            payload = WebhookPayload.model_validate_json(json.dumps(data))
+        except ValidationError:
+            return True
+        classify(payload, config, data["repo"].get("headSha"))
+        return False
+
+    def leaves(node: dict, prefix: str = "") -> list[str]:
+        out = []
+        for key, value in node.items():
+            path = f"{prefix}{key}"
+            out += leaves(value, path + ".") if isinstance(value, dict) else [path]
+        return out
+
+    assert not refused(example)
+    required = set()
+    for path in leaves(example):
+        data = copy.deepcopy(example)
+        *parents, last = path.split(".")
+        node = data
+        for key in parents:
+            node = node[key]
+        del node[last]
+        if refused(data):
+            required.add(path)
+    assert said == required

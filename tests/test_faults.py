@@ -28,6 +28,7 @@ from eosfix.core.repo import TokenizerJson
 from tests.cachebuilder import CacheBuilder, chatml_files
 from tests.conftest import SAMPLES, copy_repo
 from tests.processes import alive, children, wait_for
+from tests.support import memory
 
 GEN = "generation_config.json"
 ROOT = Path(__file__).resolve().parent.parent
@@ -183,11 +184,12 @@ def test_string_bombs_are_refused_before_allocating(source):
     from eosfix.analysis.template import render
     from eosfix.core.limits import RenderLimitExceeded
 
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    memory.reset_peak()  # this worker's earlier peak (a model a test loaded) must not hide it
+    before = memory.peak_mib()
     with pytest.raises(RenderLimitExceeded, match="size"):
         render(source, {})
-    grown_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
-    assert grown_kb < 200_000  # the bomb would be 8 GB; a refused one allocates nothing big
+    grown = memory.peak_mib() - before
+    assert grown < 200  # MiB: the bomb would be 8 GB; a refused one allocates nothing big
 
 
 def test_join_of_a_generator_renders_what_jinja_renders():
@@ -584,9 +586,9 @@ def test_a_state_file_on_a_full_disk_is_one_line_exit_2(fake_hub, tmp_path, monk
     """The third state line is written in part, then the disk is full: the file keeps only
     whole lines, the run's output is still whole (a valid JSON document), and the state
     error is the one line on stderr, exit 2 (close() flushing nothing to fail again)."""
-    from tests.batch.test_hub_audit import org
+    from tests.support.hubrepos import chatml_org
 
-    org(fake_hub, 5)
+    chatml_org(fake_hub, 5)
     state = tmp_path / "audit.jsonl"
     real = os.write
     lines = 0
@@ -640,9 +642,9 @@ def tiny_tmpfs(tmp_path):
 
 
 def test_a_state_file_on_a_real_full_tmpfs(fake_hub, tiny_tmpfs):
-    from tests.batch.test_hub_audit import org
+    from tests.support.hubrepos import chatml_org
 
-    org(fake_hub, 30)
+    chatml_org(fake_hub, 30)
     state = tiny_tmpfs / "audit.jsonl"
     code, out, err = _cli("hub", "--author", "org", "--state", state, "--format", "json")
     assert code == 2, err
@@ -753,9 +755,9 @@ def test_a_hard_linked_gguf_rewrite_is_said(tmp_path):
 def test_a_cut_short_hub_answer_is_retried(fake_hub, what, match):
     """Twice cut short (a JSON listing, a repo's info, a file whose hash then mismatches),
     then whole: the run retries in the same run and ends as if nothing happened."""
-    from tests.batch.test_hub_audit import org
+    from tests.support.hubrepos import chatml_org
 
-    ids = org(fake_hub, 3)
+    ids = chatml_org(fake_hub, 3)
     fake_hub.fail("*", 200, match=match, times=2, cut=20)
     args = ["hub", *ids] if what == "info" else ["hub", "--author", "org"]
     code, out, err = _cli(*args, "--format", "json")
@@ -767,9 +769,9 @@ def test_a_cut_short_hub_answer_is_retried(fake_hub, what, match):
 
 
 def test_a_listing_always_cut_short_is_the_authors_error(fake_hub):
-    from tests.batch.test_hub_audit import org
+    from tests.support.hubrepos import chatml_org
 
-    org(fake_hub, 3)
+    chatml_org(fake_hub, 3)
     fake_hub.fail("*", 200, match=r"^/api/models$", cut=20)
     code, out, err = _cli("hub", "--author", "org", "--format", "json")
     assert code == 2, err
@@ -783,9 +785,9 @@ def test_a_listing_always_cut_short_is_the_authors_error(fake_hub):
 
 
 def test_a_file_always_cut_short_is_that_repos_error(fake_hub):
-    from tests.batch.test_hub_audit import org
+    from tests.support.hubrepos import chatml_org
 
-    ids = org(fake_hub, 3)
+    ids = chatml_org(fake_hub, 3)
     fake_hub.fail(ids[1], 200, match=r"/resolve/", cut=20)
     code, out, err = _cli("hub", "--author", "org", "--format", "json")
     assert code == 2, err

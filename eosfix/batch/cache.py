@@ -1,10 +1,14 @@
 """The HF cache as a batch source: what `eosfix cache` runs.
 
-Units come from ``eosfix.sources.cache.CacheScan`` (in cache order, repo by repo); the engine
-analyzes them (snapshots with identical files share one analysis); with ``fix``, a stage after
-the analysis fixes, in order, each snapshot whose analysis planned patches, each under its own
-lock, with ``fix_snapshot`` (the link is replaced, never the blob: the folder container's
-writer, ``eosfix.containers.folder.write``).
+Units come from ``eosfix.sources.cache.CacheScan`` (in cache order, repo by repo): each
+snapshot as a folder, and each GGUF model file in it on its own, as ``eosfix check SNAPSHOT``
+checks them; the engine analyzes them (snapshots with identical files, and identical GGUF
+blobs, share one analysis); with ``fix``, a stage after the analysis fixes, in order, each
+snapshot whose analysis planned patches, each under its own lock, with ``fix_snapshot`` (the
+link is replaced, never the blob: the folder container's writer,
+``eosfix.containers.folder.write``). A GGUF file is never fixed here: its blob is shared by
+every revision that has it, and a fix is a new file (``eosfix fix FILE --output NEW.gguf``,
+what its check says).
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from eosfix.containers.folder.write import (
     stale_no_exist_markers,
 )
 from eosfix.core.errors import EosfixError
-from eosfix.sources.cache import CacheScan, Corrupted
+from eosfix.sources.cache import CachedGguf, CacheScan, Corrupted
 
 
 def fix_snapshot(path: Path, detail: Detail | None, keep_ids: tuple[int, ...] = ()) -> Verdict:
@@ -55,15 +59,26 @@ class CacheSource:
         self.stage = "fixing" if fix else "checking"
         self.corrupted: list[Corrupted] = []
         self.stopping = False  # Run.stop: no new snapshot, no new fix
+        self.snapshots = 0  # snapshots read so far
+        self.ggufs = 0  # GGUF files among the units so far
+        self.unwritten: list[Path] = []  # GGUF files --fix planned keys for and did not write
 
     def units(self) -> Iterator[Unit]:
+        """Each snapshot as a folder, and each of its GGUF model files on its own (what
+        ``eosfix check SNAPSHOT`` checks: a snapshot of GGUF files alone is its files)."""
         for item in self.scan:
             if self.stopping:
                 return
             if isinstance(item, Corrupted):
                 self.corrupted.append(item)
-            else:
+                continue
+            self.snapshots += 1
+            if item.checked_as_folder:
                 yield Unit(item, item.path, item.key)
+            for file, identity in item.ggufs:
+                gguf = CachedGguf(item, file, identity)
+                self.ggufs += 1
+                yield Unit(gguf, gguf.path, gguf.key)
         self.corrupted.sort(key=lambda c: c.name)
 
     def before(self, units: Iterable[Unit], run: Run) -> Iterator[Unit]:
@@ -76,6 +91,10 @@ class CacheSource:
         def start(unit: Unit) -> Pending:
             assert unit.verdict is not None
             assert unit.path is not None
+            if isinstance(unit.item, CachedGguf):  # a shared blob: never written through
+                if unit.verdict.has_patches:
+                    self.unwritten.append(unit.item.path)
+                return Done(unit)
             if (
                 not unit.verdict.has_patches and not stale_no_exist_markers(unit.path)
             ) or self.stopping:  # interrupted: not fixed
@@ -104,7 +123,10 @@ class CacheSource:
         }
 
     def summary(self) -> dict[str, Any]:
-        return {"corrupted": len(self.corrupted)}
+        out: dict[str, Any] = {"corrupted": len(self.corrupted)}
+        if self.ggufs:  # units are snapshots and GGUF files: each counted apart
+            out.update(snapshots=self.snapshots, gguf_files=self.ggufs)
+        return out
 
     def stop(self) -> None:
         self.stopping = True

@@ -1,5 +1,5 @@
 """A GGUF repo as one row of an audit (``eosfix hub``): the verdict of its worst group of alike
-files (``eosfix.batch.gguf_hub`` checks them), its files summarised, a group that differs
+files (``eosfix.targets.gguf_hub`` checks them), its files summarised, a group that differs
 named, and the result whose ``params`` file a pull request carries."""
 
 from __future__ import annotations
@@ -9,10 +9,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from eosfix.batch.gguf_hub import GgufRepoCheck
 from eosfix.batch.verdict import Detail, Verdict, to_verdict
-from eosfix.pipeline import RepoResult
+from eosfix.result import RepoResult
 from eosfix.sources.hub.gguf import quant_label
+from eosfix.targets.gguf_hub import GgufRepoCheck
+from eosfix.targets.pr import params_result
 
 # A repo's verdict is its worst group's: the first of these its groups came to (a quant that
 # would not stop outweighs the others that do; one that cannot be read, those that are fine).
@@ -38,28 +39,20 @@ def repo_verdict(checked: GgufRepoCheck, detail: Detail | None) -> tuple[Verdict
 
 
 def params_fix(checked: GgufRepoCheck) -> RepoResult | None:
-    """The result whose ``params`` file a pull request carries (what ``ollama run hf.co/...``
-    stops on, for every tag of the repo): the group of the file ollama picks by default (a
-    plan of another group would change the stop list of that default unseen), else, when
-    ollama picks none of them, the first group that plans one; None: no PR."""
-    read = [r for r in checked.results if r.check is not None]
-    default = [r for r in read if "ollama" in _info(r).get("default_for", ())]
-    for result in default or read:
-        if (_info(result).get("ollama") or {}).get("planned") is not None:
-            return result
-    return None
+    """The result whose ``params`` file a pull request carries (``eosfix.targets.pr``)."""
+    return params_result(checked.results)
 
 
 def _group_json(result: RepoResult, v: Verdict) -> dict[str, Any]:
-    extra = _info(result)
-    files = [str(f["path"]) for f in extra.get("files", ())]
+    group = result.gguf
+    file = group.file if group is not None else None
     return {
-        "file": extra.get("file"),
-        "quant": quant_label(str(extra.get("file") or "")),
-        "files": files,
+        "file": file,
+        "quant": quant_label(file or ""),
+        "files": [f.path for f in group.files] if group is not None else [],
         "verdict": v.name,
         "problem": v.problem,
-        "differs_in": list(extra.get("differs_in", ())),
+        "differs_in": list(group.differs_in) if group is not None else [],
         "error": v.error,
     }
 
@@ -69,27 +62,35 @@ def _files_note(
 ) -> str:
     """``12 GGUF files alike``, ``11 of 12 GGUF files alike; Q8_0 differs in ...: ...``."""
     n = len(checked.files)
-    read = [(r, v) for r, v in zip(results, verdicts, strict=True) if "alike" in _info(r)]
+    read = [(r, v) for r, v in zip(results, verdicts, strict=True) if _read(r)]
     words = []
     if read:
-        alike = len(_info(read[0][0]).get("files", ()))
+        alike = len(_files(read[0][0]))
         words.append(
             ("1 GGUF file" if n == 1 else f"{n} GGUF files alike")
             if alike == n
             else f"{alike} of {n} GGUF files alike"
         )
     for result, v in read[1:]:
-        extra = _info(result)
-        others = len(extra.get("files", ())) - 1
+        others = len(_files(result)) - 1
         more = f" and {others} more" if others > 0 else ""
-        differs = ", ".join(extra.get("differs_in", ())) or "its stop fields"
+        differs = ", ".join(result.gguf.differs_in if result.gguf else ()) or "its stop fields"
         words.append(f"{_name(result)}{more} differs in {differs}: {verdict_words(v)}")
-    words += [f"{_name(r)} cannot be read" for r in results if "alike" not in _info(r)]
+    words += [f"{_name(r)} cannot be read" for r in results if not _read(r)]
     return "; ".join(words)
 
 
+def _read(result: RepoResult) -> bool:
+    """A group of files read (not a file that could not be)."""
+    return result.gguf is not None and result.gguf.read
+
+
+def _files(result: RepoResult) -> tuple[str, ...]:
+    return tuple(f.path for f in result.gguf.files) if result.gguf is not None else ()
+
+
 def _name(result: RepoResult) -> str:
-    file = str(_info(result).get("file") or result.name)
+    file = result.gguf.file if result.gguf is not None else result.name
     return quant_label(file) or file
 
 
@@ -99,8 +100,3 @@ def verdict_words(v: Verdict) -> str:
              "ok": "stops correctly", "warned": "stops correctly, with warnings",
              "no_template": "no chat template", "error": "error"}  # fmt: skip
     return words.get(v.name, v.name)
-
-
-def _info(result: RepoResult) -> dict[str, Any]:
-    """What ``check_gguf_repo`` put in a result's ``extra`` (see ``_extra``)."""
-    return dict(result.extra or {})

@@ -25,22 +25,34 @@ from __future__ import annotations
 import dataclasses
 import math
 import threading
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from eosfix.batch.gguf_audit import params_fix, repo_verdict
-from eosfix.batch.gguf_hub import check_gguf_repo
 from eosfix.batch.hubfetch import Fetcher, Plan
-from eosfix.batch.prs import PrPlan, carried_over, pr_extra
-from eosfix.batch.run import Done, Failure, Pending, Progress, Result, Run, Unit, in_order
+from eosfix.batch.prs import PrPlan, carried_over
+from eosfix.batch.run import (
+    Done,
+    Failure,
+    Pending,
+    Progress,
+    PrState,
+    Result,
+    Run,
+    Unit,
+    in_order,
+)
 from eosfix.batch.state import StateError, StateFile, verdict_of_record
 from eosfix.batch.verdict import Detail, Verdict, with_error
 from eosfix.core.repo import TOKENIZER_JSON
-from eosfix.pipeline import RepoResult
+from eosfix.result import RepoResult
 from eosfix.sources.hub.http import Stopped, describe_error, hub_errors
 from eosfix.sources.hub.read import HubEntry, HubError, HubReader, ListingQuery
 from eosfix.sources.hub.write import PrOutcome
+from eosfix.targets.gguf_hub import check_gguf_repo
+from eosfix.targets.open import Refused
+from eosfix.targets.parse import HubTarget
 
 STOPPED = Verdict("error", error="not checked: interrupted")  # left out of every output
 
@@ -53,7 +65,7 @@ class HubSource:
         self,
         reader: HubReader,
         *,
-        repo_ids: Sequence[str] = (),
+        targets: Sequence[HubTarget | Refused] = (),
         author: str | None = None,
         revision: str | None = None,
         state: StateFile | None = None,
@@ -62,7 +74,7 @@ class HubSource:
         keep_ids: Sequence[int] = (),
     ) -> None:
         self.reader = reader
-        self.repo_ids = list(dict.fromkeys(repo_ids))
+        self.targets = list(dict.fromkeys(targets))  # repos named (eosfix.targets.parse)
         self.query = query or (ListingQuery(author=author) if author else None)
         self.author = self.query.label if self.query is not None else None
         self.revision = revision
@@ -92,14 +104,20 @@ class HubSource:
 
     # --- 1. units -----------------------------------------------------------------------------
     def units(self) -> Iterator[Unit]:
-        for repo_id in self.repo_ids:
+        for target in self.targets:
             if self.stopping:
                 return
-            yield Unit(HubEntry(repo_id, self.revision or "main"))
+            if isinstance(target, Refused):  # named no repo: its error, the Hub never asked
+                yield Unit(
+                    HubEntry(target.given), verdict=Verdict("error", error=target.error.message)
+                )
+                continue
+            entry = HubEntry(target.repo_id, target.revision or self.revision or "main")
+            yield Unit(entry, target=target if target.picks_gguf else None)
         if self.query is None:
             self.listed = True
             return
-        given = set(self.repo_ids)
+        given = {t.repo_id for t in self.targets if isinstance(t, HubTarget)}
         try:
             for entry in self.reader.list_models(self.query):
                 if self.stopping:
@@ -125,13 +143,13 @@ class HubSource:
             record = self.state.recorded(entry.repo_id, entry.sha)
         if record is None:
             return None
-        found, extra = verdict_of_record(record)
-        unit = Unit(entry, verdict=found, extra={**carried_over(extra), "resumed": True})
+        found, fields = verdict_of_record(record)
+        unit = Unit(entry, verdict=found, pr=carried_over(fields), resumed=True)
         if self.prs is not None and self.prs.wants(unit):
             return None  # its pull request is still to be opened: check it again
         with self._lock:
             self.resumed += 1
-            self.carried += unit.extra["pr"] == PrOutcome.CARRIED_OVER.value
+            self.carried += unit.pr is not None and unit.pr.words == PrOutcome.CARRIED_OVER.value
         return unit
 
     # --- 2. files in ----------------------------------------------------------------------------
@@ -141,13 +159,13 @@ class HubSource:
 
         def start(unit: Unit) -> Pending:
             if unit.verdict is not None:
-                if detail and unit.extra.get("resumed"):
+                if detail and unit.resumed:
                     return self._io.submit(self._rederive, unit, self.fetcher.files.number())
                 return Done(unit)
             assert isinstance(unit.item, HubEntry)
             identify = self.plan.identify(unit.item)  # here: in listing order
             i = self.fetcher.files.number()
-            return self._io.submit(self._prepare, unit.item, i, identify)
+            return self._io.submit(self._prepare, unit.item, i, identify, unit.target)
 
         return in_order(units, start)
 
@@ -161,7 +179,7 @@ class HubSource:
         assert entry.sha is not None
         if entry.is_gguf:  # its headers again (its verdict and groups are the record's)
             self.fetcher.files.finish(i)
-            return self._check_gguf(entry, unit.extra)
+            return self._check_gguf(entry, unit)
         try:
             _, manifest = self.fetcher.bring(entry, i, identify=False)
         except Exception as exc:  # noqa: BLE001 - one repo's failure is its error line
@@ -174,16 +192,18 @@ class HubSource:
             self.fetcher.files.finish(i)
         return unit.but(path=self.reader.store.snapshot(entry.sha), key=manifest.key, verdict=None)
 
-    def _prepare(self, entry: HubEntry, i: int, identify: bool) -> Unit:
+    def _prepare(
+        self, entry: HubEntry, i: int, identify: bool, target: HubTarget | None = None
+    ) -> Unit:
         try:
             entry = self.reader.resolve(entry)
-            resumed = self._resumed(entry)
+            resumed = self._resumed(entry) if target is None else None
             if resumed is not None:
                 return resumed
-            if entry.is_gguf:
+            if entry.is_gguf or target is not None:  # a GGUF repo, or a GGUF file named
                 self.fetcher.files.finish(i)
                 i = -1  # finished
-                return self._check_gguf(entry)
+                return self._check_gguf(entry, target=target)
             entry, manifest = self.fetcher.bring(entry, i, identify)
         except Exception as exc:  # noqa: BLE001 - one repo's failure is its error line
             return Unit(entry, verdict=self._error(exc))
@@ -193,13 +213,18 @@ class HubSource:
         assert entry.sha is not None
         return Unit(entry, self.reader.store.snapshot(entry.sha), manifest.key)
 
-    def _check_gguf(self, entry: HubEntry, extra: Mapping[str, Any] | None = None) -> Unit:
+    def _check_gguf(
+        self, entry: HubEntry, resumed: Unit | None = None, target: HubTarget | None = None
+    ) -> Unit:
         """A repo of GGUF files (``HubEntry.is_gguf``): checked by its files' headers, as
-        ``eosfix check ORG/REPO-GGUF`` does (``eosfix.batch.gguf_hub``), in this thread; its
+        ``eosfix check ORG/REPO-GGUF`` does (``eosfix.targets.gguf_hub``), in this thread; its
         verdict is its worst group's, its row names a file that differs. Interrupted while
         its headers were read: not checked."""
         try:
-            checked = check_gguf_repo(self.reader, entry, keep_ids=self.keep_ids)
+            tag, path = (target.quant, target.gguf_file) if target is not None else (None, None)
+            checked = check_gguf_repo(
+                self.reader, entry, tag=tag, path=path, keep_ids=self.keep_ids
+            )
         except Exception as exc:  # noqa: BLE001 - one repo's failure is its error line
             return Unit(entry, verdict=self._error(exc))
         if self.stopping and any(f.error is not None for f in checked.files):
@@ -209,7 +234,8 @@ class HubSource:
         if fix is not None:
             with self._lock:
                 self._gguf_prs[entry.repo_id] = fix
-        return Unit(entry, verdict=found, extra={**(extra or {}), "gguf_groups": groups})
+        unit = resumed.but(verdict=found) if resumed is not None else Unit(entry, verdict=found)
+        return unit.but(gguf_groups=tuple(groups))
 
     def _error(self, exc: Exception) -> Verdict:
         if self.stopping and isinstance(exc, Stopped):
@@ -254,7 +280,7 @@ class HubSource:
         assert self.prs is not None
         with self._lock:
             gguf = self._gguf_prs.pop(unit.item.repo_id, None)
-        if gguf is not None and not unit.extra.get("pr_url"):  # a GGUF repo's params file
+        if gguf is not None and not (unit.pr and unit.pr.url):  # a GGUF repo's params file
             return self._writes.submit(self.prs.settle, unit, gguf)
         if unit.path is None or not self.prs.wants(unit):
             return Done(unit)
@@ -265,14 +291,14 @@ class HubSource:
             if unit.verdict is STOPPED:  # its requests were cut short: not checked
                 continue
             # every entry has the same keys, checked now or carried over
-            unit = _named(unit.but(extra={"resumed": False, **pr_extra(), **unit.extra}))
+            unit = _named(unit.but(resumed=bool(unit.resumed), pr=unit.pr or PrState()))
             self.done += 1
-            if self.state is not None and not self.state_error and not unit.extra["resumed"]:
+            if self.state is not None and not self.state_error and not unit.resumed:
                 assert unit.verdict is not None
                 item = unit.item
                 assert isinstance(item, HubEntry)
                 try:
-                    self.state.record(item.repo_id, item.sha, unit.verdict, dict(unit.extra))
+                    self.state.record(item.repo_id, item.sha, unit.verdict, unit.fields())
                 except StateError as exc:
                     self.state_error = exc
             yield unit
@@ -280,8 +306,8 @@ class HubSource:
     # --- what the run asks ----------------------------------------------------------------------
     def estimate(self) -> int | None:
         if self.query is None:
-            return len(self.repo_ids)
-        return None if self.query.limit is None else len(self.repo_ids) + self.query.limit
+            return len(self.targets)
+        return None if self.query.limit is None else len(self.targets) + self.query.limit
 
     def failed(self) -> bool:
         failed_prs = self.prs is not None and self.prs.failed > 0

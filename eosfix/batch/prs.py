@@ -3,7 +3,7 @@ fixable repo, and the same keys in every entry.
 
 ``PrPlan`` opens at most ``max_prs`` new PRs (in the batch's order), or in a dry run says
 which it would open; a repo with an open eosfix PR gets no second one (it is reported,
-updated, or left: ``eosfix.sources.hub.write``). ``pr_extra`` is what an entry says about its
+updated, or left: ``eosfix.sources.hub.write``). ``PrState`` is what an entry says about its
 PR, checked now or carried over from a state file (``carried_over``: "opened earlier"). The
 PR's description is rendered by the function the caller passes (``eosfix.render.pr``).
 """
@@ -12,99 +12,19 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from huggingface_hub import HfApi
 
 from eosfix import pipeline
-from eosfix.batch.run import Unit
-from eosfix.containers.folder.plan import FilePatch
-from eosfix.containers.gguf.hubparams import PARAMS_FILE
-from eosfix.core.repo import GENERATION_CONFIG
-from eosfix.pipeline import RepoResult
+from eosfix.batch.run import PrState, Unit
+from eosfix.result import HubOrigin, RepoResult
 from eosfix.sources.hub.http import describe_error, hub_errors
 from eosfix.sources.hub.read import HubReader
-from eosfix.sources.hub.write import PrError, PrOutcome, PullRequest, find_open_pr, open_pr
+from eosfix.sources.hub.write import PrError, PrOutcome, find_open_pr
+from eosfix.targets.pr import Describe, fix_of, open_fix_pr, token_user
 
-Describe = Callable[[RepoResult], str]  # a fix PR's description (eosfix.render.pr)
-
-
-def token_user(api: HfApi) -> str | None:
-    """The user the token belongs to; None when the Hub does not say (no token, offline)."""
-    try:
-        return str(api.whoami()["name"])
-    except Exception:  # noqa: BLE001 - no token, offline...: the author is not checked
-        return None
-
-
-def fix_bytes(result: RepoResult) -> bytes | None:
-    """The generation_config.json a fix PR carries, or None when there is nothing to fix."""
-    patch = next(
-        (p for p in result.patches if isinstance(p, FilePatch) and p.file == GENERATION_CONFIG),
-        None,
-    )
-    return None if result.check is None or patch is None else patch.new_text.encode("utf-8")
-
-
-def params_bytes(result: RepoResult) -> bytes | None:
-    """The ``params`` file a GGUF repo's PR carries (what ``ollama run hf.co/...`` stops
-    on, planned by ``eosfix.batch.gguf_hub``), or None when it needs none."""
-    ollama = result.extra.get("ollama")
-    planned = ollama.get("planned") if isinstance(ollama, dict) else None
-    if result.check is None or not isinstance(planned, dict):
-        return None
-    return str(planned["new"]).encode("utf-8")
-
-
-def fix_of(result: RepoResult) -> tuple[str, str, bytes] | None:
-    """What a fix PR carries: (repo id, file, its new bytes): a repo's generation_config.json,
-    or a GGUF repo's ``params``; None when there is nothing a PR can fix."""
-    new_bytes = fix_bytes(result)
-    if new_bytes is not None:
-        return result.name, GENERATION_CONFIG, new_bytes
-    if "ollama" in result.extra:
-        new_bytes = params_bytes(result)
-        if new_bytes is not None:
-            return str(result.extra["repo_id"]), PARAMS_FILE, new_bytes
-    return None
-
-
-def open_fix_pr(
-    hf_api: HfApi, reader: HubReader, result: RepoResult, describe: Describe, me: str | None = None
-) -> PullRequest | None:
-    """Open one PR with the fix, unless the repo has an open eosfix PR (then it is reported,
-    updated with the new bytes, or left: ``eosfix.sources.hub.write``): a repo's
-    generation_config.json, or, for a GGUF on the Hub (a result of
-    ``eosfix.batch.gguf_hub``), the repo's ``params`` file (its header no PR can change).
-
-    ``result.extra`` holds the repo's ``sha`` and ``revision`` (and, for a GGUF, its
-    ``repo_id``). Returns None when there is nothing to fix; raises PrError when the Hub
-    refuses.
-    """
-    fix = fix_of(result)
-    if fix is None:
-        return None
-    repo_id, file, new_bytes = fix
-    return open_pr(
-        hf_api,
-        reader,
-        repo_id,
-        new_bytes,
-        revision=str(result.extra.get("revision", "main")),
-        parent_commit=str(result.extra.get("sha")),
-        description=describe(result),
-        me=me,
-        file=file,
-    )
-
-
-# What a hub entry says about its pull request (the same keys for every entry, checked now
-# or carried over from --state): ``pr`` the outcome in words (PR_OUTCOMES, or "not opened:
-# why", "left open: why", "error: why"), then its URL, number, whether this run created it,
-# and the error that stopped it.
-PR_KEYS = ("pr", "pr_url", "pr_num", "pr_created", "pr_error")
 CARRIED = frozenset(  # the words of a PR that is open
     o.value
     for o in (PrOutcome.OPENED, PrOutcome.UNCHANGED, PrOutcome.UPDATED, PrOutcome.CARRIED_OVER)
@@ -113,24 +33,13 @@ CARRIED = frozenset(  # the words of a PR that is open
 _SETTLED = frozenset((PrOutcome.UNCHANGED.value, PrOutcome.CARRIED_OVER.value))
 
 
-def pr_extra(
-    pr: str | None = None,
-    *,
-    url: str | None = None,
-    num: int | None = None,
-    created: bool = False,
-    error: str | None = None,
-) -> dict[str, Any]:
-    return {"pr": pr, "pr_url": url, "pr_num": num, "pr_created": created, "pr_error": error}
-
-
-def carried_over(extra: dict[str, Any]) -> dict[str, Any]:
+def carried_over(fields: dict[str, Any]) -> PrState:
     """A PR recorded by an earlier run, as this run reports it: "opened earlier", never
     "opened" (this run created nothing)."""
-    out = {**pr_extra(), **{k: v for k, v in extra.items() if k in PR_KEYS}}
-    if out["pr"] in CARRIED and out["pr_url"]:
-        out.update(pr=PrOutcome.CARRIED_OVER.value, pr_created=False)
-    return out
+    state = PrState.of(fields)
+    if state.words in CARRIED and state.url:
+        return dataclasses.replace(state, words=PrOutcome.CARRIED_OVER.value, created=False)
+    return state
 
 
 @dataclass
@@ -154,11 +63,11 @@ class PrPlan:
     def settled(unit: Unit) -> bool:
         """An open pull request already carries the unit's fix (found now, or recorded by an
         earlier run): nothing is left to do for it (``Run.settled``)."""
-        return unit.extra.get("pr") in _SETTLED
+        return unit.pr is not None and unit.pr.words in _SETTLED
 
     def wants(self, unit: Unit) -> bool:
         v = unit.verdict
-        return v is not None and v.has_patches and not unit.extra.get("pr_url")
+        return v is not None and v.has_patches and not (unit.pr and unit.pr.url)
 
     @functools.cached_property
     def me(self) -> str | None:
@@ -166,33 +75,33 @@ class PrPlan:
         return token_user(self.hf_api)
 
     def handle(self, unit: Unit) -> Unit:
-        """Open (or find) the PR of one fixable repo; its outcome goes into ``unit.extra``."""
+        """Open (or find) the PR of one fixable repo; its outcome goes into ``unit.pr``."""
         assert unit.path is not None
         item = unit.item
         fields = item.fields()
+        hub = HubOrigin(item.repo_id, fields.get("revision", "main"), fields.get("sha"))
         result = dataclasses.replace(
             pipeline.check(unit.path, label=item.repo_id, keep_ids=self.keep_ids, blockers=False),
-            extra={"sha": fields.get("sha"), "revision": fields.get("revision", "main")},
+            hub=hub,
         )
         return self.settle(unit, result)
 
     def settle(self, unit: Unit, result: RepoResult) -> Unit:
         """Open (or find) the PR that carries ``result``'s fix (a GGUF repo's: its params
-        file, ``eosfix.batch.gguf_hub``); its outcome goes into ``unit.extra``."""
-        extra: dict[str, Any] = dict(unit.extra)
+        file, ``eosfix.targets.gguf_hub``); its outcome goes into ``unit.pr``."""
         if self.stopping:
-            return unit.but(extra={**extra, **pr_extra("not opened: interrupted")})
+            return unit.but(pr=PrState("not opened: interrupted"))
         try:
-            extra.update(self._decide(result))
+            state = self._decide(result)
         except PrError as exc:
             self.failed += 1
-            extra.update(pr_extra(f"error: {exc.message}", error=exc.message))
-        return unit.but(extra=extra)
+            state = PrState(f"error: {exc.message}", error=exc.message)
+        return unit if state is None else unit.but(pr=state)
 
-    def _decide(self, result: RepoResult) -> dict[str, Any]:
+    def _decide(self, result: RepoResult) -> PrState | None:
         fix = fix_of(result)
         if fix is None:
-            return {}
+            return None
         repo_id, file, new_bytes = fix
         over = self.max_prs is not None and self.new >= self.max_prs
         if self.dry_run or over:
@@ -204,17 +113,17 @@ class PrPlan:
                 words = found.outcome.value
                 if found.outcome is PrOutcome.WOULD_UPDATE:
                     words += " (dry run)"
-                return pr_extra(words, url=found.url, num=found.num)
+                return PrState(words, url=found.url, num=found.num)
             if over:
-                return pr_extra(f"not opened: --max-prs {self.max_prs} reached")
+                return PrState(f"not opened: --max-prs {self.max_prs} reached")
             self.new += 1
-            return pr_extra("would open (dry run)")
+            return PrState("would open (dry run)")
         pr = open_fix_pr(self.hf_api, self.reader, result, self.describe, self.me)
         if pr is None:
-            return {}
+            return None
         self.new += pr.created
         self.updated += pr.updated
         words = pr.outcome.value  # opened, updated, already open, left open: why
         if pr.outcome is PrOutcome.LEFT:
             words = f"{words}: {pr.left}"
-        return pr_extra(words, url=pr.url, num=pr.num, created=pr.created)
+        return PrState(words, url=pr.url, num=pr.num, created=pr.created)

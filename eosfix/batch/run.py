@@ -1,4 +1,5 @@
 """The batch engine: many repos through the same stages, concurrently, streamed in order.
+One module: a unit, the stages that pass it on and the run that counts it change together.
 
 A **source** says where repos come from (``eosfix.batch.cache``: cache snapshots;
 ``eosfix.batch.hub``: a Hub listing; later, folders of GGUF files). It yields **units**
@@ -19,7 +20,7 @@ import functools
 import hashlib
 from collections import OrderedDict, deque
 from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -27,6 +28,7 @@ from eosfix.batch import pool, verdict
 from eosfix.batch.verdict import Detail, Members, Verdict
 from eosfix.core.outcome import EXIT_INTERRUPTED, VERDICTS, exit_code
 from eosfix.sources import Key
+from eosfix.targets.parse import HubTarget
 
 WINDOW = 128  # units in flight in a stage: bounds memory, keeps the workers fed
 LRU_SIZE = 1024  # distinct analyses kept for sharing (compact verdicts: ~1 KB each)
@@ -45,21 +47,71 @@ class Item(Protocol):
     @property
     def model(self) -> bool: ...  # False: the repo holds no model (tokenizer files only)
 
+    @property
+    def container(self) -> str: ...  # how it is analysed: "folder" | "gguf"
+
+    @property
+    def row_name(self) -> str: ...  # how a table names it: the repo id, a GGUF file's path
+
     def fields(self) -> dict[str, Any]: ...  # the first keys of its JSON entry
 
 
 @dataclass(frozen=True, slots=True)
+class PrState:
+    """What became of a unit's pull request (``eosfix hub --pr``, or carried over from a state
+    file): ``words`` the outcome (``eosfix.batch.prs``: "opened", "not opened: why"...; None:
+    none asked), its URL and number, whether this run created it, the error that stopped it."""
+
+    words: str | None = None
+    url: str | None = None
+    num: int | None = None
+    created: bool = False
+    error: str | None = None
+
+    def fields(self) -> dict[str, Any]:
+        """The keys every Hub entry has, in their order."""
+        return {
+            "pr": self.words, "pr_url": self.url, "pr_num": self.num, "pr_created": self.created,
+            "pr_error": self.error,
+        }  # fmt: skip
+
+    @classmethod
+    def of(cls, fields: Mapping[str, Any]) -> PrState:
+        """The state ``fields`` (a state file's record) say."""
+        return cls(
+            fields.get("pr"), fields.get("pr_url"), fields.get("pr_num"),
+            bool(fields.get("pr_created")), fields.get("pr_error"),
+        )  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
 class Unit:
-    """One repo revision moving through a batch."""
+    """One repo revision moving through a batch; what later stages add is typed: its pull
+    request (``pr``), whether a state file carried it over (``resumed``), a GGUF repo's groups
+    of alike files (``gguf_groups``, each as its JSON)."""
 
     item: Item
     path: Path | None = None  # its local folder, once the files are there
     key: Key | None = None
     verdict: Verdict | None = None  # set by the analysis, or earlier when it cannot happen
-    extra: Mapping[str, Any] = field(default_factory=dict)  # more output (pull request...)
+    pr: PrState | None = None
+    resumed: bool | None = None  # None: its source keeps no state (the cache)
+    target: HubTarget | None = None  # a GGUF file of a Hub repo, named by its path or quant
+    gguf_groups: tuple[dict[str, Any], ...] | None = None
 
     def but(self, **changes: Any) -> Unit:
         return dataclasses.replace(self, **changes)
+
+    def fields(self) -> dict[str, Any]:
+        """What later stages add to the unit's JSON entry, in order."""
+        out: dict[str, Any] = {}
+        if self.resumed is not None:
+            out["resumed"] = self.resumed
+        if self.pr is not None:
+            out.update(self.pr.fields())
+        if self.gguf_groups is not None:
+            out["gguf_groups"] = list(self.gguf_groups)
+        return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,10 +252,11 @@ class Result:
     def row(self) -> Row:
         terms, eos, note = self.verdict.cells
         v = self.verdict
-        pr, num = str(self.unit.extra.get("pr") or ""), self.unit.extra.get("pr_num")
+        state = self.unit.pr or PrState()
+        pr, num = state.words or "", state.num
         pr += f" (#{num})" if pr and num is not None else ""
         cell = self.item.revision_cell
-        return Row(self.item.repo_id, cell, terms, eos, v.name, note, pr, v.problem or "")
+        return Row(self.item.row_name, cell, terms, eos, v.name, note, pr, v.problem or "")
 
     def entry(self) -> tuple[dict[str, Any], Members | None, dict[str, Any]]:
         """The JSON entry in three parts, in order: the item's fields and the verdict (with,
@@ -218,7 +271,7 @@ class Result:
                 runs_on=list(v.runs_on), stops_early=list(v.stops_early), error=v.error,
                 written=list(v.written),
             )  # fmt: skip
-        return head, v.detail, dict(self.unit.extra)
+        return head, v.detail, self.unit.fields()
 
 
 class Run:
@@ -247,12 +300,14 @@ class Run:
         self.analyze_no_model: pool.Job = functools.partial(
             verdict.analyze_folder, keep_ids=keep_ids, model=False
         )
+        self.analyze_gguf: pool.Job = functools.partial(verdict.analyze_gguf, keep_ids=keep_ids)
         self.jobs = pool.Jobs(detail, workers)
         self.analyses = 0  # analyses run (distinct keys)
         self.count = 0  # units yielded
         self.repos = 0
         self.rows: list[Row] | None = [] if keep_rows else None
         self._counts = dict.fromkeys(VERDICTS, 0)
+        self._gguf_counts = dict.fromkeys(VERDICTS, 0)  # of the units that are GGUF files
         self._settled = 0  # fixable units ``settled`` holds for
         self._lru = _Lru(LRU_DETAIL if detail else LRU_SIZE)
         self._pending: dict[bytes, pool.Ticket] = {}
@@ -305,8 +360,14 @@ class Run:
         counts["ok"] += self._settled
         return exit_code(counts, strict=self.strict, failed=self.source.failed())
 
-    def counts(self) -> dict[str, int]:
-        return dict(self._counts)
+    def counts(self, container: str | None = None) -> dict[str, int]:
+        """How many units came to each verdict; ``container``: of those units only ("gguf":
+        GGUF files; "folder": the others)."""
+        if container is None:
+            return dict(self._counts)
+        if container == "gguf":
+            return dict(self._gguf_counts)
+        return {v: n - self._gguf_counts[v] for v, n in self._counts.items()}
 
     def summary(self) -> dict[str, Any]:
         head = {f"{self.source.noun}s": self.count, "analyses": self.analyses}
@@ -325,7 +386,8 @@ class Run:
         key = key_digest(unit.key if model else (*unit.key, ("", "no model")))
         got: Verdict | pool.Ticket | None = self._lru.get(key) or self._pending.get(key)
         if got is None:
-            job = self.analyze if model else self.analyze_no_model
+            gguf = unit.item.container == "gguf"
+            job = self.analyze_gguf if gguf else self.analyze if model else self.analyze_no_model
             got = self._pending[key] = self.jobs.submit(job, unit.path)
             self.analyses += 1
         return _Settle(self, unit, key, got)
@@ -333,6 +395,8 @@ class Run:
     def _count(self, result: Result) -> None:
         self.count += 1
         self._counts[result.verdict_name] += 1
+        if result.item.container == "gguf":
+            self._gguf_counts[result.verdict_name] += 1
         if result.verdict_name == "fixable" and self.settled and self.settled(result.unit):
             self._settled += 1
         group = result.item.repo_id.lower()  # a source yields a repo's revisions together

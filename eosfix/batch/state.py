@@ -77,11 +77,11 @@ class StateFile:
         return None if record.get("verdict") == "error" or unfinished else record
 
     def record(
-        self, repo_id: str, sha: str | None, verdict: Verdict, extra: dict[str, Any]
+        self, repo_id: str, sha: str | None, verdict: Verdict, fields: dict[str, Any]
     ) -> None:
         """Append one finished repo, whole, and flush it."""
         line = {"repo_id": repo_id, "sha": sha, "verdict": verdict.name, **verdict.to_state()}
-        line["extra"] = {k: v for k, v in extra.items() if k != "resumed"}
+        line["extra"] = {k: v for k, v in fields.items() if k != "resumed"}
         data = (json.dumps(line, ensure_ascii=False) + "\n").encode("utf-8")
         try:
             end = os.fstat(self._out).st_size

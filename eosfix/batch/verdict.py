@@ -19,11 +19,11 @@ from pathlib import Path
 from typing import Any, Literal
 
 from eosfix import pipeline
-from eosfix.analysis.terminators import STOP_STRING
 from eosfix.core.codes import EOS013
 from eosfix.core.errors import EosfixError
 from eosfix.core.outcome import problem_of, verdict_of
-from eosfix.core.repo import TOKENIZER_JSON
+from eosfix.result import RepoResult
+from eosfix.targets.hub import needs_tokenizer_json
 
 LABEL = "\ue000"  # stands for the repo's name in Verdict.text (a private-use character)
 
@@ -53,7 +53,7 @@ class Detail:
     """
 
     kind: Literal["json", "text"]
-    render: Callable[[pipeline.RepoResult], Any]
+    render: Callable[[RepoResult], Any]
 
 
 @dataclass(frozen=True)
@@ -68,6 +68,9 @@ class Verdict:
     proposed: tuple[int, ...] | None = None
     runs_on: tuple[str, ...] = ()  # runtimes that miss a terminator now (RuntimeTable)
     stops_early: tuple[str, ...] = ()  # runtimes that stop now at an id that cuts a reply
+    # The runtimes that load it, by name (a GGUF: llama.cpp and ollama; not transformers):
+    # the ones a count of "stops in X" may count it for.
+    loads: tuple[str, ...] = ()
     codes: tuple[str, ...] = ()  # finding codes
     has_patches: bool = False
     written: tuple[str, ...] = ()
@@ -76,7 +79,7 @@ class Verdict:
     needs_tokenizer_json: bool = False  # some id can only come from tokenizer.json
     detail: Members | None = None  # result_to_dict() without path/name, encoded (JSON output)
     text: str | None = None  # render_repo_text() with LABEL for the name (text output)
-    # A GGUF repo (``eosfix.batch.gguf_hub.repo_verdict``): its files summarised, a file that
+    # A GGUF repo (``eosfix.batch.gguf_audit.repo_verdict``): its files summarised, a file that
     # differs named ("12 GGUF files alike", "Q8_0 differs in ...: would be fixed"); else None.
     gguf: str | None = None
 
@@ -142,30 +145,17 @@ def ids_text(ids: tuple[int, ...] | None, *, as_list: bool = False) -> str:
 
 
 def _relative(exc: EosfixError, root: Path) -> str | None:
+    """The error's file inside the unit's folder; "" for the unit itself (a GGUF file)."""
     if exc.path is not None:
         try:
-            return Path(exc.path).relative_to(root).as_posix()
+            rel = Path(exc.path).relative_to(root).as_posix()
         except ValueError:
-            pass
+            return None
+        return "" if rel == "." else rel
     return None
 
 
-def needs_tokenizer_json(result: pipeline.RepoResult) -> bool:
-    """Whether some id can only come from tokenizer.json (transformers 5 layout, or unlisted)."""
-    check = result.check
-    if check is None:
-        return result.error is not None and TOKENIZER_JSON in str(result.error)
-    tok = check.repo.tokenizer_config
-    if tok is None or tok.added_tokens_decoder is None:
-        return True
-    if any(t.id is None for t in check.terminators.terminators if t.kind != STOP_STRING):
-        return True
-    if check.review is not None and check.review.unchecked:  # which token is this stop id?
-        return True
-    return check.tokenizer_eos is not None and check.tokenizer_eos.id is None
-
-
-def to_verdict(result: pipeline.RepoResult, detail: Detail | None) -> Verdict:
+def to_verdict(result: RepoResult, detail: Detail | None) -> Verdict:
     """The compact verdict of a RepoResult (whose check, probes and texts are then dropped)."""
     extra: Members | None = None
     if detail is not None and detail.kind == "json":
@@ -176,7 +166,10 @@ def to_verdict(result: pipeline.RepoResult, detail: Detail | None) -> Verdict:
     needs = needs_tokenizer_json(result)
     if result.error is not None:
         rel = _relative(result.error, result.path)
-        message = f"{rel}: {result.error.message}" if rel else str(result.error)
+        if rel is None:
+            message = str(result.error)
+        else:  # named by its file in the unit, or (the unit itself) by the message alone
+            message = f"{rel}: {result.error.message}" if rel else result.error.message
         if extra is not None:
             extra = with_error(extra, message)
         return Verdict(
@@ -200,6 +193,7 @@ def to_verdict(result: pipeline.RepoResult, detail: Detail | None) -> Verdict:
         proposed=planned.proposed,
         runs_on=table.runs_on if table is not None else (),
         stops_early=table.stops_early if table is not None else (),
+        loads=tuple(r.runtime for r in table.applicable) if table is not None else (),
         codes=tuple(f.code for f in c.findings),
         has_patches=bool(result.patches),
         written=result.written,
@@ -207,6 +201,11 @@ def to_verdict(result: pipeline.RepoResult, detail: Detail | None) -> Verdict:
         detail=extra,
         text=text,
     )
+
+
+def analyze_gguf(path: Path, detail: Detail | None, keep_ids: tuple[int, ...] = ()) -> Verdict:
+    """Check one GGUF file (read only), as ``eosfix check FILE`` does. Runs in a worker."""
+    return to_verdict(pipeline.check_folder(path, keep_ids=keep_ids), detail)
 
 
 def analyze_folder(

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import shlex
 import sys
+from pathlib import Path
 
 import click
 
@@ -11,19 +13,32 @@ from eosfix.batch.run import Progress
 from eosfix.cli import batch as batchcli
 from eosfix.cli.common import keep_id_option, quiet_option, strict_option
 from eosfix.cli.term import color_option
+from eosfix.core.errors import EosfixError
 from eosfix.core.outcome import EXIT_INPUT, QUIET, Interrupted
 from eosfix.render.batch import JSON_DETAIL
 from eosfix.render.report import summary_parts
 from eosfix.sources import cache as cachelib
 
+GGUF_FIX = "eosfix fix FILE --output NEW.gguf"  # a cache blob is shared: never written through
+
 
 def summary_line(run: CacheRun) -> str:
-    counts = run.counts()
+    """``2 snapshots of 2 repos: 1 would be fixed (run with --fix), ...``; GGUF files are
+    counted apart, as files (``1 snapshot of 1 repo, 2 GGUF files in it: 1 would be fixed
+    ...``)."""
     fixable = "fixable" if run.fixing else "would be fixed (run with --fix)"
-    parts = summary_parts(counts, fixable=fixable)
-    repos, n = run.repos, run.count
+    repos, ggufs = run.repos, run.cache.ggufs
+    n = run.cache.snapshots if ggufs else run.count
     head = f"{n} snapshot{'s' * (n != 1)} of {repos} repo{'s' * (repos != 1)}"
-    body = ", ".join(f"{k} {what}" for k, what in parts) or "nothing checked"
+    if not ggufs:
+        parts = summary_parts(run.counts(), fixable=fixable)
+        body = ", ".join(f"{k} {what}" for k, what in parts) or "nothing checked"
+    else:
+        folders = [f"{_plural(k, 'snapshot')} {what}"
+                   for k, what in summary_parts(run.counts("folder"), fixable=fixable)]  # fmt: skip
+        files = summary_parts(run.counts("gguf"), fixable=f"would be fixed ({GGUF_FIX})")
+        head += f", {_plural(ggufs, 'GGUF file')} in {'it' if n == 1 else 'them'}"
+        body = ", ".join([*folders, *(f"{_plural(k, 'GGUF file')} {what}" for k, what in files)])
     k = len(run.corrupted)
     tail = f"; {k} corrupted repo{'s' * (k != 1)} skipped" if k else ""
     stopped = "; interrupted" if run.interrupted else ""
@@ -61,6 +76,40 @@ def _render_text(run: CacheRun, quiet: bool) -> None:
             soft_wrap=True,
         )
     console.print(escape(summary_line(run)), soft_wrap=True)
+
+
+def _selection(
+    repos: tuple[str, ...], revisions: tuple[str, ...]
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """--repo as given: a glob (``'Qwen/*'``), or a repo in any spelling ``eosfix check``
+    takes of one (``https://huggingface.co/org/name/tree/REV``: its id, and its revision
+    when it names one)."""
+    from eosfix.core.errors import NotChecked
+    from eosfix.targets.parse import parse_hub
+
+    globs, revs = [], list(revisions)
+    for given in repos:
+        try:
+            target = parse_hub(given)
+        except NotChecked:
+            globs.append(given)  # a glob: no repo id spells '*'
+            continue
+        globs.append(target.repo_id)
+        if target.revision is not None:
+            revs.append(target.revision)
+    return tuple(globs), tuple(dict.fromkeys(revs))
+
+
+def _fixed_copy_command(path: Path) -> str:
+    """The command check names for a GGUF it may not write (``eosfix fix FILE --output NEW``,
+    a name nothing holds yet), as it runs when typed."""
+    from eosfix.containers.gguf.read import read_header
+    from eosfix.containers.gguf.write import instead_command
+
+    try:
+        return instead_command(read_header(path))
+    except EosfixError:  # read once already; a file gone since: the plain spelling
+        return shlex.join(["eosfix", "fix", str(path), "--output", "NEW.gguf"])
 
 
 def _nothing_selected(
@@ -136,6 +185,7 @@ def cache(
         eosfix cache
         eosfix cache --repo 'Qwen/*' --revision main --fix
     """
+    repos, revisions = _selection(repos, revisions)
     root = cache_dir if cache_dir is not None else cachelib.default_cache_dir()
     try:
         scan = cachelib.select(cachelib.scan_cache(root), repos, revisions)
@@ -174,6 +224,12 @@ def cache(
         _render_text(run, quiet)  # interrupted: the snapshots done so far
     elif fmt == "csv":
         click.echo(summary_line(run), err=True)
+    for path in run.cache.unwritten:  # --fix of a GGUF: what it would write, and how
+        click.echo(
+            f"{path}: not written: its blob is shared by every revision that has it; "
+            f"{_fixed_copy_command(path)} writes the fixed copy",
+            err=True,
+        )
     sys.stdout.flush()
     if run.interrupted:
         raise Interrupted(interrupted_kept(run, scan.estimate()))

@@ -1,4 +1,4 @@
-"""What every command shares: the options, the paths a user gives, how results are emitted."""
+"""What every command shares: the options, and how results are emitted."""
 
 from __future__ import annotations
 
@@ -8,73 +8,9 @@ from typing import Any
 
 import click
 
-from eosfix.containers.target import (
-    HubRepo,
-    NotChecked,
-    folder_of,
-    hub_repo,
-    is_config_file,
-    is_gguf,
-    is_model_folder,
-    model_folders_below,
-)
-from eosfix.core.errors import EosfixError
+from eosfix.cli.numbers import TOKEN_ID
+from eosfix.core.errors import NotChecked
 from eosfix.render.report import LOCATED, RENDERER_BY_NAME, Report
-
-
-def repo_dirs(paths: Sequence[str]) -> list[Path | HubRepo]:
-    """What to analyze, one entry per model folder, GGUF file or Hub repo, every path
-    accounted for.
-
-    ``org/name`` (or ``hf://org/name``) is a Hub repo when no local path has that name
-    (``eosfix.containers.target.hub_repo``).
-
-    A folder as given, plus every ``*.gguf`` under it (a llama.cpp or LM Studio models
-    folder); a folder holding GGUFs stands for its GGUFs and every model folder under it
-    (none is skipped, so a broken one fails the run). A ``.gguf`` file as given (a
-    later shard of a split means its first shard). A config or template file (what pre-commit
-    passes) means its folder. Any other path stays as given, unless its folder is analyzed
-    anyway: ``api.check`` then says why it is not checked (missing, not a model folder...).
-    """
-    out: dict[Path | HubRepo, None] = {}
-    others: list[Path] = []
-    for raw in paths:
-        hub = hub_repo(raw)
-        if hub is not None:
-            out[hub] = None
-            continue
-        path = Path(raw)
-        if path.is_dir():
-            ggufs = _ggufs_under(path)
-            if not ggufs or is_model_folder(path):
-                out[path] = None
-            below = model_folders_below(path) if ggufs else []
-            out.update(dict.fromkeys(sorted([*below, *ggufs])))
-        elif is_gguf(path):
-            from eosfix.containers.gguf.read import first_shard
-
-            try:
-                out[first_shard(path)] = None
-            except EosfixError:
-                out[path] = None  # the missing first shard is reported when it is loaded
-        elif is_config_file(path) and (path.exists() or path.is_symlink()):
-            out[folder_of(path)] = None
-        else:
-            others.append(path)
-    for path in others:  # e.g. a README.md passed with its folder's config.json
-        if not (path.exists() and path.parent in out):
-            out[path] = None
-    return list(out)
-
-
-def _ggufs_under(folder: Path) -> list[Path]:
-    """``iter_gguf_files(folder)``; the GGUF reader is imported only when the folder holds a
-    ``*.gguf`` at all (a check of a model folder does not import it)."""
-    if next(folder.rglob("*.gguf"), None) is None:
-        return []
-    from eosfix.containers.gguf.read import iter_gguf_files
-
-    return list(iter_gguf_files(folder))
 
 
 def emit(results: list[Any], report: Report, fmt: str, *, err: bool = False, **kwargs: Any) -> None:
@@ -155,10 +91,17 @@ keep_id_option = click.option(
     "--keep-id",
     "keep_ids",
     multiple=True,
-    type=click.IntRange(min=0),
+    type=TOKEN_ID,
     metavar="ID",
     help="Keep this stop id even where eosfix finds it cuts a reply or is no token "
     "(EOS011-EOS013 become warnings; repeatable).",
+)
+token_option = click.option(  # hub and upload
+    "--token",
+    default=None,
+    metavar="TOKEN",
+    help="Hub token (default: the one huggingface_hub finds: HF_TOKEN or `hf auth login`). "
+    "Never printed.",
 )
 _CONFIG_READERS = "candle, ExLlamaV2 and mlx-lm before 0.30.2, which read only config.json"
 config_check_option = click.option(

@@ -1,7 +1,8 @@
-"""``eosfix hub``: check Hub repos by id or a whole organisation, open fix PRs (``eosfix
-upload`` is in ``eosfix.cli.upload``).
+"""``eosfix hub``: check Hub repos (named in any spelling ``eosfix check`` takes) or a whole
+organisation, open fix PRs (``eosfix upload`` is in ``eosfix.cli.upload``).
 
-Kept in its own module so ``check``/``fix`` never import huggingface_hub or rich.
+One module, kept apart so ``check``/``fix`` never import huggingface_hub or rich: the command,
+its text output and its summary line share the run they describe.
 """
 
 from __future__ import annotations
@@ -10,46 +11,24 @@ import contextlib
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import click
 
 from eosfix.cli import batch as batchcli
-from eosfix.cli.common import keep_id_option, quiet_option, strict_option
+from eosfix.cli.common import keep_id_option, quiet_option, strict_option, token_option
+from eosfix.cli.numbers import LIMIT, MAX_PRS, TIMEOUT, WORKERS
 from eosfix.cli.term import color_option
 from eosfix.core.outcome import EXIT_INPUT, QUIET, Interrupted
 from eosfix.render.report import summary_parts
+from eosfix.sources.hub.read import quiet_progress
 
 if TYPE_CHECKING:
     from eosfix.batch.hub import HubSource
-    from eosfix.batch.run import Run
+    from eosfix.batch.run import PrState, Run
     from eosfix.batch.state import StateFile
-
-_token_option = click.option(
-    "--token",
-    default=None,
-    metavar="TOKEN",
-    help="Hub token (default: the one huggingface_hub finds: HF_TOKEN or `hf auth login`). "
-    "Never printed.",
-)
-
-
-@contextlib.contextmanager
-def _quiet_hub() -> Iterator[None]:
-    """No huggingface_hub progress bars: eosfix shows its own progress."""
-    from huggingface_hub.utils import (
-        are_progress_bars_disabled,
-        disable_progress_bars,
-        enable_progress_bars,
-    )
-
-    was_disabled = are_progress_bars_disabled()
-    disable_progress_bars()
-    try:
-        yield
-    finally:
-        if not was_disabled:
-            enable_progress_bars()
+    from eosfix.targets.open import Refused
+    from eosfix.targets.parse import HubTarget
 
 
 def summary_line(run: Run) -> str:
@@ -93,12 +72,12 @@ def _rate_note(run: Run) -> str:
     )
 
 
-def _pr_line(repo_id: str, extra: Any) -> str | None:
+def _pr_line(repo_id: str, state: PrState | None) -> str | None:
     """``org/name: pull request opened: URL`` (``opened earlier (#3)`` for one an earlier run
     opened, recorded in --state), or what happened instead; None without a PR."""
-    pr, url, num = extra.get("pr"), extra.get("pr_url"), extra.get("pr_num")
-    if not pr or extra.get("pr_error"):
+    if state is None or not state.words or state.error:
         return None
+    pr, url, num = state.words, state.url, state.num
     if pr == "opened earlier" and num is not None:
         pr = f"{pr} (#{num})"
     return f"{repo_id}: pull request {pr}" + (f": {url}" if url else "")
@@ -123,9 +102,10 @@ def _emit_text(run: Run, *, blocks: bool, hint: bool, quiet: bool = False) -> No
             text = v.text.replace(LABEL, repo) if v.text else f"{repo}: {words}"
             click.echo(text if not first else "\n" + text)
             first = True
-        if result.unit.extra.get("pr_error"):
-            click.echo(f"{repo}: error: {result.unit.extra['pr_error']}", err=True)
-        line = _pr_line(repo, result.unit.extra)
+        state = result.unit.pr
+        if state is not None and state.error:
+            click.echo(f"{repo}: error: {state.error}", err=True)
+        line = _pr_line(repo, state)
         if line:
             pr_lines.append(line)
         fixable = fixable or v.name == "fixable"
@@ -171,7 +151,7 @@ def interrupted_kept(run: Run, state: StateFile | None) -> str:
     prs = source.prs
     if prs is not None and not prs.dry_run:
         parts.append(f"{_plural(prs.new, 'pull request')} opened")
-    left = max(0, len(source.repo_ids) + source.seen - run.count)
+    left = max(0, len(source.targets) + source.seen - run.count)
     parts.append(f"{left} listed but not checked" if source.author else f"{left} not checked")
     text = ", ".join(parts)
     if source.author and not source.listed:
@@ -215,7 +195,7 @@ SORT_WORDS = ("downloads", "likes", "created", "modified", "trending")
 )
 @click.option(
     "--limit",
-    type=click.IntRange(1),
+    type=LIMIT,
     default=None,
     metavar="N",
     help="Only the first N repos the listing gives (with --sort: the top N).",
@@ -230,7 +210,7 @@ SORT_WORDS = ("downloads", "likes", "created", "modified", "trending")
 )
 @click.option(
     "--max-prs",
-    type=click.IntRange(0),
+    type=MAX_PRS,
     default=None,
     metavar="N",
     help="With --pr: open at most N new pull requests (in listing order); the others are "
@@ -252,21 +232,21 @@ SORT_WORDS = ("downloads", "likes", "created", "modified", "trending")
 )
 @click.option(
     "--workers",
-    type=click.IntRange(1, 64),
+    type=WORKERS,
     default=16,
     show_default=True,
     help="Most requests in flight at once (fewer while the Hub rate-limits).",
 )
 @click.option(
     "--timeout",
-    type=float,
+    type=TIMEOUT,
     default=30.0,
     show_default=True,
     metavar="SECONDS",
     help="Seconds a Hub answer may take to begin (then its body its size's time); 6 tries.",
 )
 @keep_id_option
-@_token_option
+@token_option
 @batchcli.format_option
 @strict_option
 @quiet_option
@@ -295,6 +275,9 @@ def hub(
 ) -> None:
     """Check Hub repos by id, a whole organisation, or any slice of the Hub (only small
     config files are downloaded, never weights).
+
+    REPO_ID is a Hub repo in any spelling eosfix check takes of one (org/name, a
+    huggingface.co URL, hf.co/org/name:QUANT, org/name/FILE.gguf, @REV).
 
     --author, --search, --filter, --library, --pipeline-tag, --sort and --limit select repos
     the way the Hub lists them (one request per page of the listing); each repo's few small
@@ -341,9 +324,10 @@ def hub(
     from eosfix.render.pr import pr_description
     from eosfix.sources.hub.read import HubReader
 
+    targets = [_hub_target(given) for given in repo_ids]
     blocks = fmt == "text" and not listing
-    many = listing or len(set(repo_ids)) > 1
-    with _open_state(state_path) as state, _quiet_hub():
+    many = listing or len(set(targets)) > 1
+    with _open_state(state_path) as state, quiet_progress():
         reader = HubReader(token=token, timeout=timeout, workers=workers)
         plan = None
         if open_prs:
@@ -351,7 +335,7 @@ def hub(
             plan = PrPlan(api, reader, pr_description, max_prs, dry_run, keep_ids=keep_ids)
         source = HubSource(
             reader,
-            repo_ids=repo_ids,
+            targets=targets,
             query=query if listing else None,
             revision=revision,
             state=state,
@@ -389,6 +373,19 @@ def hub(
     if source.state_error is not None:
         click.echo(f"error: {source.state_error}", err=True)
     sys.exit(run.exit_code)
+
+
+def _hub_target(given: str) -> HubTarget | Refused:
+    """A repo named on the command line, in any spelling ``eosfix check`` takes of a Hub
+    repo (``eosfix.targets.parse``), or why it names none."""
+    from eosfix.core.errors import NotChecked
+    from eosfix.targets.open import Refused
+    from eosfix.targets.parse import parse_hub
+
+    try:
+        return parse_hub(given)
+    except NotChecked as exc:
+        return Refused(given, exc)
 
 
 def _stream(run: Run, fmt: str, *, digest: bool = False) -> None:

@@ -20,8 +20,8 @@ from pathlib import Path
 from eosfix.core.codes import CODES, Subject
 from eosfix.core.jsonedit import find_value_span
 from eosfix.core.repo import CONFIG
-from eosfix.pipeline import RepoResult
 from eosfix.render.annotations import Location
+from eosfix.result import RepoResult
 
 _STOP_KEYS = (("eos_token_id",), ("text_config", "eos_token_id"))
 # The keys a finding points at in its JSON file, by what its code is about (the registry says).
@@ -34,8 +34,8 @@ _KEYS = {
 
 def _base(r: RepoResult, cwd: Path) -> str:
     """The unit as CI names it: relative to ``cwd`` when below it, else absolute."""
-    if "sha" in r.extra and "repo_id" in r.extra:  # a Hub repo checked by id
-        return str(r.extra["repo_id"])
+    if r.hub is not None:  # a Hub repo checked by id
+        return r.hub.repo_id
     path = r.path.absolute()
     try:
         return path.relative_to(cwd.absolute()).as_posix() or "."

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import contextlib
 import json
-import re
+import shlex
 import sys
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -24,32 +25,18 @@ from eosfix.render.report import EXIT_FINDINGS, EXIT_OK
 if TYPE_CHECKING:  # imported when a command runs, so `eosfix check` never loads them
     from eosfix.ports import Conversation, Diagnosis, LoopStops, RenderedPrompt
 
-_HUB_ID = re.compile(r"^[\w.-]+/[\w.-]+$")
-
 
 @contextlib.contextmanager
 def open_repo(spec: str) -> Iterator[RepoCheck]:
-    """The one place these commands load a repo: a folder (or a file inside one), a GGUF file,
-    else a Hub repo id (its small files only, from eosfix's store of files by commit)."""
-    from eosfix import api
+    """The one place these commands load a repo: whatever ``eosfix check`` takes of one
+    (``eosfix.targets.parse``): a folder (or a file inside one), a GGUF file, a Hub repo in
+    any spelling (its small files, or a GGUF file's header: of a GGUF repo, the group that
+    stands for it, ``Checked.main``).
+    Its error is the one ``eosfix check`` prints."""
+    from eosfix.targets.check import check_text
 
-    if Path(spec).exists() or Path(spec).is_symlink() or not _HUB_ID.match(spec):
-        result = api.check(spec)  # says why a path is not checked (missing, not a model...)
-        if result.error is not None:
-            raise result.error
-        assert result.check is not None
-        yield result.check
-        return
-    from eosfix.batch.session import HubSession
-    from eosfix.cli.hub import _quiet_hub
-    from eosfix.sources.hub.read import HubError
-
-    with _quiet_hub():
-        result = HubSession().check(spec)
-    if isinstance(result.error, HubError):  # not a local path, nor a Hub repo: say both
-        reason = result.error.message
-        raise EosfixError(f"no such file or directory; as a Hub repo id: {reason}", path=spec)
-    if result.error is not None:  # a file of the Hub repo: named as every command names it
+    result = check_text(spec).main
+    if result.error is not None:
         raise result.error
     assert result.check is not None
     yield result.check
@@ -115,9 +102,9 @@ def _named(spec: str) -> Iterator[None]:
     try:
         yield
     except EosfixError as exc:
-        if exc.path is None:
-            exc.path = spec
-        raise
+        if exc.path is not None:
+            raise
+        raise exc.but(path=spec) from None
 
 
 def _visible(text: str, specials: list[tuple[str, int]]) -> list[str]:
@@ -131,6 +118,24 @@ def _visible(text: str, specials: list[tuple[str, int]]) -> list[str]:
     return ["  | " + line for line in "".join(out).replace("\n", "\\n\n").splitlines()]
 
 
+def fix_command_for(spec: str) -> str:
+    """The command that writes the fix of what ``spec`` names, as these commands open it: a
+    Hub repo id's pull request, a cache snapshot's ``eosfix cache --fix``, else ``eosfix fix``."""
+    from eosfix.containers.paths import cache_snapshot
+    from eosfix.targets.parse import HubTarget, parse
+
+    try:
+        target = parse(spec)  # what the command opened (it was checked: this cannot fail)
+    except EosfixError:
+        target = None
+    if isinstance(target, HubTarget):
+        return shlex.join(["eosfix", "hub", target.repo_id, "--pr"])
+    path = Path(spec)
+    folder = path if path.is_dir() else path.parent
+    snapshot = cache_snapshot(folder) if folder.is_dir() and not path.is_file() else None
+    return snapshot.fix_command if snapshot is not None else shlex.join(["eosfix", "fix", spec])
+
+
 def _stops_line(stops: LoopStops) -> str:
     named = ", ".join(stops.name(i) for i in stops.ids) or "none"
     line = f"stop ids: {list(stops.ids)} = {named}  (from {stops.source})"
@@ -140,7 +145,7 @@ def _stops_line(stops: LoopStops) -> str:
         why = [f"without {missing}"] if missing else []
         why += [f"with {extra}, which eosfix fix removes"] if extra else []
         line += (
-            f"\n  this repo needs `eosfix fix`: today it stops on {list(stops.current)} "
+            f"\n  this repo needs `{stops.fix}`: today it stops on {list(stops.current)} "
             f"({stops.current_source}), {' and '.join(why)}"
         )
     if stops.strings:
@@ -169,7 +174,7 @@ def _render_text(spec: str, rp: RenderedPrompt, check: RepoCheck) -> str:
         )
     else:
         lines.append(f"prompt ids: unavailable ({rp.ids_note})")
-    lines.append(_stops_line(rp.stops))
+    lines.append(_stops_line(replace(rp.stops, fix=fix_command_for(spec))))
     if rp.uses_clock:
         lines.append("note: the template calls strftime_now: the text holds today's date")
     return "\n".join(lines)
@@ -270,7 +275,8 @@ def goldens(path: str, output: str) -> None:
     the generation prompt, a tool call and a tool result) on every named template: the
     messages and flags, the rendered text, the prompt ids, the stop ids and the position
     where a correct loop stops on a known reply. Cases a template refuses are recorded as
-    refused. The README ("Porting a model") documents every key.
+    refused. docs/ports.md ("eosfix goldens: test vectors for a port's test suite")
+    documents every key.
 
     \b
     Example:
@@ -402,7 +408,7 @@ def diagnose(
     conv = None if messages is None else _conversation(messages, tools, True, template)
     with open_repo(path) as check, _named(path):
         d = run(check, ids=out_ids, text=text if out_ids is None else None, prompt_ids=prompt,
-                conversation=conv)  # fmt: skip
+                conversation=conv, fix=fix_command_for(path))  # fmt: skip
     if fmt == "json":
         click.echo(json.dumps(_diagnosis_dict(path, d), ensure_ascii=False, indent=2))
     else:

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import dataclasses
 import shlex
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import click
 
@@ -20,22 +18,20 @@ from eosfix.cli.common import (
     format_option,
     keep_id_option,
     quiet_option,
-    repo_dirs,
     runtime_option,
     strict_option,
 )
 from eosfix.cli.term import color_option
-from eosfix.containers.target import (
+from eosfix.core.errors import NotChecked
+from eosfix.render.report import Report
+from eosfix.result import RepoResult
+from eosfix.targets.parse import (
     HUB_PREFIX,
-    HubRepo,
-    NotChecked,
-    hub_repo,
-    is_gguf,
+    HubTarget,
+    LocalGguf,
+    OllamaTarget,
     shadows_hub_id,
 )
-from eosfix.core.errors import EosfixError
-from eosfix.pipeline import RepoResult
-from eosfix.render.report import Report
 
 EXIT_HELP = """Exit 0: nothing to fix (warnings alone too, unless --strict). 1: {one}.
     2: a path was not checked (missing, not a model folder or GGUF file, unreadable or invalid
@@ -47,9 +43,11 @@ EXIT_HELP = """Exit 0: nothing to fix (warnings alone too, unless --strict). 1: 
 
     PATH is a model folder (one holding tokenizer or chat template files), one of its config
     or template files (what pre-commit passes), a GGUF file, a folder of GGUF files, or a Hub
-    repo id (org/name when no such path exists, hf://org/name always: small files only; a
-    repo of GGUF files, hf.co/org/name:QUANT or org/name/FILE.gguf: each file's header, read
-    by byte ranges, never the weights).
+    repo (org/name when no such path exists; hf://org/name, hf.co/org/name and
+    https://huggingface.co/org/name URLs always; @REV or /tree/REV for a revision). A repo of
+    small files is read by those (never the weights); a repo of GGUF files, or one GGUF file
+    named (org/name:QUANT, org/name/FILE.gguf, .../blob/REV/FILE.gguf), by each file's
+    header, read by byte ranges.
 
     {EXIT_HELP.format(one="something to fix or a problem eosfix cannot fix; with --strict, warnings")}
 
@@ -78,59 +76,18 @@ def check(
     strict: bool,
     quiet: bool,
 ) -> None:
+    from eosfix.targets.check import check_texts
+
     report = Report(strict=strict)
     _note_shadowed(paths)
-    for target in repo_dirs(paths):
-        for result in _check(target, config_json=config_json, keep_ids=keep_ids, pins=pins):
+    for checked in check_texts(paths, config_json=config_json, keep_ids=keep_ids, pins=pins):
+        for line in checked.lines:  # what reading a GGUF repo cost, how to check its files
+            click.echo(line, err=True)
+        for result in checked.results:
             report.record(result)
     flags = fix_flags(config_json, pins, keep_ids)
     emit(report.results, report, fmt, fix_flags=flags, quiet=quiet)
     sys.exit(report.exit_code)
-
-
-def _check(target: Path | HubRepo, **options: Any) -> tuple[RepoResult, ...]:
-    """``api.check`` of a path, or the check of a Hub target (``_check_hub``)."""
-    from eosfix import api
-
-    if isinstance(target, HubRepo):
-        return _check_hub(target, **options)
-    return (api.check(target, **options),)
-
-
-def _check_hub(hub: HubRepo, **options: Any) -> tuple[RepoResult, ...]:
-    """A Hub target checked read-only, as every command checks one
-    (``eosfix.batch.session.check_hub_target``): a repo's small files, named ``org/name``, or
-    a GGUF repo's files by their headers, each named ``org/name/FILE.gguf`` (what reading
-    them cost, on stderr)."""
-    from eosfix.batch.session import check_hub_target
-    from eosfix.cli.hub import _quiet_hub
-
-    if hub.problem is not None:
-        return (RepoResult(Path(hub.repo_id), error=hub.problem, label=str(hub)),)
-    from eosfix.sources.hub.read import HubError
-
-    with _quiet_hub():
-        checked = check_hub_target(hub, **options)
-    for line in (checked.summary, checked.note):
-        if line:
-            click.echo(line, err=True)
-    return tuple(
-        dataclasses.replace(r, error=_with_not_local(r.error, hub))
-        if isinstance(r.error, HubError)  # what the Hub said, and no local folder either
-        else r
-        for r in checked.results
-    )
-
-
-def _with_not_local(exc: EosfixError, hub: HubRepo) -> EosfixError:
-    """The error, saying also that no local path has the name when ``org/name`` was taken
-    for a Hub id for that reason (``HubRepo.not_local``)."""
-    if not hub.not_local:
-        return exc
-    said = type(exc).__new__(type(exc))  # the same kind of error (its fields as they are)
-    said.__dict__.update(vars(exc), message=f"{exc.message}{hub.not_local}")
-    said.args = (said.message,)
-    return said
 
 
 def _note_shadowed(paths: Sequence[str]) -> None:
@@ -208,32 +165,38 @@ def fix(
             f"--diff prints a patch, not --format {fmt}: for the planned changes as JSON use "
             "eosfix check --format json (each change carries its diff)"
         )
-    targets = repo_dirs(paths)
-    if output is not None and (len(targets) != 1 or not _is_gguf(targets[0])):
+    from eosfix.targets.open import Refused, open_targets
+
+    units = open_targets(paths)
+    if output is not None and (len(units) != 1 or not isinstance(units[0], LocalGguf)):
         raise click.UsageError("--output needs exactly one GGUF file")
     if force and output is None:
         raise click.UsageError("--force only lets --output overwrite a file: give --output")
     report = Report(strict=strict)
     _note_shadowed(paths)
-    for target in targets:
-        if isinstance(target, HubRepo):
-            result = _hub_not_fixed(target)
+    for unit in units:
+        if isinstance(unit, HubTarget):
+            result = _hub_not_fixed(unit)
+        elif isinstance(unit, OllamaTarget):
+            result = _ollama_not_fixed(unit)
+        elif isinstance(unit, Refused):
+            result = RepoResult(Path(unit.given), error=unit.error)
         elif show_diff:  # fix's plan and, as fix writes (no link replaced), what stops it
             result = api.check(
-                target, config_json=config_json, keep_ids=keep_ids, pins=pins,
+                unit.path, config_json=config_json, keep_ids=keep_ids, pins=pins,
                 replace_symlinks=False,
             )  # fmt: skip
             if result.blocked is not None:  # fix would refuse: so does its --diff
                 result = RepoResult(result.path, error=result.blocked, label=result.label,
                                     container=result.container)  # fmt: skip
-        elif is_gguf(target):
-            result = _fix_gguf(target, output, force, keep_ids, pins)
+        elif isinstance(unit, LocalGguf):
+            result = _fix_gguf(unit.path, output, force, keep_ids, pins)
         else:
+            target = unit.path
             result = api.fix(target, config_json=config_json, keep_ids=keep_ids, pins=pins)
             for name in result.written:
                 click.echo(f"Fixing {target / name}", err=True)
-        notes = result.extra.get("notes")
-        for note in notes if isinstance(notes, list) else ():  # a hard link split: said, no fail
+        for note in result.notes:  # a hard link split: said, no fail
             click.echo(f"warning: {note}", err=True)
         report.record(result)
     flags = fix_flags(config_json, pins, keep_ids)
@@ -247,17 +210,11 @@ def fix(
     sys.exit(code)
 
 
-def _is_gguf(target: Path | HubRepo) -> bool:
-    return isinstance(target, Path) and is_gguf(target)
-
-
-def _hub_not_fixed(hub: HubRepo) -> RepoResult:
+def _hub_not_fixed(hub: HubTarget) -> RepoResult:
     """``fix`` writes local files: a Hub repo is fixed by a pull request, never here (eosfix's
     copy of its files is a shared store, and a fix written there would reach no one)."""
-    if hub.problem is not None:
-        return RepoResult(Path(hub.repo_id), error=hub.problem, label=str(hub))
     quoted = shlex.quote(hub.repo_id)
-    if hub.gguf:
+    if hub.picks_gguf:
         reason = (
             "a GGUF file on the Hub: fix writes local files only, and no pull request can "
             "change a GGUF header; download the file and run eosfix fix FILE.gguf --output "
@@ -270,8 +227,18 @@ def _hub_not_fixed(hub: HubRepo) -> RepoResult:
         f"`eosfix hub {quoted} --pr` (--dry-run to see it first), or download the repo "
         "and fix the folder"
     )
-    error = _with_not_local(NotChecked(reason, path=hub.repo_id), hub)
+    error = NotChecked(reason + hub.not_local, path=str(hub))
     return RepoResult(Path(hub.repo_id), error=error)
+
+
+def _ollama_not_fixed(unit: OllamaTarget) -> RepoResult:
+    """An ollama model is never edited: its store is content-addressed."""
+    store = shlex.quote(str(unit.store))
+    reason = (
+        "an ollama model: its store is never edited (a blob's name is its content's hash); "
+        f"eosfix ollama --models {store} --write-modelfile DIR writes the Modelfile that fixes it"
+    )
+    return RepoResult(unit.manifest, error=NotChecked(reason, path=unit.given))
 
 
 def _emit_diff(report: Report, flags: tuple[str, ...], quiet: bool) -> None:
@@ -293,7 +260,7 @@ def _emit_diff(report: Report, flags: tuple[str, ...], quiet: bool) -> None:
 
 def _fix_gguf(
     path: Path, output: str | None, force: bool, keep_ids: tuple[int, ...], pins: dict[str, str]
-) -> Any:
+) -> RepoResult:
     """Fix one GGUF, with a progress bar (bytes, ETA) on a terminal while a rewrite copies."""
     from eosfix import api
     from eosfix.cli.progress import byte_progress
@@ -302,13 +269,13 @@ def _fix_gguf(
         result = api.fix_gguf(
             path, output=output, force=force, progress=progress, keep_ids=keep_ids, pins=pins
         )
-    write = result.extra.get("write")
-    if isinstance(write, dict):
-        first, *others = write["paths"]
-        if write["mode"] == "copy":
+    write = result.write
+    if write is not None:
+        first, *others = write.paths
+        if write.mode == "copy":
             click.echo(f"Copying {path} to {first} (nothing to fix)", err=True)
         else:
-            how = "in place" if write["mode"] == "in-place" else "rewritten"
+            how = "in place" if write.mode == "in-place" else "rewritten"
             click.echo(f"Fixing {first} ({how})", err=True)
         for n, other in enumerate(others, 2):
             click.echo(f"Copying shard {n} to {other}", err=True)
@@ -344,10 +311,13 @@ def explain(path: str, fmt: str, keep_ids: tuple[int, ...], pins: dict[str, str]
         eosfix explain ./my-model
     """
     from eosfix.render.explain import render_explain, result_explain_dict
+    from eosfix.targets.check import check_text
 
     _note_shadowed([path])
-    hub = hub_repo(path)
-    result = _check(hub if hub is not None else Path(path), keep_ids=keep_ids, pins=pins)[0]
+    checked = check_text(path, keep_ids=keep_ids, pins=pins)
+    for line in checked.lines:
+        click.echo(line, err=True)
+    result = checked.main  # a GGUF repo: its worst group
     report = Report([result])
     if fmt == "json":
         import json

@@ -6,12 +6,13 @@ import contextlib
 
 import click
 
+from eosfix.cli.numbers import PORT
 from eosfix.core.errors import EosfixError
 
 
 @click.command()
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
-@click.option("--port", default=7860, show_default=True, type=int, help="Port to listen on.")
+@click.option("--port", default=7860, show_default=True, type=PORT, help="Port to listen on.")
 @click.option(
     "--config",
     "config_path",

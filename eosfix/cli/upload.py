@@ -12,7 +12,7 @@ from pathlib import Path
 
 import click
 
-from eosfix.cli.hub import _quiet_hub, _token_option
+from eosfix.cli.common import token_option
 from eosfix.cli.term import color_option
 from eosfix.core.outcome import EXIT_FINDINGS, EXIT_INPUT, EXIT_OK
 from eosfix.render.report import RENDERER_BY_NAME, Report
@@ -21,6 +21,24 @@ OLD_ORDER = (
     "eosfix upload FOLDER REPO_ID is deprecated and will stop working in the next release: "
     "give REPO_ID FOLDER, the order hf upload takes"
 )
+
+
+def _upload_target(given: str, revision: str | None) -> tuple[str, str | None]:
+    """(repo id, revision) of the repo named in any spelling ``eosfix check`` takes of one
+    (``org/name``, a huggingface.co URL, ``@REV`` or ``/tree/REV``); a file or a quant is
+    no place to upload a folder to."""
+    from eosfix.core.errors import NotChecked
+    from eosfix.targets.parse import parse_hub
+
+    try:
+        target = parse_hub(given)
+    except NotChecked as exc:
+        raise click.BadParameter(str(exc), param_hint="'REPO_ID'") from None
+    if target.file is not None or target.quant is not None:
+        raise click.BadParameter(
+            f"{given}: names a file of the repo; give the repo (org/name)", param_hint="'REPO_ID'"
+        )
+    return target.repo_id, revision if revision is not None else target.revision
 
 
 def _repo_and_folder(first: str, second: str) -> tuple[str, Path]:
@@ -43,7 +61,7 @@ def _repo_and_folder(first: str, second: str) -> tuple[str, Path]:
 @click.option("--create-pr", is_flag=True, help="Upload as a pull request.")
 @click.option("--private", is_flag=True, help="Create the repo as private if it does not exist.")
 @click.option("--commit-message", default=None, help="Commit title.")
-@_token_option
+@token_option
 @color_option
 def upload(
     repo_id: str,
@@ -67,11 +85,13 @@ def upload(
     Example:
         eosfix upload me/model-mlx-4bit ./out --fix
     """
-    from eosfix.batch.session import check_before_upload, refusal_reason
     from eosfix.sources.hub.http import describe_error, hub_errors
+    from eosfix.sources.hub.read import quiet_progress
     from eosfix.sources.hub.write import upload as upload_folder
+    from eosfix.targets.session import check_before_upload, refusal_reason
 
-    repo_id, path = _repo_and_folder(repo_id, folder)
+    given, path = _repo_and_folder(repo_id, folder)
+    repo_id, revision = _upload_target(given, revision)
     result = check_before_upload(path, fix=do_fix)
     for name in result.written:
         click.echo(f"Fixing {path / name}", err=True)
@@ -82,7 +102,7 @@ def upload(
         click.echo(f"refusing to upload {path} to {repo_id}: {reason}", err=True)
         sys.exit(EXIT_FINDINGS)
     try:
-        with _quiet_hub():
+        with quiet_progress():
             commit = upload_folder(
                 path,
                 repo_id,

@@ -7,11 +7,14 @@ container knows how to write itself, not how a result is reported.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
 
 from eosfix.decide.check import RepoCheck
+
+if TYPE_CHECKING:
+    from eosfix.containers.gguf.write import WriteResult
 
 
 class Analysed(Protocol):
@@ -30,11 +33,13 @@ A = TypeVar("A", bound=Analysed)
 @dataclass(frozen=True)
 class Fixed(Generic[A]):
     """What a ``fix`` did: the analysis it planned on; the container as written, read back
-    (None: nothing was written); the files written; what the write says of itself (``extra``:
-    ``write``, ``notes``); where it wrote when not over the original (``output``)."""
+    (None: nothing was written); the files written; how a GGUF was written (``write``: in
+    place, rewritten, copied); what the write says of itself (``notes``: a hard link split);
+    where it wrote when not over the original (``output``)."""
 
     planned: A
     now: A | None = None
     written: tuple[str, ...] = ()
-    extra: dict[str, object] = field(default_factory=dict)
+    write: WriteResult | None = None
+    notes: tuple[str, ...] = ()
     output: Path | None = None

@@ -130,9 +130,18 @@ EOS017 = Code(
     "EOS017", _E, True,
     "a file runtimes read starts with a byte-order mark: their JSON readers refuse it",
     varies="not fixable in a file fix does not write (fix writes generation_config.json, and "
-    "config.json with --config-json)",
+    "config.json with --config-json); a warning when no runtime opens the file in this folder",
 )
 EOS018 = Code("EOS018", _E, True, "eos_token_id is not a token id or a list of ids")
+EOS019 = Code("EOS019", _E, False,
+              "a chat template file is empty: every conversation renders as an empty prompt",
+              about=_TEMPLATE)
+EOS020 = Code(
+    "EOS020", _E, True,
+    "a file runtimes read is not JSON at all: each ignores it or cannot load the model",
+    varies="not fixable in a file fix does not write (fix writes generation_config.json anew); "
+    "a warning when no runtime opens the file in this folder",
+)
 EOS100 = Code("EOS100", _E, False, "a template refused every probe", about=_TEMPLATE)
 EOS101 = Code("EOS101", _E, False, "a template exceeded a render limit", about=_TEMPLATE)
 EOS102 = Code("EOS102", _E, False, "a template tried to reach an attribute the sandbox hides",

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from typing import Any, ClassVar
 
 MAX_STOP_IDS = 4096  # the longest eos_token_id list accepted
+MAX_TOKEN_ID = 2**32 - 1  # token ids are 32-bit in every tokenizer and GGUF
 _BIG = 1 << 63  # a larger id is left to pydantic (which decides)
 _FLAGS = ("special", "normalized", "lstrip", "rstrip", "single_word")
 

@@ -7,7 +7,7 @@ except the lazy tokenizer.json load for an id the smaller files cannot resolve.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -74,6 +74,16 @@ class JsonFile:
 
 
 @dataclass(frozen=True)
+class UnreadableFile:
+    """A JSON file no JSON reader parses (empty, NUL bytes, cut short) that runtimes read past
+    or refuse, file by file (``eosfix.runtimes``' refusals): its text as read, and why."""
+
+    name: str
+    text: str
+    why: str  # "is empty", "holds only NUL bytes (163)", "is not valid JSON (...)"
+
+
+@dataclass(frozen=True)
 class ChatTemplate:
     name: str  # "default", "tool_use", ...
     source: str
@@ -107,6 +117,9 @@ class Vocabulary(Protocol):
 
     def tokenizer(self) -> Any:
         """A ``tokenizers.Tokenizer`` that can encode text, or None."""
+
+    def decode(self, ids: Sequence[int]) -> str | None:
+        """``ids`` as text, special tokens kept; None when this table cannot tell."""
 
 
 class TokenizerJson:
@@ -143,6 +156,10 @@ class TokenizerJson:
         tok = self.tokenizer()
         return None if tok is None or token_id < 0 else tok.id_to_token(token_id)
 
+    def decode(self, ids: Sequence[int]) -> str | None:
+        tok = self.tokenizer()
+        return None if tok is None else str(tok.decode(list(ids), skip_special_tokens=False))
+
 
 @dataclass(frozen=True)
 class TokenizerHead:
@@ -177,6 +194,9 @@ class ModelRepo:
     # The JSON files read that start with a UTF-8 byte-order mark, which every runtime's JSON
     # reader refuses (EOS017); eosfix reads past it.
     bom: tuple[str, ...] = ()
+    # The JSON files read that are not JSON at all, by name: what the runtimes do with each is
+    # theirs to say (EOS020); eosfix reads on as if the file were missing.
+    unreadable: dict[str, UnreadableFile] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.vocabulary is None:

@@ -14,7 +14,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
 from eosfix.analysis.inturn import closers_inside_a_call, closers_inside_a_turn
-from eosfix.analysis.terminators import STOP_STRING, Terminator, TerminatorSet, find_terminators
+from eosfix.analysis.positions import EMPTY_TEMPLATE, TURN_END
+from eosfix.analysis.terminators import (
+    STOP_STRING,
+    Placement,
+    Terminator,
+    TerminatorSet,
+    find_terminators,
+)
 from eosfix.core.codes import (
     EOS005,
     EOS006,
@@ -23,6 +30,7 @@ from eosfix.core.codes import (
     EOS009,
     EOS010,
     EOS016,
+    EOS019,
     EOS100,
     EOS101,
     EOS102,
@@ -31,8 +39,8 @@ from eosfix.core.codes import (
     Severity,
     finding,
 )
-from eosfix.core.repo import ModelRepo, TokenInfo
-from eosfix.decide.keys import StopConfig, StopIdReview, StopKeys
+from eosfix.core.repo import ChatTemplate, ModelRepo, TokenInfo
+from eosfix.decide.keys import StopConfig, StopIdReview, StopKeys, tokenizer_eos
 from eosfix.runtimes.llamacpp import EOG_TEXTS
 
 __all__ = ["Finding", "RepoCheck", "Severity", "Status", "check"]
@@ -91,6 +99,7 @@ class RepoCheck:
         that no template writes: a model may still have learned them from data the template
         does not show (Llama 3.2's ``<|eom_id|>``). Evidence for a person, never written."""
         rendered = "".join(p.text or "" for ta in self.terminators.templates for p in ta.rendered)
+        ends = {t.content for t in self.terminators.terminators}  # an empty template's eos
         return tuple(
             (text, info.id)
             for text in EOG_TEXTS
@@ -98,6 +107,7 @@ class RepoCheck:
             and info.special
             and info.id is not None
             and text not in rendered
+            and text not in ends
         )
 
     @property
@@ -159,6 +169,7 @@ def _terminator_findings(repo: ModelRepo, ts: TerminatorSet) -> list[Finding]:
         and repo.templates
         and not ts.terminators
         and any(ta.rendered for ta in ts.templates)
+        and not all(_empty(t) for t in repo.templates)  # EOS019 says it
     ):
         msg = "no turn terminator found: the template writes nothing that ends a reply"
         if all(ta.quoted for ta in ts.templates if ta.rendered):
@@ -169,6 +180,60 @@ def _terminator_findings(repo: ModelRepo, ts: TerminatorSet) -> list[Finding]:
             )
         out.append(finding(EOS009, ts.templates[0].file, msg))
     return out
+
+
+# A template a folder's file holds (``chat_template.jinja``, ``additional_chat_templates/*``,
+# tokenizer_config.json...), which transformers renders; a GGUF's is a metadata key.
+_TEMPLATE_FILES = (".jinja", ".json")
+
+
+def _empty(t: ChatTemplate) -> bool:
+    """A folder's template that writes nothing but whitespace, whatever the conversation."""
+    return t.file.endswith(_TEMPLATE_FILES) and not t.source.strip()
+
+
+def _empty_template_findings(repo: ModelRepo) -> list[Finding]:
+    """EOS019 for each empty template file. transformers 5.24 reads chat_template.jinja (and
+    each additional template) whole, an empty one too, into the tokenizer's chat_template
+    (tokenization_utils_base.py lines 1822-1839), which then replaces tokenizer_config.json's;
+    get_chat_template uses it because '' is not None (lines 3378-3382); vLLM 0.33 resolves the
+    template through the same get_chat_template (vllm/renderers/hf.py resolve_chat_template)."""
+    out = []
+    config = repo.tokenizer_config
+    shadowed = config is not None and config.chat_template is not None
+    for t in repo.templates:
+        if not _empty(t):
+            continue
+        remedy = (
+            "delete it to use tokenizer_config.json's chat_template"
+            if shadowed and t.file.endswith(".jinja")
+            else "write the template back"
+        )
+        name = (
+            t.file.rsplit("/", 1)[-1] if t.file.endswith(".jinja") else f"{t.file}'s chat_template"
+        )
+        msg = (
+            f"{name} is empty: transformers loads it as the chat template and renders every "
+            f"conversation as an empty prompt, as vLLM does through it; {remedy}"
+        )
+        out.append(finding(EOS019, t.file, msg))
+    return out
+
+
+def _eos_ends_an_empty_template(repo: ModelRepo, ts: TerminatorSet) -> TerminatorSet:
+    """When every template is empty, nothing they write ends a reply: the model's reply ends
+    where it writes the tokenizer's eos, so that is the terminator every runtime is judged by
+    (and ``fix`` adds to the stop ids)."""
+    if ts.terminators or not repo.templates or not all(_empty(t) for t in repo.templates):
+        return ts
+    eos = tokenizer_eos(repo)
+    if eos is None or eos.id is None:
+        return ts
+    names = tuple(t.name for t in repo.templates)
+    where = (Placement(EMPTY_TEMPLATE),)
+    eos_end = Terminator(eos.content, eos.id, TURN_END, names, "", "", eos.source, eos.special,
+                         where)  # fmt: skip
+    return replace(ts, terminators=(eos_end,))
 
 
 def _template_findings(ts: TerminatorSet) -> list[Finding]:
@@ -204,7 +269,7 @@ def check(
     are edited too (a folder), so its early stops are fixable.
     """
     keep = tuple(dict.fromkeys(keep_ids))
-    ts = find_terminators(repo)
+    ts = _eos_ends_an_empty_template(repo, find_terminators(repo))
     decision = keys.decide(repo, ts, keep=keep, config_json=config_json)
     template_findings = _template_findings(ts)
     if any(f.code == EOS103.code for f in template_findings):
@@ -212,6 +277,7 @@ def check(
         no_removal = replace(decision.review, remove=frozenset(), config_remove=frozenset())
         decision = replace(decision, proposed=None, review=no_removal)
     findings = [
+        *_empty_template_findings(repo),
         *template_findings,
         *decision.missing,
         *_terminator_findings(repo, ts),

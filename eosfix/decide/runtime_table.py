@@ -4,7 +4,7 @@ nowhere inside a reply, now and after the planned fix?
 The container says which ids each runtime stops on in each state (``RowInputs``: now, after
 the planned fix, after ``fix --config-json``); ``build_table`` turns those sets into rows the
 same way for every container. The table is computed once, when the check is made, and carried
-in the result (``eosfix.pipeline.RepoResult.runtimes``). Pure.
+in the result (``eosfix.result.RepoResult.runtimes``). Pure.
 """
 
 from __future__ import annotations

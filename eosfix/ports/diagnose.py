@@ -23,12 +23,12 @@ Pure: no printing, no writing.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from eosfix.containers.gguf.pieces import DECODED_MODELS, GgufTokens
 from eosfix.decide.check import RepoCheck
 from eosfix.decide.stopids import OUT_OF_VOCAB, classify
 from eosfix.ports.render import (
-    NO_TOKENIZER,
     Conversation,
     LoopStops,
     PortInputError,
@@ -36,7 +36,6 @@ from eosfix.ports.render import (
     encode,
     first_difference,
     loop_stops,
-    no_ids_note,
     render_conversation,
     select_template,
 )
@@ -87,7 +86,7 @@ def _compare(stops: LoopStops) -> str:
     ids = f"stop when the sampled id is in {list(stops.ids)}"
     if stops.needs_fix:
         only = " only" if set(stops.current) <= set(stops.ids) else ""  # or ids to remove
-        ids += f" (the repo's files list{only} {list(stops.current)}: run `eosfix fix`)"
+        ids += f" (the repo's files list{only} {list(stops.current)}: run `{stops.fix}`)"
     if stops.strings:
         ids += f"; also stop on the text {list(stops.strings)}"
     return ids
@@ -111,12 +110,24 @@ def _a(word: str) -> str:
     return f"an {word}" if word[:1] in "aeio" else f"a {word}"  # "a user"
 
 
-def _turn_list(turns: Sequence[TurnFound], unit: str) -> str:
+def _unreadable(check: RepoCheck) -> str:
+    """Why generated ids cannot be read as text here: ``without tokenizer.json``..."""
+    vocab = check.repo.vocabulary
+    if isinstance(vocab, GgufTokens):
+        known = " and ".join(repr(m) for m in DECODED_MODELS)
+        return (
+            f"in a GGUF file of a {vocab.model!r} vocabulary (eosfix reads the token pieces of "
+            f"{known} ones)"
+        )
+    return "without tokenizer.json"
+
+
+def _turn_list(turns: Sequence[TurnFound], unit: str, unreadable: str) -> str:
     parts = []
     for f in turns[:4]:
         role = _a(f"{f.header.role} turn") if f.header.role else f"a turn ({f.header.opener})"
         if f.content is None:
-            said = " (content unknown without tokenizer.json)"
+            said = f" (content unknown {unreadable})"
         else:
             said = f": {f.content!r}" if f.content else " (empty)"
         parts.append(f"{role} at {unit} {f.pos + 1}{said}")
@@ -124,14 +135,28 @@ def _turn_list(turns: Sequence[TurnFound], unit: str) -> str:
     return ", then ".join(parts) + more
 
 
-def _invented(turns: Sequence[TurnFound], unit: str, token_id: int | None) -> Problem:
+def _invented(
+    turns: Sequence[TurnFound], unit: str, token_id: int | None, unreadable: str = ""
+) -> Problem:
     n = len(turns)
-    msg = f"the model wrote {n} turn{'s' if n > 1 else ''} of its own: {_turn_list(turns, unit)}"
+    listed = _turn_list(turns, unit, unreadable)
+    msg = f"the model wrote {n} turn{'s' if n > 1 else ''} of its own: {listed}"
     return Problem(INVENTED_TURN, msg, turns[0].pos, token_id)
 
 
+def _ends_at_stop(f: TurnFound, t: Transcript, stops: LoopStops) -> bool:
+    """A turn header that starts at a stop id with nothing but whitespace after it: the reply
+    ended there. GLM's ``<|user|>`` opens the next turn and is the terminator itself, so a
+    transcript that ends with it (and the line break its header writes) ended on its stop."""
+    if not _is_stop(t.pieces[f.piece], stops):
+        return False
+    return all(
+        p.text is not None and not p.control and not p.text.strip() for p in t.pieces[f.piece + 1 :]
+    )
+
+
 def _transcript_problems(
-    t: Transcript, stops: LoopStops, headers: Sequence[TurnHeader]
+    t: Transcript, stops: LoopStops, headers: Sequence[TurnHeader], unreadable: str
 ) -> list[Problem]:
     """Problems in what the loop generated, and a note when nothing decides."""
     problems: list[Problem] = []
@@ -167,7 +192,7 @@ def _transcript_problems(
                 f"the loop does not compare stop ids; {_compare(stops)}"
             )
             problems.append(Problem(RAN_PAST_STOP, msg, stop.pos, stop.token_id))
-    turns = find_turns(t, headers)
+    turns = [f for f in find_turns(t, headers) if not _ends_at_stop(f, t, stops)]
     if turns and t.pieces[turns[0].piece] is first:
         opened = turns[0].header
         msg = (
@@ -177,7 +202,7 @@ def _transcript_problems(
         )
         problems.append(Problem(PROMPT_NOT_TEMPLATED, msg, first.pos, first.token_id))
     if turns:
-        problems.append(_invented(turns, t.unit, t.pieces[turns[0].piece].token_id))
+        problems.append(_invented(turns, t.unit, t.pieces[turns[0].piece].token_id, unreadable))
     return problems
 
 
@@ -331,15 +356,17 @@ def diagnose(
     text: str | None = None,
     prompt_ids: Sequence[int] | None = None,
     conversation: Conversation | None = None,
+    fix: str = "eosfix fix",
 ) -> Diagnosis:
-    """What went wrong in a loop's output (``ids`` or ``text``), and in its prompt ids."""
+    """What went wrong in a loop's output (``ids`` or ``text``), and in its prompt ids;
+    ``fix``: the command that writes this repo's fix, as the messages name it."""
     if (ids is None) == (text is None):
         raise ValueError("give exactly one of ids and text")
     if (ids is not None and not ids) or text == "":
         raise PortInputError(
             f"no generated {'ids' if ids is not None else 'text'}: nothing to diagnose"
         )
-    stops = loop_stops(check)
+    stops = replace(loop_stops(check), fix=fix)
     headers = turn_headers(check)
     problems: list[Problem] = []
     notes: list[str] = []
@@ -355,19 +382,14 @@ def diagnose(
             check, ids, stops, (p.token_id for p in dead if p.token_id is not None)
         )
         if not t.decoded:
-            why = (
-                "without tokenizer.json"
-                if no_ids_note(check.repo) == NO_TOKENIZER
-                else ("in a GGUF file (eosfix does not run its tokenizer)")
-            )
-            notes.append(f"{why} only control ids can be read, not the text")
+            notes.append(f"{_unreadable(check)} only control ids can be read, not the text")
     else:
         t = transcript_from_text(check, text or "", stops)
     plain_text = t.kind == "text" and not any(p.control for p in t.pieces) and (text or "").strip()
     if plain_text:
         found, note = _plain_problems(text or "", stops, headers)
     else:
-        found, note = _transcript_problems(t, stops, headers), None
+        found, note = _transcript_problems(t, stops, headers, _unreadable(check)), None
     problems += found
     ending = None
     if not found and note is None:

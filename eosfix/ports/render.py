@@ -24,6 +24,7 @@ from eosfix.analysis.probes import RENDER_ERRORS
 from eosfix.analysis.template import TemplateRefusal, render_chat
 from eosfix.core.errors import EosfixError
 from eosfix.core.limits import RenderLimitExceeded, SandboxEscape
+from eosfix.core.models import MAX_TOKEN_ID
 from eosfix.core.repo import TOKENIZER_JSON, ChatTemplate, ModelRepo
 from eosfix.decide.check import RepoCheck
 
@@ -53,6 +54,7 @@ class LoopStops:
     strings: tuple[str, ...]  # plain-text turn ends: no id can express them
     tokens: dict[int, str]  # stop id -> token text, where eosfix can name it
     ends: tuple[tuple[str, int | None], ...]  # the repo's turn terminators: (text, id)
+    fix: str = "eosfix fix"  # the command that writes the repo's fix, as typed (with its path)
 
     def name(self, token_id: int) -> str:
         """``<|im_end|> (2)``, or just the id when its text is unknown."""
@@ -143,7 +145,6 @@ def parse_tools(data: Any, where: str) -> tuple[dict[str, Any], ...]:
 
 _ID_SEP = re.compile(r"[\s,]+")
 _DIGITS = re.compile(r"[0-9]+")  # ASCII only: "²" and fullwidth digits are not ids
-MAX_TOKEN_ID = 2**32 - 1  # token ids are 32-bit in every tokenizer and GGUF
 
 
 def parse_ids(text: str, where: str) -> tuple[int, ...]:
@@ -226,9 +227,15 @@ def encode(repo: ModelRepo, text: str) -> tuple[int, ...] | None:
 
 
 def decode(repo: ModelRepo, ids: Sequence[int]) -> str | None:
-    """``ids`` as text with special tokens kept (None without tokenizer.json)."""
-    tok = repo.tokenizer()
-    return None if tok is None else str(tok.decode(list(ids), skip_special_tokens=False))
+    """``ids`` as text with special tokens kept: tokenizer.json's decoder, or a GGUF's token
+    pieces as llama.cpp writes them; None when neither can tell."""
+    vocab = repo.vocabulary
+    return None if vocab is None else vocab.decode(ids)
+
+
+def can_decode(repo: ModelRepo) -> bool:
+    """Whether ``decode`` can turn this repo's ids into text."""
+    return decode(repo, ()) is not None
 
 
 NO_TOKENIZER = f"no {TOKENIZER_JSON} in this repo"

@@ -23,7 +23,15 @@ from eosfix.analysis.shapes import ASSISTANT0, ASSISTANT1, SYSTEM, USER1, USER2
 from eosfix.analysis.terminators import NEXT_TURN, SpecialScanner
 from eosfix.core.repo import ChatTemplate
 from eosfix.decide.check import RepoCheck
-from eosfix.ports.render import Conversation, ConversationRefused, LoopStops, id_names, render_with
+from eosfix.ports.render import (
+    Conversation,
+    ConversationRefused,
+    LoopStops,
+    can_decode,
+    decode,
+    id_names,
+    render_with,
+)
 
 
 @dataclass(frozen=True)
@@ -147,7 +155,7 @@ class Transcript:
     kind: str  # "ids" | "text"
     pieces: tuple[Piece, ...]
     length: int  # ids or characters
-    decoded: bool  # ids decoded with tokenizer.json (text known for every piece)
+    decoded: bool  # ids decoded (tokenizer.json, a GGUF's pieces): text known for every piece
 
     @property
     def unit(self) -> str:
@@ -183,7 +191,7 @@ def transcript_from_ids(
     ``no_token`` ids (no token has them) as their own pieces, text unknown."""
     control = _control_ids(check, stops)
     dead = frozenset(no_token)
-    tok = check.repo.tokenizer()
+    readable = can_decode(check.repo)
     pieces: list[Piece] = []
     run: list[int] = []
 
@@ -191,10 +199,10 @@ def transcript_from_ids(
         if not run:
             return
         start = end - len(run)
-        if tok is None:
+        if not readable:
             pieces.extend(Piece(None, i, False, start + k) for k, i in enumerate(run))
         else:
-            pieces.append(Piece(tok.decode(run, skip_special_tokens=False), None, False, start))
+            pieces.append(Piece(decode(check.repo, run), None, False, start))
         run.clear()
 
     for pos, token_id in enumerate(ids):
@@ -207,7 +215,7 @@ def transcript_from_ids(
         else:
             run.append(token_id)
     flush(len(ids))
-    return Transcript("ids", tuple(pieces), len(ids), tok is not None)
+    return Transcript("ids", tuple(pieces), len(ids), readable)
 
 
 def transcript_from_text(check: RepoCheck, text: str, stops: LoopStops) -> Transcript:

@@ -18,7 +18,7 @@ from urllib.parse import quote
 
 from eosfix import __version__
 from eosfix.core.codes import CODES, Finding, Severity
-from eosfix.pipeline import RepoResult
+from eosfix.result import RepoResult
 
 SARIF_SCHEMA = (
     "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"

@@ -18,10 +18,10 @@ from typing import Any, TextIO
 
 from eosfix.batch.run import Failure, Result, Run
 from eosfix.batch.verdict import Detail, Members, ids_text
-from eosfix.pipeline import RepoResult
 from eosfix.render.csvrows import CsvWriter
 from eosfix.render.markdown import code, escape
 from eosfix.render.report import render_repo_text, result_to_dict
+from eosfix.result import RepoResult
 
 _ENTRY = "    "  # where an entry of the "repos" list is nested in the report
 _MEMBER = _ENTRY + "  "
@@ -194,7 +194,8 @@ def _revision_and_commit(result: Result) -> tuple[str, str]:
 def _csv_row(result: Result) -> list[str]:
     v, row = result.verdict, result.row()
     terms = "; ".join(f"{c} {i}" if i is not None else c for c, i in v.terminators)
-    pr = str(result.unit.extra.get("pr_url") or result.unit.extra.get("pr") or "")
+    state = result.unit.pr
+    pr = (state.url or state.words or "") if state is not None else ""
     eos = "" if v.status == "error" else ids_text(v.eos, as_list=v.eos_list)
     proposed = ids_text(v.proposed, as_list=True) if v.proposed is not None else ""
     revision, commit = _revision_and_commit(result)
@@ -241,7 +242,8 @@ def _markdown_row(result: Result) -> str:
         f"{code(c, in_table=True)} {i}" if i is not None else code(c, in_table=True)
         for c, i in v.terminators
     )
-    url, words = result.unit.extra.get("pr_url"), str(result.unit.extra.get("pr") or "")
+    state = result.unit.pr
+    url, words = (state.url, state.words or "") if state is not None else (None, "")
     if isinstance(url, str) and _URL.fullmatch(url):
         pr = f"[{_text(words or 'pull request')}]({url})"
     else:

@@ -12,10 +12,10 @@ from eosfix.analysis.shapes import Probe
 from eosfix.analysis.terminators import STOP_STRING, SpecialScanner, TemplateAnalysis, Terminator
 from eosfix.decide.check import RepoCheck
 from eosfix.decide.runtime_table import RuntimeRow, RuntimeTable
-from eosfix.pipeline import RepoResult
 from eosfix.ports.loop import TokenizedProbe, tokenize_probe
 from eosfix.ports.render import loop_stops
 from eosfix.render.report import placement_text, render_repo_text, result_to_dict, stop_source_text
+from eosfix.result import RepoResult
 
 _SHOWN_PROBES = ("final", "final+system", "tool_call", "history")
 
@@ -257,11 +257,14 @@ def _evidence_lines(t: Terminator, scanner: SpecialScanner) -> list[str]:
     else:
         what = f"ends a turn ({t.kind.replace('_', ' ')})" if t.required else "is an optional stop"
         head = f"{t.content} {what}: {placement_text(t)}"
-    return [
-        f"{head}; seen in probe {t.probe}:",
-        *_quoted(t.evidence, scanner),
-        f"  id {t.id} from {t.id_source}" if t.id is not None else "  no id",
-    ]
+    seen = (
+        [f"{head}; seen in probe {t.probe}:", *_quoted(t.evidence, scanner)]
+        if t.probe
+        else [
+            f"{head}:"  # no probe shows it (an empty template: the tokenizer's eos)
+        ]
+    )
+    return [*seen, f"  id {t.id} from {t.id_source}" if t.id is not None else "  no id"]
 
 
 def render_explain(result: RepoResult) -> str:

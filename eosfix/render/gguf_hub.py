@@ -1,8 +1,8 @@
 """What a GGUF file on the Hub adds to its text block: which files it stands for, why no pull
 request can fix its header (and what works today), and what ``ollama run hf.co/...`` gets.
 
-Everything comes from the result (``eosfix.batch.gguf_hub`` puts it in ``extra``): this
-module formats.
+Everything comes from the result's typed fields (``hub``, ``gguf``, ``ollama_hub``: made by
+``eosfix.targets.gguf_hub``): this module formats.
 """
 
 from __future__ import annotations
@@ -10,16 +10,15 @@ from __future__ import annotations
 import json
 import shlex
 from collections.abc import Sequence
-from typing import Any
 
-from eosfix.pipeline import RepoResult
+from eosfix.result import RepoResult
 
 SHOWN = 6  # alike files named in the title before "and N more"
 
 
 def is_hub_gguf(r: RepoResult) -> bool:
-    """A GGUF file read on the Hub (``eosfix.batch.gguf_hub``)."""
-    return r.container == "gguf" and "file" in r.extra and "repo_id" in r.extra
+    """A GGUF file read on the Hub (``eosfix.targets.gguf_hub``)."""
+    return r.container == "gguf" and r.gguf is not None and r.hub is not None
 
 
 def _short(path: str) -> str:
@@ -35,18 +34,18 @@ def _files(paths: Sequence[str]) -> str:
 def title_suffix(r: RepoResult) -> str:
     """``  (and Q5_K_M.gguf, Q8_0.gguf: the same stop keys)`` or ``  (differs from X in:
     keys)``: what the block stands for."""
-    extra: dict[str, Any] = r.extra
-    alike = list(extra.get("alike") or ())
+    group = r.gguf
+    assert group is not None
+    alike = group.alike
     parts = []
-    picks = extra.get("default_for") or ()
-    if picks:
+    if group.default_for:
         who = {"llama.cpp": "llama.cpp -hf", "ollama": "ollama run hf.co"}
-        parts.append(f"what {' and '.join(who[p] for p in picks)} load without a tag")
+        parts.append(f"what {' and '.join(who[p] for p in group.default_for)} load without a tag")
     if alike:
         parts.append(f"and {_files(alike)}: the same stop keys")
-    if extra.get("differs_from"):
-        keys = ", ".join(extra.get("differs_in") or ())
-        parts.append(f"differs from {_short(str(extra['differs_from']))} in {keys}")
+    if group.differs_from:
+        keys = ", ".join(group.differs_in)
+        parts.append(f"differs from {_short(group.differs_from)} in {keys}")
     return f"  ({'; '.join(parts)})" if parts else ""
 
 
@@ -65,7 +64,9 @@ def header_lines(r: RepoResult) -> list[str]:
     """Why a pull request cannot fix the planned keys, and what works today."""
     if not r.patches:
         return []
-    name = _short(str(r.extra["file"]))
+    assert r.gguf is not None
+    assert r.hub is not None
+    name = _short(r.gguf.file)
     fixed = name.removesuffix(".gguf") + ".fixed.gguf"
     lines = [
         (
@@ -76,8 +77,8 @@ def header_lines(r: RepoResult) -> list[str]:
     ]
     flags = override_kv(r)
     if flags:
-        tag = r.extra.get("quant") or name
-        repo = f"{r.extra['repo_id']}:{tag}"
+        tag = r.gguf.quant or name
+        repo = f"{r.hub.repo_id}:{tag}"
         lines.append(f"  until then    llama-server -hf {repo} {' '.join(flags)}")
     return lines
 
@@ -88,33 +89,33 @@ def _json(items: Sequence[str]) -> str:
 
 def ollama_lines(r: RepoResult) -> list[str]:
     """What ``ollama run hf.co/...`` gets, and the params file a pull request would write."""
-    ollama: Any = r.extra.get("ollama")
-    if not isinstance(ollama, dict):
+    ollama = r.ollama_hub
+    if ollama is None:
         return []
+    params = ollama.params
+    conversion = params.conversion.path if params.conversion is not None else None
     source = (
         "the repo's params file"
-        if ollama["params_from"] == "params file"
-        else f"the Hub's conversion of the chat template ({ollama['conversion']})"
+        if params.from_file
+        else f"the Hub's conversion of the chat template ({conversion})"
     )
-    line = f"  ollama hf.co  stop {_json(ollama['stop'])} from {source}"
-    if ollama.get("params_problem"):
-        line += f"; ollama refuses that file: {ollama['params_problem']}"
+    line = f"  ollama hf.co  stop {_json(params.stop)} from {source}"
+    if params.problem:
+        line += f"; ollama refuses that file: {params.problem}"
     lines = [line]
-    planned = ollama.get("planned")
+    planned = ollama.plan
     if planned:
         what = []
-        if planned["removed"]:
-            when = (
-                " in ollama before 0.30" if planned["removed"] == planned["removed_control"] else ""
-            )
-            what.append(f"dropping {_json(planned['removed'])}, which cut replies{when}")
-        if planned["added"]:
-            what.append(f"adding {_json(planned['added'])}")
+        if planned.removed:
+            when = " in ollama before 0.30" if planned.removed == ollama.removed_control else ""
+            what.append(f"dropping {_json(planned.removed)}, which cut replies{when}")
+        if planned.added:
+            what.append(f"adding {_json(planned.added)}")
         lines.append(
             f"  params        a pull request can set the repo's params file to stop "
-            f"{_json(planned['stop'])} ({'; '.join(what)}; every other key kept)"
+            f"{_json(planned.after)} ({'; '.join(what)}; every other key kept)"
         )
-        hidden = planned.get("control") or []
+        hidden = ollama.control
         if hidden:
             lines.append(
                 f"                ollama 0.30 and later never match {_json(hidden)} as a stop "
@@ -131,45 +132,49 @@ def params_pr_description(r: RepoResult) -> str:
     goes through ``eosfix.render.markdown``."""
     from eosfix.render.markdown import code, fenced
 
-    ollama: Any = r.extra["ollama"]
-    planned: Any = ollama["planned"]
-    repo = str(r.extra["repo_id"])
-    tag = str(r.extra.get("quant") or _short(str(r.extra["file"])))
+    ollama, group, hub = r.ollama_hub, r.gguf, r.hub
+    assert ollama is not None
+    assert group is not None
+    assert hub is not None
+    planned = ollama.plan
+    assert planned is not None
+    repo = hub.repo_id
+    tag = group.quant or _short(group.file)
 
     def listed(items: Sequence[str]) -> str:
         return ", ".join(code(s) for s in items)
 
     source = (
         "the repo's `params` file"
-        if ollama["params_from"] == "params file"
+        if ollama.params.from_file
         else "the Hub's conversion of the GGUF's chat template (`@huggingface/ollama-utils`)"
     )
     wrong = [f"`ollama run hf.co/{repo}` takes its stop list from {source}"]
-    if planned["removed"]:
+    if planned.removed:
         wrong.append(
-            f"that list holds {listed(planned['removed'])}, which the chat template writes "
+            f"that list holds {listed(planned.removed)}, which the chat template writes "
             "inside a reply, so ollama cuts replies there"
         )
-    if planned["added"]:
+    if planned.added:
         wrong.append(
             f"nothing in it or in the file's end-of-generation set stops at "
-            f"{listed(planned['added'])}, which ends every assistant turn, so generation runs "
+            f"{listed(planned.added)}, which ends every assistant turn, so generation runs "
             "on into the next turn"
         )
     lines = ["; ".join(wrong) + ".", ""]
     lines.append(
-        f"This pull request {'updates' if planned['old'] is not None else 'adds'} the repo's "
+        f"This pull request {'updates' if planned.old is not None else 'adds'} the repo's "
         f"`params` file (ollama's parameters for `hf.co/` models): its `stop` list becomes "
-        f"{listed(planned['stop'])}; every other key is kept."
+        f"{listed(planned.after)}; every other key is kept."
     )
     lines.append("")
-    if planned["old"] is not None:
-        lines += ["Before:", "", *fenced(str(planned["old"]).rstrip("\n"), "json"), ""]
-    lines += ["After:", "", *fenced(str(planned["new"]).rstrip("\n"), "json"), ""]
-    if planned.get("control"):
+    if planned.old is not None:
+        lines += ["Before:", "", *fenced(planned.old.rstrip("\n"), "json"), ""]
+    lines += ["After:", "", *fenced(planned.new.rstrip("\n"), "json"), ""]
+    if ollama.control:
         lines += [
             (
-                f"ollama 0.30 and later never match {listed(planned['control'])} as a stop string "
+                f"ollama 0.30 and later never match {listed(ollama.control)} as a stop string "
                 "(llama-server drops a control token's text): for them only the GGUF header's keys "
                 "make it stop there."
             ),

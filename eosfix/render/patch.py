@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from eosfix.containers.folder.plan import FilePatch
-from eosfix.pipeline import RepoResult
+from eosfix.result import RepoResult
 
 GGUF_NOT_IN_PATCH = (
     "not in the patch: a GGUF's metadata is binary; `eosfix fix {path}` writes these key edits"

@@ -16,14 +16,15 @@ from collections.abc import Iterable, Sequence
 
 from eosfix.analysis.shapes import CALL_ID, CALL_ID2
 from eosfix.analysis.terminators import Terminator
+from eosfix.containers.folder.plan import FilePatch
 from eosfix.core.repo import GENERATION_CONFIG
 from eosfix.decide.check import RepoCheck
 from eosfix.decide.runtime_table import RuntimeTable
 from eosfix.decide.stopids import CUTTING, IN_TURN_KIND, ORDINARY, StopId
-from eosfix.pipeline import RepoResult
 from eosfix.render.gguf_hub import is_hub_gguf, params_pr_description
 from eosfix.render.markdown import code, escape, fenced
 from eosfix.render.text import placement_text
+from eosfix.result import RepoResult
 
 # What the probes put into messages (eosfix.analysis.shapes: "Eosfixassistant1", the tool
 # "eosfix_probe", call ids): never shown to the repo's owner.
@@ -87,6 +88,13 @@ def what_was_wrong(result: RepoResult) -> str:
     if gen is not None and gen.eos_malformed:
         raw = code(json.dumps(gen.eos_token_id))
         parts.append(f"`eos_token_id` is {raw}, not a token id or a list of ids")
+    broken = check.repo.unreadable.get(GENERATION_CONFIG)
+    if broken is not None:
+        why = escape(broken.why.split(" (")[0])
+        parts.append(
+            f"`generation_config.json` {why}: transformers and others ignore it (and stop on "
+            "`config.json`'s ids), and some runtimes cannot load the model with it"
+        )
     if _removes_bom(result):
         parts.append(
             "`generation_config.json` starts with a byte-order mark, which the runtimes' JSON "
@@ -147,14 +155,25 @@ def _verify(repo_id: str, check: RepoCheck) -> list[str]:
     known: dict[int, str | None] = {s.id: s.token for s in check.review.stop_ids}
     known |= {t.id: t.content for t in check.terminators.terminators if t.id is not None}
 
-    def printed(ids: int | Sequence[int] | None) -> str:  # what convert_ids_to_tokens gives
-        if ids is None:
-            return "None"
+    def printed(ids: int | Sequence[int]) -> str:
+        """What ``print(tok.convert_ids_to_tokens(ids))`` shows: a token as its text (print
+        writes a str without quotes), a list as its repr."""
         if isinstance(ids, int):
-            return repr(known.get(ids))
+            return str(known.get(ids))
         return "[" + ", ".join(repr(known.get(i)) for i in ids) + "]"
 
     now = check.stop.raw if isinstance(check.stop.raw, int) else check.stop.ids
+    broken = check.repo.unreadable.get(GENERATION_CONFIG)
+    if broken is not None:  # GenerationConfig.from_pretrained raises on what is not JSON
+        today = f"Today this raises `OSError` (`generation_config.json` {escape(broken.why.split(' (')[0])})"
+    elif GENERATION_CONFIG not in check.repo.files:  # ... and on a missing file
+        today = "Today this raises `OSError` (the repo has no `generation_config.json`)"
+    elif now is None:  # convert_ids_to_tokens(None) iterates None
+        today = "Today this raises `TypeError` (`generation_config.json` sets no `eos_token_id`)"
+    else:
+        today = f"Today this prints {code(printed(now))}"
+    after = check.proposed if check.proposed is not None else now  # a mark removed: the same
+    merged = printed(after) if after is not None else "None"
     program = "\n".join(
         [
             "from transformers import AutoTokenizer, GenerationConfig",
@@ -169,8 +188,8 @@ def _verify(repo_id: str, check: RepoCheck) -> list[str]:
         *fenced(program, "python"),
         "",
         (
-            f"Today this prints {code(printed(now))}; with this pull request merged, "
-            f"{code(printed(check.proposed))}. To try this pull request before merging it, pass its "
+            f"{today}; with this pull request merged, "
+            f"{code(merged)}. To try this pull request before merging it, pass its "
             'branch to `GenerationConfig.from_pretrained` as `revision="refs/pr/…"` (the '
             "number in its address)."
         ),
@@ -185,6 +204,12 @@ def _removes_bom(result: RepoResult) -> bool:
 def _changes(result: RepoResult) -> str:
     """What the pull request changes, in one line."""
     gen = next((p for p in result.patches if p.file == GENERATION_CONFIG), None)
+    if isinstance(gen, FilePatch) and gen.replaces:
+        return (
+            "This pull request writes `generation_config.json` anew, from `config.json`'s "
+            "generation settings as transformers reads them without the file, with the stop "
+            "ids (the file in the repo is not JSON, so nothing else of it can be kept):"
+        )
     ids = gen is None or "eos_token_id" in gen.summary
     if not _removes_bom(result):
         return "This pull request changes only `eos_token_id` in `generation_config.json`:"

@@ -12,9 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from eosfix.analysis.terminators import TemplateAnalysis, Terminator
-from eosfix.containers.target import NotChecked
 from eosfix.core.codes import EOS013
-from eosfix.core.errors import VerificationError, WriteError
+from eosfix.core.errors import NotChecked, VerificationError, WriteError
 from eosfix.core.outcome import (
     EXIT_FINDINGS,
     EXIT_INPUT,
@@ -28,7 +27,6 @@ from eosfix.core.outcome import (
 )
 from eosfix.decide.check import Finding
 from eosfix.decide.runtime_table import RuntimeTable
-from eosfix.pipeline import RepoResult
 from eosfix.render.annotations import render_github, render_sarif
 from eosfix.render.runtimes import runtimes_line
 from eosfix.render.text import (
@@ -38,6 +36,7 @@ from eosfix.render.text import (
     render_repo_text,
     stop_source_text,
 )
+from eosfix.result import OllamaHub, RemoteGguf, RepoResult
 
 __all__ = [
     "EXIT_FINDINGS", "EXIT_INPUT", "EXIT_INTERNAL", "EXIT_OK", "KIND_TEXT", "RENDERER_BY_NAME",
@@ -87,6 +86,11 @@ def _counted(n: int, noun: str) -> str:
     return f"{n} {noun}{'s' * (n != 1)}"
 
 
+def _in_groups(files: int, groups: int) -> str:
+    """`` in 2 groups`` when results stand for more files than there are results."""
+    return f" in {_counted(groups, 'group')}" if files > groups else ""
+
+
 @dataclass
 class Report:
     """Counts what happened to each repo; decides the exit code, like black's Report.
@@ -108,12 +112,19 @@ class Report:
 
     def summary(self, *, fixing: bool, dry_run: bool, caveats: int = 0) -> str:
         """One line: how many repos (GGUF files) came to what, then the paths not checked;
-        ``caveats``: how many healthy repos printed runtime caveats."""
+        ``caveats``: how many healthy repos printed runtime caveats. A GGUF repo on the Hub
+        is checked by groups of alike files: its files are counted, and the groups named
+        (``5 GGUF files in 1 group stop correctly``)."""
         checked = [r for r in self.results if not isinstance(r.error, NotChecked)]
-        counts = Counter((_summary_verdict(r), _noun(r)) for r in checked)
+        counts: Counter[tuple[str, str]] = Counter()
+        groups: Counter[tuple[str, str]] = Counter()
+        for r in checked:
+            key = (_summary_verdict(r), _noun(r))
+            counts[key] += len(r.gguf.files) if r.gguf is not None else 1
+            groups[key] += 1
         phrases = _summary_phrases(already=fixing and not dry_run)
         parts = [
-            f"{_counted(n, noun)} {phrases[v][n != 1]}"
+            f"{_counted(n, noun)}{_in_groups(n, groups[v, noun])} {phrases[v][n != 1]}"
             + (" (runtime caveats above)" if v == "ok" and caveats else "")
             for (v, noun), n in sorted(counts.items(), key=lambda kv: _ORDER.index(kv[0][0]))
         ]
@@ -226,7 +237,7 @@ def result_to_dict(r: RepoResult) -> dict[str, Any]:
             status="error", verdict="error", problem=None, runs_on=[], stops_early=[],
             error=str(r.error), written=list(r.written),
         )  # fmt: skip
-        out.update(r.extra)  # a Hub repo's repo_id, revision and sha
+        out.update(origin_fields(r))  # a Hub repo's repo_id, revision and sha...
         return out
     c = r.check
     assert c is not None
@@ -236,7 +247,7 @@ def result_to_dict(r: RepoResult) -> dict[str, Any]:
     runs_on, early = (table.runs_on, table.stops_early) if table is not None else ((), ())
     never_fires = any(f.code == EOS013.code for f in c.findings)
     out.update(
-        status=c.status.value,
+        status=r.status.value,
         verdict=name,
         problem=problem_of(
             name, runs_on=bool(runs_on), stops_early=bool(early), never_fires=never_fires
@@ -278,8 +289,74 @@ def result_to_dict(r: RepoResult) -> dict[str, Any]:
             "eos_token_id_source": b.stop.source,
             "findings": _findings(b.findings),
         }
-    out.update(r.extra)
+    out.update(origin_fields(r))
     return out
+
+
+def origin_fields(r: RepoResult) -> dict[str, Any]:
+    """The JSON keys of a result's origin, last in its entry: a Hub repo's ``repo_id``,
+    ``revision``, ``sha``; a GGUF on the Hub's ``file``, ``quant``, ``alike``, ``files``,
+    ``differs_from``/``differs_in`` (a group that differs), ``default_for`` and ``ollama``;
+    what ``fix`` wrote of a GGUF (``write``) and a write's ``notes``."""
+    out: dict[str, Any] = {}
+    if r.hub is not None:
+        out.update(repo_id=r.hub.repo_id, revision=r.hub.revision, sha=r.hub.sha)
+    group = r.gguf
+    if group is not None:
+        out["file"] = group.file
+        if group.read:
+            out.update(quant=group.quant, alike=list(group.alike))
+        out["files"] = [_remote_gguf(f) for f in group.files]
+        if group.differs_from is not None:
+            out.update(differs_from=group.differs_from, differs_in=list(group.differs_in))
+        if group.read:
+            out["default_for"] = list(group.default_for)
+    if r.ollama_hub is not None:
+        out["ollama"] = _ollama_hub(r.ollama_hub)
+    if r.ollama is not None:  # a model of ollama's store: its eosfix ollama entry
+        from eosfix.render.ollama import model_dict
+
+        out["ollama_model"] = model_dict(r)
+    if r.write is not None:
+        w = r.write
+        out["write"] = {
+            "path": str(w.path), "paths": [str(p) for p in w.paths], "mode": w.mode,
+            "bytes": w.bytes_written, "data_sha256": w.data_sha256,
+        }  # fmt: skip
+    if r.notes:
+        out["notes"] = list(r.notes)
+    return out
+
+
+def _remote_gguf(f: RemoteGguf) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "path": f.path, "quant": f.quant, "size": f.size, "requests": f.requests,
+        "bytes_read": f.bytes_read, "metadata_bytes": f.metadata_bytes,
+    }  # fmt: skip
+    if len(f.shards) > 1:
+        out["shards"] = list(f.shards)
+    if f.error is not None:
+        out["error"] = f.error
+    return out
+
+
+def _ollama_hub(o: OllamaHub) -> dict[str, Any]:
+    """What ``ollama run hf.co/...`` gets, and the params a pull request would write."""
+    params, plan = o.params, o.plan
+    planned = None
+    if plan is not None:
+        planned = {
+            "stop": list(plan.after), "removed": list(plan.removed), "added": list(plan.added),
+            "control": list(o.control), "removed_control": list(o.removed_control),
+            "file": o.file, "old": plan.old, "new": plan.new,
+        }  # fmt: skip
+    return {
+        "params_from": params.source,
+        "conversion": params.conversion.path if params.conversion is not None else None,
+        "stop": list(params.stop),
+        "params_problem": params.problem,
+        "planned": planned,
+    }
 
 
 def render_json(results: list[RepoResult], report: Report, **_: Any) -> str:

@@ -147,7 +147,13 @@ def _why_early(table: RuntimeTable) -> list[str]:
     return [f"{', '.join(stuck)}: {_eos_cut_reason(table)}"]
 
 
-def _caveat(row: RuntimeRow, table: RuntimeTable, missed: str) -> str:
+def _config_json_remedy(run: str | None, what: str) -> str:
+    """``: run: eosfix fix PATH --config-json`` where that command writes config.json (a
+    folder), else what to do; ``what``: what it does (``adds it``)."""
+    return f" (run: {run})" if run else f": fix --config-json on a local copy {what}"
+
+
+def _caveat(row: RuntimeRow, table: RuntimeTable, missed: str, run: str | None) -> str:
     """Why a runtime misses a terminator of a repo that needs no fix, and what would help."""
     if row.first_id_only and table.first_config_id is not None:
         return (
@@ -155,17 +161,18 @@ def _caveat(row: RuntimeRow, table: RuntimeTable, missed: str) -> str:
             f"misses {missed} (eosfix keeps that id first: transformers pads with it)"
         )
     if row.label in table.fixed_by_config_json():
-        return (
-            f"{row.label} reads config.json, which lacks {missed}: eosfix fix --config-json adds it"
+        return f"{row.label} reads config.json, which lacks {missed}" + _config_json_remedy(
+            run, "adds it"
         )
     if row.remedy:
         return f"{row.label} would not stop on {missed}: {row.remedy}"
     return f"{row.label} would not stop on {missed} ({row.reads})"
 
 
-def settled_lines(table: RuntimeTable) -> list[str]:
+def settled_lines(table: RuntimeTable, config_json_run: str | None = None) -> list[str]:
     """When no fix is pending: which runtimes stop, then one caveat per runtime that does not.
-    Caveats are labelled as such, so they never read as a verdict on the repo's files."""
+    Caveats are labelled as such, so they never read as a verdict on the repo's files.
+    ``config_json_run``: the command that also writes config.json, where one does."""
     if all(i is None for i in table.terminators.values()):
         return ["runtimes      nothing to compare: no terminator has a known token id"]
     rows = list(table.applicable)
@@ -189,13 +196,18 @@ def settled_lines(table: RuntimeTable) -> list[str]:
             f"{c} ({table.terminators[c]})" for c, ok in row.stops_after.items() if ok is False
         )
         if missed and row not in untold:
-            lines.append(f"caveat        {_caveat(row, table, missed)}")
+            lines.append(f"caveat        {_caveat(row, table, missed, config_json_run)}")
         if row.early_after:
             why = ""
             if row.label in stuck:
                 why = f": {_eos_cut_reason(table)}"
             elif row.label in by_config_json:
-                why = " ({} config.json: eosfix fix --config-json removes the id)"
+                remedy = (
+                    f"; run: {config_json_run}"
+                    if config_json_run
+                    else ": fix --config-json on a local copy removes the id"
+                )
+                why = " ({} config.json" + remedy + ")"
             early.setdefault((tuple(row.early_after.values()), why), []).append(row.label)
     for (ids, why), labels in early.items():
         one = len(labels) == 1

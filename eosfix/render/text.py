@@ -19,6 +19,7 @@ import click
 from eosfix.analysis.positions import (
     CONVERSATION_END,
     EARLIER_REPLIES,
+    EMPTY_TEMPLATE,
     EVERY_REPLY,
     FINAL_REPLY,
     HISTORY_REPLY,
@@ -29,13 +30,18 @@ from eosfix.analysis.positions import (
     VERDICT,
 )
 from eosfix.analysis.terminators import Placement, Terminator
-from eosfix.containers.target import cache_snapshot
-from eosfix.core.codes import Finding, Severity
 from eosfix.core.repo import GENERATION_CONFIG
 from eosfix.decide.check import RepoCheck, Status
-from eosfix.pipeline import Change, RepoResult
-from eosfix.render.gguf_hub import header_lines, is_hub_gguf, ollama_lines, title_suffix
+from eosfix.render.finding import finding_line
+from eosfix.render.gguf_hub import (
+    header_lines,
+    is_hub_gguf,
+    ollama_lines,
+    override_kv,
+    title_suffix,
+)
 from eosfix.render.runtimes import runtimes_line, settled_lines
+from eosfix.result import Change, RepoResult
 
 NO_TEMPLATE_TEXT = (
     "no chat template: nothing to check (fine for a base model; a chat model without one has "
@@ -83,6 +89,7 @@ _WHERE_TEXT = {
         "written where the prompt's turn ends, before the reply: the verdict's turn ends the "
         "same way (the template quotes the conversation as text, it renders no reply)"
     ),
+    EMPTY_TEMPLATE: "the tokenizer's eos: the template writes nothing, so nothing else ends a reply",
 }
 
 
@@ -127,23 +134,15 @@ def fix_command(r: RepoResult, flags: Sequence[str] = ()) -> str:
     """The command that writes the planned fix, shell-quoted, with the flags that were given;
     for a Hugging Face cache snapshot, ``eosfix cache --fix`` (it replaces links safely); for
     a Hub repo checked by id, ``eosfix hub ID --pr`` (with its --keep-id flags)."""
-    if "repo_id" in r.extra and "sha" in r.extra:  # a Hub repo checked by id: a pull request
+    if r.hub is not None:  # a Hub repo checked by id: a pull request
         pairs = itertools.pairwise(flags)
         keep = [word for flag, value in pairs if flag == "--keep-id" for word in (flag, value)]
-        return shlex.join(["eosfix", "hub", str(r.extra["repo_id"]), "--pr", *keep])
-    folder = not r.path.is_file()  # a folder's options; a single file (GGUF) takes none
-    snapshot = cache_snapshot(r.path) if folder else None
-    if snapshot is not None:
+        return shlex.join(["eosfix", "hub", r.hub.repo_id, "--pr", *keep])
+    folder = r.container == "folder"  # a folder's options; a single file (GGUF) takes none
+    if r.cache is not None and folder:
         note = "; it writes generation_config.json only" if "--config-json" in flags else ""
-        return snapshot.fix_command + note
+        return r.cache.fix_command + note
     return shlex.join(["eosfix", "fix", str(r.path), *(flags if folder else ())])
-
-
-def finding_line(name: str, f: Finding) -> str:
-    """``path/file: CODE message``, the code coloured by severity."""
-    color = "red" if f.severity is Severity.ERROR else "yellow"
-    where = f"{name}/{f.file}" if f.file else name
-    return f"{where}: {click.style(f.code, fg=color, bold=True)} {f.message}"
 
 
 def changes_text(patches: Sequence[Change]) -> str:
@@ -191,9 +190,22 @@ def _pending_lines(r: RepoResult, c: RepoCheck, run: str | None) -> list[str]:
         lines.append(f"  fix           {changes_text(r.patches)}{hint}")
         lines += _after_lines(c)
         if r.blocked is not None:  # what stops the writer, and what to do first
-            then = f"; then run: {run}" if run else ""
+            # a blocker that names the command that writes elsewhere has said it all
+            instead = getattr(r.blocked, "instead", None)
+            then = f"; then run: {run}" if run and instead is None else ""
             lines.append(f"  cannot write  {r.blocked}{then}")
+        if r.cache is not None and r.container == "gguf":
+            lines += _shared_blob_lines(r)
     return lines
+
+
+def _shared_blob_lines(r: RepoResult) -> list[str]:
+    """A GGUF in the Hugging Face cache (its fix is a new file: the blocker names it): how
+    llama.cpp stops where it should until then."""
+    flags = override_kv(r)
+    if not flags:
+        return []
+    return [f"  until then    llama-server -m {shlex.quote(str(r.path))} {' '.join(flags)}"]
 
 
 def _written_lines(r: RepoResult, before: RepoCheck, now: RepoCheck) -> list[str]:
@@ -258,7 +270,15 @@ def runtime_lines(r: RepoResult) -> list[str]:
         return []
     if (r.patches and not r.written) or c.status is Status.PROBLEMS:
         return [f"  runtimes      {runtimes_line(table)}"]
-    return ["  " + line for line in settled_lines(table)]
+    return ["  " + line for line in settled_lines(table, config_json_command(r))]
+
+
+def config_json_command(r: RepoResult) -> str | None:
+    """The command that also writes config.json, for the runtimes that read only it: a
+    folder's own (a cache snapshot's links, a Hub repo or a GGUF have none)."""
+    if r.hub is not None or r.container != "folder" or r.cache is not None:
+        return None
+    return shlex.join(["eosfix", "fix", str(r.path), "--config-json"])
 
 
 def render_repo_text(
@@ -275,6 +295,10 @@ def render_repo_text(
     """
     if r.error is not None:
         return f"{click.style('error', fg='red', bold=True)}: {r.error}"
+    if r.ollama is not None:  # a model of ollama's store: what ollama makes of it
+        from eosfix.render.ollama import model_lines
+
+        return "\n".join(model_lines(r))
     c = r.check
     assert c is not None
     if c.status is Status.NO_TEMPLATE:

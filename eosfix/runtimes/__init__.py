@@ -88,8 +88,9 @@ def stop_sets(inputs: StopInputs, pins: Pins | None = None) -> dict[str, frozens
 
 
 def apply_generation_config_eos(inputs: StopInputs, new_eos: Sequence[int]) -> StopInputs:
-    """Inputs after generation_config.json's eos_token_id is written as a list (file created,
-    without a byte-order mark)."""
+    """Inputs after generation_config.json's eos_token_id is written as a list (the file
+    created, or written whole in place of one no JSON reader parses; without a byte-order
+    mark)."""
     return dataclasses.replace(
         inputs,
         generation_config_exists=True,
@@ -99,4 +100,5 @@ def apply_generation_config_eos(inputs: StopInputs, new_eos: Sequence[int]) -> S
         generation_config_eos_malformed=None,
         generation_config_eos_truthy=None,
         bom=inputs.bom - {GENERATION_CONFIG},
+        unreadable=inputs.unreadable - {GENERATION_CONFIG},
     )

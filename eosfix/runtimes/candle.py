@@ -32,5 +32,5 @@ RUNTIME = Runtime(
     # serde_json::from_slice (config.json) and the tokenizers crate (tokenizer.json) refuse a
     # mark: "expected value at line 1 column 1" (the tokenizers crate executed under
     # ExLlamaV2, tests/conformance/); modelled for candle
-    refusals=Refusals(bom=refusing(CONFIG, TOKENIZER_JSON)),
+    refusals=Refusals(files=refusing(CONFIG, TOKENIZER_JSON)),
 )

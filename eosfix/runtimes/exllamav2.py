@@ -55,10 +55,12 @@ RUNTIME = Runtime(
     executed="0.3.2 (loader code, CUDA extension stubbed)",
     config_only=True,
     first_id_only=True,
-    # config.py and tokenizer/tokenizer.py json.load() these (and the tokenizers crate reads
-    # tokenizer.json): a mark raises (executed)
+    # config.py (generation_config.json: lines 225-228, outside any try) and
+    # tokenizer/tokenizer.py json.load() these (and the tokenizers crate reads tokenizer.json):
+    # a mark, an empty or unparsable file raises (executed); special_tokens_map.json it never
+    # opens
     refusals=Refusals(
-        bom=refusing(CONFIG, GENERATION_CONFIG, TOKENIZER_CONFIG, TOKENIZER_JSON),
+        files=refusing(CONFIG, GENERATION_CONFIG, TOKENIZER_CONFIG, TOKENIZER_JSON),
         eos=_read_generation_eos,
     ),
 )

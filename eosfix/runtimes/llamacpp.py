@@ -318,6 +318,7 @@ RUNTIME = Runtime(
     executed=f"{LLAMA_CPP_COMMIT} (llama-cpp-python {LLAMA_CPP_PYTHON})",
     remedy="after converting, run eosfix fix on the .gguf",  # its converter never reads it
     # the converter: gguf-py SpecialVocab json.load()s these (executed with gguf 0.19.0,
-    # tests/test_llamacpp_model.py); generation_config.json it never reads
-    refusals=Refusals(bom=refusing(CONFIG, TOKENIZER_CONFIG, TOKENIZER_JSON)),
+    # tests/test_llamacpp_model.py); generation_config.json and special_tokens_map.json it
+    # never reads (gguf/vocab.py)
+    refusals=Refusals(files=refusing(CONFIG, TOKENIZER_CONFIG, TOKENIZER_JSON)),
 )

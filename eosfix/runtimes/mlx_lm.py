@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from eosfix.core.repo import CONFIG, GENERATION_CONFIG
 from eosfix.runtimes.rule import (
+    AUTOTOKENIZER_READS,
     IGNORES,
     TOKENIZER_FILES,
     Refusals,
@@ -102,9 +103,12 @@ RUNTIME = Runtime(
         ),
     ),
     floor="earlier releases were not read",
-    # utils.py load_config: `except json.JSONDecodeError: pass` around generation_config.json,
-    # config.json and the tokenizer (transformers) raise; TokenizerWrapper: set(eos) unless int
+    # utils.py load_config (0.32.2 lines 367-377): `except json.JSONDecodeError: pass` around
+    # generation_config.json (a mark, an empty or unparsable file); config.json and the
+    # tokenizer (transformers' AutoTokenizer) raise; TokenizerWrapper: set(eos) unless int
     refusals=Refusals(
-        bom={**refusing(CONFIG, *TOKENIZER_FILES), GENERATION_CONFIG: IGNORES}, eos=read_as_set
+        files={**refusing(CONFIG, *TOKENIZER_FILES), GENERATION_CONFIG: IGNORES},
+        eos=read_as_set,
+        only_if=AUTOTOKENIZER_READS,
     ),
 )

@@ -26,6 +26,7 @@ from typing import Any
 
 from eosfix.core.repo import CONFIG, GENERATION_CONFIG
 from eosfix.runtimes.rule import (
+    AUTOTOKENIZER_READS,
     IGNORES,
     TOKENIZER_FILES,
     EosRead,
@@ -112,9 +113,12 @@ RUNTIME = Runtime(
         ),
     ),
     floor="0.1.0 stopped on the tokenizer eos only; where that changed before 0.2.0 was not read",
-    # utils.py load_config: `except json.JSONDecodeError: pass` around generation_config.json;
-    # config.json and the processor's tokenizer files raise
+    # utils.py load_config (0.7.10 lines 928-934): `except json.JSONDecodeError: pass` around
+    # generation_config.json (a mark, an empty or unparsable file); config.json and the
+    # processor's tokenizer files (transformers' AutoTokenizer) raise
     refusals=Refusals(
-        bom={**refusing(CONFIG, *TOKENIZER_FILES), GENERATION_CONFIG: IGNORES}, eos=_read_ints
+        files={**refusing(CONFIG, *TOKENIZER_FILES), GENERATION_CONFIG: IGNORES},
+        eos=_read_ints,
+        only_if=AUTOTOKENIZER_READS,
     ),
 )

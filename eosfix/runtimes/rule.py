@@ -1,5 +1,9 @@
 """What every runtime rule reads (``StopInputs``) and how a rule is described (``Runtime``).
 
+One module, over 400 lines: the inputs, what a runtime does with the files its JSON reader
+refuses (``Refusals``, ``as_read``) and the rule that derives a stop set from them are one
+contract, read together.
+
 A runtime's rule drifts between versions. ``Runtime`` holds its current rule (the fields
 ``reads``/``source``/``derive``/``note``, for versions from ``since`` on) and the rules of
 older versions (``older``, each a ``Rule`` with its own range). ``since`` is ``None`` when the
@@ -27,6 +31,15 @@ from eosfix.core.repo import (
     TOKENIZER_JSON,
 )
 from eosfix.runtimes.config_defaults import Default
+
+
+@dataclass(frozen=True)
+class Layout:
+    """What in a folder decides whether a runtime opens one of its files at all:
+    ``added_tokens_decoder``, tokenizer_config.json lists its added tokens (transformers'
+    AutoTokenizer then never opens special_tokens_map.json)."""
+
+    added_tokens_decoder: bool = False
 
 
 @dataclass(frozen=True)
@@ -67,6 +80,11 @@ class StopInputs:
     # written; the fields above then hold no ids of it. A rule never sees either: ``Rule``
     # and ``Runtime`` give it the inputs as that runtime reads them.
     bom: frozenset[str] = frozenset()
+    # The files read that no JSON reader parses at all (empty, NUL bytes, cut short): the
+    # fields above then hold nothing of them, as for a missing file.
+    unreadable: frozenset[str] = frozenset()
+    # What decides whether a runtime opens a file at all (``Refusals.only_if``).
+    layout: Layout = Layout()
     generation_config_eos_malformed: Malformed | None = None
     # Python's truthiness of generation_config.json's value where the ids do not say it (a
     # value read from one that is not ids); None: from the ids, as ``truthy_generation_eos``.
@@ -91,13 +109,26 @@ FAILS = "cannot load the model"
 # What transformers' AutoTokenizer parses with json (every runtime that loads the tokenizer
 # with it: transformers, vLLM, SGLang, TGI, mlx-lm, mlx-vlm), all refused with a mark.
 TOKENIZER_FILES = (TOKENIZER_CONFIG, SPECIAL_TOKENS_MAP, ADDED_TOKENS_JSON, TOKENIZER_JSON)
+# Why a JSON reader refuses a file, as a runtime's note says it.
+BOM_WHY, UNREADABLE_WHY = "starts with a byte-order mark", "is not valid JSON"
 
 
 def refusing(*names: str) -> dict[str, str]:
-    """``Refusals.bom`` of a runtime that cannot load the model when any of ``names`` (and,
-    when ``generation_config.json`` is not among them, loads it with a fallback: IGNORES)
-    starts with a byte-order mark."""
+    """``Refusals.files`` of a runtime that cannot load the model when its JSON reader refuses
+    any of ``names`` (and, when ``generation_config.json`` is not among them, loads that with
+    a fallback: IGNORES)."""
     return dict.fromkeys(names, FAILS)
+
+
+def _legacy_tokenizer_config(layout: Layout) -> bool:
+    return not layout.added_tokens_decoder
+
+
+# transformers' AutoTokenizer opens special_tokens_map.json only when tokenizer_config.json has
+# no ``added_tokens_decoder`` (tokenization_utils_base.py ``_from_pretrained``: 5.24 lines
+# 1888-1904, 5.19 lines 1851-1866, 4.51 lines 2222-2237): for the runtimes that load their
+# tokenizer with it.
+AUTOTOKENIZER_READS = {SPECIAL_TOKENS_MAP: _legacy_tokenizer_config}
 
 
 @dataclass(frozen=True)
@@ -118,14 +149,23 @@ EosReader = Callable[[Any], EosRead]
 
 @dataclass(frozen=True)
 class Refusals:
-    """What a runtime does where JSON readers refuse: ``bom`` a file it reads that starts
-    with a byte-order mark (name -> IGNORES or FAILS; none of Python's ``json``, Go's
-    ``encoding/json`` or Rust's ``serde_json`` skips the mark); ``eos`` how it holds
+    """What a runtime does where JSON readers refuse: ``files`` a file it reads that its JSON
+    reader refuses, because it starts with a byte-order mark (none of Python's ``json``, Go's
+    ``encoding/json`` or Rust's ``serde_json`` skips the mark) or is not JSON at all (empty,
+    NUL bytes, cut short): name -> IGNORES or FAILS; ``only_if`` a file it reads only when
+    the folder's inputs say so (absent: whenever it is there); ``eos`` how it holds
     generation_config.json's ``eos_token_id`` when that is not ids (None: it never uses that
     value for stopping, or does not read the file)."""
 
-    bom: Mapping[str, str] = field(default_factory=dict)
+    files: Mapping[str, str] = field(default_factory=dict)
     eos: EosReader | None = None
+    only_if: Mapping[str, Callable[[Layout], bool]] = field(default_factory=dict)
+
+    def effect(self, name: str, layout: Layout) -> str | None:
+        """IGNORES or FAILS when its reader refuses ``name`` in a folder laid out so; None
+        when it does not open that file there."""
+        reads = self.only_if.get(name)
+        return self.files.get(name) if reads is None or reads(layout) else None
 
 
 def _numbers(items: Iterable[Any]) -> tuple[int, ...]:
@@ -168,14 +208,20 @@ def read_as_set(value: Any) -> EosRead:
 # --- a rule applied to the inputs as its runtime reads them ---------------------------------
 
 
+def refused_files(x: StopInputs) -> list[tuple[str, str]]:
+    """(name, why) of each file read that JSON readers refuse, by name."""
+    marked = [(name, BOM_WHY) for name in x.bom]
+    return sorted([*marked, *((name, UNREADABLE_WHY) for name in x.unreadable)])
+
+
 def as_read(refusals: Refusals, x: StopInputs) -> StopInputs | str:
     """``x`` as a runtime with ``refusals`` reads it, or why it cannot load or generate."""
-    if not (x.bom or x.generation_config_eos_malformed):
+    if not (x.bom or x.unreadable or x.generation_config_eos_malformed):
         return x
-    for name in sorted(x.bom):
-        effect = refusals.bom.get(name)
+    for name, why in refused_files(x):
+        effect = refusals.effect(name, x.layout)
         if effect == FAILS:
-            return f"{FAILS}: {name} starts with a byte-order mark"
+            return f"{FAILS}: {name} {why}"
         if effect == IGNORES:  # only generation_config.json is ever ignored
             x = dataclasses.replace(
                 x, generation_config_exists=False, generation_config_eos=None,
@@ -183,7 +229,9 @@ def as_read(refusals: Refusals, x: StopInputs) -> StopInputs | str:
                 generation_config_eos_malformed=None,
             )  # fmt: skip
     malformed = x.generation_config_eos_malformed
-    x = dataclasses.replace(x, bom=frozenset(), generation_config_eos_malformed=None)
+    x = dataclasses.replace(
+        x, bom=frozenset(), unreadable=frozenset(), generation_config_eos_malformed=None
+    )
     if malformed is None or not x.generation_config_exists:
         return x
     if refusals.eos is None:  # the value plays no part in its stop set
@@ -244,7 +292,7 @@ class Rule:
     refusals: Refusals = field(default_factory=Refusals, compare=False, repr=False)
 
     def __post_init__(self) -> None:
-        if self.refusals.bom or self.refusals.eos is not None:
+        if self.refusals.files or self.refusals.eos is not None:
             raw = getattr(self.derive, "__wrapped__", self.derive)
             object.__setattr__(self, "derive", _reading(raw, self.refusals))
 
@@ -284,7 +332,7 @@ class Runtime:
     refusals: Refusals = field(default_factory=Refusals)
 
     def __post_init__(self) -> None:
-        if self.refusals.bom or self.refusals.eos is not None:
+        if self.refusals.files or self.refusals.eos is not None:
             raw = getattr(self.derive, "__wrapped__", self.derive)
             object.__setattr__(self, "derive", _reading(raw, self.refusals))
             older = tuple(dataclasses.replace(r, refusals=self.refusals) for r in self.older)
@@ -296,9 +344,10 @@ class Runtime:
         return read if isinstance(read, str) else ""
 
     def ignored(self, x: StopInputs) -> str:
-        """The file it reads as if missing, for its byte-order mark ("" when none)."""
-        names = [n for n in sorted(x.bom) if self.refusals.bom.get(n) == IGNORES]
-        return f"ignores {names[0]}: it starts with a byte-order mark" if names else ""
+        """The file it reads as if missing, for what its JSON reader refuses ("" when none)."""
+        refused = refused_files(x)
+        found = [(n, why) for n, why in refused if self.refusals.effect(n, x.layout) == IGNORES]
+        return f"ignores {found[0][0]}: it {found[0][1]}" if found else ""
 
     @cached_property
     def current(self) -> Rule:

@@ -22,6 +22,7 @@ from __future__ import annotations
 from eosfix.core.repo import CONFIG, GENERATION_CONFIG
 from eosfix.runtimes import config_defaults
 from eosfix.runtimes.rule import (
+    AUTOTOKENIZER_READS,
     IGNORES,
     TOKENIZER_FILES,
     Refusals,
@@ -72,10 +73,13 @@ RUNTIME = Runtime(
     note="union, plus <|eom_id|>, <|content_model_end_sampling|>, <|ifm|im_end|> when added "
     "tokens; a generation_config eos of 0 or [] is ignored",
     executed="0.5.23",
-    # srt/utils/hf_transformers/common.py get_generation_config: OSError -> no generation
-    # config; the config and the tokenizer raise on a mark; model_config.py
-    # _get_hf_eos_token_id: `{ids} if isinstance(ids, int) else set(ids)`
+    # srt/utils/hf_transformers/common.py get_generation_config (lines 717-732): OSError (a
+    # mark, an empty or unparsable file) -> no generation config; the config and the tokenizer
+    # (transformers' AutoTokenizer) raise; model_config.py _get_hf_eos_token_id:
+    # `{ids} if isinstance(ids, int) else set(ids)`. Executed.
     refusals=Refusals(
-        bom={**refusing(CONFIG, *TOKENIZER_FILES), GENERATION_CONFIG: IGNORES}, eos=read_as_set
+        files={**refusing(CONFIG, *TOKENIZER_FILES), GENERATION_CONFIG: IGNORES},
+        eos=read_as_set,
+        only_if=AUTOTOKENIZER_READS,
     ),
 )

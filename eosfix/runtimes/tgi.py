@@ -27,6 +27,7 @@ from typing import Any
 
 from eosfix.core.repo import CONFIG, GENERATION_CONFIG
 from eosfix.runtimes.rule import (
+    AUTOTOKENIZER_READS,
     IGNORES,
     TOKENIZER_FILES,
     EosRead,
@@ -72,9 +73,12 @@ RUNTIME = Runtime(
     derive=_tgi,
     note="flash models (FlashCausalLM): a list replaces the tokenizer eos; an int is ignored",
     cited=f"{_CITED}flash_causal_lm.py:1232-1247, {_CRITERIA}",
-    # the tokenizer, the try around GenerationConfig.from_pretrained, the config (1232-1251)
+    # the tokenizer, the try around GenerationConfig.from_pretrained (`except Exception:
+    # pass`: a mark, an empty or unparsable file), the config (1232-1251)
     refusals=Refusals(
-        bom={**refusing(CONFIG, *TOKENIZER_FILES), GENERATION_CONFIG: IGNORES}, eos=_read_tgi
+        files={**refusing(CONFIG, *TOKENIZER_FILES), GENERATION_CONFIG: IGNORES},
+        eos=_read_tgi,
+        only_if=AUTOTOKENIZER_READS,
     ),
 )
 RUNTIME_TRANSFORMERS = Runtime(
@@ -88,5 +92,5 @@ RUNTIME_TRANSFORMERS = Runtime(
     cited=f"{_CITED}causal_lm.py:612-618, transformers_flash_causal_lm.py:129-135, {_CRITERIA}",
     remedy="it stops only on the tokenizer's eos_token",
     # the tokenizer, then the model (causal_lm.py lines 612-626)
-    refusals=Refusals(bom=refusing(CONFIG, *TOKENIZER_FILES)),
+    refusals=Refusals(files=refusing(CONFIG, *TOKENIZER_FILES), only_if=AUTOTOKENIZER_READS),
 )

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from eosfix.core.repo import CONFIG, GENERATION_CONFIG
 from eosfix.runtimes.rule import (
+    AUTOTOKENIZER_READS,
     IGNORES,
     TOKENIZER_FILES,
     Refusals,
@@ -64,12 +65,16 @@ RUNTIME = Runtime(
         ),
     ),
     floor="earlier versions had no generation_config.json (generate() read the model config)",
-    # generation/utils.py: GenerationConfig.from_pretrained's OSError ("not a valid JSON
-    # file") falls back to config.json; AutoConfig and AutoTokenizer raise JSONDecodeError;
-    # _prepare_special_tokens: torch.tensor(eos_token_id, dtype=torch.long). Executed:
-    # tests/conformance/test_stop_sets.py (the BOM and malformed-eos shapes).
+    # 5.24: generation/configuration_utils.py lines 1101-1105 turn a generation_config.json
+    # json cannot parse (a mark, empty, NUL bytes, cut short) into OSError ("not a valid JSON
+    # file"), which generation/utils.py lines 562-584 answer with config.json; AutoConfig and
+    # AutoTokenizer raise JSONDecodeError (special_tokens_map.json only without an
+    # added_tokens_decoder: AUTOTOKENIZER_READS); _prepare_special_tokens:
+    # torch.tensor(eos_token_id, dtype=torch.long). Executed: tests/conformance/test_stop_sets.py
+    # (the BOM, unreadable-file and malformed-eos shapes).
     refusals=Refusals(
-        bom={**refusing(CONFIG, *TOKENIZER_FILES), GENERATION_CONFIG: IGNORES},
+        files={**refusing(CONFIG, *TOKENIZER_FILES), GENERATION_CONFIG: IGNORES},
         eos=read_as_tensor,
+        only_if=AUTOTOKENIZER_READS,
     ),
 )

@@ -19,6 +19,7 @@ from __future__ import annotations
 from eosfix.core.repo import CONFIG, GENERATION_CONFIG
 from eosfix.runtimes import config_defaults
 from eosfix.runtimes.rule import (
+    AUTOTOKENIZER_READS,
     IGNORES,
     TOKENIZER_FILES,
     Refusals,
@@ -55,9 +56,14 @@ RUNTIME = Runtime(
     derive=_vllm,
     note="union; without generation_config.json, config.json's class default eos joins",
     executed="0.33.0",
-    # try_get_generation_config: OSError -> the config.json fallback; the config and the
-    # tokenizer raise on a mark; update_from_generation_config: `{eos} if int else set(eos)`
+    # vllm/transformers_utils/config.py try_get_generation_config (lines 1283-1299):
+    # GenerationConfig.from_pretrained's OSError (transformers 5.19 generation/
+    # configuration_utils.py lines 1103-1107: a mark, an empty or unparsable file) -> the
+    # config.json fallback; the config and the tokenizer (transformers' AutoTokenizer) raise;
+    # update_from_generation_config: `{eos} if int else set(eos)`. Executed.
     refusals=Refusals(
-        bom={**refusing(CONFIG, *TOKENIZER_FILES), GENERATION_CONFIG: IGNORES}, eos=read_as_set
+        files={**refusing(CONFIG, *TOKENIZER_FILES), GENERATION_CONFIG: IGNORES},
+        eos=read_as_set,
+        only_if=AUTOTOKENIZER_READS,
     ),
 )

@@ -44,8 +44,7 @@ from huggingface_hub import WebhookPayload
 from pydantic import ValidationError
 from starlette.types import ASGIApp
 
-from eosfix.batch.session import HubSession
-from eosfix.containers.target import is_hub_id
+from eosfix.core.hubid import is_hub_id
 from eosfix.core.saferead import MAX_JSON_DEPTH
 from eosfix.serve.bot import Bot
 from eosfix.serve.config import ServeConfig
@@ -54,6 +53,7 @@ from eosfix.serve.journal import Journal, Push, new_push
 from eosfix.serve.limits import BoundedBody, Guard
 from eosfix.serve.page import attach_page
 from eosfix.sources.hub.http import stop_every_gate
+from eosfix.targets.session import HubSession
 
 DEFAULT_BRANCH = "refs/heads/main"
 _COMMIT = re.compile(r"[0-9a-f]{40}")

@@ -56,15 +56,25 @@ class Audit:
         }
 
     def chart(self) -> dict[str, Any]:
-        """Per runtime, how many checked repos stop at every turn end (and never inside a
-        reply) now; per verdict, how many repos."""
+        """Per runtime, of the checked repos it loads (a GGUF repo: llama.cpp and ``ollama run
+        hf.co``, never transformers), how many stop at every turn end (and never inside a
+        reply) now and how many do not; per verdict, how many repos. ``checked``: the repos
+        with a verdict per runtime (a chat template and a model), of ``done`` checked."""
         checked = [r for r in self.rows if r["verdict"] in CHECKED]
+        known = [rt.name for rt in RUNTIMES]
+        names = [*known, *sorted({n for r in checked for n in r["loads"]} - set(known))]
         runtimes = []
-        for rt in RUNTIMES:
-            bad = sum(1 for r in checked if rt.name in r["runs_on"] or rt.name in r["early"])
-            runtimes.append({"name": rt.name, "stops": len(checked) - bad, "misses": bad})
+        for name in names:
+            loading = [r for r in checked if name in r["loads"]]
+            bad = sum(1 for r in loading if name in r["runs_on"] or name in r["early"])
+            if loading:
+                runtimes.append(
+                    {"name": name, "loads": len(loading), "stops": len(loading) - bad,
+                     "misses": bad}
+                )  # fmt: skip
         verdicts = Counter(r["verdict"] for r in self.rows)
         return {
+            "done": len(self.rows),
             "checked": len(checked),
             "runtimes": runtimes,
             "verdicts": [{"name": v, "count": verdicts[v]} for v in VERDICTS if verdicts[v]],
@@ -96,6 +106,7 @@ def _row(result: Result) -> dict[str, Any]:
         "problem": v.problem or "",
         "runs_on": list(v.runs_on),
         "early": list(v.stops_early),
+        "loads": list(v.loads),
         "codes": list(v.codes),
         "error": v.error or "",
     }

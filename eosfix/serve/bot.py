@@ -37,14 +37,14 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
-from eosfix.batch.session import HubSession
 from eosfix.core.outcome import verdict_of
-from eosfix.pipeline import RepoResult
+from eosfix.result import RepoResult
 from eosfix.serve.config import ServeConfig
 from eosfix.serve.journal import Journal, Outcome, Push
 from eosfix.sources.hub.http import describe_error, hub_errors
 from eosfix.sources.hub.read import HubEntry, HubError
 from eosfix.sources.hub.write import PrOutcome
+from eosfix.targets.session import HubSession
 
 log = logging.getLogger("eosfix.serve")
 
@@ -76,7 +76,7 @@ def report_markdown(result: RepoResult) -> str:
     check = result.check
     assert check is not None
     lines = [
-        f"eosfix checked commit {code(str(result.extra.get('sha')))} and found:",
+        f"eosfix checked commit {code(str(result.hub.sha if result.hub else None))} and found:",
         "",
         *(f"- **{f.code}** {code(f.file)}: {escape(f.message)}" for f in check.findings),
         "",
@@ -327,8 +327,7 @@ def _branch(push: Push) -> str:
 
 def _commit_of(result: RepoResult) -> str | None:
     """The commit a check read (the revision it was asked for, resolved by the Hub)."""
-    sha = result.extra.get("sha")
-    return sha if isinstance(sha, str) else None
+    return result.hub.sha if result.hub is not None else None
 
 
 def _verdict(result: RepoResult) -> str:

@@ -6,9 +6,10 @@ dependencies and the one problem page below. Routes of the same app as the bot
 (``eosfix.serve.headers``), server-rendered from Jinja2 templates; a single check works
 without JavaScript.
 
-- ``GET /``: the forms. ``GET /check?repo=org/name``: one check of a public Hub repo (only a
-  repo id in the Hub's grammar, or ollama's ``hf.co/org/name:QUANT``, is accepted, never a
-  URL: the configured Hub is the only host ever asked), read without the bot's token (an
+- ``GET /``: the forms. ``GET /check?repo=org/name``: one check of a public Hub repo, named
+  in any spelling ``eosfix check`` takes of one (``eosfix.targets.parse.parse_hub``: a repo
+  id, ``org/name:QUANT``, a huggingface.co URL; never a path, never another site: the
+  configured Hub is the only host ever asked), read without the bot's token (an
   anonymous visitor never sees a private repo through the bot), or with the signed-in user's
   own token. A GGUF repo is checked by its files' headers: one result per group of alike
   files, shown without a PR button (a PR cannot change a header).
@@ -34,12 +35,10 @@ escaped by the templates.
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import hmac
 import logging
 import os
-import re
 import secrets
 import tempfile
 import warnings
@@ -64,13 +63,12 @@ from starlette.exceptions import HTTPException
 from starlette.formparsers import MultiPartException
 
 from eosfix import pipeline
-from eosfix.batch.prs import fix_bytes
-from eosfix.batch.session import HubCheck, HubSession, check_hub_target
-from eosfix.containers.target import HubRepo, is_hub_id
 from eosfix.core.codes import CODES
-from eosfix.pipeline import RepoResult
+from eosfix.core.errors import NotChecked
+from eosfix.core.hubid import is_hub_id
 from eosfix.render.gguf_hub import is_hub_gguf
 from eosfix.render.pr import pr_description
+from eosfix.result import RepoResult
 from eosfix.serve import view as views
 from eosfix.serve.audit import Audits
 from eosfix.serve.config import ServeConfig, ServeConfigError
@@ -80,8 +78,13 @@ from eosfix.serve.sessions import keep_sessions_here
 from eosfix.sources.hub.http import describe_error, hub_errors
 from eosfix.sources.hub.read import HubError
 from eosfix.sources.hub.write import PrOutcome, PullRequest, find_open_pr
+from eosfix.targets.checked import Checked
+from eosfix.targets.hub import check_hub_target
+from eosfix.targets.parse import HubTarget, parse_hub
+from eosfix.targets.pr import fix_bytes
+from eosfix.targets.session import HubSession
 
-__all__ = ["CSP", "FILES", "FILE_CAP", "attach_page", "page_target", "router", "sign_in_mode"]
+__all__ = ["CSP", "FILES", "FILE_CAP", "attach_page", "router", "sign_in_mode"]
 
 log = logging.getLogger("eosfix.serve.page")
 router = APIRouter()
@@ -265,13 +268,14 @@ def rate_limit(request: Request, state: State) -> None:
 RateLimit = Annotated[None, Depends(rate_limit)]
 
 
-def check_target(repo: str = "") -> HubRepo:
-    repo = repo.strip()
-    target = page_target(repo)
-    if target is None:
-        shown = repo[:120] or "(empty)"
-        raise Problem(400, f"Not a Hub repo id (org/name or hf.co/org/name:QUANT): {shown}")
-    return target
+def check_target(repo: str = "") -> HubTarget:
+    """What the box names, in any spelling ``eosfix check`` takes of a Hub repo
+    (``eosfix.targets.parse``, the filesystem never read); a refusal is check's line."""
+    try:
+        return parse_hub(repo[:2000])  # the Hub only: never the server's files
+    except NotChecked as exc:
+        shown = (exc.path or "")[:120]
+        raise Problem(400, f"{shown}: not checked: {exc.message}") from None
 
 
 def audit_author(author: str = "") -> str:
@@ -370,7 +374,7 @@ async def static(name: str) -> Response:
 @router.get("/check", response_class=HTMLResponse)
 async def check(
     request: Request,
-    target: Annotated[HubRepo, Depends(check_target)],
+    target: Annotated[HubTarget, Depends(check_target)],
     user: SignedIn,
     state: State,
     _: RateLimit,
@@ -379,7 +383,7 @@ async def check(
     session = HubSession(token=user.token if user else False, longest=PAGE_LONGEST_WAIT)
     checked, prs = await state.slots.run(lambda: _check_with_pr(session, target))
     shown = [_view(r, pr, hub=True) for r, pr in zip(checked.results, prs, strict=True)]
-    notes = [n for n in (checked.summary, checked.note) if n]
+    notes = list(checked.lines)
     return render(request, "result.html", views=shown, notes=notes, message=None)
 
 
@@ -496,28 +500,9 @@ def _view(result: RepoResult, pr: PullRequest | None, *, hub: bool) -> views.Vie
     return v
 
 
-# A GGUF quant label or file name after ``hf.co/org/name:`` (Q4_K_M, IQ2_XS, x.gguf); the
-# front page's input pattern takes the same characters.
-_TAG = re.compile(r"[A-Za-z0-9](?:[\w.-]{0,126}[A-Za-z0-9])?")
-
-
-def page_target(text: str) -> HubRepo | None:
-    """What the box takes: a repo id ``org/name``, or ollama's ``hf.co/org/name[:QUANT]`` (a
-    GGUF repo, checked by its files' headers); nothing else: no URL, no path, no other host
-    (the page reads the configured Hub only, and never the server's own files)."""
-    if is_hub_id(text):
-        return HubRepo(text)
-    if not text.startswith("hf.co/"):
-        return None
-    repo, colon, tag = text.removeprefix("hf.co/").partition(":")
-    if not is_hub_id(repo) or (colon and _TAG.fullmatch(tag) is None):
-        return None
-    return HubRepo(repo, tag=tag or None, gguf=True, given=text, prefixed=True)
-
-
 def _check_with_pr(
-    session: HubSession, target: HubRepo
-) -> tuple[HubCheck, list[PullRequest | None]]:
+    session: HubSession, target: HubTarget
+) -> tuple[Checked, list[PullRequest | None]]:
     """The check (one result, or one per group of alike GGUF files), and the repo's open
     eosfix PR for a result whose fix is a generation_config.json (the page opens no PR for a
     GGUF file: its header is no PR's to change)."""
@@ -544,9 +529,7 @@ def _check_files(given: dict[str, bytes]) -> RepoResult:
         if error is not None and error.path is not None:  # name the file, not the folder
             inside = Path(error.path)
             named = inside.name if inside.parent == Path(folder) else "your files"
-            error = copy.copy(error)
-            error.path = named
-            result = dataclasses.replace(result, error=error)
+            result = dataclasses.replace(result, error=error.but(path=named))
     return result
 
 

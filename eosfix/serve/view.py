@@ -17,10 +17,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from eosfix.core.codes import CODES
-from eosfix.pipeline import RepoResult
 from eosfix.render.explain import verdict_cell
 from eosfix.render.gguf_hub import header_lines, is_hub_gguf, ollama_lines, title_suffix
 from eosfix.render.report import result_to_dict
+from eosfix.result import RepoResult
 from eosfix.runtimes.ollama.modelfile import stop_line
 
 
@@ -121,10 +121,11 @@ def _block_lines(lines: Iterable[str]) -> list[tuple[str, str]]:
 def build(result: RepoResult, *, hub: bool = True) -> View:
     """The page's view of one check's result."""
     d = result_to_dict(result)
-    name = str(result.extra.get("repo_id") or d.get("name") or result.name)
+    origin, group = result.hub, result.gguf
+    name = origin.repo_id if origin is not None else str(d.get("name") or result.name)
     gguf = is_hub_gguf(result)
-    if gguf:
-        name = f"{result.extra['repo_id']}/{result.extra['file']}"
+    if origin is not None and group is not None:
+        name = f"{origin.repo_id}/{group.file}"
     view = View(repo=name, verdict=str(d.get("verdict", "")), status=str(d.get("status", "")))
     if gguf:
         view.gguf = True
@@ -176,9 +177,9 @@ def build(result: RepoResult, *, hub: bool = True) -> View:
     view.ollama = [stop_line(t["content"]) for t in view.terminators if t.get("content")]
     view.ollama += [stop_line(s) for s in d.get("stop_strings", []) if isinstance(s, str)]
     view.command = command_for(name, hub)
-    if gguf:
-        tag = result.extra.get("quant") or str(result.extra["file"]).rpartition("/")[2]
-        repo = result.extra["repo_id"]
+    if origin is not None and group is not None:
+        tag = group.quant or group.file.rpartition("/")[2]
+        repo = origin.repo_id
         view.command = f"eosfix check {shlex.quote(f'hf.co/{repo}:{tag}')}"
         keys = [
             ("header key", f"{c['key']}: {_absent(c.get('old'))} → {c.get('new')}")

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from eosfix.core.repo import MODEL_FOLDER_FILES, TEMPLATE_DIR
+
 # What decides a repo revision's analysis: (path in the repo, content hash) of each file a
 # check reads. Revisions and repos with the same key share one analysis.
 Key = tuple[tuple[str, str], ...]
@@ -19,6 +21,27 @@ MODEL_CONFIGS = ("config.json", "generation_config.json")
 WEIGHT_SUFFIXES = (
     ".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".h5", ".msgpack", ".npz", ".onnx",
 )  # fmt: skip
+
+
+def gguf_models(names: Iterable[str]) -> tuple[str, ...]:
+    """The GGUF model files among a snapshot's ``names`` (each split by its first shard; not a
+    projector, an imatrix or a draft: ``eosfix.sources.hub.gguf.model_files``, the rule a Hub
+    repo's files are judged by), in the order given."""
+    ggufs = [n for n in names if n.endswith(".gguf")]
+    if not ggufs:
+        return ()
+    from eosfix.sources.hub.gguf import model_files  # only a snapshot with GGUF files needs it
+
+    return model_files(ggufs)
+
+
+def holds_a_model_folder(names: Iterable[str]) -> bool:
+    """A tokenizer's or a chat template's files at the top (``eosfix.containers.paths``
+    ``is_model_folder``, by names): the snapshot is checked as a folder too."""
+    return any(
+        n in MODEL_FOLDER_FILES or (n.startswith(f"{TEMPLATE_DIR}/") and n.endswith(".jinja"))
+        for n in names
+    )
 
 
 def holds_a_model(names: Iterable[str]) -> bool:

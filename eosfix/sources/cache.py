@@ -1,4 +1,6 @@
 """The Hugging Face hub cache as a source: its model snapshots, their refs, corrupted entries.
+One module: the scan, what it yields (a snapshot, a GGUF file in one, a corrupted repo) and the
+selection by repo and revision read the same layout.
 
 Layout (huggingface_hub 2.x)::
 
@@ -35,7 +37,7 @@ from typing import Any
 
 from eosfix.core.errors import EosfixError
 from eosfix.core.repo import READ_FILES, is_read_file
-from eosfix.sources import Key, cachewalk, holds_a_model
+from eosfix.sources import Key, cachewalk, gguf_models, holds_a_model, holds_a_model_folder
 from eosfix.sources.cachewalk import file_identity
 
 
@@ -59,12 +61,23 @@ class CacheError(EosfixError):
 
 @dataclass(frozen=True)
 class Snapshot:
+    """One revision of a cached repo: checked as a folder when it holds a tokenizer's or a
+    template's files, or no GGUF model file (``folder``); each GGUF model file it holds is
+    checked on its own (``CachedGguf``), as ``eosfix check SNAPSHOT`` does."""
+
     repo_id: str
     commit: str
     refs: tuple[str, ...]
     path: Path  # <cache>/models--org--name/snapshots/<commit>
     key: Key
     model: bool = True  # False: the snapshot holds no model (sources.holds_a_model)
+    folder: bool = True  # a tokenizer's or a template's files (sources.holds_a_model_folder)
+    ggufs: tuple[tuple[str, str], ...] = ()  # its GGUF model files: (path, content identity)
+    container = "folder"
+
+    @property
+    def checked_as_folder(self) -> bool:
+        return self.folder or not self.ggufs
 
     @property
     def short(self) -> str:
@@ -73,6 +86,10 @@ class Snapshot:
     @property
     def label(self) -> str:
         return f"{self.repo_id}@{self.short}"
+
+    @property
+    def row_name(self) -> str:
+        return self.repo_id
 
     @property
     def revision_cell(self) -> str:
@@ -85,6 +102,49 @@ class Snapshot:
             "repo_id": self.repo_id,
             "revision": self.commit,
             "refs": list(self.refs),
+        }
+
+
+@dataclass(frozen=True)
+class CachedGguf:
+    """A GGUF model file of a snapshot (a split by its first shard): checked as ``eosfix
+    check FILE`` checks it; its key is its content's (the blob's name), so the same file in
+    another revision or repo shares one analysis."""
+
+    snapshot: Snapshot
+    file: str  # in the snapshot
+    identity: str
+    container = "gguf"
+    model = True
+
+    @property
+    def repo_id(self) -> str:
+        return self.snapshot.repo_id
+
+    @property
+    def path(self) -> Path:
+        return self.snapshot.path / self.file
+
+    @property
+    def key(self) -> Key:
+        return (("\0gguf", self.identity),)  # never a folder's key: no file is named so
+
+    @property
+    def revision_cell(self) -> str:
+        return self.snapshot.revision_cell
+
+    @property
+    def row_name(self) -> str:
+        return f"{self.repo_id}/{self.file}"
+
+    def fields(self) -> dict[str, Any]:
+        return {
+            "path": str(self.path),
+            "name": f"{self.snapshot.label}/{self.file}",
+            "repo_id": self.repo_id,
+            "revision": self.snapshot.commit,
+            "refs": list(self.snapshot.refs),
+            "file": self.file,
         }
 
 
@@ -165,11 +225,14 @@ def _no_model(rev: Any) -> bool:
 def _snapshots_of(repo: Any) -> Iterator[Snapshot]:
     for rev in repo.revisions:
         pairs = []
+        names, ids = [], {}
         for f in rev.files:
-            if f.file_name in READ_FILES or f.file_name.endswith(".jinja"):
-                rel = f.file_path.relative_to(rev.snapshot_path).as_posix()
-                if is_read_file(rel):
-                    pairs.append((sys.intern(rel), file_identity(f.file_path, f.blob_path)))
+            rel = f.file_path.relative_to(rev.snapshot_path).as_posix()
+            names.append(rel)
+            if f.file_name.endswith(".gguf"):
+                ids[rel] = file_identity(f.file_path, f.blob_path)
+            if (f.file_name in READ_FILES or f.file_name.endswith(".jinja")) and is_read_file(rel):
+                pairs.append((sys.intern(rel), file_identity(f.file_path, f.blob_path)))
         yield Snapshot(
             repo.repo_id,
             rev.commit_hash,
@@ -177,6 +240,8 @@ def _snapshots_of(repo: Any) -> Iterator[Snapshot]:
             rev.snapshot_path,
             tuple(sorted(pairs)),
             not _no_model(rev),
+            holds_a_model_folder(names),
+            tuple((n, ids[n]) for n in gguf_models(sorted(ids))),
         )
 
 

@@ -22,7 +22,7 @@ from typing import NamedTuple
 from eosfix.core.errors import EosfixError
 from eosfix.core.repo import READ_FILES, is_read_file
 from eosfix.core.saferead import read_regular
-from eosfix.sources import Key, holds_a_model
+from eosfix.sources import Key, gguf_models, holds_a_model, holds_a_model_folder
 
 _HASH_NAME = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")
 _HASH_LIMIT = 4 * 1024 * 1024  # regular files up to this size are keyed by content hash
@@ -34,6 +34,8 @@ class Revision(NamedTuple):
     path: Path  # <cache>/models--org--name/snapshots/<commit>
     key: Key
     model: bool  # False: no config.json, generation_config.json or weights (tokenizer files only)
+    folder: bool = True  # a tokenizer's or a template's files: checked as a folder
+    ggufs: tuple[tuple[str, str], ...] = ()  # its GGUF model files: (path, content identity)
 
 
 def git_sha1_file(path: Path, limit: int = _HASH_LIMIT) -> str:
@@ -117,16 +119,24 @@ def _blob_of(link: str, depth: int, blobs_dir: str, blobs: frozenset[str]) -> st
     return f"{blobs_dir}/{name}"
 
 
-def _walk_snapshot(
-    top: str, blobs_dir: str, blobs: frozenset[str]
-) -> tuple[list[tuple[str, str]], bool] | None:
+class Walked(NamedTuple):
+    """What a snapshot holds for a check (``_walk_snapshot``)."""
+
+    key: list[tuple[str, str]]  # (path, identity) of each file a folder's check reads
+    model: bool  # a model's files (``holds_a_model``)
+    folder: bool  # a tokenizer's or a template's files (``holds_a_model_folder``)
+    ggufs: list[tuple[str, str]]  # (path, identity) of each GGUF model file
+
+
+def _walk_snapshot(top: str, blobs_dir: str, blobs: frozenset[str]) -> Walked | None:
     """(repo-relative path, identity) of each file a check reads, after checking every file's
     link as scan_cache_dir does (its glob: every file at any depth, links to folders skipped
-    and not entered), and whether any file is a model's (``holds_a_model``); None at the
-    first broken link. ``blobs``: the regular files of ``blobs_dir`` (``_blob_files``): an
-    ordinary link to one of them needs no stat."""
+    and not entered), whether any file is a model's, a model folder's, and its GGUF model
+    files; None at the first broken link. ``blobs``: the regular files of ``blobs_dir``
+    (``_blob_files``): an ordinary link to one of them needs no stat."""
     out: list[tuple[str, str]] = []
     names: list[str] = []
+    ids: dict[str, str] = {}  # of the .gguf files
     stack = [("", top)]
     while stack:
         prefix, folder = stack.pop()
@@ -148,11 +158,14 @@ def _walk_snapshot(
                     stack.append((f"{prefix}{e.name}/", e.path))
                     continue
                 names.append(prefix + e.name)
+                if e.name.endswith(".gguf"):
+                    ids[prefix + e.name] = _identity(e.path, blob)
                 if e.name in READ_FILES or e.name.endswith(".jinja"):
                     rel = prefix + e.name
                     if is_read_file(rel):
                         out.append((sys.intern(rel), _identity(e.path, blob)))
-    return out, holds_a_model(names)
+    ggufs = [(n, ids[n]) for n in gguf_models(sorted(ids))]
+    return Walked(out, holds_a_model(names), holds_a_model_folder(names), ggufs)
 
 
 def walk_repo(path: Path) -> list[Revision] | None:
@@ -178,9 +191,12 @@ def walk_repo(path: Path) -> list[Revision] | None:
             walked = _walk_snapshot(e.path, blobs_dir, blobs)
             if walked is None:
                 return None
-            files, holds = walked
             found = tuple(sorted(refs.pop(e.name, ())))
-            out.append(Revision(e.name, found, Path(e.path), tuple(sorted(files)), holds))
+            key, files = tuple(sorted(walked.key)), tuple(walked.ggufs)
+            revision = Revision(
+                e.name, found, Path(e.path), key, walked.model, walked.folder, files
+            )
+            out.append(revision)
     except (OSError, ValueError):
         return None
     return None if refs else out  # a ref left over names a missing commit

@@ -31,6 +31,7 @@ from eosfix.core.limits import (
     weight,
 )
 from tests.conftest import ROOT, SAMPLES, copy_repo
+from tests.support.hostile import HOSTILE, hostile_repo
 
 # What one hostile repo may cost. That a count (EOS101), not the wall-clock backstop (EOS103),
 # stopped a render is asserted by its code; this bound only catches a guard that lets a render
@@ -38,103 +39,6 @@ from tests.conftest import ROOT, SAMPLES, copy_repo
 # calls) takes 0.46 s of CPU with the current dependencies and 1.5 s with the minimum versions,
 # 3.3 s on CI's loaded floor run; how fast eosfix is belongs to benchmarks/, not to this bound.
 CPU_SECONDS = 10.0
-
-# (id, template, finding code). Each would hang, eat gigabytes or escape without the guards.
-HOSTILE = [
-    (
-        "nested-range",
-        ("{% for i in range(100000) %}{% for j in range(100000) %}x{% endfor %}{% endfor %}"),
-        "EOS101",
-    ),
-    (
-        "nested-range-silent",
-        ("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}"),
-        "EOS101",
-    ),
-    ("string-times-huge", "{{ 'a' * 10**10 }}", "EOS101"),
-    ("list-times-huge", "{{ ([1] * 10**9)|length }}", "EOS101"),
-    (
-        "doubling-tilde",
-        (
-            "{% set ns = namespace(s='ab') %}{% for i in range(64) %}"
-            "{% set ns.s = ns.s ~ ns.s %}{% endfor %}{{ ns.s|length }}"
-        ),
-        "EOS101",
-    ),
-    (
-        "doubling-plus",
-        (
-            "{% set ns = namespace(s='ab') %}{% for i in range(64) %}"
-            "{% set ns.s = ns.s + ns.s %}{% endfor %}"
-        ),
-        "EOS101",
-    ),
-    (
-        "doubling-set-block",
-        (
-            "{% set ns = namespace(s='ab') %}{% for i in range(64) %}"
-            "{% set t %}{{ ns.s }}{{ ns.s }}{% endset %}{% set ns.s = t %}{% endfor %}"
-        ),
-        "EOS101",
-    ),
-    ("huge-output", "{% for i in range(100000) %}{{ 'x' * 100000 }}{% endfor %}", "EOS101"),
-    (
-        "huge-macro-output",
-        (
-            "{% macro m() %}{% for i in range(100000) %}{{ 'y' * 99999 }}"
-            "{% endfor %}{% endmacro %}{% set s = m() %}"
-        ),
-        "EOS101",
-    ),
-    ("deep-recursion", "{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}", "EOS101"),
-    (
-        "exponential-macro",
-        (
-            "{% macro f(n) %}{% if n %}{{ f(n - 1) }}{{ f(n - 1) }}{% endif %}"
-            "{% endmacro %}{{ f(64) }}"
-        ),
-        "EOS101",
-    ),
-    (
-        "recursive-loop",
-        ("{% for x in range(1000) recursive %}{{ loop(range(1000)) }}{% endfor %}"),
-        "EOS101",
-    ),
-    ("center-width", "{{ 'a'.center(10**9) }}", "EOS101"),
-    ("format-width", "{{ '{:>999999999}'.format(1) }}", "EOS101"),
-    ("percent-width", "{{ '%999999999d' % 1 }}", "EOS101"),
-    ("format-repeat", "{{ ('{0}' * 200000).format('z' * 200000) }}", "EOS101"),
-    ("join-amplify", "{{ ([1] * 100000)|join('s' * 100000) }}", "EOS101"),
-    ("str-join-amplify", "{{ ('s' * 100000).join('x' * 100000) }}", "EOS101"),
-    ("replace-amplify", "{{ ('a' * 100000).replace('a', 'b' * 100000) }}", "EOS101"),
-    ("indent-amplify", "{{ ('\\n' * 100000)|indent('x' * 100000) }}", "EOS101"),
-    ("int-power", "{{ (2 ** 100000000)|string|length }}", "EOS101"),
-    ("lipsum", "{{ lipsum(1000000) }}", "EOS101"),
-    (
-        "slow-filter-loop",
-        ("{% for i in range(100000) %}{{ ('a' * 90000)|list|sort|length }}{% endfor %}"),
-        "EOS101",
-    ),
-    ("tojson-amplify", "{{ [['x' * 1000] * 1000] * 1000 }}", "EOS101"),
-    ("class-mro-subclasses", "{{ ''.__class__.__mro__[1].__subclasses__() }}", "EOS102"),
-    ("globals", "{{ raise_exception.__globals__['os'] }}", "EOS102"),
-    ("getitem-class", "{{ ''['__class__'] }}", "EOS102"),
-    ("cycler-init-globals", "{{ cycler.__init__.__globals__.os.popen('id').read() }}", "EOS102"),
-    ("format-escape", "{{ '{0.__class__.__mro__}'.format('') }}", "EOS102"),
-]
-
-
-def _repo(tmp_path: Path, name: str, template: str) -> Path:
-    root = tmp_path / name
-    root.mkdir()
-    (root / "chat_template.jinja").write_text(template)
-    tok = {
-        "eos_token": "<|im_end|>",
-        "added_tokens_decoder": {"2": {"content": "<|im_end|>", "special": True}},
-    }
-    (root / "tokenizer_config.json").write_text(json.dumps(tok, indent=2) + "\n")
-    (root / "generation_config.json").write_text('{\n  "eos_token_id": 1\n}\n')
-    return root
 
 
 def _snapshot(root: Path) -> dict[str, bytes]:
@@ -145,7 +49,7 @@ def _snapshot(root: Path) -> dict[str, bytes]:
 
 @pytest.mark.parametrize(("source", "code"), [pytest.param(t, c, id=i) for i, t, c in HOSTILE])
 def test_hostile_template_is_stopped_and_reported(tmp_path, source, code):
-    root = _repo(tmp_path, "hostile", source)
+    root = hostile_repo(tmp_path, "hostile", source)
     before = _snapshot(root)
     start = time.process_time()
     result = api.fix(root)
@@ -161,7 +65,7 @@ def test_hostile_template_is_stopped_and_reported(tmp_path, source, code):
 
 
 def test_batch_goes_on_after_a_hostile_repo(tmp_path, capsys):
-    bad = [_repo(tmp_path, f"bad{i}", HOSTILE[i][1]) for i in (0, 9, 24)]
+    bad = [hostile_repo(tmp_path, f"bad{i}", HOSTILE[i][1]) for i in (0, 9, 24)]
     good = copy_repo(SAMPLES / "llama3-healthy", tmp_path / "good")
     before = {p: _snapshot(p) for p in (*bad, good)}
     code = main(["check", str(bad[0]), str(good), str(bad[1]), str(bad[2])])
@@ -214,8 +118,8 @@ def test_nothing_is_struck_outside_a_scope():
 def test_a_repo_gets_the_same_verdict_whatever_the_process_checked_before(tmp_path):
     """Two repos share a hostile template (as quantized uploads of one model do): the second
     one's JSON is the same checked alone or after the first, in one process."""
-    first = _repo(tmp_path, "first", HOSTILE[0][1])
-    second = _repo(tmp_path, "second", HOSTILE[0][1])
+    first = hostile_repo(tmp_path, "first", HOSTILE[0][1])
+    second = hostile_repo(tmp_path, "second", HOSTILE[0][1])
     (second / "generation_config.json").write_text('{\n  "eos_token_id": 2\n}\n')
 
     def entry(*roots):
@@ -343,9 +247,10 @@ def test_weight_stops_counting_past_the_cap():
 
 _MEASURE = textwrap.dedent(
     """
-    import json, resource, sys, time
+    import json, sys, time
     from pathlib import Path
     from eosfix.core.limits import set_memory_ceiling
+    from tests.support.memory import peak_mib
     set_memory_ceiling(1 << 30)
     from eosfix import api
     out = {}
@@ -354,14 +259,14 @@ _MEASURE = textwrap.dedent(
         result = api.check(root)
         codes = sorted({f.code for f in result.check.findings})
         out[Path(root).name] = [time.process_time() - start, codes]
-    out["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    out["peak_rss_mb"] = peak_mib()
     print(json.dumps(out))
     """
 )
 
 
 def test_hostile_batch_under_a_memory_ceiling(tmp_path):
-    roots = [_repo(tmp_path, i, t) for i, t, _ in HOSTILE]
+    roots = [hostile_repo(tmp_path, i, t) for i, t, _ in HOSTILE]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.run(
         [sys.executable, "-c", _MEASURE, *map(str, roots)],

@@ -41,8 +41,8 @@ def test_nemotron_follows_the_history_and_names_its_one_closer(tmp_path):
 
 
 def test_nemotron_stop_set_after_fix_is_the_closer_alone(tmp_path):
-    """The regression: EOS016 on <SPECIAL_12>, </TOOLCALL> named, [<SPECIAL_12>, </TOOLCALL>]
-    proposed. Now a stop list holding </TOOLCALL> loses it, and <SPECIAL_12> is kept."""
+    """</TOOLCALL> is never proposed: a stop list holding it loses it, <SPECIAL_12> is kept,
+    and the fixed repo is healthy (no EOS016 on <SPECIAL_12>)."""
     repo = real_repo(NEMOTRON, tmp_path / "r", stop=["</TOOLCALL>"])
     c = _check(repo).check
     assert c.proposed == (token_id(NEMOTRON, "<SPECIAL_12>"),)

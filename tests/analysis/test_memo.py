@@ -19,9 +19,9 @@ from eosfix.analysis import terminators
 from eosfix.cli import cli
 from eosfix.containers.folder.read import load_repo
 from eosfix.core.errors import TemplateError
-from tests.analysis.test_hostile_templates import HOSTILE, _repo
 from tests.cachebuilder import CHATML_TEMPLATE, chatml_files
 from tests.conftest import CORPUS, SAMPLES, corpus_cases, sample_names
+from tests.support.hostile import HOSTILE, hostile_repo
 
 MEMO = terminators._memo_analysis
 READ = terminators._read_templates  # what the probes of those analyses say, ids not resolved
@@ -102,7 +102,7 @@ def test_check_output_is_byte_identical_with_and_without_the_memo(three_repos):
 
 @pytest.mark.parametrize(("name", "template", "code"), HOSTILE, ids=[h[0] for h in HOSTILE])
 def test_an_analysis_a_bound_refused_is_never_kept(tmp_path, name, template, code):
-    repo = load_repo(_repo(tmp_path, name, template))
+    repo = load_repo(hostile_repo(tmp_path, name, template))
     first = terminators.find_terminators(repo)
     assert any(p.limit for ta in first.templates for p in ta.probes)
     assert MEMO.cache_info().currsize == 0
@@ -118,20 +118,20 @@ def test_a_refusal_only_the_generation_prompt_meets_is_not_kept(tmp_path):
         + "{% if add_generation_prompt %}{% for i in range(100000) %}"
         + "{% for j in range(100000) %}{% endfor %}{% endfor %}{% endif %}"
     )
-    repo = load_repo(_repo(tmp_path, "prompt-bound", template))
+    repo = load_repo(hostile_repo(tmp_path, "prompt-bound", template))
     analysis = terminators.find_terminators(repo).templates[0]
     assert all(p.limit is None for p in analysis.probes)
     assert analysis.generation_prompt is None
     assert MEMO.cache_info().currsize == 0
-    plain = load_repo(_repo(tmp_path, "plain", CHATML_TEMPLATE))
+    plain = load_repo(hostile_repo(tmp_path, "plain", CHATML_TEMPLATE))
     terminators.find_terminators(plain)
     assert MEMO.cache_info().currsize == 1  # a clean analysis is kept
 
 
 def test_an_invalid_template_names_each_repos_own_file(tmp_path):
     broken = "{% for m in messages %}{{ m.content }"
-    one = load_repo(_repo(tmp_path, "one", broken))
-    two = load_repo(_repo(tmp_path, "two", broken))
+    one = load_repo(hostile_repo(tmp_path, "one", broken))
+    two = load_repo(hostile_repo(tmp_path, "two", broken))
     for repo in (one, two):
         with pytest.raises(TemplateError) as err:
             terminators.find_terminators(repo)

@@ -13,8 +13,8 @@ import pytest
 from eosfix import api
 from eosfix.analysis import terminators
 from eosfix.core.repo import ModelRepo
-from tests.analysis.test_hostile_templates import HOSTILE, _repo
 from tests.ggufs import chatml
+from tests.support.hostile import HOSTILE, hostile_repo
 
 
 def left_for_the_collector(target: Path) -> list[object]:
@@ -55,5 +55,5 @@ def test_a_gguf_whose_template_fails_some_probes_leaves_its_check_to_no_collecto
 def test_a_template_refused_by_a_bound_leaves_its_check_to_no_collector(tmp_path, name, template):
     """The refusal is kept for the rest of the analysis (later renders refused at once): its
     traceback must not hold the frame that keeps it."""
-    root = _repo(tmp_path, name, template)
+    root = hostile_repo(tmp_path, name, template)
     assert not _frames_and_repos(left_for_the_collector(root))

@@ -1,7 +1,7 @@
 """A report never contradicts itself (``tests.invariants``), on everything the suite checks:
-every sample repo, every corpus repo, every render golden's template, the hostile templates,
-the fuzz regressions, the template shapes of the shape tables and the real templates kept
-in ``tests/analysis/templates``."""
+every sample repo, every corpus repo, every render golden's template, the hostile templates
+and the real templates kept in ``tests/analysis/templates`` (the shape tables and the fuzz
+regressions check it beside their cases: ``test_no_report_on_a_..._contradicts_itself``)."""
 
 from __future__ import annotations
 
@@ -11,13 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from tests import test_fuzz_regressions
-from tests.analysis import test_hostile_templates as test_hostile
-from tests.analysis import test_shapes
-from tests.analysis import test_shapes_that_fool as test_shapes_more
 from tests.analysis.real_templates import REAL, TEMPLATES, real_repo
 from tests.conftest import CORPUS, SAMPLES, corpus_cases, sample_names
 from tests.invariants import contradictions, golden_repo, template_repo
+from tests.support.hostile import HOSTILE
 
 GOLDENS = sorted((CORPUS / "render_goldens").glob("*.json")) if CORPUS.is_dir() else []
 
@@ -45,35 +42,10 @@ def test_every_render_golden_template(path, tmp_path):
     _holds(golden_repo(json.loads(path.read_text()), tmp_path / "repo"), tmp_path)
 
 
-@pytest.mark.parametrize("template", [pytest.param(t, id=i) for i, t, _ in test_hostile.HOSTILE])
+@pytest.mark.parametrize("template", [pytest.param(t, id=i) for i, t, _ in HOSTILE])
 def test_every_hostile_template(template, tmp_path):
     # A hostile template proposes nothing (its renders were refused): no fix to check after.
     _holds(template_repo(tmp_path / "repo", template, eos="<|im_end|>"), tmp_path, fix=False)
-
-
-@pytest.mark.parametrize("template", list(test_fuzz_regressions.CRASHES.values()),
-                         ids=list(test_fuzz_regressions.CRASHES))  # fmt: skip
-def test_every_fuzz_regression(template, tmp_path):
-    _holds(template_repo(tmp_path / "repo", template, eos="<|im_end|>"), tmp_path)
-
-
-@pytest.mark.parametrize("shape", test_shapes.SHAPES, ids=[s.name for s in test_shapes.SHAPES])
-def test_every_shape_of_the_shape_table(shape, tmp_path):
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    stop = [t for t in shape.ends if t in shape.tokens]  # plain-text ends have no id
-    test_shapes._repo(repo, shape, stop)  # writes the folder, returns its check
-    _holds(repo, tmp_path)
-
-
-@pytest.mark.parametrize(
-    "shape", test_shapes_more.SHAPES, ids=[s.name for s in test_shapes_more.SHAPES]
-)
-def test_every_shape_of_the_second_shape_table(shape, tmp_path):
-    (tmp_path / "repo").mkdir()
-    stop = [t for t in shape.ends if t in shape.tokens]
-    repo = test_shapes_more._write(tmp_path / "repo", shape, stop)
-    _holds(repo, tmp_path)
 
 
 @pytest.mark.parametrize("name", sorted(REAL))

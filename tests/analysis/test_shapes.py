@@ -32,6 +32,7 @@ from eosfix.containers.folder.read import load_repo
 from eosfix.decide.check import Status
 from eosfix.render.report import placement_text
 from tests.conftest import check_repo
+from tests.invariants import contradictions
 
 FIRST_ID = 100
 
@@ -625,6 +626,16 @@ def test_findings_once_every_required_id_is_a_stop_id(shape, tmp_path):
     stop = _ids(shape, [*shape.ends, shape.eos or shape.tokens[0]])
     check = _repo(tmp_path, shape, stop)
     assert sorted(f.code for f in check.findings) == sorted(shape.findings), check.findings
+
+
+@pytest.mark.parametrize("shape", SHAPE_PARAMS)
+def test_no_report_on_a_shape_contradicts_itself(shape, tmp_path):
+    """``tests.invariants``: with each id that can be written a stop id."""
+    repo, work = tmp_path / "repo", tmp_path / "work"
+    repo.mkdir()
+    work.mkdir()
+    _repo(repo, shape, [t for t in shape.ends if t in shape.tokens])  # plain-text ends: no id
+    assert contradictions(repo, work) == []
 
 
 @pytest.mark.parametrize("shape", SHAPE_PARAMS)

@@ -36,6 +36,7 @@ from eosfix.analysis.shapes import CALL_ARGS, THINK1
 from eosfix.containers.folder.read import load_repo
 from eosfix.decide.check import Status
 from tests.conftest import check_repo
+from tests.invariants import contradictions
 
 FIRST_ID = 100
 
@@ -551,6 +552,16 @@ def test_terminators_and_where_they_are_written(shape, tmp_path):
         assert content not in ts.acceptable
     for content in shape.ok:
         assert content in ts.acceptable
+
+
+@pytest.mark.parametrize("shape", SHAPE_PARAMS)
+def test_no_report_on_a_shape_contradicts_itself(shape, tmp_path):
+    """``tests.invariants``: with each id that can be written a stop id."""
+    repo, work = tmp_path / "repo", tmp_path / "work"
+    repo.mkdir()
+    work.mkdir()
+    _write(repo, shape, [t for t in shape.ends if t in shape.tokens])
+    assert contradictions(repo, work) == []
 
 
 @pytest.mark.parametrize("shape", SHAPE_PARAMS)

@@ -6,6 +6,8 @@ import csv
 import io
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -26,6 +28,7 @@ from tests.cachebuilder import (
     git_sha1,
     hash_blobs,
 )
+from tests.conftest import ROOT
 
 GEN = "generation_config.json"
 
@@ -463,6 +466,50 @@ def test_cache_populated_by_huggingface_hub(fake_hub):
     assert run("--fix")[0] == 0
 
 
+def test_a_downloaded_gguf_is_checked_as_check_checks_it(fake_hub, tmp_path, monkeypatch, capsys):
+    """hf_hub_download of one GGUF: the cache reports what `eosfix check` on the snapshot's
+    file reports (EOS201, exit 1), never "no chat template"; --fix writes no blob (its blob is
+    shared) and says the command that writes a fixed copy, which works."""
+    from huggingface_hub import constants, hf_hub_download
+
+    from eosfix.cli import main
+    from tests import ggufs
+
+    data = ggufs.command_r(tmp_path / "src.gguf").read_bytes()
+    fake_hub.add_repo("org/Chat-GGUF", {"Chat-Q4_K_M.gguf": data, "README.md": "# Chat\n"})
+    file = Path(hf_hub_download("org/Chat-GGUF", "Chat-Q4_K_M.gguf"))
+    blobs = hash_blobs(Path(constants.HF_HUB_CACHE))
+    monkeypatch.chdir(tmp_path)
+    assert main(["check", "--format", "json", str(file)]) == 1
+    (checked,) = json.loads(capsys.readouterr().out)["repos"]
+    code, payload = run_json("--repo", "org/*")
+    assert code == 1
+    (entry,) = payload["repos"]
+    assert entry["file"] == "Chat-Q4_K_M.gguf"
+    assert entry["name"].endswith("/Chat-Q4_K_M.gguf")
+    assert (entry["container"], entry["verdict"]) == ("gguf", "fixable")
+    assert [f["code"] for f in entry["findings"]] == [f["code"] for f in checked["findings"]]
+    assert [f["code"] for f in entry["findings"]] == ["EOS201"]
+    assert payload["summary"]["gguf_files"] == 1
+    code, out, err = run("--repo", "org/*")
+    assert code == 1
+    assert "no chat template" not in out
+    assert out.splitlines()[-1] == (
+        "1 snapshot of 1 repo, 1 GGUF file in it: 1 GGUF file would be fixed "
+        "(eosfix fix FILE --output NEW.gguf)"
+    )
+    code, out, err = run("--repo", "org/*", "--fix")
+    assert code == 1  # nothing written: still to fix
+    assert hash_blobs(Path(constants.HF_HUB_CACHE)) == blobs
+    line = err.strip().splitlines()[-1]
+    assert line.startswith(f"{file}: not written: its blob is shared")
+    command = line.split("; ", 1)[1].removesuffix(" writes the fixed copy")
+    assert main(command.split()[1:]) == 1  # eosfix fix FILE --output NEW.gguf: it works
+    capsys.readouterr()
+    assert main(["check", "Chat-Q4_K_M-fixed.gguf"]) == 0
+    assert hash_blobs(Path(constants.HF_HUB_CACHE)) == blobs
+
+
 def test_scan_agrees_with_scan_cache_dir(hub_cache, monkeypatch):
     b, _ = hub_cache
     b.add_revision("org/lost-snapshot", chatml_files(6000))
@@ -546,29 +593,43 @@ def test_tiny_window_batches_and_lru_give_the_same_results(tmp_path, monkeypatch
     assert _json(scan, workers=2)["summary"]["ok"] == 24
 
 
-def test_memory_does_not_grow_with_the_cache(tmp_path, monkeypatch):
-    """At most WINDOW + LRU analyses (and WINDOW snapshots) are alive at any time (cyclic
-    garbage aside: the template probes' exceptions, freed by the next collection)."""
-    import gc
-    from collections import Counter
+# Counted in a child process that holds only eosfix: gc.get_objects() walks every object of
+# the process, and a test worker that ran the real-model tests before holds millions of them.
+_MOST_ALIVE = """
+import gc, json, sys
+from collections import Counter
+from pathlib import Path
+from eosfix.batch import run as batchrun, verdict
+from eosfix.batch.cache import CacheRun
+from eosfix.render.batch import JSON_DETAIL
+from eosfix.sources import cache as cachelib
 
-    monkeypatch.setattr(batchrun, "WINDOW", 3)
-    monkeypatch.setattr(batchrun, "LRU_DETAIL", 2)
+batchrun.WINDOW, batchrun.LRU_DETAIL = 3, 2
+most = []
+for root in sys.argv[1:]:
+    verdicts = snapshots = 0
+    for _ in CacheRun(cachelib.scan_cache(Path(root)), detail=JSON_DETAIL, workers=1):
+        gc.collect()
+        # type(), not isinstance: no attribute lookups on every object of the process; and
+        # no list kept across steps (it would keep every object of the last one)
+        kinds = Counter(type(o) for o in gc.get_objects())
+        verdicts = max(verdicts, kinds[verdict.Verdict])
+        snapshots = max(snapshots, kinds[cachelib.Snapshot])
+        del kinds
+    most.append([verdicts, snapshots])
+print(json.dumps(most))
+"""
 
-    def most_alive(n: int) -> tuple[int, int]:
-        scan = cachelib.scan_cache(_many(tmp_path / str(n), n).root)
-        verdicts = snapshots = 0
-        for _ in CacheRun(scan, detail=JSON_DETAIL, workers=1):
-            gc.collect()
-            # type(), not isinstance: no attribute lookups on every object of the process;
-            # and no list kept across steps (it would keep every object of the last one)
-            kinds = Counter(type(o) for o in gc.get_objects())
-            verdicts = max(verdicts, kinds[verdict.Verdict])
-            snapshots = max(snapshots, kinds[cachelib.Snapshot])
-            del kinds
-        return verdicts, snapshots
 
-    small, large = most_alive(12), most_alive(40)
+def test_memory_does_not_grow_with_the_cache(tmp_path):
+    """With a window of 3 and 2 analyses kept, at most WINDOW + LRU analyses (and WINDOW
+    snapshots) are alive at any time (cyclic garbage aside: the template probes' exceptions,
+    freed by the next collection), for a cache of 12 snapshots as for one of 40."""
+    roots = [str(_many(tmp_path / str(n), n).root) for n in (12, 40)]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    child = subprocess.run([sys.executable, "-c", _MOST_ALIVE, *roots], env=env,
+                           capture_output=True, text=True, check=True)  # fmt: skip
+    small, large = json.loads(child.stdout)
     assert small == large
     assert large[0] <= 3 + 2 + 1  # WINDOW + LRU_DETAIL, and the one just yielded
     assert large[1] <= 3 + 2

@@ -9,9 +9,9 @@ import pickle
 from click.testing import CliRunner
 
 from eosfix.cli import cli
-from tests.batch.test_hub import sample_files
 from tests.cachebuilder import CacheBuilder
 from tests.conftest import SAMPLES
+from tests.support.hubrepos import sample_files
 
 GEN = "generation_config.json"
 HARMONY = "stop-inside-turn"

@@ -1,5 +1,5 @@
 """GGUF repos in a Hub audit (``eosfix hub``): one row per repo, by the same header check as
-``eosfix check ORG/REPO-GGUF`` (eosfix.batch.gguf_hub), against the stand-in Hub's GGUF
+``eosfix check ORG/REPO-GGUF`` (eosfix.targets.gguf_hub), against the stand-in Hub's GGUF
 publisher (tests/hubserver.py add_gguf_org); --state, Ctrl-C and every output format."""
 
 from __future__ import annotations
@@ -11,23 +11,15 @@ import pytest
 
 from eosfix.batch.hub import HubSource
 from eosfix.batch.run import Run
-from eosfix.batch.session import check_hub_target
 from eosfix.batch.verdict import Verdict
-from eosfix.containers.target import hub_repo
 from eosfix.sources.hub.read import HubReader, ListingQuery
-from tests.hubserver import GGUF_ORG, add_gguf_org
-from tests.render.test_schema import BATCH, check_csv, check_markdown, valid
+from eosfix.targets.hub import check_hub_target
+from eosfix.targets.parse import parse_hub
+from tests.hubserver import GGUF_ORG
+from tests.support.schemas import BATCH, check_csv, check_markdown, valid
 
 CHAT = f"{GGUF_ORG}/Chat-7B-GGUF"
 REPOS = ["Broken-GGUF", "Chat-70B-GGUF", "Chat-7B-GGUF", "ChatML-GGUF", "Reasoner-GGUF"]
-
-
-@pytest.fixture
-def org(fake_hub, tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)  # no local folder named like the repos
-    add_gguf_org(fake_hub, tmp_path / "written")
-    fake_hub.cdn = True
-    return fake_hub
 
 
 def _ranges(hub) -> int:
@@ -35,7 +27,7 @@ def _ranges(hub) -> int:
     return sum("Broken-GGUF" not in r.path for r in hub.cdn_requests)
 
 
-def test_each_gguf_repo_is_one_row_with_the_checks_verdict(org, run_eosfix):
+def test_each_gguf_repo_is_one_row_with_the_checks_verdict(gguf_org, run_eosfix):
     result = run_eosfix("hub", "--author", GGUF_ORG, "--format", "json")
     assert result.exit_code == 2  # a repo whose files cannot be read
     payload = json.loads(result.stdout)
@@ -45,14 +37,12 @@ def test_each_gguf_repo_is_one_row_with_the_checks_verdict(org, run_eosfix):
     assert all(e["container"] == "gguf" for e in entries.values())
     # the verdict of each repo is that of `eosfix check` on its worst group of files
     for name, entry in entries.items():
-        checked = check_hub_target(hub_repo(f"{GGUF_ORG}/{name}"), reader=HubReader())
+        checked = check_hub_target(parse_hub(f"{GGUF_ORG}/{name}"), reader=HubReader())
         names = [r.status.value if r.error is None else "error" for r in checked.results]
         order = ("problems", "fixable", "error", "ok")
         worst = min(names, key=lambda n: order.index(n) if n in order else len(order))
         assert entry["status"] == worst, name
-        assert [g["file"] for g in entry["gguf_groups"]] == [
-            r.extra["file"] for r in checked.results
-        ]
+        assert [g["file"] for g in entry["gguf_groups"]] == [r.gguf.file for r in checked.results]
     chat = entries["Chat-7B-GGUF"]
     assert chat["verdict"] == "fixable"  # the older Q2_K: llama.cpp runs on past its turn end
     assert chat["file"] == "Chat-7B-Q2_K.gguf"
@@ -69,7 +59,7 @@ def test_each_gguf_repo_is_one_row_with_the_checks_verdict(org, run_eosfix):
     assert payload["summary"]["error"] == 1
 
 
-def test_the_table_names_the_quant_that_differs(org, run_eosfix):
+def test_the_table_names_the_quant_that_differs(gguf_org, run_eosfix):
     result = run_eosfix("hub", "--author", GGUF_ORG, "--format", "markdown")
     check_markdown(result.stdout, 5)
     row = next(ln for ln in result.stdout.splitlines() if "Chat-7B-GGUF" in ln)
@@ -85,13 +75,13 @@ def test_the_table_names_the_quant_that_differs(org, run_eosfix):
     assert "ok (2 GGUF files alike)" in text  # the split model and its Q8_0
 
 
-def test_a_resumed_audit_reads_no_header_again(org, run_eosfix, tmp_path):
+def test_a_resumed_audit_reads_no_header_again(gguf_org, run_eosfix, tmp_path):
     state = tmp_path / "state.jsonl"
     first = run_eosfix("hub", "--author", GGUF_ORG, "--state", state, "--format", "csv")
-    read = _ranges(org)
+    read = _ranges(gguf_org)
     assert read > 0
     again = run_eosfix("hub", "--author", GGUF_ORG, "--state", state, "--format", "csv")
-    assert _ranges(org) == read  # every repo unchanged: its record stands
+    assert _ranges(gguf_org) == read  # every repo unchanged: its record stands
     assert again.stdout == first.stdout
     assert "4 unchanged since the last run (--state)" in again.stderr  # not the broken one
     records = [json.loads(ln) for ln in state.read_text().splitlines()]
@@ -108,11 +98,11 @@ def test_a_resumed_audit_reads_no_header_again(org, run_eosfix, tmp_path):
         assert {**a, "resumed": b["resumed"]} == b
 
 
-def test_a_stopped_audit_is_whole(org):
+def test_a_stopped_audit_is_whole(gguf_org):
     """Stopped while the listing's second page is on its way: no repo of the second page is
     started, and a first-page repo is reported whole or not at all."""
-    org.page_size = 2
-    page2 = org.hold(r"^/api/models$", query="cursor=2")
+    gguf_org.page_size = 2
+    page2 = gguf_org.hold(r"^/api/models$", query="cursor=2")
     run = Run(HubSource(HubReader(), query=ListingQuery(author=GGUF_ORG)))
 
     def stop_at_page2():
@@ -135,11 +125,13 @@ def test_a_stopped_audit_is_whole(org):
     assert {r.item.repo_id for r in seen} <= set(whole)
     for r in seen:
         assert (r.verdict.name, r.verdict.gguf) == whole[r.item.repo_id]
-    assert not any(f"{GGUF_ORG}/{n}" in req.path for n in REPOS[2:] for req in org.cdn_requests)
+    assert not any(
+        f"{GGUF_ORG}/{n}" in req.path for n in REPOS[2:] for req in gguf_org.cdn_requests
+    )
 
 
 @pytest.mark.parametrize("fake_hub", [{"token": "hf_gguf_test"}], indirect=True)
-def test_hub_pr_opens_a_gguf_repos_params_pull_request_once(org, run_eosfix, monkeypatch):
+def test_hub_pr_opens_a_gguf_repos_params_pull_request_once(gguf_org, run_eosfix, monkeypatch):
     """``eosfix hub --pr``: a GGUF repo's pull request is its params file, as HubSession's
     (the one ollama's default quant plans); a repo whose params are right gets none."""
     monkeypatch.setenv("HF_TOKEN", "hf_gguf_test")
@@ -147,27 +139,27 @@ def test_hub_pr_opens_a_gguf_repos_params_pull_request_once(org, run_eosfix, mon
     rows = {r["repo_id"]: r for r in check_csv(dry.stdout, 5)}
     assert rows[f"{GGUF_ORG}/Reasoner-GGUF"]["pull_request"] == "would open (dry run)"
     assert rows[CHAT]["pull_request"] == ""  # its header is wrong, its params are not
-    assert not org.commits_received
+    assert not gguf_org.commits_received
     opened = run_eosfix("hub", "--author", GGUF_ORG, "--pr", "--format", "json")
     entries = {e["repo_id"]: e for e in json.loads(opened.stdout)["repos"]}
     reasoner = entries[f"{GGUF_ORG}/Reasoner-GGUF"]
     assert reasoner["pr"] == "opened"
-    assert reasoner["pr_url"] == f"{org.url}/{GGUF_ORG}/Reasoner-GGUF/discussions/1"
-    (commit,) = org.commits_received
+    assert reasoner["pr_url"] == f"{gguf_org.url}/{GGUF_ORG}/Reasoner-GGUF/discussions/1"
+    (commit,) = gguf_org.commits_received
     assert list(commit["files"]) == ["params"]
     assert json.loads(commit["files"]["params"]) == {"stop": ["<|turn_end|>"], "temperature": 0.6}
     again = run_eosfix("hub", "--author", GGUF_ORG, "--pr", "--format", "json")
     entries = {e["repo_id"]: e for e in json.loads(again.stdout)["repos"]}
     assert entries[f"{GGUF_ORG}/Reasoner-GGUF"]["pr"] == "already open"
-    assert len(org.commits_received) == 1
+    assert len(gguf_org.commits_received) == 1
 
 
 def test_an_organisation_of_both_kinds_has_a_row_for_each(fake_hub, tmp_path, run_eosfix):
     """Safetensors repos by their small files, GGUF repos by their headers, in listing order;
     a repo holding both a tokenizer's files and GGUF files is checked by its small files."""
     from tests import ggufs
-    from tests.batch.test_hub import sample_files
     from tests.hubserver import add_gguf_repo
+    from tests.support.hubrepos import sample_files
 
     fake_hub.add_repo("mixed/chat-7b", sample_files("chatml-missing-im-end"))
     gguf = ggufs.chatml(tmp_path / "chat-7b-Q4_K_M.gguf", tensor=bytes(64)).read_bytes()
@@ -187,7 +179,7 @@ def test_an_organisation_of_both_kinds_has_a_row_for_each(fake_hub, tmp_path, ru
     assert "gguf_groups" not in entries["mixed/chat-7b-both"]
 
 
-def test_a_gguf_repo_by_id_is_its_worst_groups_block_named_by_its_file(org, run_eosfix):
+def test_a_gguf_repo_by_id_is_its_worst_groups_block_named_by_its_file(gguf_org, run_eosfix):
     result = run_eosfix("hub", CHAT)
     assert result.exit_code == 1
     head = result.stdout.splitlines()[0]

@@ -8,62 +8,29 @@ import re
 
 import pytest
 
-from eosfix.batch.session import HubSession
 from eosfix.render.pr import pr_description
 from eosfix.sources.hub.read import is_relevant
 from eosfix.sources.hub.write import PR_TITLE_PREFIX, PrOutcome
+from eosfix.targets.session import HubSession
 from tests.conftest import SAMPLES
+from tests.support.hubrepos import (
+    BROKEN_REPO as BROKEN,
+)
+from tests.support.hubrepos import (
+    CHATML_TOKENS,
+    fixed_gen,
+    sample_files,
+    tokenizer_json,
+)
+from tests.support.hubrepos import (
+    HEALTHY_REPO as HEALTHY,
+)
 
-BROKEN = "org/chatml-broken"
-HEALTHY = "org/llama3-healthy"
 FIXABLE_SAMPLES = [
     "chatml-missing-im-end", "foreign-stop-ids", "ordinary-stop-id", "stop-inside-turn",
     "vlm-text-config-eos", "glm-next-turn-opener", "reasoning-channel",
 ]  # fmt: skip
-WEIGHTS = b"\0" * 8192
 TOKEN = "hf_fake_secret_token_1234567890"
-
-
-def sample_files(name: str, **extra: bytes) -> dict[str, bytes]:
-    """A sample repo laid out as on the Hub (plus weights, so we can prove they stay put)."""
-    root = SAMPLES / name
-    files = {
-        p.relative_to(root).as_posix(): p.read_bytes()
-        for p in root.rglob("*")
-        if p.is_file() and p.name != "expected.txt" and "fixed" not in p.relative_to(root).parts
-    }
-    return {**files, "model.safetensors": WEIGHTS, **extra}
-
-
-def fixed_gen(name: str = "chatml-missing-im-end") -> bytes:
-    return (SAMPLES / name / "fixed" / "generation_config.json").read_bytes()
-
-
-def tokenizer_json(tokens: dict[str, int]) -> bytes:
-    added = [
-        {
-            "id": i,
-            "content": c,
-            "single_word": False,
-            "lstrip": False,
-            "rstrip": False,
-            "normalized": False,
-            "special": True,
-        }
-        for c, i in tokens.items()
-    ]
-    model = {"type": "WordLevel", "vocab": {"hello": 0, **tokens}, "unk_token": "hello"}
-    return json.dumps({"version": "1.0", "added_tokens": added, "model": model}).encode()
-
-
-CHATML_TOKENS = {"<|endoftext|>": 248044, "<|im_start|>": 248045, "<|im_end|>": 248046}
-
-
-@pytest.fixture
-def hub_repos(fake_hub):
-    fake_hub.add_repo(BROKEN, sample_files("chatml-missing-im-end"))
-    fake_hub.add_repo(HEALTHY, sample_files("llama3-healthy"))
-    return fake_hub
 
 
 def test_relevant_files_exclude_weights_and_tokenizer_json():
@@ -178,7 +145,7 @@ def test_pr_sends_one_commit_with_the_fixed_bytes(hub_repos, run_eosfix):
     desc = commit["description"]
     assert "<|im_end|>" in desc
     assert "248046" in desc
-    assert "Today this prints `'<|endoftext|>'`" in desc  # what eos_token_id 248044 is
+    assert "Today this prints `<|endoftext|>`" in desc  # print() of eos_token_id 248044's token
     assert (
         '-  "eos_token_id": 248044,\n+  "eos_token_id": [\n+    248044,\n+    248046\n+  ],' in desc
     )
@@ -244,7 +211,7 @@ def test_repeated_pr_sends_nothing_and_prints_existing(hub_repos, run_eosfix):
 
 def test_an_open_eosfix_pr_proposing_something_else_is_updated_never_doubled(hub_repos, run_eosfix):
     """An open "[eosfix]" PR whose file differs from today's fix gets a commit with the new
-    bytes on its own branch (a second PR used to be opened)."""
+    bytes on its own branch (no second PR is opened)."""
     from huggingface_hub import CommitOperationAdd, HfApi
 
     HfApi().create_commit(
@@ -574,10 +541,10 @@ def test_session_pr_outcome_says_opened_unchanged_updated_or_left(fake_hub):
 
 
 def test_unreadable_file_is_named_by_repo_path(fake_hub, run_eosfix):
-    files = sample_files("chatml-missing-im-end", **{"generation_config.json": b"{not json"})
+    files = sample_files("chatml-missing-im-end", **{"config.json": b"{not json"})
     fake_hub.add_repo("org/badjson", files)
     result = run_eosfix("hub", "org/badjson")
     assert result.exit_code == 2
-    assert result.stderr.startswith(
-        "org/badjson: error: org/badjson/generation_config.json: invalid JSON"
-    ), result.stderr
+    assert result.stderr.startswith("org/badjson: error: org/badjson/config.json: invalid JSON"), (
+        result.stderr
+    )

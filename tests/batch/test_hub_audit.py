@@ -25,21 +25,11 @@ from eosfix.batch.pool import RETRY_CODE
 from eosfix.batch.run import Run
 from eosfix.sources.hub import http as hubhttp
 from eosfix.sources.hub.read import HubReader, fetch_repo_files
-from tests.batch.test_hub import CHATML_TOKENS, sample_files, tokenizer_json
 from tests.cachebuilder import chatml_files
 from tests.conftest import ROOT
+from tests.support.hubrepos import CHATML_TOKENS, chatml_org, sample_files, tokenizer_json
 
 RELEVANT = {"chat_template.jinja", "config.json", "generation_config.json", "tokenizer_config.json"}
-
-
-def org(fake_hub, n: int, *, healthy_every: int = 3, name: str = "org") -> list[str]:
-    """n ChatML repos (each its own ids); every ``healthy_every``-th one stops correctly."""
-    ids = []
-    for i in range(n):
-        repo_id = f"{name}/m{i:03d}"
-        fake_hub.add_repo(repo_id, chatml_files(1000 + 10 * i, healthy=i % healthy_every == 0))
-        ids.append(repo_id)
-    return ids
 
 
 def audit(run_eosfix, *args: str) -> tuple[int, dict, str]:
@@ -59,7 +49,7 @@ def requests_since(fake_hub, start: int) -> list[tuple[str, str]]:
 
 
 def test_first_audit_lists_by_pages_then_gets_each_small_file_once(fake_hub, run_eosfix):
-    ids = org(fake_hub, 5)
+    ids = chatml_org(fake_hub, 5)
     fake_hub.page_size = 2  # three pages, followed through their Link headers
     code, payload, _ = audit(run_eosfix)
     assert code == 1
@@ -87,7 +77,7 @@ def test_first_audit_lists_by_pages_then_gets_each_small_file_once(fake_hub, run
 
 
 def test_second_audit_of_an_unchanged_org_only_reads_the_listing(fake_hub, run_eosfix):
-    org(fake_hub, 5)
+    chatml_org(fake_hub, 5)
     fake_hub.page_size = 2
     _, first, _ = audit(run_eosfix)
     start = len(fake_hub.requests)
@@ -99,7 +89,7 @@ def test_second_audit_of_an_unchanged_org_only_reads_the_listing(fake_hub, run_e
 
 
 def test_a_changed_repo_is_fetched_again_the_others_are_not(fake_hub, run_eosfix):
-    org(fake_hub, 4)
+    chatml_org(fake_hub, 4)
     audit(run_eosfix)
     fake_hub.push("org/m002", {"generation_config.json": '{"eos_token_id": [1020, 1022]}\n'})
     start = len(fake_hub.requests)
@@ -131,7 +121,7 @@ def test_tokenizer_json_only_when_an_id_lives_only_there(fake_hub, run_eosfix):
 
 
 def test_fetch_repo_files_brings_one_repo_into_a_folder(fake_hub):
-    (repo_id,) = org(fake_hub, 1)
+    (repo_id,) = chatml_org(fake_hub, 1)
     fetched = fetch_repo_files(repo_id)
     assert fetched.sha == fake_hub.repos[repo_id].head
     assert {p.name for p in fetched.path.iterdir()} == RELEVANT
@@ -143,7 +133,7 @@ def test_fetch_repo_files_brings_one_repo_into_a_folder(fake_hub):
 
 
 def test_a_half_written_snapshot_is_rebuilt(fake_hub, run_eosfix):
-    repo_id = org(fake_hub, 2)[1]
+    repo_id = chatml_org(fake_hub, 2)[1]
     fetched = fetch_repo_files(repo_id)
     fetched.path.with_name(fetched.sha + ".json").unlink()  # crashed before its manifest
     (fetched.path / "config.json").unlink()
@@ -166,7 +156,7 @@ def real_waits(monkeypatch):
 def test_429_retry_after_pauses_every_request_of_its_bucket(
     fake_hub, run_eosfix, real_waits, monkeypatch
 ):
-    org(fake_hub, 6)
+    chatml_org(fake_hub, 6)
     fake_hub.fail("*", 429, times=1, match="/resolve/", headers={"Retry-After": "1"})
     # What the client did, in its own order of events: when each request started (a slot
     # taken) and each pause (set at, until). Other threads may start requests between the
@@ -204,7 +194,7 @@ def test_429_retry_after_pauses_every_request_of_its_bucket(
 
 def test_fixed_window_quota_is_waited_out(fake_hub, run_eosfix, real_waits):
     """The Hub's own scheme: N requests per window, 429 + Retry-After + RateLimit headers."""
-    org(fake_hub, 12)
+    chatml_org(fake_hub, 12)
     fake_hub.rate_limit(30, window=1.0)  # 48 file requests: two windows at least
     t = time.monotonic()
     code, payload, _ = audit(run_eosfix, "--workers", "8")
@@ -217,7 +207,7 @@ def test_fixed_window_quota_is_waited_out(fake_hub, run_eosfix, real_waits):
 
 
 def test_concurrency_shrinks_under_429s_and_grows_back(fake_hub):
-    org(fake_hub, 30)
+    chatml_org(fake_hub, 30)
     # 5 429s: fewer than MAX_ATTEMPTS, so even if every one hits the same file it succeeds
     fake_hub.fail("*", 429, times=5, match="/resolve/", headers={"Retry-After": "0"})
     reader = HubReader(workers=8)
@@ -233,7 +223,7 @@ def test_concurrency_shrinks_under_429s_and_grows_back(fake_hub):
 
 @pytest.mark.parametrize("status", [500, 502, 503, 504])
 def test_transient_server_errors_are_retried(fake_hub, run_eosfix, status):
-    org(fake_hub, 3)
+    chatml_org(fake_hub, 3)
     fake_hub.fail("org/m001", status, times=2, match="/resolve/")
     code, payload, stderr = audit(run_eosfix)
     assert code == 1
@@ -246,7 +236,7 @@ def test_transient_server_errors_are_retried(fake_hub, run_eosfix, status):
 
 
 def test_timeouts_and_dropped_connections_are_retried(fake_hub, run_eosfix):
-    org(fake_hub, 3)
+    chatml_org(fake_hub, 3)
     fake_hub.fail("org/m000", 200, times=1, delay=1.0, match="/resolve/")
     fake_hub.fail("org/m002", 0, times=1, match="/resolve/")
     code, payload, _ = audit(run_eosfix, "--timeout", "0.3")
@@ -256,7 +246,7 @@ def test_timeouts_and_dropped_connections_are_retried(fake_hub, run_eosfix):
 
 
 def test_a_repo_that_keeps_failing_gets_its_line_and_the_audit_goes_on(fake_hub, run_eosfix):
-    org(fake_hub, 3)
+    chatml_org(fake_hub, 3)
     fake_hub.fail("org/m001", 500, match="/resolve/")
     result = run_eosfix("hub", "--author", "org")
     assert result.exit_code == 2
@@ -268,7 +258,7 @@ def test_a_repo_that_keeps_failing_gets_its_line_and_the_audit_goes_on(fake_hub,
 
 
 def test_listing_failure_is_one_line(fake_hub, run_eosfix):
-    org(fake_hub, 2)
+    chatml_org(fake_hub, 2)
     fake_hub.fail("*", 403, match="^/api/models$", headers={"X-Error-Code": None})
     result = run_eosfix("hub", "--author", "org")
     assert result.exit_code == 2
@@ -283,7 +273,7 @@ def read_state(path: Path) -> list[dict]:
 
 
 def test_state_file_skips_unchanged_repos_and_rechecks_changed_ones(fake_hub, run_eosfix, tmp_path):
-    org(fake_hub, 4)
+    chatml_org(fake_hub, 4)
     state = tmp_path / "audit.jsonl"
     code, first, _ = audit(run_eosfix, "--state", str(state))
     records = read_state(state)
@@ -310,7 +300,7 @@ def test_state_file_skips_unchanged_repos_and_rechecks_changed_ones(fake_hub, ru
 
 
 def test_state_file_cut_short_is_repaired_and_garbage_refused(fake_hub, run_eosfix, tmp_path):
-    org(fake_hub, 2)
+    chatml_org(fake_hub, 2)
     state = tmp_path / "s.jsonl"
     audit(run_eosfix, "--state", str(state))
     whole = state.read_bytes()
@@ -325,7 +315,7 @@ def test_state_file_cut_short_is_repaired_and_garbage_refused(fake_hub, run_eosf
 
 
 def test_ctrl_c_leaves_a_consistent_state_file_and_the_rerun_goes_on(fake_hub, tmp_path):
-    ids = org(fake_hub, 40)
+    ids = chatml_org(fake_hub, 40)
     # Requests about m010-m039 are held until the Ctrl-C has been sent: the run is always
     # mid-way when it comes, however fast or slow the machine is.
     held = threading.Event()
@@ -383,7 +373,7 @@ def test_ctrl_c_leaves_a_consistent_state_file_and_the_rerun_goes_on(fake_hub, t
 
 
 def test_max_prs_dry_run_and_no_duplicates(fake_hub, run_eosfix):
-    org(fake_hub, 6)  # m001, m002, m004, m005 are fixable
+    chatml_org(fake_hub, 6)  # m001, m002, m004, m005 are fixable
     fixable = ["org/m001", "org/m002", "org/m004", "org/m005"]
     result = run_eosfix("hub", "--author", "org", "--pr", "--dry-run", "--max-prs", "3")
     assert result.exit_code == 1, result.output
@@ -420,7 +410,7 @@ def test_pr_flags_need_pr(run_eosfix):
 
 
 def test_json_is_streamed_as_the_whole_document_would_be_dumped(fake_hub, run_eosfix):
-    org(fake_hub, 3)
+    chatml_org(fake_hub, 3)
     result = run_eosfix("hub", "--author", "org", "--format", "json")
     payload = json.loads(result.stdout)
     assert list(payload) == ["author", "repos", "errors", "summary", "exit_code"]
@@ -428,7 +418,7 @@ def test_json_is_streamed_as_the_whole_document_would_be_dumped(fake_hub, run_eo
 
 
 def test_csv_report(fake_hub, run_eosfix):
-    org(fake_hub, 3)
+    chatml_org(fake_hub, 3)
     result = run_eosfix("hub", "--author", "org", "--format", "csv")
     rows = list(csv.DictReader(io.StringIO(result.stdout)))
     assert [r["repo_id"] for r in rows] == ["org/m000", "org/m001", "org/m002"]
@@ -441,7 +431,7 @@ def test_csv_report(fake_hub, run_eosfix):
 
 
 def test_markdown_report_is_a_table_to_paste(fake_hub, run_eosfix):
-    org(fake_hub, 3)
+    chatml_org(fake_hub, 3)
     fake_hub.fail("org/m002", 404)
     run_eosfix("hub", "--author", "org", "--pr", "--max-prs", "1")
     result = run_eosfix("hub", "--author", "org", "--format", "markdown")
@@ -473,7 +463,7 @@ def test_markdown_report_is_a_table_to_paste(fake_hub, run_eosfix):
 
 
 def test_repo_ids_and_author_together_and_explicit_ids_resume(fake_hub, run_eosfix, tmp_path):
-    org(fake_hub, 2)
+    chatml_org(fake_hub, 2)
     fake_hub.add_repo("other/x", sample_files("llama3-healthy"))
     state = tmp_path / "s.jsonl"
     args = ("hub", "other/x", "--author", "org", "--format", "json", "--state", str(state))
@@ -500,7 +490,7 @@ def tokenizer_only_files() -> dict[str, bytes | str]:
 
 
 def test_tokenizer_only_repo_is_not_a_model_for_any_runtime_and_gets_no_pr(fake_hub, run_eosfix):
-    org(fake_hub, 2)  # m001 is fixable
+    chatml_org(fake_hub, 2)  # m001 is fixable
     fake_hub.add_repo("org/tokenizer", tokenizer_only_files())
     code, payload, _ = audit(run_eosfix, "--pr")
     assert code == 1  # m001's fix; the tokenizer repo adds nothing to fix
@@ -540,7 +530,7 @@ def test_a_repo_with_weights_or_a_config_is_a_model(fake_hub, run_eosfix):
 
 
 def test_a_rerun_reports_carried_over_prs_as_opened_earlier(fake_hub, run_eosfix, tmp_path):
-    org(fake_hub, 3)  # m001, m002 are fixable
+    chatml_org(fake_hub, 3)  # m001, m002 are fixable
     state = tmp_path / "s.jsonl"
     first = run_eosfix("hub", "--author", "org", "--pr", "--state", state)
     assert first.stdout.count(": pull request opened: ") == 2
@@ -566,7 +556,7 @@ def test_a_rerun_reports_carried_over_prs_as_opened_earlier(fake_hub, run_eosfix
 def test_a_resumed_entry_has_every_key_of_a_fresh_one(fake_hub, run_eosfix, tmp_path):
     """JSON loses nothing on a resumed run: the record is re-derived from the store (no
     request for its files), so the entry is the one a fresh check gives, plus resumed."""
-    org(fake_hub, 3)
+    chatml_org(fake_hub, 3)
     state = tmp_path / "s.jsonl"
     _, fresh, _ = audit(run_eosfix, "--state", str(state))
     start = len(fake_hub.requests)

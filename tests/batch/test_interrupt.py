@@ -25,10 +25,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.batch.test_hub_audit import org
 from tests.cachebuilder import CacheBuilder, chatml_files
 from tests.conftest import ROOT
-from tests.render.test_schema import BATCH, valid
+from tests.support.hubrepos import chatml_org
+from tests.support.schemas import BATCH, valid
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs named pipes")
 
@@ -170,7 +170,7 @@ def test_ctrl_c_in_cache_check_leaves_whole_csv_rows_and_says_what_was_not_check
 def test_ctrl_c_while_the_hub_listing_is_read(fake_hub, tmp_path):
     """Early in an audit: the listing's second page is held; the repos of the first page
     are checked and recorded, the rest is said not to be, and the JSON is whole."""
-    org(fake_hub, 4)
+    chatml_org(fake_hub, 4)
     fake_hub.page_size = 2
     page2 = fake_hub.hold(r"^/api/models$", query="cursor=2")
     state = tmp_path / "audit.jsonl"

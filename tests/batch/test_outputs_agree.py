@@ -13,9 +13,9 @@ import json
 
 import pytest
 
-from tests.batch.test_hub import sample_files
 from tests.cachebuilder import CacheBuilder, chatml_files, git_sha1
 from tests.conftest import SAMPLES, sample_names
+from tests.support.hubrepos import sample_files
 
 SAMPLES_ON_HUB = [n for n in sample_names() if (SAMPLES / n / "tokenizer_config.json").exists()]
 
@@ -37,7 +37,7 @@ def test_every_format_says_what_check_says_is_wrong(sample_org, run_eosfix):
     """Runs on (a runtime misses a terminator), stops early (a runtime stops at an id that
     cuts a reply), both, never fires: the words of the tables, the CSV's and the JSON's
     ``problem`` and the runtimes named are those of `eosfix check` on the same files. A repo
-    whose list holds ids that cut replies is never called "won't stop" (it used to be)."""
+    whose list holds ids that cut replies is never called "won't stop"."""
     hub = json.loads(run_eosfix("hub", "--author", "samples", "--format", "json").stdout)
     rows = {
         r["repo_id"]: r
@@ -116,7 +116,7 @@ def test_one_verdict_vocabulary_for_check_cache_and_hub(sample_org, run_eosfix, 
 
 
 def test_a_one_id_list_is_shown_as_a_list(fake_hub, run_eosfix):
-    """``"eos_token_id": [1002]`` is a list in every table (it used to print as 1002), and a
+    """``"eos_token_id": [1002]`` is a list in every table (never printed as 1002), and a
     proposal is always the list that will be written."""
     files = chatml_files(1000)
     files["generation_config.json"] = '{\n  "eos_token_id": [1000]\n}\n'

@@ -7,11 +7,12 @@ import json
 
 import pytest
 
-from eosfix.batch.session import HubSession, check_hub_repo
 from eosfix.cli import main
 from eosfix.serve.bot import Bot
 from eosfix.serve.config import ServeConfig
 from eosfix.serve.journal import Journal, Push
+from eosfix.targets.hub import check_hub_repo
+from eosfix.targets.session import HubSession
 from tests.cachebuilder import chatml_files
 
 TOKENIZER_ONLY = "org/tokenizer"
@@ -29,7 +30,9 @@ def hub(fake_hub, tmp_path, monkeypatch):
         {k: v for k, v in files.items() if k in ("tokenizer_config.json", "chat_template.jinja")},
     )
     fake_hub.add_repo(NO_GEN, {k: v for k, v in files.items() if k != "generation_config.json"})
-    fake_hub.add_repo(BAD_JSON, {**files, "generation_config.json": '{"eos_token_id": [1000,\n'})
+    # a tokenizer_config.json cut short: every runtime refuses it (a generation_config.json
+    # cut short is read past, as runtimes do)
+    fake_hub.add_repo(BAD_JSON, {**files, "tokenizer_config.json": '{"added_tokens_decoder": {\n'})
     fake_hub.heads = {GATED: fake_hub.add_repo(GATED, files, gated=True).head}
     monkeypatch.chdir(tmp_path)  # no local folder named like the repos
     return fake_hub
@@ -82,7 +85,7 @@ def test_a_repo_without_generation_config_is_fixable_everywhere(hub, run_eosfix,
 def test_an_invalid_file_is_named_by_repo_id_and_file_everywhere(hub, run_eosfix, tmp_path, capsys):
     checked, audited = _check(run_eosfix, BAD_JSON), _hub(run_eosfix, BAD_JSON)
     assert checked["error"] == audited["error"]
-    assert checked["error"].startswith(f"{BAD_JSON}/generation_config.json: ")
+    assert checked["error"].startswith(f"{BAD_JSON}/tokenizer_config.json: ")
     assert "eosfix" not in checked["error"].split(":")[0]  # never eosfix's store
     assert (checked["repo_id"], checked["revision"]) == (BAD_JSON, "main")
     assert checked["sha"] == audited["sha"]
@@ -103,11 +106,12 @@ def test_a_repo_the_hub_refuses_is_one_error_everywhere(hub, run_eosfix, tmp_pat
     # org/name where a path goes, naming no local path either: a mistyped path looks the
     # same, so check says that too
     plain = _check(run_eosfix, repo_id)["error"]
-    assert plain == f"{checked['error']}; no local folder or file {repo_id} exists either"
+    said = audited["error"]  # what the Hub said; each command names the repo as it was typed
+    assert plain == f"{repo_id}: {said}; no local folder or file {repo_id} exists either"
     assert checked["verdict"] == audited["verdict"] == "error"
-    assert checked["error"] == f"{repo_id}: {audited['error']}"
+    assert checked["error"] == f"hf://{repo_id}: {said}"
     assert (checked["repo_id"], checked["revision"], checked["sha"]) == (repo_id, "main", None)
     served = _serve(tmp_path, repo_id, hub.heads.get(repo_id))  # the pushed commit
-    assert (served.outcome, f"{repo_id}: {served.error}") == ("error", checked["error"])
+    assert (served.outcome, served.error) == ("error", said)
     direct = check_hub_repo(repo_id)
-    assert str(direct.error) == checked["error"]
+    assert str(direct.error) == f"{repo_id}: {said}"

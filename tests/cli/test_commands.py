@@ -39,7 +39,7 @@ def test_check_broken_repo_exits_1_and_writes_nothing(sample_repo, run_eosfix):
 
 def test_fix_diff_shows_unified_diff_and_writes_nothing(sample_repo, run_eosfix, monkeypatch):
     """The patch alone on stdout, named relative to the current folder (here the
-    repo itself), the report on stderr (it used to be mixed into stdout)."""
+    repo itself), the report on stderr (never mixed into the patch)."""
     repo = sample_repo("chatml-missing-im-end")
     before = (repo / "generation_config.json").read_bytes()
     monkeypatch.chdir(repo)
@@ -121,12 +121,12 @@ def test_missing_path_is_a_usage_error(tmp_path, capsys):
 
 
 def test_unreadable_repo_is_one_line_on_stderr(tmp_path, capsys):
-    (tmp_path / "generation_config.json").write_text("{not json")
+    (tmp_path / "config.json").write_text("{not json")
     (tmp_path / "tokenizer_config.json").write_text("{}")
     assert main(["check", str(tmp_path)]) == 2
     out, err = capsys.readouterr()
     assert err.count("\n") == 1
-    assert err.startswith(f"error: {tmp_path}/generation_config.json: invalid JSON")
+    assert err.startswith(f"error: {tmp_path}/config.json: invalid JSON")
     assert "Traceback" not in out + err
 
 
@@ -150,12 +150,12 @@ def test_version(run_eosfix):
 
 
 def test_internal_error_gives_exit_3_and_hint(monkeypatch, sample_repo, capsys):
-    import eosfix.api
+    import eosfix.pipeline
 
     def boom(*a, **k):
         raise RuntimeError("kaboom")
 
-    monkeypatch.setattr(eosfix.api, "check", boom)
+    monkeypatch.setattr(eosfix.pipeline, "check", boom)
     monkeypatch.delenv("EOSFIX_DEBUG", raising=False)
     assert main(["check", str(sample_repo("llama3-healthy"))]) == 3
     err = capsys.readouterr().err

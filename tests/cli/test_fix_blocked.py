@@ -11,7 +11,7 @@ import shlex
 import pytest
 
 from tests.conftest import SAMPLES, copy_repo, run_in
-from tests.render.test_schema import CHECK, valid
+from tests.support.schemas import CHECK, valid
 
 GEN = "generation_config.json"
 
@@ -99,7 +99,7 @@ def test_a_symlinked_gguf_check_says_fix_needs_output(tmp_path, capsys, monkeypa
     assert code == 1
     assert (
         "  cannot write  link.gguf: is a symlink; refusing to write through it (its target may "
-        "be shared): use --output NEW.gguf; then run: eosfix fix link.gguf\n"
+        "be shared): write a new file instead: eosfix fix link.gguf --output link-fixed.gguf\n"
     ) in out
     code, _, err = run_in(capsys, monkeypatch, tmp_path, "fix", "link.gguf")
     assert code == 2

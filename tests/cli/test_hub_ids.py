@@ -1,5 +1,5 @@
-"""check, explain and fix take a Hub repo id where a path goes, as ``render`` does
-(``eosfix check org/name`` once said "no such file or directory"). Against the stand-in Hub."""
+"""check, explain and fix take a Hub repo id where a path goes, as ``render`` does (not "no
+such file or directory" for ``eosfix check org/name``). Against the stand-in Hub."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ import json
 import pytest
 
 from eosfix.cli import main
-from tests.batch.test_hub import BROKEN, HEALTHY, sample_files
+from tests.support.hubrepos import BROKEN_REPO as BROKEN
+from tests.support.hubrepos import HEALTHY_REPO as HEALTHY
 
 
 def _run(capsys, *args):
@@ -18,11 +19,9 @@ def _run(capsys, *args):
 
 
 @pytest.fixture
-def hub(fake_hub, tmp_path, monkeypatch):
-    fake_hub.add_repo(BROKEN, sample_files("chatml-missing-im-end"))
-    fake_hub.add_repo(HEALTHY, sample_files("llama3-healthy"))
+def hub(hub_repos, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # no local folder named like the repos
-    return fake_hub
+    return hub_repos
 
 
 def test_check_a_hub_id_reads_its_small_files(hub, capsys):
@@ -69,9 +68,10 @@ def test_explain_a_hub_id(hub, capsys):
 
 
 def test_a_missing_hub_repo_is_one_line_exit_2(hub, capsys):
+    """The line names the repo as it was typed."""
     code, out, err = _run(capsys, "check", "hf://org/missing")
     assert (code, out) == (2, "1 repo could not be checked\n")
-    assert err == "error: org/missing: repository not found (404)\n"
+    assert err == "error: hf://org/missing: repository not found (404)\n"
 
 
 @pytest.mark.parametrize("command", ["check", "explain", "fix"])
@@ -91,7 +91,7 @@ def test_a_mistyped_local_path_with_one_slash_says_no_such_folder_too(hub, capsy
 def test_hf_prefix_without_a_repo_id_is_one_line(hub, capsys):
     code, _, err = _run(capsys, "check", "hf://not a repo")
     assert code == 2
-    assert "hf://not a repo: not checked: not a Hub repo id (hf://org/name)" in err
+    assert "hf://not a repo: not checked: not a Hub repo id or URL (org/name, " in err
 
 
 def test_fix_refuses_a_hub_id_and_points_to_a_pull_request(hub, capsys):
@@ -138,3 +138,26 @@ def test_the_suggested_pull_request_keeps_keep_id(hub, capsys):
     )
     assert code == 1
     assert f"(run: eosfix hub {BROKEN} --pr --keep-id 248044)" in out
+
+
+def test_hub_takes_every_spelling_in_one_run(hub, capsys, tmp_path):
+    """A repo's URL, ollama's hf.co/...:QUANT and a GGUF file's path: each parsed as check
+    parses it, the quant and the file read by their headers; never sent to the Hub as is."""
+    from tests.hubserver import GGUF_ORG, add_gguf_org
+
+    add_gguf_org(hub, tmp_path / "written")
+    hub.cdn = True
+    chat = f"{GGUF_ORG}/Chat-7B-GGUF"
+    code, out, err = _run(
+        capsys, "hub", "--format", "json", f"https://huggingface.co/{BROKEN}",
+        f"hf.co/{chat}:Q2_K", f"{chat}/Chat-7B-Q8_0.gguf", "https://example.com/a/b",
+    )  # fmt: skip
+    assert code == 2, err  # the last names no Hub repo
+    repos = json.loads(out)["repos"]
+    assert [(r["repo_id"], r["verdict"]) for r in repos] == [
+        (BROKEN, "fixable"), (chat, "fixable"), (chat, "ok"), ("https://example.com/a/b", "error"),
+    ]  # fmt: skip
+    assert [g["file"] for g in repos[1]["gguf_groups"]] == ["Chat-7B-Q2_K.gguf"]
+    assert [g["file"] for g in repos[2]["gguf_groups"]] == ["Chat-7B-Q8_0.gguf"]
+    assert "not a Hub repo id or URL: another site" in repos[3]["error"]
+    assert not [p for _, p in hub.requests if "https:" in p or "example.com" in p]

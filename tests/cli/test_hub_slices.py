@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import json
 
-from tests.batch.test_hub import sample_files
 from tests.hubserver import fake_hub  # noqa: F401  (fixture)
-from tests.render.test_schema import BATCH, valid
+from tests.support.hubrepos import sample_files
+from tests.support.schemas import BATCH, valid
 
 
 def _slice(fake_hub) -> None:

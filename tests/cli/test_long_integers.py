@@ -5,7 +5,6 @@ no traceback, nothing written, and every other repo of the batch still reported.
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
@@ -13,26 +12,7 @@ import pytest
 from eosfix.cli import main
 from tests.cachebuilder import CacheBuilder, chatml_files
 from tests.conftest import SAMPLES, copy_repo
-
-DIGITS = 5000
-assert sys.int_info.default_max_str_digits < DIGITS
-
-
-def long_member(data: bytes | str) -> bytes:
-    """The JSON object ``data`` with a first member whose value is a 5,000-digit integer."""
-    text = data.decode() if isinstance(data, bytes) else data
-    at = text.index("{") + 1
-    return (text[:at] + '"long": ' + "9" * DIGITS + ", " + text[at:]).encode()
-
-
-def long_added_token_id(data: bytes | str) -> bytes:
-    """tokenizer.json with its first added token's id 5,000 digits long (the part eosfix
-    decodes without parsing the vocabulary)."""
-    text = data.decode() if isinstance(data, bytes) else data
-    at = text.index('"id"', text.index('"added_tokens"'))
-    end = text.index(",", at)
-    return (text[:at] + '"id": ' + "9" * DIGITS + text[end:]).encode()
-
+from tests.support.longints import DIGITS, long_added_token_id, long_member
 
 CASES = [
     ("chatml-missing-im-end", "generation_config.json", long_member),
@@ -124,10 +104,10 @@ def test_hub_author_reports_the_other_repos(fake_hub, capsys):
 def test_ollama_reports_the_other_models(tmp_path, capsys):
     """A model's params blob (the Hub's ``params`` file for ``ollama run hf.co/...``) with a
     long integer is that model's error line."""
-    from tests.containers.ollama.test_store import _store, add_model
     from tests.ggufs import chatml
+    from tests.support.ollama import add_model, four_model_store
 
-    store = _store(tmp_path)
+    store = four_model_store(tmp_path)
     add_model(store, "long:latest", chatml(tmp_path / "src" / "l.gguf"), {"num_ctx": 1})
     params = next(
         p

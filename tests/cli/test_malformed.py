@@ -56,7 +56,9 @@ def _directory(root: Path) -> str:
 
 
 CASES = {
-    "invalid-json": _set("generation_config.json", b'{"eos_token_id": [1,}\n'),
+    # a generation_config.json or special_tokens_map.json that is not JSON is read past, as
+    # runtimes do (EOS020: tests/containers/folder/test_unreadable.py); any other file refuses
+    "invalid-json": _set("tokenizer_config.json", b'{"eos_token": [1,}\n'),
     "truncated-json": _set("config.json", b'{"eos_token_id": 2'),
     "top-level-list": _set("generation_config.json", b"[1, 2]\n"),
     # generation_config.json's "2", 2.0, -1, ["a"] are read and rewritten as ids (EOS018,
@@ -74,7 +76,7 @@ CASES = {
     "non-utf8": _set("tokenizer_config.json", b'{"eos_token": "\xff\xfe"}'),
     "non-utf8-template": _set("chat_template.jinja", b"{{ '\xc3\x28' }}"),
     "empty-file": _set("config.json", b""),
-    "whitespace-file": _set("generation_config.json", b"  \n"),
+    "whitespace-file": _set("tokenizer_config.json", b"  \n"),
     "nested-too-deep": _set("config.json", b"[" * 100_000 + b"]" * 100_000),
     "huge-tokenizer-config": _huge_tokenizer_config,
     "invalid-jinja": _set("chat_template.jinja", b"{% if messages %}{{ x }"),

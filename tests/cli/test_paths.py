@@ -266,7 +266,7 @@ def test_folder_with_ggufs_and_model_folders_checks_both(tmp_path, capsys):
     shutil.copytree(SAMPLES / "chatml-missing-im-end", tmp_path / "models" / "org" / "broken")
     shutil.copytree(SAMPLES / "llama3-healthy", tmp_path / "models" / "ok")
     code, out, _ = _run(capsys, "check", tmp_path / "models")
-    assert code == 1  # the broken folder fails the run: it used to pass (GGUFs only)
+    assert code == 1  # the broken folder fails the run, not only the GGUFs
     assert out.splitlines()[-1].startswith("1 repo would be fixed, 1 GGUF file stops correctly")
     assert "1 repo stops correctly" in out.splitlines()[-1]
     code, out, _ = _run(capsys, "check", "--format", "json", tmp_path / "models")
@@ -279,7 +279,7 @@ def test_folder_with_ggufs_and_model_folders_checks_both(tmp_path, capsys):
 
 
 def test_ollama_blob_is_a_gguf_by_its_magic_and_a_store_points_to_eosfix_ollama(tmp_path, capsys):
-    from tests.containers.ollama.test_store import add_model
+    from tests.support.ollama import add_model
 
     store = tmp_path / "ollama" / "models"
     add_model(store, "m:latest", ggufs.chatml(tmp_path / "m.gguf"))
@@ -292,10 +292,13 @@ def test_ollama_blob_is_a_gguf_by_its_magic_and_a_store_points_to_eosfix_ollama(
         code, out, err = _run(capsys, "check", path)
         assert (code, out) == (2, "nothing checked: 1 path not checked\n")
         assert err == f"{path}: not checked: {hint}\n"
+    # a manifest names one model: checked as eosfix ollama checks it, the same block
     manifest = next(p for p in (store / "manifests").rglob("*") if p.is_file())
-    code, _, err = _run(capsys, "check", manifest)
-    assert code == 2
-    assert err.endswith(f"; {hint}\n")
+    code, out, err = _run(capsys, "check", manifest)
+    assert (code, err) == (0, "")
+    block = _run(capsys, "ollama", "--models", store)[1].split("\n\n")[0]
+    assert out.startswith(block + "\n\n")
+    assert out.splitlines()[-1] == "1 ollama model stops correctly"
     # a blob is never fixed in place: its name is its content's hash
     before = blob.read_bytes()
     ggufs.glm(tmp_path / "g.gguf")

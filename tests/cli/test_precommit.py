@@ -119,34 +119,45 @@ def test_manifest_files_are_the_read_files_table():
     assert set(listed.group(1).split("|")) == table
 
 
+@pytest.fixture(scope="module")
+def hook_repo(tmp_path_factory) -> Path:
+    """This checkout committed in a fresh repo and tagged as docs/ci.md's ``rev:``, with one
+    PRE_COMMIT_HOME for both tests below: pre-commit builds the hook's virtualenv for that
+    repo and rev once (it pip-installs eosfix's dependencies), and each test runs its own hooks
+    on its own model repo."""
+    from eosfix import __version__
+
+    root = tmp_path_factory.mktemp("pre-commit")
+    repo = _snapshot_working_tree(root / "eosfix-src")
+    _git(repo, "tag", f"v{__version__}")
+    return repo
+
+
+def _pre_commit_env(hook_repo: Path) -> dict[str, str]:
+    return {
+        **os.environ,
+        **_GIT_ENV,
+        "PRE_COMMIT_HOME": str(hook_repo.parent / "pre-commit-home"),
+        "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+    }
+
+
 @pytest.mark.slow
 @pytest.mark.package_index  # the hook's virtualenv pip-installs eosfix's dependencies
-def test_try_repo_fixes_then_passes(tmp_path):
-    """Real pre-commit: a virtualenv with eosfix pip-installed (needs PyPI; ~1 minute)."""
-    hook_repo = _snapshot_working_tree(tmp_path / "eosfix-src")
+def test_try_repo_fixes_then_passes(hook_repo, tmp_path):
+    """Real pre-commit: a virtualenv with eosfix pip-installed (needs PyPI; ~1 minute the first
+    time)."""
+    from eosfix import __version__
+
     model = tmp_path / "model-repo"
     model.mkdir()
     copy_repo(SAMPLES / "chatml-missing-im-end", model / "chat")
     copy_repo(SAMPLES / "llama3-healthy", model / "llama")
     (model / "README.md").write_text("# models\n")
     _commit_all(model)
-    env = {
-        **os.environ,
-        **_GIT_ENV,
-        "PRE_COMMIT_HOME": str(tmp_path / "pre-commit-home"),
-        "PIP_DISABLE_PIP_VERSION_CHECK": "1",
-    }
-    cmd = [
-        sys.executable,
-        "-m",
-        "pre_commit",
-        "try-repo",
-        str(hook_repo),
-        "eosfix",
-        "--all-files",
-        "--color",
-        "never",
-    ]
+    env = _pre_commit_env(hook_repo)
+    cmd = [sys.executable, "-m", "pre_commit", "try-repo", str(hook_repo), "eosfix",
+           "--ref", f"v{__version__}", "--all-files", "--color", "never"]  # fmt: skip
 
     first = subprocess.run(
         cmd, check=False, cwd=model, env=env, capture_output=True, text=True, timeout=900
@@ -203,14 +214,10 @@ def test_the_readme_tag_exists_in_this_checkout():
 
 @pytest.mark.slow
 @pytest.mark.package_index  # the hook's virtualenv pip-installs eosfix's dependencies
-def test_readme_snippet_runs_with_real_pre_commit(tmp_path):
+def test_readme_snippet_runs_with_real_pre_commit(hook_repo, tmp_path):
     """The .pre-commit-config.yaml of docs/ci.md, its repo URL pointed at a local clone tagged as
     its rev: the hook fixes, stays quiet about healthy repos, and takes [tool.eosfix]
     from the project's pyproject.toml."""
-    from eosfix import __version__
-
-    hook_repo = _snapshot_working_tree(tmp_path / "eosfix-src")
-    _git(hook_repo, "tag", f"v{__version__}")
     config = re.sub(r"(?m)^(\s+- repo: )\S+.*$", rf"\g<1>{hook_repo}", _readme_precommit_config())
     model = tmp_path / "model-repo"
     model.mkdir()
@@ -220,12 +227,7 @@ def test_readme_snippet_runs_with_real_pre_commit(tmp_path):
     (model / ".pre-commit-config.yaml").write_text(config)
     (model / "pyproject.toml").write_text("[tool.eosfix]\nstrict = true\n")
     _commit_all(model)
-    env = {
-        **os.environ,
-        **_GIT_ENV,
-        "PRE_COMMIT_HOME": str(tmp_path / "pre-commit-home"),
-        "PIP_DISABLE_PIP_VERSION_CHECK": "1",
-    }
+    env = _pre_commit_env(hook_repo)
     cmd = [sys.executable, "-m", "pre_commit", "run", "--all-files", "--color", "never"]
 
     def run() -> subprocess.CompletedProcess[str]:

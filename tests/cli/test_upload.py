@@ -1,12 +1,12 @@
-"""`eosfix upload` and `eosfix.batch.session.upload_checked`: a pre-upload gate (against FakeHub)."""
+"""`eosfix upload` and `eosfix.targets.session.upload_checked`: a pre-upload gate (against FakeHub)."""
 
 from __future__ import annotations
 
 import pytest
 
-from eosfix.batch.session import UploadRefusedError, upload_checked
 from eosfix.core.errors import EosfixError
-from tests.batch.test_hub import fixed_gen
+from eosfix.targets.session import UploadRefusedError, upload_checked
+from tests.support.hubrepos import fixed_gen
 
 REPO = "me/model-mlx"
 
@@ -82,7 +82,7 @@ def test_upload_checked_refuses_with_eosfix_error(target, sample_repo):
 
 def test_upload_checked_refuses_unfixable_even_with_fix(target, sample_repo):
     folder = sample_repo("chatml-missing-im-end")
-    (folder / "generation_config.json").write_text("{broken")
+    (folder / "config.json").write_text("{broken")
     with pytest.raises(UploadRefusedError, match="invalid JSON"):
         upload_checked(folder, REPO, fix=True)
     assert target.commits_received == []

@@ -35,10 +35,13 @@ mark. The tokenizer is loaded outside any ``try``, and so is the model's config
 a mark there and TGI cannot build the model (``Fails``). A mark in generation_config.json, or
 a value ``set()`` cannot take (``[[0, 2]]``: a list is unhashable), raises inside the ``try``
 and is ignored. A list becomes a set as it is, and ``last_token in`` it finds 2 for ``2.0``
-and no id for ``"2"`` or ``None``; ``"2"``, ``2.0`` and ``true`` are not lists: ignored.
+and no id for ``"2"`` or ``None``; ``"2"``, ``2.0`` and ``true`` are not lists: ignored. A
+file that is not JSON at all (empty, NUL bytes, cut short) raises the same way: ignored inside
+the ``try``, and fatal where the tokenizer reads it (special_tokens_map.json, which transformers
+4.51.3 opens only when tokenizer_config.json has no ``added_tokens_decoder``,
+``tokenization_utils_base.py`` lines 2222-2237).
 
-Before TGI's files were removed from the tree, its own code (copied at ``COMMIT``, run with
-transformers 4.51.3 on 2026-12-04) gave these sets on all 30 shapes in all three states, but
+TGI's own code at ``COMMIT``, run with transformers 4.51.3 on 2026-12-04, gave these sets on all 30 shapes in all three states, but
 for ``config-bom`` before ``fix --config-json``: that run executed only the statements that
 load the tokenizer and the generation config, not the config's, so it reported the sets the
 tokenizer and generation config give where the lines cited above fail.
@@ -64,6 +67,7 @@ class Fails:
 Cited = frozenset[int] | Fails
 Sets = tuple[Cited, Cited, Cited]  # before, fix, fix --config-json
 CONFIG_BOM, TOKENIZER_CONFIG_BOM = Fails("config.json"), Fails("tokenizer_config.json")
+STM_EMPTY = Fails("special_tokens_map.json")
 
 
 def _sets(before: set[int] | Fails, fixed: set[int] | Fails, with_config_json: set[int]) -> Sets:
@@ -116,6 +120,14 @@ FLASH: dict[str, Sets] = {
     "gen-true": _sets({E}, {E, I}, {E, I}),
     "gen-null-item": _always({I}),  # {2, None}
     "gen-nested": _sets({E}, {E, I}, {E, I}),  # set([[0, 2]]) raises in the try: ignored
+    # not JSON at all: generation_config.json raises in the try (ignored) until fix writes it
+    # anew; special_tokens_map.json is read by the tokenizer, outside any try, only without an
+    # added_tokens_decoder (transformers 4.51.3 tokenization_utils_base.py lines 2222-2237)
+    "gen-invalid": _sets({E}, {E, I}, {E, I}),
+    "gen-nul": _sets({E}, {E, I}, {E, I}),
+    "gen-zero-bytes": _sets({E}, {E, I}, {E, I}),
+    "stm-zero-bytes": _always(STM_EMPTY),
+    "stm-zero-bytes-decoder": _always({E, I}),
 }
 
 # CausalLM.fallback and TransformersFlashCausalLM: the tokenizer's eos, in every state.
@@ -150,6 +162,11 @@ TRANSFORMERS: dict[str, Sets] = {
     "gen-true": _always({E}),
     "gen-null-item": _always({E}),
     "gen-nested": _always({E}),
+    "gen-invalid": _always({E}),
+    "gen-nul": _always({E}),
+    "gen-zero-bytes": _always({E}),
+    "stm-zero-bytes": _always(STM_EMPTY),
+    "stm-zero-bytes-decoder": _always({E}),
 }
 
 CITED: dict[str, dict[str, Sets]] = {"TGI": FLASH, "TGI-transformers": TRANSFORMERS}

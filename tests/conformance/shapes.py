@@ -22,7 +22,7 @@ from typing import Any
 
 from tokenizers import AddedToken
 
-from eosfix.core.repo import CONFIG, GENERATION_CONFIG, TOKENIZER_CONFIG
+from eosfix.core.repo import CONFIG, GENERATION_CONFIG, SPECIAL_TOKENS_MAP, TOKENIZER_CONFIG
 from tests.tiny_lm import save_tokenizer, word_level_tokenizer
 
 ENDOFTEXT, IM_START, IM_END = "<|endoftext|>", "<|im_start|>", "<|im_end|>"
@@ -71,13 +71,30 @@ class Shape:
     # More added tokens, text -> special, at the ids after the vocabulary's.
     added: dict[str, bool] = field(default_factory=dict)
     bom: tuple[str, ...] = ()  # files written with a UTF-8 byte-order mark first
+    # Files written as these bytes, whatever else the shape says of them: what no JSON reader
+    # parses (invalid JSON, NUL bytes, an empty file).
+    raw: dict[str, bytes] = field(default_factory=dict)
+    # tokenizer_config.json lists its added tokens (``added_tokens_decoder``), as
+    # transformers 4.35 and later save it: transformers then never opens special_tokens_map.json.
+    decoder: bool = False
 
     @property
     def refused(self) -> bool:
-        """What JSON readers refuse: a byte-order mark, or an eos_token_id that is not ids."""
+        """What JSON readers refuse: a byte-order mark, a file that is not JSON, or an
+        eos_token_id that is not ids."""
         eos = (self.generation or {}).get("eos_token_id")
         ids = type(eos) is int or (type(eos) is list and all(type(i) is int for i in eos))
-        return bool(self.bom) or (eos is not None and not ids)
+        return bool(self.bom or self.raw) or (eos is not None and not ids)
+
+
+def refused_unfixed(shape: Shape) -> bool:
+    """A file ``fix`` does not write (a mark, or no JSON at all, in config.json or a tokenizer
+    file) that stops transformers' loaders from loading the model, before and after ``fix``:
+    special_tokens_map.json only where transformers opens it (no added_tokens_decoder)."""
+    files = (set(shape.bom) | set(shape.raw)) - {GENERATION_CONFIG}
+    if shape.decoder:
+        files.discard(SPECIAL_TOKENS_MAP)
+    return bool(files)
 
 
 SHAPES: tuple[Shape, ...] = (
@@ -144,6 +161,21 @@ SHAPES: tuple[Shape, ...] = (
           {"eos_token_id": [2, None]}),
     Shape("gen-nested", "generation_config [[0, 2]]", ENDOFTEXT, {"eos_token_id": 0},
           {"eos_token_id": [[0, 2]]}),
+    # Files no JSON reader parses, as people pushed them (EOS019): generation_config.json cut
+    # short, 163 NUL bytes, empty; special_tokens_map.json empty, with and without an
+    # added_tokens_decoder in tokenizer_config.json.
+    Shape("gen-invalid", "generation_config.json cut short (invalid JSON)", ENDOFTEXT,
+          {"eos_token_id": 0}, raw={GENERATION_CONFIG: b'{\n  "eos_token_id": [0, 2],\n'}),
+    Shape("gen-nul", "generation_config.json of 163 NUL bytes", ENDOFTEXT,
+          {"eos_token_id": 0}, raw={GENERATION_CONFIG: bytes(163)}),
+    Shape("gen-zero-bytes", "generation_config.json of 0 bytes", ENDOFTEXT,
+          {"eos_token_id": 0}, raw={GENERATION_CONFIG: b""}),
+    Shape("stm-zero-bytes", "special_tokens_map.json of 0 bytes, no added_tokens_decoder",
+          ENDOFTEXT, {"eos_token_id": 0}, {"eos_token_id": [0, 2]},
+          raw={SPECIAL_TOKENS_MAP: b""}),
+    Shape("stm-zero-bytes-decoder", "special_tokens_map.json of 0 bytes, added_tokens_decoder "
+          "listed", ENDOFTEXT, {"eos_token_id": 0}, {"eos_token_id": [0, 2]},
+          raw={SPECIAL_TOKENS_MAP: b""}, decoder=True),
 )  # fmt: skip
 
 
@@ -211,6 +243,13 @@ def build(shape: Shape, folder: Path, models: Path) -> Path:
     }
     if shape.tokenizer_eos is not None:
         tokenizer_config["eos_token"] = shape.tokenizer_eos
+    if shape.decoder:
+        tokenizer_config["added_tokens_decoder"] = {
+            str(tokenizer.token_to_id(t)): {"content": t, "lstrip": False, "normalized": False,
+                                            "rstrip": False, "single_word": False,
+                                            "special": True}
+            for t in SPECIAL
+        }  # fmt: skip
     _dump(folder / "tokenizer_config.json", tokenizer_config)
     if shape.vlm:
         base = json.loads((models / "llava" / "config.json").read_text(encoding="utf-8"))
@@ -225,4 +264,6 @@ def build(shape: Shape, folder: Path, models: Path) -> Path:
     for name in shape.bom:
         path = folder / name
         path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
+    for name, data in shape.raw.items():
+        (folder / name).write_bytes(data)
     return folder

@@ -15,7 +15,9 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def documents():
+def config_class_defaults():
+    """What transformers', vLLM's and SGLang's config registries say, asked in their
+    virtualenvs (tools/gen_config_defaults.py's ``collect``)."""
     try:
         return defaults.collect()
     except LookupError as exc:
@@ -24,12 +26,15 @@ def documents():
         pytest.skip(str(exc))
 
 
-def test_the_tables_are_what_the_runtimes_say(documents):
-    assert documents["transformers"]["transformers"] == config_defaults.TRANSFORMERS_VERSION
-    assert defaults.table(documents["transformers"]) == config_defaults.TRANSFORMERS
+def test_the_tables_are_what_the_runtimes_say(config_class_defaults):
+    assert (
+        config_class_defaults["transformers"]["transformers"]
+        == config_defaults.TRANSFORMERS_VERSION
+    )
+    assert defaults.table(config_class_defaults["transformers"]) == config_defaults.TRANSFORMERS
     base = config_defaults.TRANSFORMERS
     for name, table in (("vllm", config_defaults.VLLM), ("sglang", config_defaults.SGLANG)):
-        document = documents[name]
+        document = config_class_defaults[name]
         assert document["transformers"] == config_defaults.TRANSFORMERS_VERSION
         assert table == defaults.table(document), name
         changes = getattr(config_defaults, f"{name.upper()}_CHANGES")
@@ -39,9 +44,9 @@ def test_the_tables_are_what_the_runtimes_say(documents):
         }
 
 
-def test_the_module_is_what_the_generator_writes(documents):
+def test_the_module_is_what_the_generator_writes(config_class_defaults):
     """``python tools/gen_config_defaults.py`` would write the committed file unchanged."""
-    assert defaults.render(documents) == config_defaults.__loader__.get_source(  # type: ignore[union-attr]
+    assert defaults.render(config_class_defaults) == config_defaults.__loader__.get_source(  # type: ignore[union-attr]
         config_defaults.__name__
     )
 

@@ -18,7 +18,7 @@ import time
 from eosfix import api
 from eosfix.core import fileio
 from tests.conftest import ROOT, SAMPLES, copy_repo
-from tests.test_concurrency import race
+from tests.support.racing import race
 
 SAMPLE = SAMPLES / "chatml-missing-im-end"
 NEW = (SAMPLE / "fixed" / "generation_config.json").read_bytes()

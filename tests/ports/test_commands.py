@@ -74,7 +74,10 @@ def test_render_text_shows_tokens_ids_unavailable_and_the_fix(capsys):
     assert "  | <|im_start|>user\\n\n  | What is the capital of France?<|im_end|>\\n\n" in out
     assert "prompt ids: unavailable (no tokenizer.json in this repo)" in out
     assert "stop ids: [248044, 248046] = <|endoftext|> (248044), <|im_end|> (248046)" in out
-    assert "needs `eosfix fix`: today it stops on [248044] (generation_config.json), " in out
+    assert (
+        f"needs `eosfix fix {SAMPLES / CHATML}`: today it stops on [248044] (generation_config.json), "
+        in out
+    )
     assert "without <|im_end|> (248046)" in out
 
 
@@ -127,12 +130,14 @@ def test_render_a_hub_repo_reads_small_files_only(fake_hub, capsys):
 
 
 def test_a_name_that_is_neither_a_folder_nor_a_hub_repo_says_both(fake_hub, capsys):
+    """The error eosfix check prints of the same name, word for word."""
     code, out, err = run(capsys, "render", "org/missing")
     assert (code, out) == (2, "")
     assert err == (
-        "error: org/missing: no such file or directory; as a Hub repo id: repository not found "
-        "(404)\n"
+        "error: org/missing: repository not found (404); no local folder or file org/missing "
+        "exists either\n"
     )
+    assert run(capsys, "check", "org/missing")[2] == err
 
 
 REFUSING_TEMPLATE = (
@@ -292,7 +297,7 @@ def test_diagnose_ran_past_the_terminator_and_invented_turns(chatml, capsys):
     assert (ran["position"], ran["id"]) == (at, 248046)
     assert ran["message"].startswith(f"token {at + 1} is <|im_end|> (248046), which ends the turn")
     assert "stop when the sampled id is in [248044, 248046]" in ran["message"]
-    assert "the repo's files list only [248044]: run `eosfix fix`" in ran["message"]
+    assert f"the repo's files list only [248044]: run `eosfix fix {repo}`" in ran["message"]
     assert turn["message"] == (
         f"the model wrote 2 turns of its own: a system turn at token {at + 3} (empty), then a "
         f"user turn at token {at + 8}: 'What is the capital of Spain?'"
@@ -318,7 +323,7 @@ def test_diagnose_first_token_terminator_and_raw_prompt(chatml, capsys):
 
 
 def test_diagnose_empty_input_is_bad_input(chatml, capsys, tmp_path):
-    # exit 2 since #27 (an empty --ids was diagnosed as "the reply is empty", exit 1)
+    # nothing to diagnose is bad input (exit 2), not a reply found empty (exit 1)
     repo, _ = chatml
     (tmp_path / "empty.txt").write_text("")
     for args, expected in [
@@ -435,20 +440,66 @@ def test_diagnose_llama3_plain_header_only_when_glued(tmp_path, capsys):
     assert code == 0, out
 
 
-def test_diagnose_next_turn_opener_template(capsys):
-    """GLM: the next turn's opener is the terminator; running into it is running past it."""
-    code, out, _ = run(capsys, "diagnose", SAMPLES / "glm-next-turn-opener", "--text",
-                       "Paris.<|user|>\nAnd Italy?")  # fmt: skip
+@pytest.mark.parametrize(
+    ("given", "ran", "turn"),
+    [
+        (["--text", "Paris.<|user|>\nAnd Italy?"], "character 7 is <|user|> (151336)",
+         "1 turn of its own: a user turn at character 7: 'And Italy?'"),
+        (["--ids", "5,6,151336,7,151337"], "token 3 is <|user|> (151336)",
+         "2 turns of its own: a turn (<|user|>) at token 3"),
+    ],
+)  # fmt: skip
+def test_diagnose_next_turn_opener_template(capsys, given, ran, turn):
+    """GLM: the next turn's opener is the terminator; running into it is running past it, and
+    what follows is a turn the model wrote."""
+    code, out, _ = run(capsys, "diagnose", SAMPLES / "glm-next-turn-opener", *given)
     assert code == 1
-    assert "ran_past_stop: character 7 is <|user|> (151336)" in out
-    assert "a user turn at character 7: 'And Italy?'" in out
+    assert f"ran_past_stop: {ran}" in out
+    assert f"invented_turn: the model wrote {turn}" in out
+
+
+@pytest.mark.parametrize(
+    "given",
+    [
+        ["--ids", "5,6,151336"],
+        ["--ids", "5,6,151338"],
+        ["--text", "Paris.<|user|>"],
+        ["--text", "Paris.<|user|>\n"],
+    ],
+)
+def test_diagnose_a_next_turn_opener_that_is_a_stop_ends_the_reply(capsys, given):
+    """GLM: ``<|user|>`` is the terminator eosfix proposes; a reply ending there is not a turn."""
+    code, out, _ = run(capsys, "diagnose", SAMPLES / "glm-next-turn-opener", *given)
+    assert code == 0, out
+    assert "invented_turn" not in out
+    assert "ok: the transcript ends with <|" in out
+
+
+def test_diagnose_a_gguf_reads_its_token_texts(tmp_path, capsys):
+    """A GGUF holds its token texts: the reply's text is known, and its next-turn opener is the
+    stop as in a folder."""
+    from tests.ggufs import BASE, glm
+
+    path = glm(tmp_path / "glm.gguf")
+    user = len(BASE) + 4  # <|user|>
+    paris = ",".join(str(BASE.index(c)) for c in "Paris.")
+    code, out, _ = run(capsys, "diagnose", path, "--ids", f"{paris},{user}")
+    assert code == 0, out
+    assert f"ok: the transcript ends with <|user|> ({user}), a stop id" in out
+    assert "note:" not in out
+    newline, spain = BASE.index("\u010a"), ",".join(str(BASE.index(c)) for c in "Spain?")
+    code, out, _ = run(capsys, "diagnose", path, "--ids", f"{paris},{user},{newline},{spain}")
+    assert code == 1
+    assert f"ran_past_stop: token 7 is <|user|> ({user})" in out
+    assert "a user turn at token 7: 'Spain?'" in out
+    assert "tokenizer.json" not in out
 
 
 def test_diagnose_ids_without_tokenizer_json(capsys):
     code, out, _ = run(capsys, "diagnose", SAMPLES / CHATML, "--ids", "17,248046,248045,5,248046")
     assert code == 1
     assert "ran_past_stop: token 2 is <|im_end|> (248046)" in out
-    # "(empty)" until #27: the content is unknown without tokenizer.json, not empty
+    # the content is unknown without tokenizer.json, not "(empty)"
     assert "a turn (<|im_start|>) at token 3 (content unknown without tokenizer.json)" in out
     assert "note: without tokenizer.json only control ids can be read, not the text" in out
 
@@ -649,7 +700,14 @@ def test_render_a_gguf_says_why_there_are_no_ids(tmp_path, capsys):
     assert "prompt ids: unavailable (a GGUF file: eosfix reads its token list" in out
     assert "no tokenizer.json in this repo" not in out
     code, out, _ = run(capsys, "diagnose", path, "--ids", "5,98")
-    assert "note: in a GGUF file (eosfix does not run its tokenizer) only control ids" in out
+    assert "note:" not in out  # its token pieces are read: the text is known
+    other = chatml_gguf(tmp_path / "t5.gguf", model="t5")
+    code, out, _ = run(capsys, "diagnose", other, "--ids", "5,98,97")
+    assert (
+        "note: in a GGUF file of a 't5' vocabulary (eosfix reads the token pieces of 'llama' "
+        "and 'gpt2' ones) only control ids can be read, not the text" in out
+    )
+    assert "(content unknown in a GGUF file of a 't5' vocabulary" in out
 
 
 def test_explain_never_says_add_an_id_it_lists_already(tmp_path, capsys):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 
 import pytest
 
@@ -257,8 +258,8 @@ def test_fix_with_a_pinned_version_shows_the_old_rule_after_the_fix(sample_repo,
         in lines
     )
     assert (
-        "  caveat        mlx-lm==0.20.3 reads config.json, which lacks <|im_end|> (248046): "
-        "eosfix fix --config-json adds it"
+        "  caveat        mlx-lm==0.20.3 reads config.json, which lacks <|im_end|> (248046) "
+        f"(run: eosfix fix {shlex.quote(str(repo))} --config-json)"
     ) in lines
     before = run_eosfix("check", SAMPLES / "chatml-missing-im-end", "--runtime", "mlx-lm==0.20.3")
     assert "after fix: mlx-lm==0.20.3, candle, ExLlamaV2 (mlx-lm==0.20.3, candle: use" in (

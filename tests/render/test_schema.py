@@ -7,37 +7,17 @@ with a corrupted repo, and the stand-in Hub with a failing repo, pull requests a
 
 from __future__ import annotations
 
-import csv
-import io
 import json
-import re
 from pathlib import Path
 
 import pytest
 from jsonschema import Draft202012Validator
-from referencing import Registry, Resource
 
 from tests import ggufs
-from tests.batch.test_hub import sample_files
 from tests.cachebuilder import CacheBuilder, chatml_files, git_sha1
-from tests.conftest import ROOT, SAMPLES, sample_names
-
-SCHEMAS = ROOT / "docs" / "schema"
-CHECK = json.loads((SCHEMAS / "check.schema.json").read_text())
-BATCH = json.loads((SCHEMAS / "batch.schema.json").read_text())
-REGISTRY = Registry().with_resources(
-    (schema["$id"], Resource.from_contents(schema)) for schema in (CHECK, BATCH)
-)
-
-
-def validator(schema: dict, ref: str | None = None) -> Draft202012Validator:
-    target = schema if ref is None else {"$ref": f"{schema['$id']}#/$defs/{ref}"}
-    return Draft202012Validator(target, registry=REGISTRY, format_checker=None)
-
-
-def valid(schema: dict, instance: object, ref: str | None = None) -> None:
-    errors = sorted(validator(schema, ref).iter_errors(instance), key=lambda e: list(e.path))
-    assert not errors, "\n".join(f"{list(e.absolute_path)}: {e.message[:300]}" for e in errors)
+from tests.conftest import SAMPLES, sample_names
+from tests.support.hubrepos import sample_files
+from tests.support.schemas import BATCH, CHECK, check_csv, check_markdown, valid
 
 
 def test_the_schemas_are_valid_json_schemas():
@@ -71,37 +51,6 @@ def test_check_and_fix_json(run_eosfix, sample_repo, tmp_path):
     valid(CHECK, payload)
     assert payload["repos"][0]["verdict"] == "fixed"
     assert "before" in payload["repos"][0]
-
-
-def markdown_rows(text: str) -> tuple[list[str], list[list[str]]]:
-    """The first table's header and rows (a Hub listing's report has more tables after)."""
-    table = text.split("\n\n", 1)[0]
-    lines = [ln for ln in table.splitlines() if ln.startswith("| ")]
-    split = [re.split(r"(?<!\\)\|", ln.strip())[1:-1] for ln in lines]
-    head, rule, *rows = ([c.strip() for c in cells] for cells in split)
-    assert rule == ["---"] * len(head)
-    return head, rows
-
-
-def check_markdown(text: str, units: int) -> None:
-    head, rows = markdown_rows(text)
-    assert head == BATCH["x-markdown-columns"]
-    assert len(rows) == units
-    verdict = validator(BATCH, "markdown_verdict")
-    for row in rows:
-        assert len(row) == len(head), row
-        cell = row[head.index("verdict")].replace("\\|", "|").replace("&lt;", "<")
-        assert verdict.is_valid(cell), cell
-
-
-def check_csv(text: str, units: int) -> list[dict[str, str]]:
-    reader = csv.DictReader(io.StringIO(text))
-    assert reader.fieldnames == BATCH["x-csv-columns"]
-    rows = list(reader)
-    assert len(rows) == units
-    for row in rows:
-        valid(BATCH, row, "csv_row")
-    return rows
 
 
 @pytest.fixture

@@ -10,6 +10,7 @@ backslash escape splits them into separate tokens). Every hostile string carries
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import shutil
@@ -24,6 +25,7 @@ from hypothesis import strategies as st
 from eosfix import pipeline
 from eosfix.render.markdown import code, escape, fenced
 from eosfix.render.pr import pr_description
+from eosfix.result import HubOrigin, RepoResult
 from tests.conftest import SAMPLES
 
 markdown_it = pytest.importorskip("markdown_it")
@@ -133,7 +135,7 @@ TARGETS = [
 ]
 
 
-def _result(tmp_path: Path, sample: str, token: str, hostile: str) -> pipeline.RepoResult:
+def _result(tmp_path: Path, sample: str, token: str, hostile: str) -> RepoResult:
     root = hostile_repo(sample, tmp_path / "repo", {token: hostile}, exact=token == "#")
     result = pipeline.check_folder(root, label="org/hostile")
     assert result.error is None, result.error
@@ -177,7 +179,7 @@ def test_discussion_report_shows_hostile_text_as_text(tmp_path, name):
     from eosfix.serve.bot import report_markdown
 
     result = _result(tmp_path, "chatml-missing-im-end", "<|im_end|>", HOSTILE[name])
-    result.extra["sha"] = "a" * 40
+    result = dataclasses.replace(result, hub=HubOrigin("org/name", "main", "a" * 40))
     text = report_markdown(result)
     assert live_from_repo(text) == [], text
     assert "pwn" in text
@@ -306,7 +308,8 @@ def test_what_the_bot_posts_shows_hostile_text_as_text(fake_hub, tmp_path, polic
     pytest.importorskip("fastapi")
     pytest.importorskip("uvicorn")
     from eosfix.serve.config import ServeConfig
-    from tests.serve.test_bot import SECRET, Service, payload
+    from tests.serve.test_bot import Service
+    from tests.support.serve import SECRET, payload
 
     token = HOSTILE["img"] + HOSTILE["link"] + " " + HOSTILE["mention"] + HOSTILE["backticks"]
     root = hostile_repo("chatml-missing-im-end", tmp_path / "repo", {"<|im_end|>": token})

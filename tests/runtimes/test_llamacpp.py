@@ -194,7 +194,7 @@ def test_a_byte_order_mark_stops_the_converter_where_eosfix_says(name, tmp_path)
     if not (folder / name).exists():
         (folder / name).write_text(json.dumps({"eos_token": "<|im_end|>"}))
     (folder / name).write_bytes(b"\xef\xbb\xbf" + (folder / name).read_bytes())
-    refused = describe("llama.cpp").refusals.bom.get(name) == FAILS
+    refused = describe("llama.cpp").refusals.files.get(name) == FAILS
     if refused:
         with pytest.raises(ValueError, match="BOM"):
             _special_vocab(folder)

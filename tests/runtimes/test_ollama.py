@@ -8,11 +8,6 @@ Hub's code that picks ``params.stop`` for ``ollama run hf.co/...`` pulls, under 
 from __future__ import annotations
 
 import dataclasses
-import json
-import os
-import shutil
-import subprocess
-from pathlib import Path
 
 import pytest
 
@@ -30,6 +25,8 @@ from eosfix.runtimes.ollama.engines import (
     llama_cpp_build,
 )
 from eosfix.runtimes.rule import StopInputs
+from tests.conformance import hubjs
+from tests.conftest import unavailable
 
 
 def blob(
@@ -338,7 +335,6 @@ def test_runtime_pins():
 
 # --- @huggingface/ollama-utils: the stop strings the Hub gives hf.co pulls -------------------
 
-UTILS = "@huggingface/ollama-utils@0.0.18"
 LLAMA3_TEMPLATE = (
     "{% set loop_messages = messages %}{% for message in loop_messages %}{% set content = "
     "'<|start_header_id|>' + message['role'] + '<|end_header_id|>\n\n'+ message['content'] | trim "
@@ -356,48 +352,30 @@ CUSTOM_TEMPLATE = (
 )
 
 
-@pytest.fixture(scope="module")
-def ollama_utils(tmp_path_factory) -> Path:
-    """The package installed with npm into the test cache (needs the npm registry once)."""
-    if shutil.which("node") is None or shutil.which("npm") is None:
-        pytest.skip("node and npm are needed to run @huggingface/ollama-utils")
-    default = Path.home() / ".cache" / "eosfix-tests"
-    folder = Path(os.environ.get("EOSFIX_TEST_CACHE", default)) / "ollama-utils-0.0.18"
-    if not (folder / "node_modules" / "@huggingface" / "ollama-utils").is_dir():
-        folder.mkdir(parents=True, exist_ok=True)
-        cmd = ["npm", "install", "--no-audit", "--no-fund", "--prefix", str(folder), UTILS]
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=False)
-        if proc.returncode != 0:
-            pytest.skip(f"cannot install {UTILS} from the npm registry: {proc.stderr[-300:]}")
-    return folder
+def convert(template: str) -> dict:
+    """``convertGGUFTemplateToOllama``'s answer for a GGUF with ``template`` (the package pinned
+    in tests/conformance/ollama_hub, run through ``tests.conformance.hubjs``)."""
+    why = hubjs.missing()
+    if why is not None:
+        unavailable(why, requirement="node")
+    gguf = {"chat_template": template, "bos_token": "<s>", "eos_token": "</s>"}
+    (r,) = hubjs.ask({"convert": [gguf]})["convert"]
+    return {"model": r["model"], "stop": r["ollama"].get("params", {}).get("stop"),
+            "template": r["ollama"]["template"]}  # fmt: skip
 
 
-def convert(folder: Path, template: str) -> dict:
-    script = (
-        "const {convertGGUFTemplateToOllama: c} = require('@huggingface/ollama-utils');"
-        "const r = c(JSON.parse(process.argv[1]));"
-        "console.log(JSON.stringify(r ? {model: r.model, stop: (r.ollama.params || {}).stop,"
-        " template: r.ollama.template} : null));"
-    )
-    arg = json.dumps({"chat_template": template, "bos_token": "<s>", "eos_token": "</s>"})
-    proc = subprocess.run(["node", "-e", script, arg], cwd=folder, capture_output=True,
-                          text=True, timeout=60, check=True)  # fmt: skip
-    return json.loads(proc.stdout)
-
-
-@pytest.mark.slow
-def test_ollama_utils_stop_strings(ollama_utils):
-    chatml = convert(ollama_utils, CHATML_TEMPLATE)
+def test_ollama_utils_stop_strings():
+    chatml = convert(CHATML_TEMPLATE)
     assert chatml["stop"] == ["<|im_start|>", "<|im_end|>"]
     # src/chat-template.ts: a template is matched on its first 128 characters, in the order of
     # chat-template-automap.ts, where dolphin-llama3 (Llama 3's template, ChatML prompts) comes
     # before llama3: a Llama 3 template gets ChatML stop strings and a ChatML Go template
-    llama3 = convert(ollama_utils, LLAMA3_TEMPLATE)
+    llama3 = convert(LLAMA3_TEMPLATE)
     assert llama3["model"] == "library/dolphin-llama3:8b"
     assert llama3["stop"] == ["<|im_start|>", "<|im_end|>"]
     assert "<|im_start|>" in llama3["template"]
     # no entry, no custom rule: every special-looking token of the converted Go template, then
     # the user turn's opening text
-    custom = convert(ollama_utils, CUSTOM_TEMPLATE)
+    custom = convert(CUSTOM_TEMPLATE)
     assert custom["model"] == "auto-conversion"
     assert custom["stop"] == ["<system>", "<user>", "<assistant>", "<<user>>"]

@@ -55,7 +55,7 @@ def test_runtime_names_and_describe():
 
 
 @pytest.mark.parametrize("b_text", ["<|im_end|>", "<|turn_end|>"])
-def test_scenario1_motivating_bug(b_text):
+def test_a_turn_end_only_the_tokenizer_names_stops_the_runtimes_that_read_its_eos(b_text):
     # tokenizer eos B, generation_config A (int), config.json A (runtimes.md A.13)
     inputs = make(tokenizer_eos_id=B, tokenizer_eos_content=b_text,
                   vocab={"<|endoftext|>": A, b_text: B})  # fmt: skip
@@ -67,26 +67,27 @@ def test_scenario1_motivating_bug(b_text):
     assert sets["transformers"] == {A}
     assert sets["mlx-lm"] == sets["mlx-vlm"] == {A, B}
     assert sets["candle"] == sets["ExLlamaV2"] == {A}
-    # the versions before the union replaced the tokenizer's eos: the motivating failure
+    # mlx-lm before 0.32.0 and mlx-vlm before 0.7.0 replace the tokenizer's eos with the
+    # configured ids: they run on past the turn end
     older = stop_sets(inputs, {"mlx-lm": "0.31.3", "mlx-vlm": "0.6.17"})
     assert older["mlx-lm"] == older["mlx-vlm"] == {A}
 
 
-def test_scenario1_chatml_text_list_also_stops_llama_cpp():
+def test_llama_cpp_and_ollama_stop_on_im_end_by_its_text_whatever_the_eos_id():
     inputs = make(tokenizer_eos_id=A)  # even with the wrong GGUF eos, <|im_end|> is EOG by text
     assert B in stop_sets(inputs)["llama.cpp"]
     assert B in stop_sets(inputs)["ollama"]
     assert B not in stop_sets(inputs)["vLLM"]
 
 
-def test_scenario2_after_fix_chatml():
+def test_the_fixed_list_stops_every_runtime_that_reads_generation_config():
     after = apply_generation_config_eos(make(), [A, B])
     yes = {"transformers", "vLLM", "SGLang", "TGI", "mlx-lm", "mlx-vlm", "ollama", "llama.cpp"}
     assert stopping_on(after, B) == yes
     assert stopping_on(after, A) == ALL  # TGI's list replaces but still holds the tokenizer eos
 
 
-def test_scenario2_glm_user_not_caught_by_llama_cpp():
+def test_a_glm_user_turn_opener_in_the_list_is_no_stop_for_llama_cpp_or_ollama():
     eot, user = 151329, 151336
     vocab = {"<|endoftext|>": eot, "<|user|>": user, "<|assistant|>": 151337}
     before = make(tokenizer_eos_id=eot, generation_config_eos=(eot,), config_eos=(eot,),

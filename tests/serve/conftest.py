@@ -1,4 +1,6 @@
-"""Fixtures shared by the bot's tests."""
+"""Fixtures shared by the bot's and the page's tests: the bot with one worker, and the page
+signed in (huggingface_hub's mocked OAuth routes, the user's token
+``tests.support.serve.USER_TOKEN``)."""
 
 from __future__ import annotations
 
@@ -7,15 +9,33 @@ from typing import Any
 
 import pytest
 
+from tests.support.serve import SECRET, USER_TOKEN
+
 
 @pytest.fixture
 def one_worker(fake_hub, tmp_path) -> Iterator[Any]:
     """The bot serving with one worker and policy ``pr`` (``tests.serve.test_bot.Service``)."""
     from eosfix.serve.config import ServeConfig
-    from tests.serve.test_bot import SECRET, Service
+    from tests.serve.test_bot import Service
 
     config = ServeConfig(
         secret=SECRET, token="hf_test", policy="pr", workers=1, state_dir=tmp_path / "state"
     )
     with Service(config) as s:
         yield s
+
+
+@pytest.fixture
+def signed(fake_hub, tmp_path, monkeypatch) -> Iterator[Any]:
+    pytest.importorskip("fastapi")
+    pytest.importorskip("multipart")
+    from eosfix.serve.config import ServeConfig
+    from tests.serve.pagekit import Page
+
+    monkeypatch.setenv("HF_TOKEN", USER_TOKEN)
+    monkeypatch.delenv("SPACE_ID", raising=False)
+    config = ServeConfig(
+        secret="s", state_dir=tmp_path / "state", page_rate=1000, page_mock_sign_in=True
+    )
+    with Page(config) as p:
+        yield p

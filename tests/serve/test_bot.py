@@ -24,23 +24,12 @@ pytest.importorskip("fastapi")
 uvicorn = pytest.importorskip("uvicorn")
 
 from eosfix.serve.config import ServeConfig, ServeConfigError, load_config
-from eosfix.sources.hub.write import PR_TITLE_PREFIX
-from tests.conftest import SAMPLES
 from tests.serve.pagekit import Page
 from tests.serve.pagekit import free_port as _free_port
-
-SECRET = "s3cret-webhook"
-BROKEN = "chatml-missing-im-end"  # generation_config.json lists 248044, replies end with 248046
-HEALTHY = "llama3-healthy"
-
-
-def _files(sample: str) -> dict[str, bytes]:
-    root = SAMPLES / sample
-    return {
-        p.relative_to(root).as_posix(): p.read_bytes()
-        for p in root.rglob("*")
-        if p.is_file() and p.name != "expected.txt" and "fixed" not in p.relative_to(root).parts
-    }
+from tests.support.hubrepos import BROKEN_SAMPLE as BROKEN
+from tests.support.hubrepos import HEALTHY_SAMPLE as HEALTHY
+from tests.support.hubrepos import repo_files
+from tests.support.serve import SECRET, eosfix_prs, payload
 
 
 def post(url: str, body: Any, secret: str | None = SECRET) -> Response:
@@ -49,30 +38,6 @@ def post(url: str, body: Any, secret: str | None = SECRET) -> Response:
         headers["X-Webhook-Secret"] = secret
     data = body if isinstance(body, bytes) else json.dumps(body).encode()
     return http("POST", f"{url}/webhook", data, headers)
-
-
-def payload(repo_id: str, sha: str, *, ref: str = "refs/heads/main", **event: Any) -> dict:
-    """A ``repo.content`` update as the Hub sends it."""
-    return {
-        "event": {
-            "action": event.get("action", "update"),
-            "scope": event.get("scope", "repo.content"),
-        },
-        "repo": {
-            "type": event.get("type", "model"),
-            "name": repo_id,
-            "id": "6" + "0" * 23,
-            "private": False,
-            "url": {
-                "web": f"https://huggingface.co/{repo_id}",
-                "api": f"https://huggingface.co/api/models/{repo_id}",
-            },
-            "headSha": sha,
-            "owner": {"id": "6" + "1" * 23},
-        },
-        "webhook": {"id": "6" + "2" * 23, "version": 3},
-        "updatedRefs": [{"ref": ref, "oldSha": "0" * 40, "newSha": sha}],
-    }
 
 
 class Response:
@@ -132,20 +97,14 @@ def service(fake_hub, config) -> Iterator[Service]:
         yield s
 
 
-def _eosfix_prs(repo) -> list:
-    return [
-        d for d in repo.discussions if d.is_pull_request and d.title.startswith(PR_TITLE_PREFIX)
-    ]
-
-
 def test_a_broken_push_gets_one_pr_with_the_fix_at_the_pushed_revision(fake_hub, service):
-    repo = fake_hub.add_repo("org/broken", _files(BROKEN))
+    repo = fake_hub.add_repo("org/broken", repo_files(BROKEN))
     sha = repo.head
     response = service.post(payload("org/broken", sha))
     assert response.status_code == 202
     assert response.json() == {"status": "queued", "repo": "org/broken", "sha": sha}
     metrics = service.drained()
-    (pr,) = _eosfix_prs(repo)
+    (pr,) = eosfix_prs(repo)
     fixed = json.loads(repo.pr_files(pr.num)["generation_config.json"])
     assert fixed["eos_token_id"] == [248044, 248046]
     (commit,) = [c for c in fake_hub.commits_received if c["repo_id"] == "org/broken"]
@@ -155,7 +114,7 @@ def test_a_broken_push_gets_one_pr_with_the_fix_at_the_pushed_revision(fake_hub,
 
 
 def test_a_healthy_push_gets_none(fake_hub, service):
-    repo = fake_hub.add_repo("org/healthy", _files(HEALTHY))
+    repo = fake_hub.add_repo("org/healthy", repo_files(HEALTHY))
     assert service.post(payload("org/healthy", repo.head)).status_code == 202
     metrics = service.drained()
     assert not repo.discussions
@@ -163,16 +122,16 @@ def test_a_healthy_push_gets_none(fake_hub, service):
 
 
 def test_a_second_push_updates_the_open_pr(fake_hub, service):
-    repo = fake_hub.add_repo("org/broken", _files(BROKEN))
+    repo = fake_hub.add_repo("org/broken", repo_files(BROKEN))
     service.post(payload("org/broken", repo.head))
     service.drained()
-    gen = json.loads(_files(BROKEN)["generation_config.json"])
+    gen = json.loads(repo_files(BROKEN)["generation_config.json"])
     assert gen["temperature"] != 0.55
     gen["temperature"] = 0.55  # an unrelated edit upstream, still missing <|im_end|>
     sha2 = fake_hub.push("org/broken", {"generation_config.json": json.dumps(gen, indent=2) + "\n"})
     service.post(payload("org/broken", sha2))
     metrics = service.drained()
-    (pr,) = _eosfix_prs(repo)  # never a second PR
+    (pr,) = eosfix_prs(repo)  # never a second PR
     fixed = json.loads(repo.pr_files(pr.num)["generation_config.json"])
     assert fixed["eos_token_id"] == [248044, 248046]
     assert fixed["temperature"] == 0.55  # brought up to date with the new commit
@@ -184,15 +143,15 @@ def test_a_second_push_updates_the_open_pr(fake_hub, service):
 def test_someone_elses_open_eosfix_pr_is_left_not_pushed_onto(fake_hub, service):
     """The token's user did not open the eosfix PR: the bot leaves it (``pr_left``, the reason
     in the log) and never opens a second one."""
-    repo = fake_hub.add_repo("org/broken", _files(BROKEN))
+    repo = fake_hub.add_repo("org/broken", repo_files(BROKEN))
     service.post(payload("org/broken", repo.head))
     service.drained()
-    (pr,) = _eosfix_prs(repo)
+    (pr,) = eosfix_prs(repo)
     pr.author = "someone-else"
     sha2 = fake_hub.push("org/broken", {"generation_config.json": b'{"eos_token_id": 3}\n'})
     service.post(payload("org/broken", sha2))
     metrics = service.drained()
-    assert _eosfix_prs(repo) == [pr]
+    assert eosfix_prs(repo) == [pr]
     assert len(fake_hub.commits_received) == 1  # the opening commit only
     assert metrics["outcome_pr_left"] == 1
     outcome = service.bot.journal.handled("org/broken", sha2)
@@ -201,7 +160,7 @@ def test_someone_elses_open_eosfix_pr_is_left_not_pushed_onto(fake_hub, service)
 
 
 def test_eosfix_own_pr_branch_push_triggers_nothing(fake_hub, service):
-    repo = fake_hub.add_repo("org/broken", _files(BROKEN))
+    repo = fake_hub.add_repo("org/broken", repo_files(BROKEN))
     response = service.post(payload("org/broken", "a" * 40, ref="refs/pr/1"))
     assert response.status_code == 200
     assert response.json()["status"] == "ignored"
@@ -213,7 +172,7 @@ def test_eosfix_own_pr_branch_push_triggers_nothing(fake_hub, service):
 
 @pytest.mark.parametrize("secret", [None, "", "wrong", SECRET + "x"])
 def test_a_bad_secret_is_401_and_no_work(fake_hub, service, secret):
-    repo = fake_hub.add_repo("org/broken", _files(BROKEN))
+    repo = fake_hub.add_repo("org/broken", repo_files(BROKEN))
     response = service.post(payload("org/broken", repo.head), secret=secret)
     assert response.status_code == 401
     assert response.json() == {"error": "missing or wrong X-Webhook-Secret"}
@@ -255,7 +214,7 @@ def test_unwatched_repos_are_ignored(fake_hub, tmp_path):
 
 
 def test_report_policy_comments_once_per_repo(fake_hub, tmp_path):
-    repo = fake_hub.add_repo("org/broken", _files(BROKEN))
+    repo = fake_hub.add_repo("org/broken", repo_files(BROKEN))
     config = ServeConfig(
         secret=SECRET, token="hf_test", policy="report", comment=True, state_dir=tmp_path / "s"
     )
@@ -272,7 +231,7 @@ def test_report_policy_comments_once_per_repo(fake_hub, tmp_path):
 
 
 def test_dry_run_writes_nothing(fake_hub, tmp_path):
-    repo = fake_hub.add_repo("org/broken", _files(BROKEN))
+    repo = fake_hub.add_repo("org/broken", repo_files(BROKEN))
     config = ServeConfig(secret=SECRET, policy="pr", dry_run=True, state_dir=tmp_path / "s")
     with Service(config) as s:
         s.post(payload("org/broken", repo.head))
@@ -299,7 +258,7 @@ def test_100_pushes_across_20_repos_through_429s_and_500s(fake_hub, config):
     repos = {}
     for i in range(20):
         sample = BROKEN if i % 2 == 0 else HEALTHY
-        repos[f"org/m{i}"] = (sample, fake_hub.add_repo(f"org/m{i}", _files(sample)))
+        repos[f"org/m{i}"] = (sample, fake_hub.add_repo(f"org/m{i}", repo_files(sample)))
     for i, status in enumerate(rng.choice([429, 500, 502, 503]) for _ in range(40)):
         headers = {"Retry-After": "0"} if status == 429 else None
         fake_hub.fail("*", status, times=1, match=("/resolve/", "/api/")[i % 2], headers=headers)
@@ -312,7 +271,7 @@ def test_100_pushes_across_20_repos_through_429s_and_500s(fake_hub, config):
         metrics = s.drained(timeout=300)
     assert metrics.get("outcome_error", 0) == 0, metrics
     for repo_id, (sample, repo) in repos.items():
-        prs = _eosfix_prs(repo)
+        prs = eosfix_prs(repo)
         pushed = any(r.path.startswith(f"/api/models/{repo_id}") for r in fake_hub.request_log)
         if sample == BROKEN and pushed:
             assert len(prs) == 1, repo_id
@@ -361,7 +320,7 @@ def test_kill_9_mid_queue_loses_nothing(fake_hub, tmp_path):
     broken repo has its one PR."""
     fake_hub.latency = 0.3  # a far-away Hub: the queue is still full when the kill comes
     names = [f"org/k{i}" for i in range(6)]
-    repos = {n: fake_hub.add_repo(n, _files(BROKEN)) for n in names}
+    repos = {n: fake_hub.add_repo(n, repo_files(BROKEN)) for n in names}
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
     env = _one_worker_env(tmp_path / "state")
@@ -373,18 +332,18 @@ def test_kill_9_mid_queue_loses_nothing(fake_hub, tmp_path):
             assert post(url, payload(name, repos[name].head)).status_code == 202
         proc.send_signal(signal.SIGKILL)
         proc.wait(30)
-        assert sum(len(_eosfix_prs(r)) for r in repos.values()) < len(names)  # work was left
+        assert sum(len(eosfix_prs(r)) for r in repos.values()) < len(names)  # work was left
         proc = _serve_process(env, port, log)
         _wait_healthy(url, proc)
         deadline = time.monotonic() + 240
-        while not all(_eosfix_prs(r) for r in repos.values()):
+        while not all(eosfix_prs(r) for r in repos.values()):
             assert proc.poll() is None, log.read_text()
             assert time.monotonic() < deadline, log.read_text()
             time.sleep(0.1)
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(60)
-    assert all(len(_eosfix_prs(r)) == 1 for r in repos.values())
+    assert all(len(eosfix_prs(r)) == 1 for r in repos.values())
     lines = [json.loads(line) for line in log.read_text().splitlines() if line.startswith("{")]
     assert any(line.get("outcome") == "pr_opened" for line in lines)  # JSON logs
 
@@ -394,7 +353,7 @@ def test_sigterm_finishes_or_keeps_the_work_in_flight(fake_hub, tmp_path):
     the journal for the next start."""
     fake_hub.latency = 0.2
     names = [f"org/t{i}" for i in range(4)]
-    repos = {n: fake_hub.add_repo(n, _files(BROKEN)) for n in names}
+    repos = {n: fake_hub.add_repo(n, repo_files(BROKEN)) for n in names}
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
     state = tmp_path / "state"
@@ -408,7 +367,7 @@ def test_sigterm_finishes_or_keeps_the_work_in_flight(fake_hub, tmp_path):
     from eosfix.serve.journal import Journal
 
     journal = Journal(state)
-    handled = {n for n in names if _eosfix_prs(repos[n])}
+    handled = {n for n in names if eosfix_prs(repos[n])}
     assert set(journal.pending) == set(names) - handled  # the rest waits for the next start
     journal.close()
 

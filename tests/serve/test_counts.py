@@ -9,7 +9,10 @@ import pytest
 pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
 
-from tests.serve.test_bot import BROKEN, Service, _eosfix_prs, _files, http, payload
+from tests.serve.test_bot import Service, http
+from tests.support.hubrepos import BROKEN_SAMPLE as BROKEN
+from tests.support.hubrepos import repo_files
+from tests.support.serve import eosfix_prs, payload
 
 
 def _health(s: Service) -> dict:
@@ -17,7 +20,7 @@ def _health(s: Service) -> dict:
 
 
 def test_pushes_waiting_for_a_worker_are_queued(fake_hub, one_worker):
-    repos = [fake_hub.add_repo(f"org/r{i}", _files(BROKEN)) for i in range(5)]
+    repos = [fake_hub.add_repo(f"org/r{i}", repo_files(BROKEN)) for i in range(5)]
     hold = fake_hub.hold(r"^/api/models/org/r0/")
     try:
         for repo in repos:
@@ -32,8 +35,8 @@ def test_pushes_waiting_for_a_worker_are_queued(fake_hub, one_worker):
 
 
 def test_a_redelivered_push_counts_once(fake_hub, one_worker):
-    repo = fake_hub.add_repo("org/broken", _files(BROKEN))
-    other = fake_hub.add_repo("org/other", _files(BROKEN))
+    repo = fake_hub.add_repo("org/broken", repo_files(BROKEN))
+    other = fake_hub.add_repo("org/other", repo_files(BROKEN))
     hold = fake_hub.hold(r"^/api/models/org/other/")
     try:
         one_worker.post(payload("org/other", other.head))  # keeps the one worker busy
@@ -57,13 +60,13 @@ def test_a_redelivered_push_counts_once(fake_hub, one_worker):
     assert metrics["outcome_pr_opened"] == 2  # not counted again
     assert metrics["redelivered"] == 3
     assert metrics["checks"] == 2
-    assert len(_eosfix_prs(repo)) == 1
+    assert len(eosfix_prs(repo)) == 1
     assert not one_worker.bot.journal.pending
 
 
 def test_a_superseded_push_is_recorded_done(fake_hub, one_worker):
-    repo = fake_hub.add_repo("org/broken", _files(BROKEN))
-    other = fake_hub.add_repo("org/other", _files(BROKEN))
+    repo = fake_hub.add_repo("org/broken", repo_files(BROKEN))
+    other = fake_hub.add_repo("org/other", repo_files(BROKEN))
     hold = fake_hub.hold(r"^/api/models/org/other/")
     try:
         one_worker.post(payload("org/other", other.head))

@@ -13,8 +13,11 @@ pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
 
 from eosfix.serve.config import ServeConfig
-from tests.cli.test_long_integers import long_member
-from tests.serve.test_bot import BROKEN, SECRET, Service, _eosfix_prs, _files, payload
+from tests.serve.test_bot import Service
+from tests.support.hubrepos import BROKEN_SAMPLE as BROKEN
+from tests.support.hubrepos import repo_files
+from tests.support.longints import long_member
+from tests.support.serve import SECRET, eosfix_prs, payload
 
 
 @pytest.fixture
@@ -39,7 +42,7 @@ def test_a_repo_that_does_not_exist_is_not_tried_again(fake_hub, config, caplog,
     caplog.set_level(logging.INFO, logger="eosfix.serve")
     sha = "a" * 40
     if where == "pull request":
-        sha = fake_hub.add_repo("org/missing", _files(BROKEN)).head
+        sha = fake_hub.add_repo("org/missing", repo_files(BROKEN)).head
         fake_hub.fail("org/missing", 404, match="/commit/")
     with Service(config) as s:
         assert s.post(payload("org/missing", sha)).status_code == 202
@@ -59,7 +62,7 @@ def test_a_repo_that_does_not_exist_is_not_tried_again(fake_hub, config, caplog,
 
 @pytest.mark.parametrize("status", [500, 503, 429])
 def test_a_failing_hub_is_tried_again(fake_hub, config, status):
-    repo = fake_hub.add_repo("org/broken", _files(BROKEN))
+    repo = fake_hub.add_repo("org/broken", repo_files(BROKEN))
     headers = {"Retry-After": "0"} if status == 429 else None
     fake_hub.fail("org/broken", status, times=2, match="/revision/", headers=headers)
     with Service(config) as s:
@@ -67,7 +70,7 @@ def test_a_failing_hub_is_tried_again(fake_hub, config, status):
         metrics = s.drained()
     assert metrics.get("outcome_pr_opened") == 1
     assert metrics.get("outcome_error", 0) == 0
-    assert len(_eosfix_prs(repo)) == 1
+    assert len(eosfix_prs(repo)) == 1
 
 
 def test_a_file_python_cannot_read_fails_that_push_and_the_bot_goes_on(fake_hub, config, caplog):
@@ -75,10 +78,10 @@ def test_a_file_python_cannot_read_fails_that_push_and_the_bot_goes_on(fake_hub,
     the journal and logged as a warning; the next push of the same repo and other repos are
     handled by the same worker."""
     caplog.set_level(logging.INFO, logger="eosfix.serve")
-    bad = _files(BROKEN)
+    bad = repo_files(BROKEN)
     bad["config.json"] = long_member(bad["config.json"])
     repo = fake_hub.add_repo("org/long", bad)
-    other = fake_hub.add_repo("org/other", _files(BROKEN))
+    other = fake_hub.add_repo("org/other", repo_files(BROKEN))
     config = ServeConfig(**{**config.__dict__, "workers": 1})
     with Service(config) as s:
         s.post(payload("org/long", repo.head))
@@ -92,18 +95,18 @@ def test_a_file_python_cannot_read_fails_that_push_and_the_bot_goes_on(fake_hub,
         assert "5000 digits" in line.fields["error"]
         assert s.bot.journal.last_outcome("org/long", repo.head).outcome == "error"
         assert not s.bot.journal.pending
-        fixed = fake_hub.push("org/long", {"config.json": _files(BROKEN)["config.json"]})
+        fixed = fake_hub.push("org/long", {"config.json": repo_files(BROKEN)["config.json"]})
         s.post(payload("org/long", fixed))
         metrics = s.drained()
     assert metrics["outcome_pr_opened"] == 2  # the worker lives on
-    assert len(_eosfix_prs(repo)) == 1
+    assert len(eosfix_prs(repo)) == 1
 
 
 def test_a_crash_is_counted_recorded_and_logged_on_one_line(fake_hub, config, caplog):
     """A bug in handling one push (here: the check raises): that push is a failed outcome,
     ``crashed`` counts it, its traceback is inside one log record, and the bot goes on."""
     caplog.set_level(logging.INFO, logger="eosfix.serve")
-    repo = fake_hub.add_repo("org/broken", _files(BROKEN))
+    repo = fake_hub.add_repo("org/broken", repo_files(BROKEN))
     with Service(config) as s:
         real = s.bot.session.check
         calls = []

@@ -15,7 +15,7 @@ from email.parser import BytesHeaderParser
 from eosfix.serve.config import ServeConfig
 from eosfix.serve.headers import CSP
 from tests.serve.pagekit import Page
-from tests.serve.test_webhook_input import _raw
+from tests.support.serve import raw_request
 
 
 @pytest.fixture
@@ -67,7 +67,7 @@ def test_the_limits_own_answers_carry_them_too(page):
         "X-Webhook-Secret: s3cret\r\nContent-Length: 100000\r\n\r\n"
     )
     for request, status in [(too_large.encode(), 413), (b"NOT HTTP AT ALL\r\n\r\n", 400)]:
-        got, headers = _headers(_raw(page.url, request))
+        got, headers = _headers(raw_request(page.url, request))
         assert got == status
         assert headers["content-security-policy"] == CSP
         assert headers["x-content-type-options"] == "nosniff"

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 
-from eosfix.serve.journal import Journal, Outcome, new_push
+from eosfix.serve import journal as journal_module
+from eosfix.serve.journal import KEEP, Journal, Outcome, new_push
 
 
 def _lines(journal: Journal) -> list[dict]:
@@ -38,22 +39,32 @@ def test_only_the_newest_pending_push_of_a_repo_is_pending(tmp_path):
     again.close()
 
 
-def test_the_file_stays_small_while_the_bot_runs(tmp_path):
-    """Thousands of pushes over a few repos: the file is compacted as it grows, to what is
-    pending and each repo's last outcomes."""
+def test_the_file_is_compacted_to_pending_pushes_and_recent_outcomes_as_it_grows(
+    tmp_path, monkeypatch
+):
+    """Many pushes over two repos: whenever the file has grown to four times what it must keep
+    (at least ``COMPACT_AT`` lines), it is rewritten to what is pending and each repo's last
+    ``KEEP`` outcomes. ``COMPACT_AT`` is lowered so a few hundred fsynced writes cross the
+    threshold several times."""
+    monkeypatch.setattr(journal_module, "COMPACT_AT", 16)
+    most = 4 * (2 * KEEP + 1)  # two repos' outcomes and the one push in flight
     journal = Journal(tmp_path)
-    for n in range(1500):
-        push = new_push(f"org/m{n % 10}", f"{n:040x}", "refs/heads/main")
+    longest = 0
+    for n in range(100):
+        push = new_push(f"org/m{n % 2}", f"{n:040x}", "refs/heads/main")
         journal.accept(push)
         journal.finish(push, Outcome("checked"))
-    assert len(_lines(journal)) <= 512
+        longest = max(longest, len(_lines(journal)))
+    assert most < 2 * 100  # the writes would outgrow the bound without compaction
+    assert longest <= most
     last = new_push("org/m0", "f" * 40, "refs/heads/main")
     journal.accept(last)
     journal.close()
     again = Journal(tmp_path)
     assert again.pending == {"org/m0": last}
-    assert again.last_outcome("org/m9", f"{1499:040x}") == Outcome("checked")
-    assert len(_lines(again)) <= 10 * 8 + 1  # a few outcomes per repo, and the pending push
+    assert again.last_outcome("org/m1", f"{99:040x}") == Outcome("checked")
+    assert again.last_outcome("org/m1", f"{99 - 2 * KEEP:040x}") is None  # older than KEEP
+    assert len(_lines(again)) == 2 * KEEP + 1  # each repo's last outcomes, the pending push
     again.close()
 
 

@@ -17,7 +17,10 @@ pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
 
 from eosfix.serve.config import ServeConfig
-from tests.serve.test_bot import BROKEN, SECRET, Service, _files, http, payload
+from tests.serve.test_bot import Service, http
+from tests.support.hubrepos import BROKEN_SAMPLE as BROKEN
+from tests.support.hubrepos import repo_files
+from tests.support.serve import SECRET, payload
 
 
 def _connect(url: str) -> socket.socket:
@@ -93,7 +96,7 @@ def test_a_slow_client_dribbling_bytes_is_still_timed_out(strict):
 
 
 def test_connections_are_capped_and_a_webhook_still_gets_through(fake_hub, strict):
-    repo = fake_hub.add_repo("org/broken", _files(BROKEN))
+    repo = fake_hub.add_repo("org/broken", repo_files(BROKEN))
     idle = [_connect(strict.url) for _ in range(30)]
     try:
         for sock in idle:

@@ -21,60 +21,16 @@ pytest.importorskip("multipart")
 from eosfix.serve.config import ServeConfig
 from eosfix.serve.limits import Limiter, RateLimited
 from eosfix.serve.page import CSP, FILE_CAP
-from eosfix.sources.hub.write import PR_TITLE_PREFIX
-from tests.analysis.test_hostile_templates import HOSTILE
-from tests.conftest import SAMPLES
-from tests.hubserver import GGUF_ORG, add_gguf_org
+from tests.hubserver import GGUF_ORG
 from tests.serve.pagekit import Page
+from tests.support.hostile import HOSTILE, hostile_files
+from tests.support.hubrepos import BROKEN_SAMPLE as BROKEN
+from tests.support.hubrepos import HEALTHY_SAMPLE as HEALTHY
+from tests.support.hubrepos import repo_files
+from tests.support.serve import USER_TOKEN as TOKEN
+from tests.support.serve import XSS, eosfix_prs, xss_repo
 
-TOKEN = "hf_page_user_token_0123456789"
-BROKEN = "chatml-missing-im-end"  # generation_config.json lists 248044, replies end with 248046
-HEALTHY = "llama3-healthy"
-XSS = '<img src=x onerror="alert(1)">'
 SCRIPT = "<script>alert(2)</script>"
-
-
-def files_of(sample: str) -> dict[str, bytes]:
-    root = SAMPLES / sample
-    return {
-        p.relative_to(root).as_posix(): p.read_bytes()
-        for p in root.rglob("*")
-        if p.is_file() and p.name != "expected.txt" and "fixed" not in p.relative_to(root).parts
-    }
-
-
-def hostile_repo(template: str, terminator: str = "<|im_end|>") -> dict[str, bytes]:
-    tok = {
-        "eos_token": terminator,
-        "added_tokens_decoder": {"2": {"content": terminator, "special": True}},
-    }
-    return {
-        "chat_template.jinja": template.encode(),
-        "tokenizer_config.json": json.dumps(tok).encode(),
-        "generation_config.json": b'{\n  "eos_token_id": 1\n}\n',
-        "config.json": b'{"eos_token_id": 1}\n',
-    }
-
-
-def xss_repo() -> dict[str, bytes]:
-    """A ChatML-like template whose turn end is a special token spelled as markup."""
-    template = (
-        "{% for m in messages %}<|start|>{{ m.role }}\n{{ m.content }}" + XSS + "\n{% endfor %}"
-        "{% if add_generation_prompt %}<|start|>assistant\n{% endif %}"
-    )
-    tok = {
-        "eos_token": XSS,
-        "added_tokens_decoder": {
-            "5": {"content": "<|start|>", "special": True},
-            "6": {"content": XSS, "special": True},
-        },
-    }
-    return {
-        "chat_template.jinja": template.encode(),
-        "tokenizer_config.json": json.dumps(tok).encode(),
-        "generation_config.json": b'{\n  "eos_token_id": 5\n}\n',
-        "config.json": b'{"eos_token_id": 5}\n',
-    }
 
 
 @pytest.fixture
@@ -86,23 +42,6 @@ def config(tmp_path: Path) -> ServeConfig:
 def page(fake_hub, config) -> Iterator[Page]:
     with Page(config) as p:
         yield p
-
-
-@pytest.fixture
-def signed(fake_hub, tmp_path, monkeypatch) -> Iterator[Page]:
-    monkeypatch.setenv("HF_TOKEN", TOKEN)
-    monkeypatch.delenv("SPACE_ID", raising=False)
-    config = ServeConfig(
-        secret="s", state_dir=tmp_path / "state", page_rate=1000, page_mock_sign_in=True
-    )
-    with Page(config) as p:
-        yield p
-
-
-def eosfix_prs(repo) -> list:
-    return [
-        d for d in repo.discussions if d.is_pull_request and d.title.startswith(PR_TITLE_PREFIX)
-    ]
 
 
 def test_the_front_page_has_both_forms_and_a_strict_policy(page):
@@ -119,7 +58,7 @@ def test_the_front_page_has_both_forms_and_a_strict_policy(page):
 
 
 def test_a_broken_repo_shows_turn_end_grid_diff_and_ollama(fake_hub, page):
-    fake_hub.add_repo("org/broken", files_of(BROKEN))
+    fake_hub.add_repo("org/broken", repo_files(BROKEN))
     reply = page.client().check("org/broken")
     assert reply.status == 200
     text = reply.text
@@ -137,7 +76,7 @@ def test_a_broken_repo_shows_turn_end_grid_diff_and_ollama(fake_hub, page):
 
 
 def test_a_healthy_repo_has_no_fix(fake_hub, page):
-    fake_hub.add_repo("org/healthy", files_of(HEALTHY))
+    fake_hub.add_repo("org/healthy", repo_files(HEALTHY))
     text = page.client().check("org/healthy").text
     assert 'class="diff"' not in text
     assert "eosfix hub org/healthy --pr" not in text
@@ -154,7 +93,7 @@ def test_anything_but_a_repo_id_is_refused_without_a_request(fake_hub, page, giv
     reply = page.client().check(given)
     assert reply.status == 400
     assert "<img" not in reply.text
-    assert "Not a Hub repo id" in reply.text
+    assert "not checked: " in reply.text  # the line eosfix check prints of it
     assert len(fake_hub.requests) == before  # nothing was fetched from anywhere
 
 
@@ -196,7 +135,7 @@ def test_markup_in_a_file_name_is_escaped(page):
     ],
 )
 def test_hostile_templates_are_stopped_and_shown_as_text(fake_hub, page, ident, template, code):
-    fake_hub.add_repo(f"org/{ident}", hostile_repo(template + SCRIPT))
+    fake_hub.add_repo(f"org/{ident}", hostile_files(template + SCRIPT))
     reply = page.client().check(f"org/{ident}")
     assert reply.status == 200
     assert f'<a href="/codes#{code.lower()}">{code}</a>' in reply.text
@@ -208,7 +147,7 @@ def test_dropped_files_are_checked_and_not_kept(page, tmp_path, monkeypatch):
     import tempfile
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    given = {k: v for k, v in files_of(BROKEN).items() if "/" not in k}
+    given = {k: v for k, v in repo_files(BROKEN).items() if "/" not in k}
     reply = page.client().post_files(given)
     assert reply.status == 200, reply.text
     assert "EOS001" in reply.text
@@ -236,7 +175,7 @@ def test_a_broken_file_is_named_not_the_work_folder(page):
 
 
 def test_sign_in_then_open_pr_lands_with_the_fix_once(fake_hub, signed):
-    repo = fake_hub.add_repo("org/broken", files_of(BROKEN))
+    repo = fake_hub.add_repo("org/broken", repo_files(BROKEN))
     client = signed.client()
     anonymous = client.check("org/broken").text
     assert "Sign in with Hugging Face" in anonymous
@@ -262,7 +201,7 @@ def test_sign_in_then_open_pr_lands_with_the_fix_once(fake_hub, signed):
 
 
 def test_open_pr_needs_the_csrf_token_and_a_sign_in(fake_hub, signed):
-    repo = fake_hub.add_repo("org/broken", files_of(BROKEN))
+    repo = fake_hub.add_repo("org/broken", repo_files(BROKEN))
     anonymous = signed.client()
     assert anonymous.post_form("/pr", {"repo": "org/broken", "csrf": "x"}).status == 403
     client = signed.client()
@@ -274,7 +213,7 @@ def test_open_pr_needs_the_csrf_token_and_a_sign_in(fake_hub, signed):
 
 
 def test_the_token_is_never_in_a_page_or_a_log(fake_hub, signed, caplog):
-    fake_hub.add_repo("org/broken", files_of(BROKEN))
+    fake_hub.add_repo("org/broken", repo_files(BROKEN))
     caplog.set_level(logging.DEBUG)
     client = signed.client()
     client.sign_in()
@@ -300,7 +239,7 @@ def test_the_limiter_refuses_past_the_rate_and_refills():
 
 
 def test_a_client_over_its_rate_gets_429_with_retry_after(fake_hub, tmp_path):
-    fake_hub.add_repo("org/healthy", files_of(HEALTHY))
+    fake_hub.add_repo("org/healthy", repo_files(HEALTHY))
     config = ServeConfig(secret="s", state_dir=tmp_path / "state", page_rate=2)
     with Page(config) as p:
         client = p.client()
@@ -324,8 +263,8 @@ def _wait_audit(client, location: str) -> dict:
 
 
 def test_an_audit_reaches_the_end_with_chart_table_and_downloads(fake_hub, page):
-    fake_hub.add_repo("org/broken", files_of(BROKEN))
-    fake_hub.add_repo("org/healthy", files_of(HEALTHY))
+    fake_hub.add_repo("org/broken", repo_files(BROKEN))
+    fake_hub.add_repo("org/healthy", repo_files(HEALTHY))
     fake_hub.add_repo("org/xss", xss_repo())
     client = page.client(follow=False)
     started = client.get("/audit?author=org")
@@ -337,7 +276,7 @@ def test_an_audit_reaches_the_end_with_chart_table_and_downloads(fake_hub, page)
     text = client.get(location).text
     assert "<img" not in text
     assert '<a href="/check?repo=org/broken">org/broken</a>' in text
-    assert "transformers 1 stop, 2 do not;" in text  # org/broken and org/xss miss a turn end
+    assert "transformers 1 stop, 2 do not (of 3);" in text  # org/broken and org/xss miss one
     assert 'class="chart"' in text
     rows = client.get(location + "/csv").text.splitlines()
     assert rows[0].startswith("repo_id,revision,commit,verdict,problem,runs_on")
@@ -360,8 +299,8 @@ def test_a_visitor_never_reads_through_the_bots_token(fake_hub, tmp_path, monkey
     """On a Space HF_TOKEN is the bot's: a visitor's check and audit go without any token, so
     a private repo the bot can read stays private."""
     monkeypatch.setenv("HF_TOKEN", "hf_bot_token")
-    fake_hub.add_repo("org/secret", files_of(BROKEN), private=True)
-    fake_hub.add_repo("org/public", files_of(BROKEN))
+    fake_hub.add_repo("org/secret", repo_files(BROKEN), private=True)
+    fake_hub.add_repo("org/public", repo_files(BROKEN))
     config = ServeConfig(secret="s", token="hf_bot_token", state_dir=tmp_path / "s")
     with Page(config) as p:
         client = p.client(follow=False)
@@ -445,13 +384,6 @@ def test_sign_in_never_redirects_off_the_page(signed, target):
     assert fine.status in (302, 307)
 
 
-@pytest.fixture
-def gguf_org(fake_hub, tmp_path):
-    add_gguf_org(fake_hub, tmp_path / "written")
-    fake_hub.cdn = True
-    return fake_hub
-
-
 def _articles(text: str) -> list[str]:
     return re.findall(r'<article class="result">(.*?)</article>', text, re.DOTALL)
 
@@ -508,31 +440,54 @@ def test_a_gguf_repo_is_read_without_the_bots_token(gguf_org, page, monkeypatch)
 
 @pytest.mark.parametrize(
     "given",
-    [
-        "https://hf.co/org/name",
-        "huggingface.co/org/name",
-        "hf.co/org/name:../x",
-        "hf.co/org/name:",
-        "hf.co/org/../name",
-        "hf.co/org/name/x.gguf",
-        "hf.co//etc/passwd",
-    ],
-)
-def test_only_ollamas_hf_co_spelling_is_taken_besides_a_repo_id(fake_hub, page, given):
+    ["hf.co/org/name:../x", "hf.co/org/name:", "hf.co/org/../name", "hf.co//etc/passwd",
+     "https://huggingface.co/datasets/org/name", "https://evil.example/org/name"],
+)  # fmt: skip
+def test_a_hub_spelling_that_names_no_model_repo_is_refused_without_a_request(
+    fake_hub, page, given
+):
     before = len(fake_hub.requests)
     reply = page.client().check(given)
     assert reply.status == 400
-    assert "Not a Hub repo id" in reply.text
+    assert "not checked: " in reply.text
     assert len(fake_hub.requests) == before
 
 
+@pytest.mark.parametrize(
+    "given", ["https://hf.co/org/broken", "huggingface.co/org/broken/tree/main", " org/broken "]
+)
+def test_every_spelling_of_a_repo_is_checked_as_its_id_is(fake_hub, page, given):
+    """A URL pasted from the browser, or the repo id with stray spaces: the same check."""
+    fake_hub.add_repo("org/broken", repo_files(BROKEN))
+    by_id = _articles(page.client().check("org/broken").text)
+    assert _articles(page.client().check(given).text) == by_id
+
+
 def test_a_repo_with_a_tokenizer_and_gguf_files_says_how_to_check_them(fake_hub, page):
-    fake_hub.add_repo("org/mixed", {**files_of(BROKEN), "model-Q4_K_M.gguf": b"GGUF"})
+    fake_hub.add_repo("org/mixed", {**repo_files(BROKEN), "model-Q4_K_M.gguf": b"GGUF"})
     text = page.client().check("org/mixed").text
     (one,) = _articles(text)
     assert "eosfix hub org/mixed --pr" in one  # checked by its tokenizer: the usual fix
     assert '<p class="note">org/mixed: checked by its tokenizer and config files' in text
-    assert "eosfix check hf.co/org/mixed reads their headers" in text
+    assert "eosfix check org/mixed/model-Q4_K_M.gguf reads its header" in text
+
+
+def test_an_audit_of_gguf_repos_charts_only_the_runtimes_that_load_them(gguf_org, page):
+    """transformers, vLLM... never load a GGUF: the chart counts each runtime over the repos
+    it loads, and says how many of the repos checked it counts."""
+    client = page.client(follow=False)
+    location = client.get(f"/audit?author={GGUF_ORG}").headers["Location"]
+    progress = _wait_audit(client, location)
+    text = client.get(location).text
+    m = re.search(r'<p id="chart-words" class="chart-words">(.*?)</p>', text, re.DOTALL)
+    assert m is not None
+    words = m.group(1)
+    assert "transformers" not in words
+    assert "vllm" not in words.lower()
+    assert "llama.cpp" in words
+    assert "ollama hf.co" in words
+    assert f"{progress['done']} repos checked" in text
+    assert f"of the {progress['done']} repos have a chat template and a model" in words
 
 
 def test_mock_sign_in_is_refused_off_the_loopback(fake_hub, tmp_path, monkeypatch):
@@ -581,7 +536,7 @@ def test_mock_sign_in_is_refused_off_the_loopback(fake_hub, tmp_path, monkeypatc
 def test_the_session_cookie_is_an_opaque_id_without_the_token(fake_hub, signed):
     import base64
 
-    fake_hub.add_repo("org/broken", files_of(BROKEN))
+    fake_hub.add_repo("org/broken", repo_files(BROKEN))
     client = signed.client()
     client.sign_in()
     assert "signed in as" in client.check("org/broken").text
@@ -602,7 +557,7 @@ def test_a_forged_session_cookie_signs_no_one_in(fake_hub, signed, monkeypatch):
 
     from itsdangerous import TimestampSigner
 
-    repo = fake_hub.add_repo("org/broken", files_of(BROKEN))
+    repo = fake_hub.add_repo("org/broken", repo_files(BROKEN))
     session = {
         "csrf": "chosen-by-the-attacker",
         "oauth_info": {
@@ -626,7 +581,7 @@ def test_a_forged_session_cookie_signs_no_one_in(fake_hub, signed, monkeypatch):
 def test_behind_a_space_the_rate_counts_the_hop_the_proxy_appends(fake_hub, tmp_path, monkeypatch):
     """On a Space the proxy appends the address it was reached from to X-Forwarded-For; a
     client that sends its own header with a new first hop each time is still one client."""
-    fake_hub.add_repo("org/healthy", files_of(HEALTHY))
+    fake_hub.add_repo("org/healthy", repo_files(HEALTHY))
     monkeypatch.setenv("SPACE_ID", "acme/eosfix")
     monkeypatch.delenv("OAUTH_CLIENT_ID", raising=False)
     config = ServeConfig(secret="s", state_dir=tmp_path / "state", page_rate=2)

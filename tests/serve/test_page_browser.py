@@ -28,10 +28,10 @@ import pytest
 pytest.importorskip("fastapi")
 pytest.importorskip("multipart")
 
-from eosfix.serve.config import ServeConfig
 from tests.conftest import ROOT, unavailable
-from tests.serve.pagekit import Page
-from tests.serve.test_page import BROKEN, TOKEN, eosfix_prs, files_of
+from tests.support.hubrepos import BROKEN_SAMPLE as BROKEN
+from tests.support.hubrepos import repo_files
+from tests.support.serve import eosfix_prs
 
 AXE_DEFAULT = Path.home() / ".cache" / "eosfix" / "npm" / "node_modules" / "axe-core" / "axe.min.js"
 ARTEFACTS = Path(os.environ.get("EOSFIX_ARTEFACTS", ROOT / ".ci" / "artefacts")) / "page"
@@ -162,22 +162,11 @@ class Browser:
 
 
 @pytest.fixture
-def site(fake_hub, tmp_path, monkeypatch) -> Iterator[Page]:
-    monkeypatch.setenv("HF_TOKEN", TOKEN)
-    monkeypatch.delenv("SPACE_ID", raising=False)
-    config = ServeConfig(
-        secret="s", state_dir=tmp_path / "state", page_rate=1000, page_mock_sign_in=True
-    )
-    with Page(config) as p:
-        yield p
-
-
-@pytest.fixture
-def browser(site, tmp_path, request) -> Iterator[Browser]:
+def browser(signed, tmp_path, request) -> Iterator[Browser]:
     chromium, driver, axe = _tools()
     d = _driver(chromium, driver, tmp_path)
     try:
-        yield Browser(d, site.url, axe, request.node.name.removeprefix("test_"))
+        yield Browser(d, signed.url, axe, request.node.name.removeprefix("test_"))
     finally:
         d.quit()
 
@@ -185,7 +174,7 @@ def browser(site, tmp_path, request) -> Iterator[Browser]:
 def test_check_by_keyboard_shows_verdict_grid_and_diff(fake_hub, browser):
     from selenium.webdriver.common.keys import Keys
 
-    fake_hub.add_repo("org/broken", files_of(BROKEN))
+    fake_hub.add_repo("org/broken", repo_files(BROKEN))
     browser.open("/")
     browser.state("start")
     browser.tab_to("#repo")
@@ -213,7 +202,7 @@ def test_check_by_keyboard_shows_verdict_grid_and_diff(fake_hub, browser):
 def test_sign_in_open_pr_and_see_it_open(fake_hub, browser):
     from selenium.webdriver.common.keys import Keys
 
-    repo = fake_hub.add_repo("org/broken", files_of(BROKEN))
+    repo = fake_hub.add_repo("org/broken", repo_files(BROKEN))
     browser.open("/check?repo=org/broken")
     browser.wait("#verdict")
     assert not browser.has("#open-pr")
@@ -239,7 +228,7 @@ def test_sign_in_open_pr_and_see_it_open(fake_hub, browser):
 def test_dropped_files_are_checked(browser, tmp_path):
     folder = tmp_path / "files"
     folder.mkdir()
-    for name, data in files_of(BROKEN).items():
+    for name, data in repo_files(BROKEN).items():
         if "/" not in name:
             (folder / name).write_bytes(data)
     browser.open("/")
@@ -252,15 +241,15 @@ def test_dropped_files_are_checked(browser, tmp_path):
     browser.state("files")
 
 
-def test_a_check_works_without_javascript(fake_hub, site, tmp_path):
+def test_a_check_works_without_javascript(fake_hub, signed, tmp_path):
     from selenium.webdriver.common.keys import Keys
 
     chromium, driver, axe = _tools()
     d = _driver(chromium, driver, tmp_path, javascript=False)
     try:
-        b = Browser(d, site.url, axe, "no-javascript")
+        b = Browser(d, signed.url, axe, "no-javascript")
         b.javascript = False
-        fake_hub.add_repo("org/broken", files_of(BROKEN))
+        fake_hub.add_repo("org/broken", repo_files(BROKEN))
         b.open("/")
         assert d.execute_script is not None
         b.find("#repo").send_keys("org/broken", Keys.ENTER)
@@ -273,20 +262,24 @@ def test_a_check_works_without_javascript(fake_hub, site, tmp_path):
 def test_an_audit_shows_progress_to_the_end_and_sorts(fake_hub, browser):
     from selenium.webdriver.common.keys import Keys
 
-    from tests.serve.test_page import HEALTHY, xss_repo
+    from tests.support.hubrepos import HEALTHY_SAMPLE as HEALTHY
+    from tests.support.serve import xss_repo
 
-    fake_hub.add_repo("org/broken", files_of(BROKEN))
-    fake_hub.add_repo("org/healthy", files_of(HEALTHY))
+    fake_hub.add_repo("org/broken", repo_files(BROKEN))
+    fake_hub.add_repo("org/healthy", repo_files(HEALTHY))
     fake_hub.add_repo("org/xss", xss_repo())
-    fake_hub.latency = 0.2  # slow enough to see the progress before the end
+    # one repo's reads wait until the running state is checked: the page cannot reload
+    # under the accessibility check, however slow the machine
+    hold = fake_hub.hold(r"^/(api/models/)?org/healthy/")
     browser.open("/")
     browser.tab_to("#author")
     browser.keys("org", Keys.ENTER)
     browser.wait("#audit-progress")
     browser.state("audit-running")
+    assert hold.arrived.wait(60), "the audit never read org/healthy"
+    hold.release()
     done = browser.wait("#audit-done")  # the script polled to the end and reloaded
     assert done.text.startswith("3 repos checked")
-    fake_hub.latency = 0.0
 
     def column(n: int) -> list[str]:
         return browser.driver.execute_script(
@@ -303,15 +296,13 @@ def test_an_audit_shows_progress_to_the_end_and_sorts(fake_hub, browser):
     browser.state("audit-done")
 
 
-def test_a_gguf_quant_typed_as_ollama_spells_it(fake_hub, browser, tmp_path):
-    """The box takes ``hf.co/org/name:QUANT`` (the input's pattern lets it through): the
+def test_a_gguf_quant_typed_as_ollama_spells_it(gguf_org, browser):
+    """The box takes ``hf.co/org/name:QUANT`` (any spelling; the server parses it): the
     quant's group is checked by its header, with no pull request button and the reason."""
     from selenium.webdriver.common.keys import Keys
 
-    from tests.hubserver import GGUF_ORG, add_gguf_org
+    from tests.hubserver import GGUF_ORG
 
-    add_gguf_org(fake_hub, tmp_path / "written")
-    fake_hub.cdn = True
     browser.open("/")
     browser.tab_to("#repo")
     browser.keys(f"hf.co/{GGUF_ORG}/Chat-7B-GGUF:Q2_K", Keys.ENTER)

@@ -19,26 +19,18 @@ pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
 
 from tests.serve.test_bot import (
-    BROKEN,
-    _eosfix_prs,
-    _files,
     _free_port,
     _one_worker_env,
     _serve_process,
     _wait_healthy,
     http,
-    payload,
     post,
 )
+from tests.support.hubrepos import BROKEN_SAMPLE as BROKEN
+from tests.support.hubrepos import repo_files
+from tests.support.serve import eosfix_prs, payload, pr_temperature, push_broken_commit
 
 TOKEN = "hf_restart_token_4f1c9e"  # a token the bot must write nowhere
-
-
-def _commit(fake_hub, repo_id: str, temperature: float) -> str:
-    """A commit still missing <|im_end|>, whose fix differs by ``temperature``."""
-    gen = json.loads(_files(BROKEN)["generation_config.json"])
-    gen["temperature"] = temperature
-    return fake_hub.push(repo_id, {"generation_config.json": json.dumps(gen, indent=2) + "\n"})
 
 
 def _drained(url: str, timeout: float = 120) -> None:
@@ -51,12 +43,8 @@ def _drained(url: str, timeout: float = 120) -> None:
         time.sleep(0.05)
 
 
-def _pr_temperature(repo, num: int) -> float:
-    return json.loads(repo.pr_files(num)["generation_config.json"])["temperature"]
-
-
 def test_a_restart_never_rolls_the_pr_back(fake_hub, tmp_path):
-    repo = fake_hub.add_repo("org/race", _files(BROKEN))
+    repo = fake_hub.add_repo("org/race", repo_files(BROKEN))
     a = repo.head
     fake_hub.latency = 0.2
     port = _free_port()
@@ -69,15 +57,15 @@ def test_a_restart_never_rolls_the_pr_back(fake_hub, tmp_path):
         hold = fake_hub.hold(r"^/api/models/org/race/")
         assert post(url, payload("org/race", a)).status_code == 202
         assert hold.arrived.wait(60)  # A is in flight
-        b = _commit(fake_hub, "org/race", 0.2)
-        late = _commit(fake_hub, "org/race", 0.25)  # its webhook comes after the restart
-        c = _commit(fake_hub, "org/race", 0.3)
+        b = push_broken_commit(fake_hub, "org/race", 0.2)
+        late = push_broken_commit(fake_hub, "org/race", 0.25)  # its webhook comes after the restart
+        c = push_broken_commit(fake_hub, "org/race", 0.3)
         assert post(url, payload("org/race", b)).status_code == 202
         assert post(url, payload("org/race", c)).status_code == 202
         hold.release()
         _drained(url)
-        (pr,) = _eosfix_prs(repo)
-        assert _pr_temperature(repo, pr.num) == 0.3  # C's fix
+        (pr,) = eosfix_prs(repo)
+        assert pr_temperature(repo, pr.num) == 0.3  # C's fix
         # A's check ended after the branch had moved on to C: A wrote nothing, B never ran
         (opened,) = writes = list(fake_hub.commits_received)
         assert opened["create_pr"]
@@ -94,8 +82,8 @@ def test_a_restart_never_rolls_the_pr_back(fake_hub, tmp_path):
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(60)
-    assert _eosfix_prs(repo) == [pr]
-    assert _pr_temperature(repo, pr.num) == 0.3  # still C's fix
+    assert eosfix_prs(repo) == [pr]
+    assert pr_temperature(repo, pr.num) == 0.3  # still C's fix
     assert fake_hub.commits_received == writes  # nothing written after the restart
     assert metrics.get("outcome_superseded") == 1  # the late push: main had moved on
     lines = log.read_text().splitlines()
@@ -109,7 +97,7 @@ def test_a_fully_drained_run_leaves_nothing_pending(fake_hub, tmp_path):
     after draining and SIGTERM, the journal holds no pending push."""
     from eosfix.serve.journal import Journal
 
-    repos = [fake_hub.add_repo(f"org/d{i}", _files(BROKEN)) for i in range(4)]
+    repos = [fake_hub.add_repo(f"org/d{i}", repo_files(BROKEN)) for i in range(4)]
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
     env = _one_worker_env(tmp_path / "state")
@@ -118,7 +106,7 @@ def test_a_fully_drained_run_leaves_nothing_pending(fake_hub, tmp_path):
         _wait_healthy(url, proc)
         for n in range(40):
             repo = repos[n % 4]
-            sha = _commit(fake_hub, repo.repo_id, 0.01 * (n + 1))
+            sha = push_broken_commit(fake_hub, repo.repo_id, 0.01 * (n + 1))
             assert post(url, payload(repo.repo_id, sha)).status_code == 202
         _drained(url)
     finally:
@@ -128,5 +116,5 @@ def test_a_fully_drained_run_leaves_nothing_pending(fake_hub, tmp_path):
     assert journal.pending == {}
     journal.close()
     for i, repo in enumerate(repos):
-        (pr,) = _eosfix_prs(repo)
-        assert _pr_temperature(repo, pr.num) == pytest.approx(0.01 * (36 + i + 1))
+        (pr,) = eosfix_prs(repo)
+        assert pr_temperature(repo, pr.num) == pytest.approx(0.01 * (36 + i + 1))

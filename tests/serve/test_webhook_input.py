@@ -6,7 +6,6 @@ route of the app)."""
 from __future__ import annotations
 
 import json
-import socket
 import time
 
 import pytest
@@ -17,7 +16,10 @@ pytest.importorskip("uvicorn")
 from fastapi import Request
 
 from eosfix.serve.config import ServeConfig
-from tests.serve.test_bot import BROKEN, SECRET, Service, _files, http, payload
+from tests.serve.test_bot import Service, http
+from tests.support.hubrepos import BROKEN_SAMPLE as BROKEN
+from tests.support.hubrepos import repo_files
+from tests.support.serve import SECRET, payload, raw_request
 
 
 @pytest.fixture
@@ -53,7 +55,7 @@ def watching_org(fake_hub, tmp_path):
     ],
 )
 def test_a_repo_id_outside_the_hubs_grammar_is_refused(fake_hub, watching_org, name):
-    fake_hub.add_repo("evil/x", _files(BROKEN))
+    fake_hub.add_repo("evil/x", repo_files(BROKEN))
     response = watching_org.post(payload(name, "a" * 40))
     assert response.status_code == 400, response.body
     assert "repo.name" in response.json()["error"]
@@ -89,24 +91,6 @@ def test_a_deleted_branch_has_no_new_commit_and_is_ignored(watching_org):
     assert response.json()["status"] == "ignored"
 
 
-def _raw(url: str, request: bytes, *, read: bool = True) -> bytes:
-    host, port = url.removeprefix("http://").split(":")
-    with socket.create_connection((host, int(port)), timeout=30) as sock:
-        sock.sendall(request)
-        if not read:
-            return b""
-        chunks = []
-        while True:
-            try:
-                chunk = sock.recv(65536)
-            except ConnectionResetError:
-                break
-            if not chunk:
-                break
-            chunks.append(chunk)
-        return b"".join(chunks)
-
-
 def test_a_body_over_the_bound_is_refused_before_it_is_read(fake_hub, tmp_path):
     """The right secret and a Content-Length of 30 MB: 413 after the headers, the body never
     sent (the client waits for ``100-continue`` semantics it never gets: the answer comes
@@ -117,7 +101,7 @@ def test_a_body_over_the_bound_is_refused_before_it_is_read(fake_hub, tmp_path):
             "POST /webhook HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
             f"X-Webhook-Secret: {SECRET}\r\nContent-Length: {30 * 1024 * 1024}\r\n\r\n"
         )
-        answer = _raw(s.url, head.encode())
+        answer = raw_request(s.url, head.encode())
         assert answer.startswith(b"HTTP/1.1 413"), answer[:200]
         assert b"limit 65536" in answer
         metrics = s.drained()
@@ -134,7 +118,7 @@ def test_a_chunked_body_is_cut_at_the_bound(fake_hub, tmp_path):
             "POST /webhook HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
             f"X-Webhook-Secret: {SECRET}\r\nTransfer-Encoding: chunked\r\n\r\n"
         )
-        answer = _raw(s.url, head.encode() + body)
+        answer = raw_request(s.url, head.encode() + body)
         assert answer.startswith(b"HTTP/1.1 413"), answer[:200]
         assert s.drained().get("accepted", 0) == 0
 
@@ -163,7 +147,9 @@ def test_a_wrong_secret_never_reads_the_body(tmp_path):
             "X-Webhook-Secret: wrong\r\nContent-Length: 1000000\r\n\r\n"
         )
         start = time.monotonic()
-        answer = _raw(s.url, head.encode())  # the body is never sent: the answer comes anyway
+        answer = raw_request(
+            s.url, head.encode()
+        )  # the body is never sent: the answer comes anyway
         assert answer.startswith(b"HTTP/1.1 401"), answer[:200]
         assert time.monotonic() - start < 25
         assert json.loads(answer.split(b"\r\n\r\n", 1)[1]) == {
@@ -186,7 +172,7 @@ def test_the_documented_payload_and_curl_command_are_queued(fake_hub, tmp_path):
     assert "--data-binary @push.json" in curl
     headers["X-Webhook-Secret"] = SECRET  # $EOSFIX_WEBHOOK_SECRET
     name, sha = body["repo"]["name"], body["repo"]["headSha"]
-    fake_hub.add_repo(name, _files(BROKEN))
+    fake_hub.add_repo(name, repo_files(BROKEN))
     config = ServeConfig(secret=SECRET, state_dir=tmp_path / "state", dry_run=True)
     with Service(config) as s:
         url = re.search(r"(http://127\.0\.0\.1:\d+)/webhook", curl).group(1)

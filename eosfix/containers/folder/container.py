@@ -13,7 +13,7 @@ from eosfix.containers.folder.keys import FolderStops
 from eosfix.containers.folder.plan import FilePatch, plan_patches
 from eosfix.containers.folder.read import load_repo
 from eosfix.containers.folder.runtime_table import runtime_table
-from eosfix.containers.target import cache_snapshot
+from eosfix.containers.paths import cache_snapshot
 from eosfix.core.errors import EosfixError
 from eosfix.core.repo import ModelRepo
 from eosfix.decide.check import RepoCheck
@@ -85,5 +85,5 @@ def fix_folder(
         if not written:
             return Fixed(planned)
         now = analyze(open_folder(root))  # the state after writing, read back
-    notes = [note for name in written if (note := links.get(name))]
-    return Fixed(planned, now, tuple(written), {"notes": notes} if notes else {})
+    notes = tuple(note for name in written if (note := links.get(name)))
+    return Fixed(planned, now, tuple(written), notes=notes)

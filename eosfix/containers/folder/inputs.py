@@ -19,7 +19,7 @@ from eosfix.core.models import eos_tuple, well_formed_eos
 from eosfix.core.repo import TOKENIZER_CONFIG, ModelRepo, TokenInfo
 from eosfix.runtimes import StopInputs
 from eosfix.runtimes.llamacpp import ConverterInputs, converter_special_ids
-from eosfix.runtimes.rule import Malformed
+from eosfix.runtimes.rule import Layout, Malformed
 
 
 def token_ids(
@@ -48,9 +48,11 @@ def inputs_from_files(
     known: Mapping[str, int | None],
     eos: TokenInfo | None,
     bom: frozenset[str] = frozenset(),
+    unreadable: frozenset[str] = frozenset(),
 ) -> StopInputs:
-    """StopInputs from generation_config.json / config.json objects (``None``: file absent);
-    ``bom``: the files that start with a byte-order mark."""
+    """StopInputs from generation_config.json / config.json objects (``None``: file absent,
+    or not JSON at all); ``bom``: the files that start with a byte-order mark; ``unreadable``:
+    the files that are not JSON at all."""
     gen_eos, gen_list = eos_value(gen)
     raw = None if gen is None else gen.get("eos_token_id")
     malformed = None if raw is None or well_formed_eos(raw) else Malformed(raw)
@@ -77,8 +79,17 @@ def inputs_from_files(
         text_config_model_type=_model_type(text),
         text_config_has_eos_key=text is not None and "eos_token_id" in text,
         bom=bom,
+        unreadable=unreadable,
+        layout=layout(repo),
         generation_config_eos_malformed=malformed,
     )
+
+
+def layout(repo: ModelRepo) -> Layout:
+    """What in the folder decides whether a runtime opens a file: an ``added_tokens_decoder``
+    in tokenizer_config.json (transformers then never opens special_tokens_map.json)."""
+    tok = repo.tokenizer_config
+    return Layout(added_tokens_decoder=tok is not None and tok.added_tokens_decoder is not None)
 
 
 def _model_type(data: Mapping[str, Any] | None) -> str | None:

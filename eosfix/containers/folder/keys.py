@@ -37,7 +37,11 @@ from dataclasses import dataclass
 from eosfix.analysis.terminators import STOP_STRING, Terminator, TerminatorSet
 from eosfix.containers.folder.earlystop import review_stop_ids
 from eosfix.containers.folder.inputs import inputs_from_files
-from eosfix.containers.folder.refusals import bom_findings, malformed_finding
+from eosfix.containers.folder.refusals import (
+    bom_findings,
+    malformed_finding,
+    unreadable_findings,
+)
 from eosfix.core.codes import EOS001, EOS002, EOS003, EOS004, EOS015, Finding, finding
 from eosfix.core.models import eos_tuple, well_formed_eos
 from eosfix.core.repo import CONFIG, GENERATION_CONFIG, ModelRepo, TokenInfo
@@ -136,10 +140,28 @@ def _token_str(t: Terminator) -> str:
     return f"{t.content} ({t.id})" if t.id is not None else t.content
 
 
+def _fallback_key(stop: StopConfig) -> str:
+    return "text_config.eos_token_id" if stop.source.endswith("text_config") else "eos_token_id"
+
+
 def _missing_file_message(repo: ModelRepo, stop: StopConfig, names: str) -> str:
-    """EOS002: what transformers falls back to when generation_config.json is missing."""
+    """EOS002: what transformers falls back to when generation_config.json is missing (or not
+    JSON at all: it ignores that file)."""
+    unreadable = repo.unreadable.get(GENERATION_CONFIG)
+    if unreadable is not None:
+        why = unreadable.why.split(" (")[0]
+        reads = f"{CONFIG}, whose {_fallback_key(stop)} {stop.raw}" if stop.ids else None
+        said = (
+            f"does not include {names}: generation runs past the turn end"
+            if reads
+            else f"sets none: generation never stops on {names}"
+        )
+        return (
+            f"generation_config.json {why}, so transformers ignores it and reads "
+            f"{reads or CONFIG + ', which'} {said}"
+        )
     if stop.ids:
-        key = "text_config.eos_token_id" if stop.source.endswith("text_config") else "eos_token_id"
+        key = _fallback_key(stop)
         return (
             f"generation_config.json is missing and config.json's {key} {stop.raw} does not "
             f"include {names}: generation runs past the turn end"
@@ -198,7 +220,11 @@ class FolderStops:
         )
         have = set(stop.ids or ())
         missing = [t for t in ts.terminators if t.id is not None and t.id not in have]
-        findings = [*bom_findings(repo, config_json=config_json), *early]
+        findings = [
+            *unreadable_findings(repo),
+            *bom_findings(repo, config_json=config_json),
+            *early,
+        ]
         if malformed is not None:
             findings.insert(0, malformed)
         if proposed is None and repo.templates:

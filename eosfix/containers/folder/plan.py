@@ -6,7 +6,9 @@ re-parsing, and idempotent. A missing generation_config.json is created with wha
 would have derived from config.json (``GenerationConfig.from_model_config``), so nothing else
 about generation changes. A file written that starts with a UTF-8 byte-order mark loses it
 (the one byte change beyond the ids): every runtime's JSON reader refuses the mark (EOS017),
-which overrides the design's "keep the BOM" for these files.
+which overrides the design's "keep the BOM" for these files. A generation_config.json that is
+not JSON at all (EOS020) is written whole, from config.json as a missing one would be; ``fix``
+keeps its old bytes beside it (``FilePatch.backup``).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from typing import Any
 
 from eosfix.core.errors import VerificationError
 from eosfix.core.jsonedit import set_json_value
-from eosfix.core.repo import CONFIG, GENERATION_CONFIG, ModelRepo
+from eosfix.core.repo import CONFIG, GENERATION_CONFIG, ModelRepo, UnreadableFile
 from eosfix.decide.check import RepoCheck
 
 # GenerationConfig attributes that from_model_config copies from config.json (transformers
@@ -74,15 +76,26 @@ _SUBCONFIGS = ("decoder", "generator", "text_config")
 BOM = "\ufeff"
 
 
+CORRUPT_SUFFIX = ".corrupt"  # generation_config.json.corrupt: the bytes of a file replaced
+
+
 @dataclass(frozen=True)
 class FilePatch:
     file: str  # repo-relative
     old_text: str | None  # None: the file is created
     new_text: str
+    # Why the old file is written whole, not edited: it is not JSON at all ("is empty", "is
+    # not valid JSON (...)"); its bytes are kept beside it, in ``backup``.
+    replaces: str = ""
 
     @property
     def created(self) -> bool:
         return self.old_text is None
+
+    @property
+    def backup(self) -> str | None:
+        """Where ``fix`` keeps the old bytes of a file it replaces whole (None: it edits)."""
+        return self.file + CORRUPT_SUFFIX if self.replaces else None
 
     how = ""  # a file is always written whole (atomically)
 
@@ -98,27 +111,40 @@ class FilePatch:
         the file named unless it is generation_config.json), and the byte-order mark it
         removes (the file named then)."""
         data = json.loads(self.new_text.removeprefix(BOM))
-        old = {} if self.old_text is None else json.loads(self.old_text.removeprefix(BOM))
+        unread = self.old_text is None or self.replaces
+        old = {} if unread else json.loads((self.old_text or "").removeprefix(BOM))
         if "eos_token_id" in data or not isinstance(data.get("text_config"), dict):
             key, new, before = "eos_token_id", data.get("eos_token_id"), old.get("eos_token_id")
         else:
             key, new = "text_config.eos_token_id", data["text_config"].get("eos_token_id")
             before = (old.get("text_config") or {}).get("eos_token_id")
         ids = f"{key} -> {_ids_text(new)}" if self.created or new != before else ""
+        if self.replaces:
+            why = self.replaces.split(" (")[0]  # "is not valid JSON", without the detail
+            whole = f"(the old {self.file} {why}: its bytes kept as {self.backup})"
+            return f"{ids} in a new {self.file} {whole}" if ids else f"a new {self.file} {whole}"
         mark = "byte-order mark removed" if self.bom_removed else ""
         text = " and the ".join(t for t in (ids, mark) if t)
         named = self.file != GENERATION_CONFIG or not ids
         return f"{self.file}: {text}" if named else text
 
     def as_json(self) -> dict[str, Any]:
-        return {"file": self.file, "created": self.created, "diff": self.diff()}
+        out: dict[str, Any] = {"file": self.file, "created": self.created, "diff": self.diff()}
+        if self.replaces:
+            out |= {"replaced": self.replaces, "kept_as": self.backup}
+        return out
 
     def diff(self, name: str = "") -> str:
         """A unified diff, as ``git diff`` would show it: the file named under ``name``, the
         folder it is in (``models/chat``), or relative to the repo when ``name`` is empty."""
-        old = (self.old_text or "").splitlines(keepends=True)
-        new = self.new_text.splitlines(keepends=True)
+        old_text = self.old_text or ""
         path = f"{name.rstrip('/')}/{self.file}" if name else self.file
+        # Bytes a terminal does not show (NULs) are not diffed: a line before the diff says
+        # what the file holds and where its bytes go (patch and git apply skip such lines).
+        hidden = self.replaces and any(c < " " and c not in "\t\n\r" for c in old_text)
+        head = f"{path} {self.replaces}: not shown; fix keeps it as {self.backup}\n"
+        old = [] if hidden else old_text.splitlines(keepends=True)
+        new = self.new_text.splitlines(keepends=True)
         # A name with a space ends with a tab, as git and GNU diff write it: patch -p1 reads
         # a name up to the first space otherwise.
         tab = "\t" if " " in path else ""
@@ -126,10 +152,11 @@ class FilePatch:
         import difflib  # only a diff needs it (a check that finds nothing to fix shows none)
 
         lines = difflib.unified_diff(old, new, src, f"b/{path}{tab}")
-        return "".join(
+        body = "".join(
             line if line.endswith("\n") else line + "\n\\ No newline at end of file\n"
             for line in lines
         )
+        return head + body if hidden else body
 
 
 def _ids_text(ids: Any) -> str:
@@ -174,8 +201,25 @@ def _verify(text: str, key_path: tuple[str, ...], value: list[int], file: str) -
         raise VerificationError("planned edit is not stable; nothing written", path=file)
 
 
+def _replacement(check: RepoCheck, old: UnreadableFile) -> FilePatch:
+    """A generation_config.json that is not JSON at all, written whole: what transformers reads
+    in its place (config.json's generation settings, as for a missing file), with the
+    proposed ids when there are. ExLlamaV2 and ollama cannot load the model until then."""
+    cfg = check.repo.files.get(CONFIG)
+    data = derived_generation_config(cfg.data if cfg else None)
+    if check.proposed is not None:
+        data["eos_token_id"] = list(check.proposed)
+    new = json.dumps(data, indent=2, sort_keys=True) + "\n"
+    if check.proposed is not None:
+        _verify(new, ("eos_token_id",), list(check.proposed), GENERATION_CONFIG)
+    return FilePatch(GENERATION_CONFIG, old.text, new, replaces=old.why)
+
+
 def plan_generation_config(check: RepoCheck) -> FilePatch | None:
     """The generation_config.json edit (or creation) that adds the missing terminators."""
+    unreadable = check.repo.unreadable.get(GENERATION_CONFIG)
+    if unreadable is not None:
+        return _replacement(check, unreadable)
     gen = check.repo.files.get(GENERATION_CONFIG)
     if check.proposed is None:  # the ids stay; a byte-order mark still goes (EOS017)
         bom = gen is not None and gen.text.startswith(BOM)

@@ -4,7 +4,9 @@
 is read here, through a memory map, and decoded: its ``added_tokens`` and post-processor
 (``read_tokenizer_head``); the vocabulary is loaded with the ``tokenizers`` library only if an
 id must come from it. Each JSON file is checked against its view in ``eosfix.core.models``
-(plain Python; pydantic only words the error of a malformed file).
+(plain Python; pydantic only words the error of a malformed file). A generation_config.json or
+special_tokens_map.json that is not JSON at all is read as absent and kept in
+``ModelRepo.unreadable`` (``READ_PAST``); any other file that cannot be read refuses the folder.
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ from eosfix.core.repo import (
     ModelRepo,
     TokenInfo,
     TokenizerHead,
+    UnreadableFile,
 )
 
 
@@ -109,11 +112,42 @@ def _refuse(view: type, data: dict[str, Any], path: Path) -> None:
         raise RepoLoadError(f"{where}: {err['msg'].lower()} (got {value})", path=path) from None
 
 
-def _load_json(root: Path, name: str, model: type[M]) -> tuple[JsonFile, M] | None:
+# Files runtimes read with a fallback, or only in some folders, which eosfix reads on past when
+# they are not JSON at all (empty, NUL bytes, cut short), as if missing: what each runtime does
+# with one is its own (``eosfix.runtimes``' refusals, EOS020). Any other file that is not JSON
+# refuses the folder: every runtime refuses it.
+READ_PAST = (GENERATION_CONFIG, SPECIAL_TOKENS_MAP)
+
+
+def _why_not_json(text: str) -> str | None:
+    """Why a file's text is not JSON, as EOS020 says it; None when it parses."""
+    if not text.strip():
+        return "is empty" if not text else "holds only whitespace"
+    if not text.strip("\x00"):
+        return f"holds only NUL bytes ({len(text)})"
+    try:
+        json.loads(text.removeprefix(BOM))
+    except json.JSONDecodeError as exc:
+        return f"is not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})"
+    except (RecursionError, ValueError):  # refused below, with the reason
+        return None
+    return None
+
+
+def _load_json(
+    root: Path, name: str, model: type[M], unreadable: dict[str, UnreadableFile] | None = None
+) -> tuple[JsonFile, M] | None:
+    """The file parsed and checked (None: absent); ``unreadable``: where a file of READ_PAST
+    that is not JSON goes, read as absent."""
     path = root / name
     if not present(path):  # neither a file nor a link (a dangling one is an error)
         return None
     text = decode_text(read_bytes(path), path)
+    if unreadable is not None and name in READ_PAST:
+        why = _why_not_json(text)
+        if why is not None:
+            unreadable[name] = UnreadableFile(name, text, why)
+            return None
     data = parse_json_text(text, path)
     parsed = validate(model, data, path)
     return JsonFile(name, path, text, data), parsed
@@ -291,8 +325,8 @@ def load_repo(path: str | Path) -> ModelRepo:
         raise RepoLoadError("not a directory", path=root)
     repo = ModelRepo(root=root)
     tok = _load_json(root, TOKENIZER_CONFIG, TokenizerConfig)
-    stm = _load_json(root, SPECIAL_TOKENS_MAP, SpecialTokensMap)
-    gen = _load_json(root, GENERATION_CONFIG, GenerationConfig)
+    stm = _load_json(root, SPECIAL_TOKENS_MAP, SpecialTokensMap, repo.unreadable)
+    gen = _load_json(root, GENERATION_CONFIG, GenerationConfig, repo.unreadable)
     cfg = _load_json(root, CONFIG, ModelConfig)
     for loaded in (tok, stm, gen, cfg):
         if loaded is not None:

@@ -1,4 +1,4 @@
-"""EOS017 and EOS018: what the runtimes' JSON reading refuses in a folder's files.
+"""EOS017, EOS018 and EOS020: what the runtimes' JSON reading refuses in a folder's files.
 
 - EOS017: a JSON file that starts with a UTF-8 byte-order mark. eosfix reads past the mark;
   no runtime does (Python's ``json``, Go's ``encoding/json``, Rust's ``serde_json``): each
@@ -10,7 +10,14 @@
   run, reads it as ids, holds what no token equals, or ignores it), and the ids it names,
   which ``fix`` writes as a list of ints.
 
-Both say it per runtime from ``eosfix.runtimes``' ``Refusals`` (executed where the runtime
+- EOS020: a generation_config.json or special_tokens_map.json that is not JSON at all (empty,
+  NUL bytes, cut short), which eosfix reads past as if missing: each runtime that opens the
+  file ignores it (transformers then stops on config.json's ids) or cannot load the model;
+  ``fix`` writes generation_config.json anew and keeps the old bytes beside it. A
+  special_tokens_map.json that transformers never opens (tokenizer_config.json lists
+  ``added_tokens_decoder``) is a warning, as is a byte-order mark in it (EOS017).
+
+Each says it per runtime from ``eosfix.runtimes``' ``Refusals`` (executed where the runtime
 installs: tests/conformance/). Pure.
 """
 
@@ -19,10 +26,12 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from eosfix.core.codes import EOS017, EOS018, Finding, finding
-from eosfix.core.repo import CONFIG, GENERATION_CONFIG, ModelRepo
+from eosfix.containers.folder.inputs import layout
+from eosfix.containers.folder.plan import CORRUPT_SUFFIX
+from eosfix.core.codes import EOS017, EOS018, EOS020, Finding, Severity, finding
+from eosfix.core.repo import CONFIG, GENERATION_CONFIG, SPECIAL_TOKENS_MAP, ModelRepo
 from eosfix.runtimes import RUNTIMES
-from eosfix.runtimes.rule import FAILS, IGNORES
+from eosfix.runtimes.rule import FAILS, IGNORES, Layout
 
 _BOM_EFFECTS = {  # (one runtime, several)
     IGNORES: (
@@ -41,15 +50,35 @@ def _group(names: Sequence[str], what: tuple[str, str]) -> str:
     return f"{_names(names)} {what[0] if len(names) == 1 else what[1]}"
 
 
+def _effects(name: str, where: Layout) -> list[str]:
+    """What the runtimes that open ``name`` do when their JSON reader refuses it, by effect:
+    ``transformers and vLLM ignore the file (...)``, ``ExLlamaV2 cannot load the model``."""
+    groups = []
+    for effect, words in _BOM_EFFECTS.items():
+        who = [rt.name for rt in RUNTIMES if rt.refusals.effect(name, where) == effect]
+        if who:
+            groups.append(_group(who, words))
+    return groups
+
+
+def _unopened(name: str) -> str:
+    """Why no runtime opens ``name`` in this folder (special_tokens_map.json only)."""
+    return (
+        f"no runtime opens {name} here (tokenizer_config.json lists added_tokens_decoder, so "
+        "transformers' tokenizer never reads it)"
+    )
+
+
 def bom_findings(repo: ModelRepo, *, config_json: bool = False) -> list[Finding]:
     """EOS017 for each file read that starts with a byte-order mark."""
     out = []
+    where = layout(repo)
     for name in repo.bom:
-        groups = []
-        for effect, words in _BOM_EFFECTS.items():
-            who = [rt.name for rt in RUNTIMES if rt.refusals.bom.get(name) == effect]
-            if who:
-                groups.append(_group(who, words))
+        groups = _effects(name, where)
+        if not groups and name == SPECIAL_TOKENS_MAP:
+            msg = f"{name} starts with a UTF-8 byte-order mark: {_unopened(name)}"
+            out.append(finding(EOS017, name, msg, severity=Severity.WARNING, fixable=False))
+            continue
         said = ", ".join(groups) if groups else "a runtime reading it cannot parse it"
         fixable = name == GENERATION_CONFIG or (name == CONFIG and config_json)
         remedy = "fix removes the mark" if fixable else "remove the mark (its first 3 bytes)"
@@ -58,6 +87,28 @@ def bom_findings(repo: ModelRepo, *, config_json: bool = False) -> list[Finding]
             f"{remedy}"
         )
         out.append(finding(EOS017, name, msg, fixable=fixable))
+    return out
+
+
+def unreadable_findings(repo: ModelRepo) -> list[Finding]:
+    """EOS020 for each file read past because it is not JSON at all: what each runtime that
+    opens it does (it ignores the file, or cannot load the model), and what ``fix`` does."""
+    out = []
+    where = layout(repo)
+    for name, f in sorted(repo.unreadable.items()):
+        groups = _effects(name, where)
+        if not groups:
+            msg = f"{name} {f.why}: {_unopened(name)}; delete it, or save the tokenizer again"
+            out.append(finding(EOS020, name, msg, severity=Severity.WARNING, fixable=False))
+            continue
+        fixable = name == GENERATION_CONFIG
+        remedy = (
+            f"fix writes a new one from config.json, keeping these bytes as {name}{CORRUPT_SUFFIX}"
+            if fixable
+            else "delete it, or save the tokenizer again"
+        )
+        msg = f"{name} {f.why}, which JSON readers refuse: {', '.join(groups)}; {remedy}"
+        out.append(finding(EOS020, name, msg, fixable=fixable))
     return out
 
 

@@ -31,10 +31,13 @@ def inputs_from_files(
     patches: Sequence[FilePatch] = (),
 ) -> StopInputs:
     """StopInputs from generation_config.json / config.json objects (``None``: file absent),
-    the byte-order marks as ``patches`` leave them."""
+    the byte-order marks and the files that are not JSON as ``patches`` leave them."""
     terms = {t.content: t.id for t in check.terminators.terminators}
     bom = frozenset(check.repo.bom) - {p.file for p in patches if p.bom_removed}
-    return stopinputs.inputs_from_files(gen, cfg, check.repo, terms, check.tokenizer_eos, bom)
+    unreadable = frozenset(check.repo.unreadable) - {p.file for p in patches if p.replaces}
+    return stopinputs.inputs_from_files(
+        gen, cfg, check.repo, terms, check.tokenizer_eos, bom, unreadable
+    )
 
 
 def _data(check: RepoCheck, name: str, patches: Sequence[FilePatch]) -> dict[str, Any] | None:

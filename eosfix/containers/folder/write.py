@@ -1,5 +1,9 @@
 """Write a model folder's planned edits: every file or none, and safely in a cache snapshot.
 
+A file replaced whole (a generation_config.json that is not JSON at all) has its old bytes
+written beside it first (``FilePatch.backup``, ``generation_config.json.corrupt``), never over
+other bytes already there; a failure removes that copy with the rest.
+
 Each file is checked writable before the first is written (a symlink, a read-only file, a
 folder that is not writable refuse the whole fix), and an unforeseen failure on a later file
 (disk full, I/O error) puts the earlier ones back as they were.
@@ -22,7 +26,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from eosfix.containers.folder.plan import FilePatch
-from eosfix.containers.target import cache_snapshot
+from eosfix.containers.paths import cache_snapshot
 from eosfix.core import fileio
 from eosfix.core.errors import EosfixError, WriteError
 from eosfix.core.fileio import check_holds, check_writable, write_atomic
@@ -45,6 +49,7 @@ def write_patches(
     """
     for patch in patches:  # all or nothing: refuse before writing the first file
         _check_writable(root, patch, replace_symlinks)
+        _check_backup(root, patch)
     for patch in patches:  # another program's edit since eosfix read the file is never lost
         target = root / patch.file
         if not _already(target, patch.new_text):
@@ -61,9 +66,14 @@ def _write_all(root: Path, patches: Sequence[FilePatch], replace_symlinks: bool)
     """Write every patch, or none: an unforeseen failure (disk full, I/O error) on a later
     file puts the earlier ones back as they were (a created file is removed)."""
     written: list[FilePatch] = []
+    kept: list[Path] = []  # backups written by this run
     try:
         for patch in patches:
             target = root / patch.file
+            if patch.backup is not None and not _already(target, patch.new_text):
+                backup = root / patch.backup
+                if fileio.write_if_changed(backup, patch.old_text or "", old_text=None):
+                    kept.append(backup)
             if fileio.write_if_changed(
                 target,
                 patch.new_text,
@@ -72,6 +82,9 @@ def _write_all(root: Path, patches: Sequence[FilePatch], replace_symlinks: bool)
             ):
                 written.append(patch)
     except BaseException as exc:  # any error (a raw OSError, Ctrl-C too): all or nothing
+        for backup in kept:
+            with contextlib.suppress(Exception):
+                backup.unlink(missing_ok=True)
         for done in reversed(written):
             target = root / done.file
             with contextlib.suppress(Exception):  # best effort: report the first failure
@@ -98,6 +111,20 @@ def write_blocker(
     except WriteError as exc:
         return exc
     return None
+
+
+def _check_backup(root: Path, patch: FilePatch) -> None:
+    """Refuse to replace a file whole when its backup's name holds other bytes: the bytes it
+    keeps from an earlier replacement are never overwritten."""
+    if patch.backup is None or _already(root / patch.file, patch.new_text):
+        return
+    path = root / patch.backup
+    if path.is_symlink() or (path.exists() and not _already(path, patch.old_text or "")):
+        raise WriteError(
+            f"it holds other bytes, and fix would keep {patch.file}'s there before writing a "
+            f"new one: move it away, then run fix again",
+            path=path,
+        )
 
 
 def _already(target: Path, new_text: str) -> bool:

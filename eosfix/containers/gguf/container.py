@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from eosfix.containers.fixed import A, Fixed
 from eosfix.containers.gguf.hubparams import OllamaParams
@@ -120,7 +120,7 @@ def fix_gguf(
     over the original (or written to ``output``: for a split, every shard). Nothing is
     written when the terminators cannot be expressed; the written file is analysed again and
     must need no further fix. ``output`` with nothing to fix gets a verified copy
-    (``extra["write"]["mode"] == "copy"``; nothing counts as written). An existing ``output``
+    (``Fixed.write.mode == "copy"``; nothing counts as written). An existing ``output``
     is refused unless ``force``, the input itself too (with ``force``, it is fixed in place).
     """
     from eosfix.containers.gguf.write import copy_gguf, in_place_or_output, write_token_ids
@@ -135,7 +135,7 @@ def fix_gguf(
         if output is None:
             return Fixed(planned)
         copied = copy_gguf(header, output, shards=shards, force=force, progress=progress)
-        return Fixed(planned, extra={"write": _write_json(copied)}, output=copied.path)
+        return Fixed(planned, write=copied, output=copied.path)
     values = container.values(planned.patches)
     link = hard_link_note(header.path) if output is None else None
     written = write_token_ids(
@@ -145,18 +145,8 @@ def fix_gguf(
     proposed = set(planned.check.proposed or ())
     if again.patches or set(again.check.stop.ids or ()) != proposed:
         raise VerificationError("the written file does not stop as planned", path=written.path)
-    notes = {"notes": [link]} if link and written.mode == "rewrite" else {}
+    notes = (link,) if link and written.mode == "rewrite" else ()
     return Fixed(
-        planned, again, tuple(str(p) for p in written.paths),
-        {"write": _write_json(written), **notes}, written.path if output is not None else None,
+        planned, again, tuple(str(p) for p in written.paths), written, notes,
+        written.path if output is not None else None,
     )  # fmt: skip
-
-
-def _write_json(written: Any) -> dict[str, object]:
-    return {
-        "path": str(written.path),
-        "paths": [str(p) for p in written.paths],
-        "mode": written.mode,
-        "bytes": written.bytes_written,
-        "data_sha256": written.data_sha256,
-    }

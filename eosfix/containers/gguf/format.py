@@ -34,8 +34,8 @@ FIELD_KEYS = {
     "eos_token_ids": EOS_IDS_KEY,
 }
 
-# tokenizer.ggml.token_type values: 1 normal, 3 control, 4 user-defined, 6 byte
-NORMAL, CONTROL, USER_DEFINED, BYTE = 1, 3, 4, 6
+# tokenizer.ggml.token_type values: 1 normal, 2 unknown, 3 control, 4 user-defined, 6 byte
+NORMAL, UNKNOWN, CONTROL, USER_DEFINED, BYTE = 1, 2, 3, 4, 6
 
 
 class ValueType(enum.IntEnum):

@@ -45,6 +45,11 @@ class OllamaParams:
     file_text: str | None = None  # the repo's params file as it is (valid or not)
 
     @property
+    def from_file(self) -> bool:
+        """The repo's own params file (else the Hub's conversion of the template)."""
+        return self.source == FROM_FILE
+
+    @property
     def stop(self) -> tuple[str, ...]:
         if self.problem is not None:
             return ()

@@ -45,12 +45,8 @@ from eosfix.containers.gguf.format import (
     ValueType,
     key_name,
 )
-from eosfix.containers.gguf.tokens import (
-    NO_STRINGS,
-    OFFSET,
-    Strings,
-    TokenTable,
-)
+from eosfix.containers.gguf.pieces import GgufTokens
+from eosfix.containers.gguf.tokens import NO_STRINGS, OFFSET, Strings
 from eosfix.core.errors import RepoLoadError, reading
 from eosfix.core.repo import ChatTemplate, ModelRepo, TokenInfo
 from eosfix.core.saferead import open_regular
@@ -940,7 +936,7 @@ def model_from_header(
         templates=_templates(header),
         special_tokens=named,
         added_tokens=added,
-        vocabulary=TokenTable(tokens.ids()),
+        vocabulary=GgufTokens(tokens.ids(), tokens, types, vocab.model),
     )
     return GgufModel(
         path, header, vocab, specials, repo, types or None,

@@ -7,10 +7,11 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from eosfix.containers.gguf.eos_ids import ollama_view
 from eosfix.containers.gguf.format import CONTROL, field_key
-from eosfix.containers.gguf.hubparams import OllamaParams, plan_params
+from eosfix.containers.gguf.hubparams import OllamaParams, ParamsPlan, plan_params
 from eosfix.containers.gguf.plan import GgufEdit, GgufValue
 from eosfix.containers.gguf.read import GgufModel
 from eosfix.decide.check import RepoCheck
@@ -72,17 +73,27 @@ def runtime_table(
     return build_table(check, [llama, row])
 
 
+@dataclass(frozen=True)
+class HubTable(RuntimeTable):
+    """The verdicts of a GGUF on the Hub, and the params file a pull request would write
+    (``params_plan``), planned here once, for the ollama release the verdicts are for: the
+    table's "after" column is what that file makes ollama stop on."""
+
+    params_plan: ParamsPlan | None = None
+
+
 def hub_runtime_table(
     model: GgufModel,
     check: RepoCheck,
     patches: Sequence[GgufEdit],
     pins: Pins | None,
     params: OllamaParams,
-) -> RuntimeTable:
+) -> HubTable:
     """A GGUF on the Hub: llama.cpp's set (LM Studio runs it too), and what ``ollama run
     hf.co/...`` stops on: its engine's set for the file plus the stop strings of the params
     the Hub hands it, those it can see (``eosfix.runtimes.ollama.hub``); after the fix, with
-    the planned keys and the planned params (``eosfix.containers.gguf.hubparams``)."""
+    the planned keys and the planned params (``eosfix.containers.gguf.hubparams``), planned
+    for the pinned release (``--runtime ollama==X``; else the latest eosfix read)."""
     now = frozenset(check.stop.ids or ())
     after = now if check.proposed is None else frozenset(check.proposed)
     llama = RowInputs(GGUF_READER, GGUF_READER.current, (now, after, after))
@@ -106,4 +117,6 @@ def hub_runtime_table(
         note = f"the repo's params file is refused ({params.problem}); " + note
     row = RowInputs(hub.RUNTIME, hub.RUNTIME.rule_for(pinned), (ids_before, ids_after, ids_after),
                     pinned=pinned, note=note)  # fmt: skip
-    return build_table(check, [llama, row])
+    table = build_table(check, [llama, row])
+    fields = {f.name: getattr(table, f.name) for f in dataclasses.fields(table)}
+    return HubTable(**fields, params_plan=plan)

@@ -8,15 +8,16 @@ resident memory stays up long after the check. So:
 
 - ``Strings``: one string array, as the array's bytes (its items with their 8-byte length
   prefixes, copied once from the file) and an ``array`` of 4-byte offsets, where each item
-  begins; an item is decoded when asked for (UTF-8, bytes that are not kept by
-  ``surrogateescape``, so that distinct bytes are distinct texts).
+  begins; an item is decoded when asked for (UTF-8; bytes that are not UTF-8 are kept as
+  ``surrogateescape`` keeps them, so that distinct bytes are distinct texts).
 - ``TokenIds``: llama.cpp's ``token_to_id`` over a token list (an empty text is
   ``[EMPTY_<id>]``): an open-addressing table of 4-byte ids, at most half full, keyed by
   ``hash()`` of each text's bytes (SipHash, seeded per process: a hostile list cannot aim its
   texts at one slot). Built once per list, on first use, and kept with it (the quantisations
   of one model share their lists, ``read.KnownFields``). Building it finds the first text
   that two tokens share, which llama.cpp aborts on.
-- ``TokenTable``: the token list as a repo's vocabulary (``eosfix.core.repo.Vocabulary``).
+
+The list as a repo's vocabulary (text <-> id, ids as text) is ``eosfix.containers.gguf.pieces``.
 """
 
 from __future__ import annotations
@@ -26,8 +27,6 @@ from array import array
 from collections.abc import ItemsView, Iterator, Mapping, Sequence
 from itertools import count, islice
 from typing import Any, overload
-
-from eosfix.containers.gguf.format import TOKENS_KEY
 
 PREFIX = 8  # an item's length, a little-endian u64, before its bytes
 # An offset into one array's bytes: 4 bytes hold every header (MAX_HEADER_BYTES is 128 MiB).
@@ -226,23 +225,3 @@ class _InOrder(ItemsView[str, int]):
 
     def __iter__(self) -> Iterator[tuple[str, int]]:
         return zip(self._mapping, count())
-
-
-class TokenTable:
-    """A GGUF's token list as a repo's full vocabulary (``eosfix.core.repo.Vocabulary``):
-    text <-> id, no encoder."""
-
-    source = TOKENS_KEY
-    available = True
-
-    def __init__(self, ids: TokenIds) -> None:
-        self._ids = ids
-
-    def token_to_id(self, content: str) -> int | None:
-        return self._ids.get(content)
-
-    def id_to_token(self, token_id: int) -> str | None:
-        return self._ids.text(token_id)
-
-    def tokenizer(self) -> Any:
-        return None  # no encoder: explain shows no tokenized probe for this container

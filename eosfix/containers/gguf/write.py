@@ -28,7 +28,9 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import itertools
 import os
+import shlex
 import shutil
 import stat
 import struct
@@ -47,9 +49,10 @@ from eosfix.containers.gguf.read import (
     data_start,
     read_header,
     shard_name,
+    split_count,
     tensor_info_end,
 )
-from eosfix.containers.target import is_ollama_blob
+from eosfix.containers.paths import is_ollama_blob
 from eosfix.core.errors import VerificationError, WriteError
 from eosfix.core.fileio import (
     check_writable,
@@ -497,20 +500,50 @@ def output_targets(
     return targets
 
 
+def fixed_name(header: Header) -> str:
+    """A file name in the current folder that ``--output`` can write, none there yet:
+    ``model-fixed.gguf`` (a split: ``model-fixed-00001-of-00003.gguf``, the name llama.cpp
+    finds its shards by; ``model-fixed2...`` when that is taken)."""
+    count = split_count(header)
+    split = SPLIT_NAME.match(header.path.name)
+    stem = split["stem"] if split else header.path.name.removesuffix(".gguf")
+    for n in itertools.count(1):
+        base = f"{stem}-fixed" if n == 1 else f"{stem}-fixed{n}"
+        names = (
+            [shard_name(base, k, count) for k in range(1, count + 1)]
+            if count > 1
+            else [f"{base}.gguf"]
+        )
+        if not any(os.path.lexists(name) for name in names):
+            return names[0]
+    raise AssertionError("unreachable")
+
+
+def instead_command(header: Header) -> str:
+    """The command that writes the fixed model into a new file of the current folder."""
+    return shlex.join(["eosfix", "fix", str(header.path), "--output", fixed_name(header)])
+
+
 def check_in_place(header: Header) -> None:
-    """Refuse to fix the file itself when it must not be written, before anything is."""
+    """Refuse to fix the file itself when it must not be written, before anything is; the
+    error names the command that writes a new file instead, as it runs when typed."""
     if header.path.is_symlink():
+        command = instead_command(header)
         raise WriteError(
-            "is a symlink; refusing to write through it (its target may be shared): "
-            "use --output NEW.gguf",
+            "is a symlink; refusing to write through it (its target may be shared): write a "
+            f"new file instead: {command}",
             path=header.path,
+            instead=command,
         )
     if is_ollama_blob(header.path.resolve()):
+        command = instead_command(header)
+        new = command.rsplit(" ", 1)[-1]
         raise WriteError(
             "is an ollama blob: its name is the hash of its content, which the store's "
-            "manifests name, and eosfix never edits the store: use --output NEW.gguf "
-            "(then FROM ./NEW.gguf in a Modelfile)",
+            f"manifests name, and eosfix never edits the store: write a new file instead: "
+            f"{command} (then FROM ./{new} in a Modelfile)",
             path=header.path,
+            instead=command,
         )
     check_writable(header.path)
 

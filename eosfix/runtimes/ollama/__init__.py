@@ -128,9 +128,13 @@ RUNTIME = Runtime(
     floor="before 0.6.0 ollama picked no engine by architecture; those releases were not read",
     # ollama create: convert/tokenizer.go parseTokenizer json-decodes tokenizer.json,
     # tokenizer_config.json and generation_config.json (and convert.go config.json), and Go's
-    # encoding/json refuses a mark: the conversion fails (ollama@040a8e85)
+    # encoding/json refuses a mark, an empty or unparsable file: the conversion fails
+    # (ollama@040a8e85; generation_config.json at fb3076099 lines 179-188). Not modelled:
+    # convert/tokenizer_spm.go parseAdditionalSpecialTokens (lines 123-138) decodes
+    # special_tokens_map.json the same way, for a SentencePiece tokenizer.model only, a file
+    # eosfix does not read.
     refusals=Refusals(
-        bom=refusing(CONFIG, GENERATION_CONFIG, TOKENIZER_CONFIG, TOKENIZER_JSON),
+        files=refusing(CONFIG, GENERATION_CONFIG, TOKENIZER_CONFIG, TOKENIZER_JSON),
         eos=_read_int32_list,
     ),
 )

@@ -22,7 +22,7 @@ Requests share one process-wide connection pool, and no cookie is ever kept: an 
 ``Set-Cookie`` is refused, so nothing one identity was given (a signed-in user's session on
 the page, the bot's token) goes out with another's requests. huggingface_hub's own shared
 client (``HfApi``: pull requests, discussions) is made to keep none either where identities
-share a process (``keep_no_cookies``, from ``eosfix.batch.session.HubSession``).
+share a process (``keep_no_cookies``, from ``eosfix.targets.session.HubSession``).
 
 The time limits live in the socket layer (an httpcore network backend whose streams read the
 current request's ``Limit``, a context variable set around each request), because httpx's

@@ -18,7 +18,7 @@ Vocabulary:
 What the Hub answers is followed only where it may lead: a listing's next page only on the
 Hub's own host, never twice, only while pages bring new repos, at most ``bounds.MAX_PAGES``
 (``BadListing``); a repo id, commit id or file name is checked as people's input is (the
-repo-id grammar of ``eosfix.containers.target``) before it goes into a URL or the store's
+repo-id grammar of ``eosfix.core.hubid``) before it goes into a URL or the store's
 paths, and one that is not is the entry's ``problem`` (a failure row, never requested). A file
 is streamed into the store under its cap (``bounds.file_cap``) and kept only once whole and
 checked.
@@ -27,7 +27,7 @@ Weights are never downloaded: only ``eosfix.core.repo.RELEVANT_FILES`` and
 ``additional_chat_templates/*.jinja``, plus tokenizer.json when an id cannot be resolved
 without it. The token is whatever huggingface_hub finds unless one is given; it is never
 printed or logged. Nothing here checks or prints: ``eosfix.batch.hub`` runs an audit,
-``eosfix.batch.session`` checks a few repos. Requests go through ``eosfix.sources.hub.http``
+``eosfix.targets.session`` checks a few repos. Requests go through ``eosfix.sources.hub.http``
 (retries, rate limits); pull requests and uploads through ``eosfix.sources.hub.write``.
 """
 
@@ -47,8 +47,8 @@ import httpx2
 from huggingface_hub import constants
 from huggingface_hub.errors import RemoteEntryNotFoundError
 
-from eosfix.containers.target import is_hub_id
 from eosfix.core.errors import EosfixError
+from eosfix.core.hubid import is_hub_id
 from eosfix.core.repo import MODEL_FOLDER_FILES, TOKENIZER_JSON, is_relevant_file
 from eosfix.sources import holds_a_model
 from eosfix.sources.hub.bounds import LONGEST_WAIT, MAX_PAGES, file_cap
@@ -68,7 +68,7 @@ from eosfix.sources.hub.store import Manifest, Store, git_sha1_of, sha256_of
 _SHA_RE = re.compile(r"^[0-9a-f]{40}$")
 _ID_RE = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")
 # gguf: the Hub's summary of a GGUF repo (chat template, bos/eos texts, architecture): a
-# repo with GGUF files is read by its headers (eosfix.batch.gguf_hub), not its small files.
+# repo with GGUF files is read by its headers (eosfix.targets.gguf_hub), not its small files.
 _EXPAND = (("expand", "sha"), ("expand", "siblings"), ("expand", "gguf"))
 # What an audit reads of each listed repo: its commit and file names (the files to fetch),
 # its tags (``base_model:...``: which repos were made from one another), whether it is gated,
@@ -190,6 +190,12 @@ class HubEntry:
     @property
     def folder_files(self) -> bool:
         return self.tokenizer_json or any(f in MODEL_FOLDER_FILES for f in self.files or ())
+
+    container = "folder"  # an audit's unit is a repo, whatever its files
+
+    @property
+    def row_name(self) -> str:
+        return self.repo_id
 
     @property
     def revision_cell(self) -> str:
@@ -528,6 +534,24 @@ def _matches(sha1: str, sha256: str | None, etag: str, *, strict: bool = False) 
     if re.fullmatch(r"[0-9a-f]{64}", etag):
         return sha256 == etag
     return not strict
+
+
+@contextlib.contextmanager
+def quiet_progress() -> Iterator[None]:
+    """No huggingface_hub progress bars while the Hub is read: eosfix shows its own."""
+    from huggingface_hub.utils import (
+        are_progress_bars_disabled,
+        disable_progress_bars,
+        enable_progress_bars,
+    )
+
+    was_disabled = are_progress_bars_disabled()
+    disable_progress_bars()
+    try:
+        yield
+    finally:
+        if not was_disabled:
+            enable_progress_bars()
 
 
 def fetch_repo_files(

@@ -11,7 +11,7 @@ Vocabulary:
 
 A writer only writes what it is given: the new bytes and the PR's description come from the
 caller (``eosfix.batch.hub`` checks the repo; ``eosfix.render.pr`` writes the description),
-and an upload is gated by a check in ``eosfix.batch.session``.
+and an upload is gated by a check in ``eosfix.targets.session``.
 """
 
 from __future__ import annotations

@@ -136,7 +136,7 @@ def test_cache_fix_removes_the_mark(tmp_path):
 def test_hub_pr_carries_the_file_without_its_mark(fake_hub, run_eosfix):
     """Through the Hub: check names EOS017, and the pull request carries generation_config.json
     without the mark, saying so."""
-    from tests.batch.test_hub import sample_files
+    from tests.support.hubrepos import sample_files
 
     files = sample_files("chatml-missing-im-end")
     fixed = files[GEN].replace(b'"eos_token_id": 248044', b'"eos_token_id": [248044, 248046]')

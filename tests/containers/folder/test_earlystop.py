@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 
 import pytest
 
@@ -134,7 +135,7 @@ def test_keep_id_keeps_an_id_the_user_insists_on(sample_repo, run_eosfix):
 def test_keep_id_refuses_a_negative_id(sample_repo, run_eosfix):
     result = run_eosfix("check", sample_repo(HARMONY), "--keep-id", "-1")
     assert result.exit_code == 2
-    assert "Invalid value for '--keep-id'" in result.stderr
+    assert result.stderr == "error: --keep-id: -1 is not a token id (from 0 to 4294967295)\n"
 
 
 def test_the_tokenizer_eos_is_never_removed_and_says_why(tmp_path, run_eosfix):
@@ -204,10 +205,10 @@ def test_config_json_ids_are_a_warning_without_config_json_and_removed_with_it(
     assert result.patches == ()
     out = run_eosfix("check", repo).stdout
     caveats = [ln.strip() for ln in out.splitlines() if ln.startswith("  caveat")]
-    assert caveats == [  # one line for the runtimes cut alike
+    assert caveats == [  # one line for the runtimes cut alike, with the command that helps
         (
-            "caveat        SGLang, candle stop mid-reply at '#' (2) (they read config.json: "
-            "eosfix fix --config-json removes the id)"
+            "caveat        SGLang, candle stop mid-reply at '#' (2) (they read config.json; "
+            f"run: eosfix fix {shlex.quote(str(repo))} --config-json)"
         )
     ]
     fixed = api.check(repo, config_json=True)
@@ -472,7 +473,7 @@ def test_explain_table_and_render_say_where_runtimes_stop_early(run_eosfix):
     assert tf.split()[1:6] == ["stops", "early", "at", "<|end|>", "stops"]
     rendered = run_eosfix("render", SAMPLES / QWEN).stdout
     assert (
-        "this repo needs `eosfix fix`: today it stops on [151645, 151643, 2] "
+        f"this repo needs `eosfix fix {SAMPLES / QWEN}`: today it stops on [151645, 151643, 2] "
         "(generation_config.json), with 2, which eosfix fix removes"
     ) in rendered
 

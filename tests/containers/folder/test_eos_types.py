@@ -106,7 +106,7 @@ def test_an_object_is_still_refused_in_one_line(tmp_path, capsys, monkeypatch):
 
 
 def test_json_output_keeps_the_value_as_written_and_validates(tmp_path, capsys, monkeypatch):
-    from tests.render.test_schema import CHECK, valid
+    from tests.support.schemas import CHECK, valid
 
     _sample(tmp_path, '[248044, "248046"]')
     code, out, _ = run_in(capsys, monkeypatch, tmp_path, "check", "--format", "json", "m")

@@ -42,7 +42,7 @@ def test_eot_on_the_reasoning_closer_is_eos011_and_fix_points_it_at_the_turn_end
     assert set(result.check.proposed) == {ENDOFTEXT, TURN_END}
     code, out, _ = run(capsys, "check", path)
     assert code == 1
-    # ollama's row (its latest release runs llama-server, which reads these keys) since #27
+    # ollama's row too: its latest release runs llama-server, which reads these keys
     assert (
         "runtimes      would not stop: llama.cpp, ollama; stop inside a turn at <|think_end|>: "
         "llama.cpp, ollama; after fix: all stop\n"

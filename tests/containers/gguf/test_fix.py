@@ -263,9 +263,7 @@ def test_rewrite_reports_progress_in_bytes(tmp_path):
     assert result.error is None
     assert ("copy", 256 * 64, 256 * 64) in seen
     assert ("verify", 256 * 64, 256 * 64) in seen
-    assert (
-        result.extra["write"]["data_sha256"] == hashlib.sha256(bytes(range(256)) * 64).hexdigest()
-    )
+    assert result.write.data_sha256 == hashlib.sha256(bytes(range(256)) * 64).hexdigest()
 
 
 # --- truncated files, splits, --output, ids past the vocabulary -------------------

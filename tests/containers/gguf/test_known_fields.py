@@ -17,7 +17,6 @@ import pytest
 from eosfix.containers.gguf import read
 from eosfix.containers.gguf.read import KnownFields, model_from_header
 from eosfix.containers.gguf.remote import read_remote_header
-from tests.containers.gguf.test_real_llamacpp import ggml_vocab_files  # noqa: F401 (fixture)
 from tests.ggufs import BASE, chatml_pairs, kv, raw_gguf, str_kv
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -124,7 +123,7 @@ def test_siblings_still_share_their_tokens_after_hostile_headers():
 
 
 @pytest.mark.package_index
-def test_every_shipped_vocabulary_fits_the_default_budget(ggml_vocab_files):  # noqa: F811
+def test_every_shipped_vocabulary_fits_the_default_budget(ggml_vocab_files):
     """The default budget keeps every large field of each of llama.cpp's vocabularies
     (gemma-4's 262,144 tokens the largest), so their quantisations always share them."""
     for path in ggml_vocab_files:
@@ -140,18 +139,19 @@ def test_every_shipped_vocabulary_fits_the_default_budget(ggml_vocab_files):  # 
 
 CHILD = textwrap.dedent(
     """
-    import json, resource, sys
+    import json, sys
     from eosfix.containers.gguf.read import KnownFields
+    from tests.support.memory import peak_mib
     from tests.containers.gguf.test_known_fields import check_header, huge_tokens, odd_keys
 
     limit, tokens = int(sys.argv[1]), int(sys.argv[2])
-    known = KnownFields()  # as the process-wide one of eosfix.batch.gguf_hub
+    known = KnownFields()  # as the process-wide one of eosfix.targets.gguf_hub
     peaks = []
     for i in range(10):
         data = odd_keys(i) if i % 2 == 0 else huge_tokens(i, tokens)
         check_header(known, f"evil/r{i}/x.gguf", data)
         del data
-        peaks.append(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)
+        peaks.append(int(peak_mib()))
         if peaks[-1] - peaks[1 if i else 0] > limit:
             break  # unbounded already: spare the machine the rest
     print(json.dumps(peaks))
@@ -163,7 +163,7 @@ CHILD = textwrap.dedent(
 def test_ten_hostile_checks_leave_the_process_within_100_mb():
     """A process checking hostile headers (3,000 odd 8 KB keys; a million tokens, about 15 MB
     of header: both kinds in turn, ten checks) peaks no more than 100 MB above its peak after
-    the first check of each kind (ru_maxrss)."""
+    the first check of each kind (its own VmHWM: tests/support/memory.py)."""
     limit = 100
     proc = subprocess.run(
         [sys.executable, "-c", CHILD, str(limit), "1000000"],

@@ -11,79 +11,21 @@ eosfix reports as uncertain (and never counts on).
 from __future__ import annotations
 
 import importlib.metadata
-import os
 import shutil
-import subprocess
-import sys
-import tarfile
 from pathlib import Path
 
 import pytest
 
 from eosfix import api
 from eosfix.containers.gguf.format import CONTROL
+from eosfix.containers.gguf.pieces import DECODED_MODELS, piece
 from eosfix.containers.gguf.read import load_gguf
 from eosfix.runtimes import describe
 from eosfix.runtimes.llamacpp import LLAMA_CPP_COMMIT, LLAMA_CPP_PYTHON, end_of_generation
-from tests.conftest import unavailable
 from tests.ggufs import chatml, command_r, copy_with_templates, glm
 from tests.llamacpp_eog import real_eog
 
 pytestmark = pytest.mark.slow
-SDIST = "llama_cpp_python-0.3.36.tar.gz"
-MEMBERS = "vendor/llama.cpp/models/ggml-vocab-"
-
-
-def _cache() -> Path:
-    default = Path.home() / ".cache" / "eosfix-tests"
-    return Path(os.environ.get("EOSFIX_TEST_CACHE", default)) / "llama-cpp-python-0.3.36"
-
-
-def _sdist(cache: Path) -> Path:
-    """The sdist: EOSFIX_LLAMA_CPP_SDIST, the test cache, else ``pip download`` (registry)."""
-    given = os.environ.get("EOSFIX_LLAMA_CPP_SDIST")
-    if given:
-        return Path(given)
-    target = cache / SDIST
-    if not target.is_file():
-        cmd = [
-            sys.executable,
-            "-m",
-            "pip",
-            "download",
-            "--no-deps",
-            "--no-binary",
-            ":all:",
-            "llama-cpp-python==0.3.36",
-            "-d",
-            str(cache),
-        ]
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900, check=False)
-        if proc.returncode != 0 or not target.is_file():
-            unavailable(f"cannot get the llama-cpp-python 0.3.36 sdist: {proc.stderr[-300:]}")
-    return target
-
-
-@pytest.fixture(scope="session")
-def ggml_vocab_files() -> list[Path]:
-    """Every ggml-vocab-*.gguf of the llama-cpp-python 0.3.36 sdist, extracted once."""
-    cache = _cache()
-    folder = cache / "models"
-    if not (folder / ".complete").is_file():
-        cache.mkdir(parents=True, exist_ok=True)
-        with tarfile.open(_sdist(cache)) as tar:
-            folder.mkdir(exist_ok=True)
-            for m in tar.getmembers():
-                name = m.name.split("/", 1)[-1]
-                if name.startswith(MEMBERS) and name.endswith(".gguf") and m.isfile():
-                    src = tar.extractfile(m)
-                    assert src is not None
-                    with src, open(folder / Path(name).name, "wb") as dst:
-                        shutil.copyfileobj(src, dst)
-        (folder / ".complete").write_text("ok\n")
-    files = sorted(folder.glob("ggml-vocab-*.gguf"))
-    assert len(files) >= 19
-    return files
 
 
 def _agrees(path: Path, real: dict) -> None:
@@ -109,6 +51,23 @@ def test_model_equals_real_llama_cpp_on_every_shipped_vocab(ggml_vocab_files):
         assert specials.get("eos") == reals[path]["eos"], path.name
         if specials.get("eot") is not None:  # determined (not a hash-order pick)
             assert specials.get("eot") == reals[path]["eot"], path.name
+
+
+@pytest.mark.package_index  # the sdist holding the vocabularies comes from the index
+def test_token_pieces_equal_real_llama_cpp_on_every_shipped_vocab(ggml_vocab_files):
+    """``diagnose`` reads a GGUF's generated ids as text: each token's bytes as llama.cpp's
+    ``llama_token_to_piece`` writes them, for every vocabulary type eosfix decodes."""
+    decoded = [p for p in ggml_vocab_files if load_gguf(p).vocab.model in DECODED_MODELS]
+    assert decoded
+    reals = real_eog(decoded, pieces=True)
+    for path in decoded:
+        model = load_gguf(path)
+        tokens = model.header.value("tokenizer.ggml.tokens")
+        types = model.token_types or (1,) * len(tokens)
+        real = reals[path]["pieces"]
+        wrong = [i for i, (t, k) in enumerate(zip(tokens, types, strict=True))
+                 if piece(model.vocab.model, t, k).hex() != real[i]]  # fmt: skip
+        assert not wrong, (path.name, [(i, tokens[i], real[i]) for i in wrong[:5]])
 
 
 def _opener_template(path: Path) -> dict[str, str] | None:
@@ -213,8 +172,8 @@ def test_written_ggufs_before_and_after_fix(tmp_path):
     results = {name: api.fix(path) for name, path in cases.items()}
     assert results["chatml"].written == ()
     assert results["glm-taken"].written == ()  # cannot be expressed: nothing written
-    assert results["glm-in-place"].extra["write"]["mode"] == "in-place"
-    assert results["glm"].extra["write"]["mode"] == "rewrite"
+    assert results["glm-in-place"].write.mode == "in-place"
+    assert results["glm"].write.mode == "rewrite"
     after = real_eog(list(cases.values()))
     for path in cases.values():
         _agrees(path, after[path])
@@ -242,8 +201,8 @@ def test_remote_reads_agree_with_real_llama_cpp_on_the_file_downloaded_whole(
     bytes, downloaded whole."""
     from huggingface_hub import hf_hub_download
 
-    from eosfix.batch.gguf_hub import check_gguf_repo
     from eosfix.sources.hub.read import HubEntry, HubReader
+    from eosfix.targets.gguf_hub import check_gguf_repo
 
     written = [
         chatml(tmp_path / "chatml.gguf"),
@@ -257,9 +216,9 @@ def test_remote_reads_agree_with_real_llama_cpp_on_the_file_downloaded_whole(
     entry = reader.resolve(HubEntry("org/vocabs"))
     checked = check_gguf_repo(reader, entry)
     assert all(f.requests <= 4 for f in checked.files)  # the redirect, then at most 3 ranges
-    by_file = {r.extra["file"]: r for r in checked.results}
+    by_file = {r.gguf.file: r for r in checked.results}
     for r in checked.results:
-        for other in r.extra["alike"]:
+        for other in r.gguf.alike:
             by_file[other] = r
     assert set(by_file) == set(files)
     whole = {name: Path(hf_hub_download("org/vocabs", name)) for name in files}

@@ -24,7 +24,6 @@ from eosfix.containers.gguf.remote import (
     stop_fields,
 )
 from eosfix.core.errors import RepoLoadError
-from tests.containers.gguf.test_real_llamacpp import ggml_vocab_files  # noqa: F401 (fixture)
 from tests.ggufs import (
     BASE,
     chatml,
@@ -82,7 +81,7 @@ def test_remote_header_is_the_local_one(tmp_path, make):
 
 
 @pytest.mark.package_index  # the vocabularies come from the llama-cpp-python sdist
-def test_every_shipped_vocabulary_in_at_most_three_reads(ggml_vocab_files):  # noqa: F811
+def test_every_shipped_vocabulary_in_at_most_three_reads(ggml_vocab_files):
     """Real key/value sections of 0.6-15.8 MB: at most 3 reads, ending at most 5% past the
     section (a one-read file may end up to the first read's size past it)."""
     for path in ggml_vocab_files:

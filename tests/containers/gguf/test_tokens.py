@@ -11,9 +11,10 @@ import tracemalloc
 from hypothesis import given
 from hypothesis import strategies as st
 
+from eosfix.containers.gguf.pieces import GgufTokens
 from eosfix.containers.gguf.read import model_from_header, read_header
 from eosfix.containers.gguf.remote import read_remote_header
-from eosfix.containers.gguf.tokens import TokenIds, TokenTable
+from eosfix.containers.gguf.tokens import TokenIds
 from tests.containers.gguf.test_known_fields import Bytes
 from tests.ggufs import BASE, big_vocab_header, chatml_pairs, kv, raw_gguf
 
@@ -91,7 +92,7 @@ def test_a_table_of_colliding_hashes_still_finds_every_text(monkeypatch):
 def test_the_vocabulary_of_a_model_answers_both_ways():
     header = read_remote_header("x.gguf", Bytes(token_list([*(t.encode() for t in BASE), b""])))
     vocab = model_from_header(header).repo.vocabulary
-    assert isinstance(vocab, TokenTable)
+    assert isinstance(vocab, GgufTokens)
     assert vocab.token_to_id("a") == BASE.index("a")
     assert vocab.id_to_token(BASE.index("a")) == "a"
     assert vocab.id_to_token(len(BASE)) == f"[EMPTY_{len(BASE)}]"  # as llama.cpp names it

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 
@@ -10,72 +9,8 @@ import pytest
 
 from eosfix.cli import main
 from eosfix.containers.ollama.read import default_models_dir, model_name
-from tests.ggufs import CHATML, chatml, command_r, glm, write_gguf
-
-GO_CHATML = "{{ range .Messages }}<|im_start|>{{ .Role }}\n{{ .Content }}<|im_end|>\n{{ end }}"
-
-
-def _blob(store: Path, data: bytes) -> str:
-    digest = hashlib.sha256(data).hexdigest()
-    (store / "blobs").mkdir(parents=True, exist_ok=True)
-    (store / "blobs" / f"sha256-{digest}").write_bytes(data)
-    return f"sha256:{digest}"
-
-
-def add_model(store: Path, name: str, gguf: Path | None, params: dict | None = None) -> None:
-    """``registry.ollama.ai/library/<model>/<tag>`` (or a full host/namespace path)."""
-    repo, _, tag = name.partition(":")
-    parts = repo.split("/")
-    if len(parts) == 1:
-        parts = ["registry.ollama.ai", "library", *parts]
-    layers = [
-        {
-            "mediaType": "application/vnd.ollama.image.template",
-            "digest": _blob(store, GO_CHATML.encode()),
-        }
-    ]
-    if gguf is not None:
-        layers.insert(
-            0,
-            {
-                "mediaType": "application/vnd.ollama.image.model",
-                "digest": _blob(store, gguf.read_bytes()),
-            },
-        )
-    else:
-        layers.insert(
-            0, {"mediaType": "application/vnd.ollama.image.model", "digest": "sha256:" + "0" * 64}
-        )
-    if params is not None:
-        layers.append(
-            {
-                "mediaType": "application/vnd.ollama.image.params",
-                "digest": _blob(store, json.dumps(params).encode()),
-            }
-        )
-    manifest = store / "manifests" / Path(*parts) / tag
-    manifest.parent.mkdir(parents=True, exist_ok=True)
-    manifest.write_text(json.dumps({"schemaVersion": 2, "layers": layers}))
-
-
-def _store(tmp_path: Path) -> Path:
-    store = tmp_path / "models"
-    src = tmp_path / "src"
-    src.mkdir()
-    add_model(
-        store, "qwen:latest", chatml(src / "q.gguf"), {"stop": ["<|im_start|>", "<|im_end|>"]}
-    )
-    add_model(store, "glm:latest", glm(src / "g.gguf"), {"temperature": 0.6})
-    add_model(
-        store, "glm-stops:latest", glm(src / "g.gguf"), {"stop": ["<|user|>", "<|observation|>"]}
-    )
-    add_model(
-        store,
-        "hf.co/org/cmdr:Q4_K_M",
-        command_r(src / "c.gguf"),
-        {"stop": ["<|START_OF_TURN_TOKEN|>"]},
-    )
-    return store
+from tests.ggufs import CHATML, chatml, glm, write_gguf
+from tests.support.ollama import add_model, four_model_store
 
 
 def _snapshot(store: Path) -> dict[str, bytes]:
@@ -93,7 +28,7 @@ def test_names_and_default_folder(monkeypatch, tmp_path):
 
 
 def test_each_model_checked_store_untouched_modelfile_printed(tmp_path, capsys):
-    store = _store(tmp_path)
+    store = four_model_store(tmp_path)
     before = _snapshot(store)
     code = main(["ollama", "--models", str(store)])
     out = capsys.readouterr().out
@@ -116,7 +51,7 @@ def test_each_model_checked_store_untouched_modelfile_printed(tmp_path, capsys):
 
 
 def test_write_modelfile_and_json(tmp_path, capsys):
-    store = _store(tmp_path)
+    store = four_model_store(tmp_path)
     out_dir = tmp_path / "modelfiles"
     code = main(
         ["ollama", "--models", str(store), "--write-modelfile", str(out_dir), "--format", "json"]
@@ -137,7 +72,7 @@ def test_write_modelfile_and_json(tmp_path, capsys):
 
 
 def test_broken_manifest_is_one_line_and_exit_2(tmp_path, capsys):
-    store = _store(tmp_path)
+    store = four_model_store(tmp_path)
     add_model(store, "gone:latest", None)
     (store / "manifests" / "registry.ollama.ai" / "library" / "junk").mkdir()
     (store / "manifests" / "registry.ollama.ai" / "library" / "junk" / "x").write_text("{")
@@ -214,7 +149,7 @@ def test_ollama_release_and_engine_decide_what_stops(tmp_path, capsys):
 
 
 def test_json_status_agrees_with_the_text_and_every_model_is_counted(tmp_path, capsys):
-    store = _store(tmp_path)
+    store = four_model_store(tmp_path)
     base = write_gguf(
         tmp_path / "src" / "base.gguf", ["<|endoftext|>"], ids={"eos": "<|endoftext|>"}
     )
@@ -235,7 +170,7 @@ def test_json_status_agrees_with_the_text_and_every_model_is_counted(tmp_path, c
 
 
 def test_writing_modelfiles_says_only_what_it_wrote_and_a_bad_folder_is_one_line(tmp_path, capsys):
-    store = _store(tmp_path)
+    store = four_model_store(tmp_path)
     out_dir = tmp_path / "mf"
     main(["ollama", "--models", str(store), "--write-modelfile", str(out_dir)])
     assert capsys.readouterr().err.count("Writing ") == 2

@@ -12,8 +12,8 @@ import pytest
 
 from eosfix.sources.hub import http as hubhttp
 from eosfix.sources.hub.http import API, RESOLVERS, Bucket, RateGate
-from tests.batch.test_hub_audit import org
 from tests.hubserver import fake_hub  # noqa: F401  (fixture)
+from tests.support.hubrepos import chatml_org
 
 
 def headers(bucket: str, r: int, t: int, q: int = 10, w: int = 60) -> dict[str, str]:
@@ -110,7 +110,7 @@ def real_waits(monkeypatch):
 
 
 def test_an_audit_paced_by_the_headers_gets_no_429(fake_hub, run_eosfix, real_waits):
-    org(fake_hub, 6)  # 24 file requests: three windows of 10 (9 each, the reserve kept)
+    chatml_org(fake_hub, 6)  # 24 file requests: three windows of 10 (9 each, the reserve kept)
     fake_hub.rate_limit(10, window=1.0, bucket="resolvers")
     fake_hub.rate_limit(10, window=1.0, bucket="api")
     t = time.monotonic()

@@ -16,9 +16,10 @@ Steps, for one repo at one commit:
    and ``ollama run hf.co/...`` with the params the Hub hands ollama: the repo's ``params``
    file, fetched when the listing names it, else the Hub's conversion of the template).
 
-Every result names its file (``org/repo/file.gguf``) and holds, in ``extra``, the repo id, its
-revision and commit, the group's files with their requests and bytes, what the group differs
-in, what ollama gets and the params a pull request would write.
+Every result names its file (``org/repo/file.gguf``) and says, in its typed origin fields
+(``eosfix.result``), the repo id, its revision and commit (``hub``), the group's files with
+their requests and bytes and what the group differs in (``gguf``), what ollama gets and the
+params a pull request would write (``ollama_hub``).
 """
 
 from __future__ import annotations
@@ -28,13 +29,12 @@ from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from eosfix import pipeline
 from eosfix.analysis.template import render
 from eosfix.containers.gguf.container import HubGguf
 from eosfix.containers.gguf.format import CONTROL, SPLIT_COUNT_KEY
-from eosfix.containers.gguf.hubparams import PARAMS_FILE, OllamaParams, ollama_params, plan_params
+from eosfix.containers.gguf.hubparams import PARAMS_FILE, OllamaParams, ParamsPlan, ollama_params
 from eosfix.containers.gguf.read import (
     GgufModel,
     Header,
@@ -43,9 +43,9 @@ from eosfix.containers.gguf.read import (
     split_count,
 )
 from eosfix.containers.gguf.remote import differences, group_alike, read_remote_header
-from eosfix.containers.gguf.runtime_table import ollama_stops
+from eosfix.containers.gguf.runtime_table import HubTable
 from eosfix.core.errors import EosfixError, RepoLoadError
-from eosfix.pipeline import RepoResult
+from eosfix.result import GgufGroup, HubOrigin, OllamaHub, RemoteGguf, RepoResult
 from eosfix.runtimes import Pins
 from eosfix.sources.hub.gguf import (
     llama_cpp_pick,
@@ -80,20 +80,13 @@ class FileRead:
     def quant(self) -> str | None:
         return quant_label(self.path)
 
-    def as_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "path": self.path,
-            "quant": self.quant,
-            "size": self.size,
-            "requests": self.requests,
-            "bytes_read": self.bytes_read,
-            "metadata_bytes": self.header.kv_end if self.header is not None else None,
-        }
-        if len(self.shards) > 1:
-            out["shards"] = list(self.shards)
-        if self.error is not None:
-            out["error"] = self.error
-        return out
+    def hub_file(self) -> RemoteGguf:
+        """What a result says of the file (the header itself stays here)."""
+        end = self.header.kv_end if self.header is not None else None
+        return RemoteGguf(
+            self.path, self.quant, self.size, self.requests, self.bytes_read, end, self.shards,
+            self.error,
+        )  # fmt: skip
 
 
 def choose_files(
@@ -284,87 +277,70 @@ def _check_group(
     assert first.header is not None
     label = f"{entry.repo_id}/{first.path}"
     root = Path(label)
-    extra = _extra(entry, reads, differs, main)
+    hub, group = _origin(entry), _group(entry, reads, differs, main)
     try:
         model = model_from_header(first.header, shards=tuple(Path(s) for s in first.shards))
     except EosfixError as exc:
-        return RepoResult(root, error=exc, label=label, container="gguf", extra=extra)
+        return RepoResult(root, error=exc, label=label, container="gguf", hub=hub, gguf=group)
     params = ollama_params(model, params_file, render)
     result = pipeline.check_container(
         HubGguf(model, params), root, label=label, keep_ids=keep_ids, pins=pins
     )
-    extra["ollama"] = _ollama_extra(result, model, params)
-    return dataclasses.replace(result, extra=extra)
+    table = result.runtimes
+    plan = table.params_plan if isinstance(table, HubTable) else None
+    return dataclasses.replace(
+        result, hub=hub, gguf=group, ollama_hub=_ollama_hub(model, params, plan)
+    )
 
 
-def _extra(
+def _origin(entry: HubEntry) -> HubOrigin:
+    return HubOrigin(entry.repo_id, entry.revision, entry.sha)
+
+
+def _group(
     entry: HubEntry, reads: Sequence[FileRead], differs: Sequence[str], main: str | None
-) -> dict[str, Any]:
+) -> GgufGroup:
     first = reads[0]
-    out: dict[str, Any] = {
-        "repo_id": entry.repo_id,
-        "revision": entry.revision,
-        "sha": entry.sha,
-        "file": first.path,
-        "quant": first.quant,
-        "alike": [f.path for f in reads[1:]],
-        "files": [f.as_json() for f in reads],
-    }
-    if differs and main is not None:
-        out["differs_from"] = main
-        out["differs_in"] = list(differs)
     picks = {
         "llama.cpp": llama_cpp_pick(entry.ggufs),
         "ollama": ollama_pick(entry.ggufs),
     }
     paths = {f.path for f in reads}
-    out["default_for"] = [who for who, p in picks.items() if p in paths]
-    return out
+    return GgufGroup(
+        first.path,
+        tuple(f.hub_file() for f in reads),
+        first.quant,
+        main if differs and main is not None else None,
+        tuple(differs) if main is not None else (),
+        tuple(who for who, p in picks.items() if p in paths),
+    )
 
 
-def _ollama_extra(result: RepoResult, model: GgufModel, params: OllamaParams) -> dict[str, Any]:
-    """What ``ollama run hf.co/...`` gets, and the params a pull request would write."""
-    out: dict[str, Any] = {
-        "params_from": params.source,
-        "conversion": params.conversion.path if params.conversion is not None else None,
-        "stop": list(params.stop),
-        "params_problem": params.problem,
-        "planned": None,
-    }
-    check = result.check
-    if check is None or result.runtimes is None:
-        return out
-    plan = plan_params(check, model, params, ollama_stops(model).ids)
-    if plan is not None:
-        types = model.token_types or ()
-        ids = model.vocab.text_ids
+def _ollama_hub(model: GgufModel, params: OllamaParams, plan: ParamsPlan | None) -> OllamaHub:
+    """What ``ollama run hf.co/...`` gets, and the params a pull request would write (planned
+    once, with the runtime table: ``eosfix.containers.gguf.runtime_table.HubTable``)."""
+    if plan is None:
+        return OllamaHub(params, file=PARAMS_FILE)
+    types = model.token_types or ()
+    ids = model.vocab.text_ids
 
-        def control(strings: Sequence[str]) -> list[str]:
-            """The strings that are a control token's text: ollama 0.30+ never sees them."""
-            return [
-                s for s in strings
-                if (i := ids.get(s)) is not None and i < len(types) and types[i] == CONTROL
-            ]  # fmt: skip
+    def control(strings: Sequence[str]) -> tuple[str, ...]:
+        """The strings that are a control token's text: ollama 0.30+ never sees them."""
+        return tuple(
+            s for s in strings
+            if (i := ids.get(s)) is not None and i < len(types) and types[i] == CONTROL
+        )  # fmt: skip
 
-        out["planned"] = {
-            "stop": list(plan.after),
-            "removed": list(plan.removed),
-            "added": list(plan.added),
-            "control": control(plan.added),
-            "removed_control": control(plan.removed),
-            "file": PARAMS_FILE,
-            "old": plan.old,
-            "new": plan.new,
-        }
-    return out
+    return OllamaHub(params, plan, control(plan.added), control(plan.removed), PARAMS_FILE)
 
 
 def _error_result(entry: HubEntry, f: FileRead) -> RepoResult:
     label = f"{entry.repo_id}/{f.path}"
     error = RepoLoadError(f.error or "cannot be read", path=label)
-    extra: dict[str, object] = {"repo_id": entry.repo_id, "revision": entry.revision,
-                                "sha": entry.sha, "file": f.path, "files": [f.as_json()]}  # fmt: skip
-    return RepoResult(Path(label), error=error, label=label, container="gguf", extra=extra)
+    group = GgufGroup(f.path, (f.hub_file(),), read=False)
+    return RepoResult(
+        Path(label), error=error, label=label, container="gguf", hub=_origin(entry), gguf=group
+    )
 
 
 def summary(checked: GgufRepoCheck) -> str:

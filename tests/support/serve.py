@@ -1,0 +1,103 @@
+"""What the bot's and the page's tests share: the webhook secret and a push's payload as the
+Hub sends it, the signed-in user's token, a repo whose turn end is spelled as markup, the
+eosfix pull requests of a stand-in Hub repo and the temperature one proposes, a broken commit
+pushed, and a request sent as raw bytes."""
+
+from __future__ import annotations
+
+import json
+import socket
+from typing import Any
+
+from eosfix.sources.hub.write import PR_TITLE_PREFIX
+from tests.support.hubrepos import BROKEN_SAMPLE, repo_files
+
+SECRET = "s3cret-webhook"
+USER_TOKEN = "hf_page_user_token_0123456789"  # the signed-in user's (the `signed` fixture)
+XSS = '<img src=x onerror="alert(1)">'
+
+
+def payload(repo_id: str, sha: str, *, ref: str = "refs/heads/main", **event: Any) -> dict:
+    """A ``repo.content`` update as the Hub sends it
+    (https://huggingface.co/docs/hub/webhooks; huggingface_hub's ``WebhookPayload``)."""
+    return {
+        "event": {
+            "action": event.get("action", "update"),
+            "scope": event.get("scope", "repo.content"),
+        },
+        "repo": {
+            "type": event.get("type", "model"),
+            "name": repo_id,
+            "id": "6" + "0" * 23,
+            "private": False,
+            "url": {
+                "web": f"https://huggingface.co/{repo_id}",
+                "api": f"https://huggingface.co/api/models/{repo_id}",
+            },
+            "headSha": sha,
+            "owner": {"id": "6" + "1" * 23},
+        },
+        "webhook": {"id": "6" + "2" * 23, "version": 3},
+        "updatedRefs": [{"ref": ref, "oldSha": "0" * 40, "newSha": sha}],
+    }
+
+
+def eosfix_prs(repo: Any) -> list:
+    """The stand-in Hub repo's pull requests that eosfix opened (by their title)."""
+    return [
+        d for d in repo.discussions if d.is_pull_request and d.title.startswith(PR_TITLE_PREFIX)
+    ]
+
+
+def push_broken_commit(fake_hub: Any, repo_id: str, temperature: float) -> str:
+    """Push to the stand-in Hub repo a commit still missing <|im_end|> (the broken sample's
+    generation_config.json), whose fix differs by ``temperature``: its sha."""
+    gen = json.loads(repo_files(BROKEN_SAMPLE)["generation_config.json"])
+    gen["temperature"] = temperature
+    return str(fake_hub.push(repo_id, {"generation_config.json": json.dumps(gen, indent=2) + "\n"}))
+
+
+def pr_temperature(repo: Any, num: int) -> float:
+    """The temperature of the generation_config.json pull request ``num`` proposes."""
+    return float(json.loads(repo.pr_files(num)["generation_config.json"])["temperature"])
+
+
+def xss_repo() -> dict[str, bytes]:
+    """A ChatML-like template whose turn end is a special token spelled as markup."""
+    template = (
+        "{% for m in messages %}<|start|>{{ m.role }}\n{{ m.content }}" + XSS + "\n{% endfor %}"
+        "{% if add_generation_prompt %}<|start|>assistant\n{% endif %}"
+    )
+    tok = {
+        "eos_token": XSS,
+        "added_tokens_decoder": {
+            "5": {"content": "<|start|>", "special": True},
+            "6": {"content": XSS, "special": True},
+        },
+    }
+    return {
+        "chat_template.jinja": template.encode(),
+        "tokenizer_config.json": json.dumps(tok).encode(),
+        "generation_config.json": b'{\n  "eos_token_id": 5\n}\n',
+        "config.json": b'{"eos_token_id": 5}\n',
+    }
+
+
+def raw_request(url: str, request: bytes, *, read: bool = True) -> bytes:
+    """Send ``request``, bytes as they are, to the server at ``url`` over a socket; what it
+    answers until it closes the connection (nothing read when ``read`` is false)."""
+    host, port = url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=30) as sock:
+        sock.sendall(request)
+        if not read:
+            return b""
+        chunks = []
+        while True:
+            try:
+                chunk = sock.recv(65536)
+            except ConnectionResetError:
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+        return b"".join(chunks)

@@ -1,0 +1,64 @@
+"""What tests fetch from a package registry once: kept in the test cache
+(``$EOSFIX_TEST_CACHE``, default ``~/.cache/eosfix-tests``), each fetched under a file lock so
+that test processes running side by side (``pytest -n``) fetch it once and never read it
+half-written."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+from filelock import FileLock
+
+LLAMA_CPP_PYTHON_SDIST = "llama_cpp_python-0.3.36.tar.gz"
+_VOCAB_MEMBERS = "vendor/llama.cpp/models/ggml-vocab-"
+
+
+def folder(name: str) -> Path:
+    default = Path.home() / ".cache" / "eosfix-tests"
+    return Path(os.environ.get("EOSFIX_TEST_CACHE", default)) / name
+
+
+def llama_cpp_vocab_folder() -> Path:
+    """Where ``llama_cpp_vocabularies`` extracts the sdist's vocabularies."""
+    return folder("llama-cpp-python-0.3.36") / "models"
+
+
+def _sdist(cache: Path) -> Path:
+    """The sdist: EOSFIX_LLAMA_CPP_SDIST, the test cache, else ``pip download`` (registry)."""
+    given = os.environ.get("EOSFIX_LLAMA_CPP_SDIST")
+    if given:
+        return Path(given)
+    target = cache / LLAMA_CPP_PYTHON_SDIST
+    if not target.is_file():
+        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
+               "llama-cpp-python==0.3.36", "-d", str(cache)]  # fmt: skip
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900, check=False)
+        if proc.returncode != 0 or not target.is_file():
+            raise LookupError(f"cannot get the llama-cpp-python 0.3.36 sdist: {proc.stderr[-300:]}")
+    return target
+
+
+def llama_cpp_vocabularies() -> list[Path]:
+    """Every ``models/ggml-vocab-*.gguf`` the llama-cpp-python 0.3.36 sdist ships, extracted
+    once (LookupError when the sdist cannot be had)."""
+    models = llama_cpp_vocab_folder()
+    cache = models.parent
+    cache.mkdir(parents=True, exist_ok=True)
+    with FileLock(cache / ".lock"):
+        if not (models / ".complete").is_file():
+            with tarfile.open(_sdist(cache)) as tar:
+                models.mkdir(exist_ok=True)
+                for m in tar.getmembers():
+                    name = m.name.split("/", 1)[-1]
+                    if name.startswith(_VOCAB_MEMBERS) and name.endswith(".gguf") and m.isfile():
+                        src = tar.extractfile(m)
+                        assert src is not None
+                        with src, open(models / Path(name).name, "wb") as dst:
+                            shutil.copyfileobj(src, dst)
+            (models / ".complete").write_text("ok\n")
+    return sorted(models.glob("ggml-vocab-*.gguf"))
