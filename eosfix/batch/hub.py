@@ -109,7 +109,7 @@ class HubSource:
                 return
             if isinstance(target, Refused):  # named no repo: its error, the Hub never asked
                 yield Unit(
-                    HubEntry(target.given), verdict=Verdict("error", error=target.error.message)
+                    HubEntry(target.shown), verdict=Verdict("error", error=target.error.message)
                 )
                 continue
             entry = HubEntry(target.repo_id, target.revision or self.revision or "main")
