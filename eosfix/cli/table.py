@@ -66,7 +66,7 @@ def _shown(text: str) -> str:
     return "".join(c if c.isprintable() else c.encode("unicode_escape").decode() for c in text)
 
 
-def _lines(text: str) -> list[str]:
+def _cell_lines(text: str) -> list[str]:
     """A cell's own lines (a terminator each), as a terminal shows them safely."""
     return [_shown(line) for line in text.split("\n")]
 
@@ -100,7 +100,7 @@ def need(kind: str, text: str) -> int:
     return max(
         (
             cell_len(part)
-            for line in _lines(text)
+            for line in _cell_lines(text)
             for piece in pieces(kind, line)
             for part in _parts(kind, piece)
         ),
@@ -126,7 +126,7 @@ def wrap(kind: str, text: str, width: int) -> list[str]:
     from rich.cells import cell_len
 
     out: list[str] = []
-    for line in _lines(text):
+    for line in _cell_lines(text):
         if cell_len(line) <= width:
             out.append(line)
             continue
@@ -252,7 +252,7 @@ class TermTable:
         ]
         on, off = self._style(STYLE[row.verdict])
         words = len(_shown(verdict_words(row.verdict, row.problem)))
-        styled = _styled_prefix("\n".join(_lines(cells[VERDICT])), wrapped[VERDICT], words)
+        styled = _styled_prefix("\n".join(_cell_lines(cells[VERDICT])), wrapped[VERDICT], words)
 
         def paint(i: int, text: str) -> str:
             if i != VERDICT or not text:
