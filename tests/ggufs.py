@@ -203,6 +203,16 @@ def chatml_pairs(**override: bytes | bytearray) -> list[bytes | bytearray]:
     return [v for v in pairs.values() if v]
 
 
+class Bytes:
+    """A file in memory, read by ranges (``eosfix.containers.gguf.remote.ByteRanges``)."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data, self.size = data, len(data)
+
+    def read_into(self, buf: bytearray, end: int) -> None:
+        buf += self.data[len(buf) : end]
+
+
 def big_vocab_header(tokens: int, extra_keys: int = 0) -> bytes:
     """A ChatML GGUF header with ``tokens`` more plain tokens (``tok000000000000``... a large
     vocabulary: 4M of them make a 108 MB header, within the reader's limits), the ChatML

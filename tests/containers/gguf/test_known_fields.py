@@ -17,21 +17,11 @@ import pytest
 from eosfix.containers.gguf import read
 from eosfix.containers.gguf.read import KnownFields, model_from_header
 from eosfix.containers.gguf.remote import read_remote_header
-from tests.ggufs import BASE, chatml_pairs, kv, raw_gguf, str_kv
+from tests.ggufs import BASE, Bytes, chatml_pairs, kv, raw_gguf, str_kv
 
 ROOT = Path(__file__).resolve().parents[3]
 TOKENS = "tokenizer.ggml.tokens"
 SPECIALS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
-
-
-class Bytes:
-    """A file in memory, read by ranges (``eosfix.containers.gguf.remote.ByteRanges``)."""
-
-    def __init__(self, data: bytes) -> None:
-        self.data, self.size = data, len(data)
-
-    def read_into(self, buf: bytearray, end: int) -> None:
-        buf += self.data[len(buf) : end]
 
 
 def odd_keys(seed: int, n: int = 3000, size: int = 8192) -> bytes:

@@ -15,8 +15,7 @@ from eosfix.containers.gguf.pieces import GgufTokens
 from eosfix.containers.gguf.read import model_from_header, read_header
 from eosfix.containers.gguf.remote import read_remote_header
 from eosfix.containers.gguf.tokens import TokenIds
-from tests.containers.gguf.test_known_fields import Bytes
-from tests.ggufs import BASE, big_vocab_header, chatml_pairs, kv, raw_gguf
+from tests.ggufs import BASE, Bytes, big_vocab_header, chatml_pairs, kv, raw_gguf
 
 TOKENS = "tokenizer.ggml.tokens"
 
