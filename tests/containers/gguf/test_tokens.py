@@ -15,6 +15,7 @@ from eosfix.containers.gguf.pieces import GgufTokens
 from eosfix.containers.gguf.read import model_from_header, read_header
 from eosfix.containers.gguf.remote import read_remote_header
 from eosfix.containers.gguf.tokens import TokenIds
+from eosfix.runtimes.llamacpp import GgufVocab
 from tests.ggufs import BASE, Bytes, big_vocab_header, chatml_pairs, kv, raw_gguf
 
 TOKENS = "tokenizer.ggml.tokens"
@@ -96,6 +97,18 @@ def test_the_vocabulary_of_a_model_answers_both_ways():
     assert vocab.id_to_token(BASE.index("a")) == "a"
     assert vocab.id_to_token(len(BASE)) == f"[EMPTY_{len(BASE)}]"  # as llama.cpp names it
     assert vocab.id_to_token(len(BASE) + 1) is None
+
+
+def test_an_ids_text_is_the_one_a_dict_over_the_list_gives():
+    """The runtimes ask a GGUF's vocabulary for an id's text (ollama's Llama 3 check): the
+    list answers directly what a scan of llama.cpp's text -> id dict would find."""
+    texts = [*BASE, "", "<|eot_id|>"]
+    header = read_remote_header("x.gguf", Bytes(token_list([t.encode() for t in texts])))
+    vocab = model_from_header(header).vocab
+    as_dict = GgufVocab.from_tokens(vocab.model, vocab.pre, texts, vocab.key_ids)
+    for token_id in (-1, 0, BASE.index("a"), len(BASE), len(BASE) + 1, len(texts)):
+        assert vocab.token_text(token_id) == as_dict.token_text(token_id), token_id
+    assert vocab.token_text(len(BASE)) == f"[EMPTY_{len(BASE)}]"
 
 
 def test_a_large_token_list_is_held_in_about_its_bytes(tmp_path):
