@@ -6,8 +6,6 @@ server's own figures, ``tests/support/memory.py``)."""
 
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
 import sys
 import threading
@@ -23,6 +21,7 @@ from tests.ggufs import big_vocab_header
 from tests.hostilehub import HostileHub
 from tests.serve.pagekit import free_port
 from tests.support import memory
+from tests.support.serve import hub_env, stop_server
 
 TOKENS, ODD_KEYS = 4_000_000, 1_500
 IM_END = b"4000098"  # <|im_end|>'s id: the 96 byte tokens, TOKENS more, then the specials
@@ -58,20 +57,11 @@ def get(url: str) -> tuple[int, bytes]:
 def serve(hub_url: str, home: Path, port: int) -> subprocess.Popen[bytes]:
     """``eosfix serve`` of this tree against the stand-in Hub, once ``/healthz`` answers."""
     env = {
-        **os.environ,
-        "PYTHONPATH": str(ROOT),
-        "HF_ENDPOINT": hub_url,
-        "HF_HOME": str(home / "hf"),
-        "HF_HUB_CACHE": str(home / "hf" / "hub"),
-        "EOSFIX_CACHE": str(home / "eosfix"),
-        "HF_HUB_DISABLE_XET": "1",
-        "HF_HUB_OFFLINE": "0",
+        **hub_env(ROOT, hub_url, home),
         "EOSFIX_WEBHOOK_SECRET": "memory",
         "EOSFIX_STATE_DIR": str(home / "state"),
         "EOSFIX_PAGE_RATE": "100000",
     }
-    for name in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"):
-        env.pop(name, None)
     proc = subprocess.Popen(
         [sys.executable, "-m", "eosfix", "serve", "--port", str(port)],
         env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
@@ -112,12 +102,7 @@ def test_ten_checks_of_a_120_mb_gguf_header_leave_the_server_within_100_mb(tmp_p
                 v.join()
             after, peak = settled_rss(proc.pid), memory.peak_mib(proc.pid)
         finally:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            stop_server(proc)
     assert len(answers) == CHECKS
     for status, body in answers:  # each a verdict: the header was read and checked
         assert status == 200, body[-600:]
