@@ -268,7 +268,9 @@ def keep_no_cookies() -> None:
     discussions) keeps no cookie from now on either."""
     session = get_session()
     if not isinstance(getattr(session.cookies.jar, "_policy", None), _NoCookies):
-        session.cookies = httpx2.Cookies(_jar())
+        session.cookies = (
+            _jar()
+        )  # the jar itself: httpx2 2.0 copies a Cookies into a jar of its own
 
 
 def hub_origin() -> str:
