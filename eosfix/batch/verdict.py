@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from eosfix import pipeline
-from eosfix.core.codes import EOS013
+from eosfix.core.codes import EOS005, EOS013
 from eosfix.core.errors import EosfixError
 from eosfix.core.outcome import problem_of, verdict_of
 from eosfix.result import RepoResult
@@ -96,6 +96,7 @@ class Verdict:
             runs_on=bool(self.runs_on),
             stops_early=bool(self.stops_early),
             never_fires=EOS013.code in self.codes,
+            needs_stop_string=EOS005.code in self.codes,
         )
 
     @functools.cached_property

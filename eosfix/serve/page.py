@@ -66,22 +66,23 @@ from eosfix import pipeline
 from eosfix.core.codes import CODES
 from eosfix.core.errors import NotChecked
 from eosfix.core.hubid import is_hub_id
-from eosfix.render.gguf_hub import is_hub_gguf
 from eosfix.render.pr import pr_description
+from eosfix.render.rows import repo_rows
+from eosfix.render.words import STOP_ID_TEXT
 from eosfix.result import RepoResult
-from eosfix.serve import view as views
+from eosfix.serve import view as views_
 from eosfix.serve.audit import Audits
 from eosfix.serve.config import ServeConfig, ServeConfigError
 from eosfix.serve.headers import CSP
 from eosfix.serve.limits import Busy, Limiter, RateLimited, Slots
 from eosfix.serve.sessions import keep_sessions_here
-from eosfix.sources.hub.http import describe_error, hub_errors
+from eosfix.sources.hub.http import GATED_REPO, describe_error, hub_errors
 from eosfix.sources.hub.read import HubError
 from eosfix.sources.hub.write import PrOutcome, PullRequest, find_open_pr
 from eosfix.targets.checked import Checked
 from eosfix.targets.hub import check_hub_target
 from eosfix.targets.parse import HubTarget, parse_hub
-from eosfix.targets.pr import fix_bytes
+from eosfix.targets.pr import fix_of, pr_carrier
 from eosfix.targets.session import HubSession
 
 __all__ = ["CSP", "FILES", "FILE_CAP", "attach_page", "router", "sign_in_mode"]
@@ -320,10 +321,12 @@ async def dropped_files(request: Request) -> dict[str, bytes]:
 
 
 def render(request: Request, name: str, status: int = 200, **context: Any) -> HTMLResponse:
-    """The template ``name`` with the page's header (who is signed in, the sign-in link)."""
+    """The template ``name`` with the page's header (who is signed in, the sign-in link) and
+    the words of each kind of stop id."""
     state = page_state(request)
     user = signed_in(request)
     body = state.templates.get_template(name).render(
+        stop_words=STOP_ID_TEXT,
         user=user.name if user else None,
         sign_in=state.sign_in is not None,
         csrf=csrf_token(request) if user else None,
@@ -381,10 +384,8 @@ async def check(
 ) -> HTMLResponse:
     # a visitor reads public repos only: never the bot's token (HF_TOKEN on a Space)
     session = HubSession(token=user.token if user else False, longest=PAGE_LONGEST_WAIT)
-    checked, prs = await state.slots.run(lambda: _check_with_pr(session, target))
-    shown = [_view(r, pr, hub=True) for r, pr in zip(checked.results, prs, strict=True)]
-    notes = list(checked.lines)
-    return render(request, "result.html", views=shown, notes=notes, message=None)
+    checked, pr = await state.slots.run(lambda: _check_with_pr(session, target))
+    return _result_page(request, checked, pr, None)
 
 
 @router.post("/check/files", response_class=HTMLResponse)
@@ -395,7 +396,8 @@ async def check_files(
     _: RateLimit,
 ) -> HTMLResponse:
     result = await state.slots.run(lambda: _check_files(given))
-    views = [_view(result, None, hub=False)]
+    rows = repo_rows(dataclasses.replace(result, path=Path(".")))
+    views = [views_.build(rows, name=result.name, hub=False)]
     return render(request, "result.html", views=views, notes=[], message=None)
 
 
@@ -408,12 +410,11 @@ async def open_pull_request(
     _: RateLimit,
 ) -> HTMLResponse:
     session = HubSession(token=user.token, describe=pr_description, longest=PAGE_LONGEST_WAIT)
-    result, pr, message = await state.slots.run(lambda: _open(session, repo))
+    checked, pr, message = await state.slots.run(lambda: _open(session, repo))
     log.info(
         "pull request", extra={"fields": {"repo": repo, "user": user.name, "outcome": message}}
     )
-    views = [_view(result, pr, hub=True)]
-    return render(request, "result.html", views=views, notes=[], message=message)
+    return _result_page(request, checked, pr, message)
 
 
 @router.get("/audit", response_class=HTMLResponse)
@@ -432,7 +433,10 @@ async def audit_page(request: Request, audit_id: str, state: State) -> HTMLRespo
     audit = state.audits.audits.get(audit_id)
     if audit is None:
         raise Problem(404, "No such audit (audits are kept a while only).")
-    return render(request, "audit.html", audit=audit, chart=audit.chart())
+    status = 404 if audit.empty else 200  # no model repo under that author: nothing found
+    return render(
+        request, "audit.html", status, audit=audit, chart=audit.chart(), tones=views_.TONES
+    )
 
 
 @router.get("/audit/{audit_id}/progress")
@@ -494,30 +498,63 @@ def _pr_dict(pr: PullRequest | None) -> dict[str, Any] | None:
     return {"url": pr.url, "num": pr.num, "words": pr.outcome.value, "left": pr.left}
 
 
-def _view(result: RepoResult, pr: PullRequest | None, *, hub: bool) -> views.View:
-    v = views.build(result, hub=hub)
-    v.pr = _pr_dict(pr)
-    return v
+def http_status(checked: Checked) -> int:
+    """A target the Hub could not give: 404 when it names no repo the visitor can read
+    (the Hub answers 401 for a private one as for a missing one), 403 for a gated one, 502
+    when the Hub failed or could not be reached; else 200 (the check is the answer, a file
+    that cannot be read included)."""
+    if len(checked.results) != 1 or not isinstance(checked.results[0].error, HubError):
+        return 200
+    error = checked.results[0].error
+    if error.message.startswith(GATED_REPO):
+        return 403
+    if error.status in (401, 404):
+        return 404
+    if error.status == 400:
+        return 400
+    return 502 if error.status is None or error.status >= 429 else 200
 
 
-def _check_with_pr(
-    session: HubSession, target: HubTarget
-) -> tuple[Checked, list[PullRequest | None]]:
-    """The check (one result, or one per group of alike GGUF files), and the repo's open
-    eosfix PR for a result whose fix is a generation_config.json (the page opens no PR for a
-    GGUF file: its header is no PR's to change)."""
-    checked = check_hub_target(target, reader=session.reader)
-    prs: list[PullRequest | None] = []
+def _result_page(
+    request: Request, checked: Checked, pr: PullRequest | None, message: str | None
+) -> HTMLResponse:
+    """Every result of a Hub target, the one whose fix the repo's pull request carries
+    marked, with the open eosfix pull request."""
+    carrier = pr_carrier(checked.results)
+    shown = []
     for result in checked.results:
-        new = None if result.error is not None or is_hub_gguf(result) else fix_bytes(result)
-        pr = None
-        if new is not None:
-            try:
-                pr = find_open_pr(session.api, session.reader, target.repo_id, new)
-            except hub_errors():
-                pr = None  # the PR list is a courtesy: the check stands without it
-        prs.append(pr)
-    return checked, prs
+        origin, group = result.hub, result.gguf
+        name = result.name
+        if origin is not None:
+            name = f"{origin.repo_id}/{group.file}" if group is not None else origin.repo_id
+        view = views_.build(repo_rows(result), name=name, hub=True)
+        view.carries_pr = result is carrier and result.error is None
+        view.pr = _pr_dict(pr) if view.carries_pr else None
+        shown.append(view)
+    status = http_status(checked)
+    notes = list(checked.lines)
+    return render(request, "result.html", status, views=shown, notes=notes, message=message)
+
+
+def _open_pr_of(session: HubSession, result: RepoResult | None) -> PullRequest | None:
+    """The repo's open eosfix pull request carrying ``result``'s fix, if any (a courtesy:
+    the check stands without it)."""
+    fix = fix_of(result) if result is not None else None
+    if fix is None:
+        return None
+    repo_id, file, new = fix
+    try:
+        return find_open_pr(session.api, session.reader, repo_id, new, file=file)
+    except hub_errors():
+        return None
+
+
+def _check_with_pr(session: HubSession, target: HubTarget) -> tuple[Checked, PullRequest | None]:
+    """The check (one result, or one per group of alike GGUF files), and the repo's open
+    eosfix pull request for the result whose fix a pull request carries (a repo's
+    generation_config.json, a GGUF repo's ``params`` file: ``pr_carrier``)."""
+    checked = check_hub_target(target, reader=session.reader)
+    return checked, _open_pr_of(session, pr_carrier(checked.results))
 
 
 def _check_files(given: dict[str, bytes]) -> RepoResult:
@@ -533,19 +570,24 @@ def _check_files(given: dict[str, bytes]) -> RepoResult:
     return result
 
 
-def _open(session: HubSession, repo: str) -> tuple[RepoResult, PullRequest | None, str]:
-    result = session.check(repo)
-    if result.error is not None:
-        return result, None, "The check failed: no pull request."
+def _open(session: HubSession, repo: str) -> tuple[Checked, PullRequest | None, str]:
+    """The fix pull request of ``repo`` as ``eosfix hub REPO --pr`` opens it: a repo's
+    generation_config.json, or a GGUF repo's ``params`` file (``pr_carrier``)."""
+    checked = check_hub_target(HubTarget(repo), reader=session.reader)
+    carrier = pr_carrier(checked.results)
+    if carrier is None:
+        failed = checked.main.error is not None
+        return checked, None, ("The check failed: no pull request." if failed else
+                               "Nothing to fix: no pull request.")  # fmt: skip
     try:
-        pr = session.open_pr(result)
+        pr = session.open_pr(carrier)
     except HubError as exc:
-        return result, None, f"The Hub refused the pull request: {exc.message}"
+        return checked, None, f"The Hub refused the pull request: {exc.message}"
     if pr is None:
-        return result, None, "Nothing to fix: no pull request."
+        return checked, None, "Nothing to fix: no pull request."
     words = {
         PrOutcome.OPENED: "Pull request opened.",
         PrOutcome.UPDATED: "The open eosfix pull request was updated with the fix.",
         PrOutcome.UNCHANGED: "An eosfix pull request with this fix is already open.",
     }.get(pr.outcome, f"The open eosfix pull request was left as it is: {pr.left}")
-    return result, pr, words
+    return checked, pr, words

@@ -73,6 +73,10 @@ def test_a_broken_repo_shows_turn_end_grid_diff_and_ollama(fake_hub, page):
     assert "PARAMETER stop &#34;&lt;|im_end|&gt;&#34;" in text
     assert "eosfix hub org/broken --pr" in text
     assert 'id="pr"' not in text  # no PR open yet
+    assert (
+        'class="verdict tone-bad" id="verdict" data-verdict="fixable">runs on: fixable</span>'
+        in text
+    )
 
 
 def test_a_healthy_repo_has_no_fix(fake_hub, page):
@@ -97,11 +101,11 @@ def test_anything_but_a_repo_id_is_refused_without_a_request(fake_hub, page, giv
     assert len(fake_hub.requests) == before  # nothing was fetched from anywhere
 
 
-def test_a_missing_repo_is_one_line(page):
+def test_a_missing_repo_is_a_404_with_one_line(page):
     reply = page.client().check("org/absent")
-    assert reply.status == 200
-    assert 'id="error"' in reply.text
-    assert "org/absent" in reply.text
+    assert reply.status == 404
+    (line,) = re.findall(r'<p class="where problem" id="error" role="alert">(.*?)</p>', reply.text)
+    assert line == "org/absent: repository not found (404)"  # eosfix check's line
 
 
 def test_markup_in_token_texts_is_escaped_everywhere(fake_hub, page):
@@ -400,21 +404,24 @@ def test_a_gguf_repo_shows_each_group_of_alike_files_by_its_headers(gguf_org, si
     assert "6 GGUF files read by their headers" in text  # the HubCheck's summary
     main, older = _articles(text)
     assert f"{GGUF_ORG}/Chat-7B-GGUF/Chat-7B-Q4_K_M.gguf" in main
-    assert 'class="verdict verdict-ok" id="verdict"' in main
+    assert 'class="verdict tone-ok" id="verdict" data-verdict="ok">ok</span>' in main
     assert "what llama.cpp -hf and ollama run hf.co load without a tag" in main
     assert "Chat-7B-Q8_0.gguf" in main
     assert '<code class="special">&lt;|END_OF_TURN_TOKEN|&gt;</code>' in main
     assert f"{GGUF_ORG}/Chat-7B-GGUF/Chat-7B-Q2_K.gguf" in older
-    assert 'class="verdict verdict-fixable" id="verdict-2"' in older
+    assert (
+        'class="verdict tone-bad" id="verdict-2" data-verdict="fixable">runs on: fixable</span>'
+        in older
+    )
     assert "differs from Chat-7B-Q4_K_M.gguf in tokenizer.ggml.eot_token_id" in older
     assert '<a href="/codes#eos201">EOS201</a>' in older
-    assert "<strong>header key</strong> tokenizer.ggml.eot_token_id: (absent) → 100" in older
-    assert "no pull request can change a GGUF header" in older
+    assert "header key <code>tokenizer.ggml.eot_token_id</code>: (absent) → 100" in older
+    assert "No pull request can change a GGUF header" in older
     assert "--override-kv tokenizer.ggml.eot_token_id=int:" in older
     assert "<|END_OF_TURN_TOKEN|>" not in text  # every token text is escaped
-    assert 'id="open-pr' not in text
-    assert 'id="no-pr"' in main
-    assert 'id="no-pr-2"' in older
+    assert 'id="open-pr' not in text  # no params file would help: nothing for a PR to carry
+    assert 'id="header"' not in main  # nothing to change in its header
+    assert 'id="header-2"' in older
     assert not gguf_org.commits_received
 
 
@@ -423,8 +430,8 @@ def test_ollamas_hf_co_spelling_picks_one_quant(gguf_org, page):
     assert reply.status == 200
     (one,) = _articles(reply.text)
     assert f"{GGUF_ORG}/Reasoner-GGUF/Reasoner-Q8_0.gguf" in one
-    assert "<strong>ollama hf.co</strong> stop [&#34;&lt;|think_end|&gt;&#34;]" in one
-    assert "<strong>params</strong> a pull request can set the repo&#39;s params file" in one
+    assert "Stops on <code>&lt;|think_end|&gt;</code>, from the repo&#39;s params file." in one
+    assert "A pull request can set the repo's <code>params</code> file to stop on" in one
     assert f"eosfix check hf.co/{GGUF_ORG}/Reasoner-GGUF:Q8_0" in one
 
 
