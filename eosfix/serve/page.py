@@ -40,14 +40,17 @@ import hmac
 import logging
 import os
 import secrets
+import shutil
 import tempfile
 import warnings
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import parse_qsl, quote, urlsplit
 
+import anyio
 import jinja2
 from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.responses import (
@@ -66,6 +69,7 @@ from eosfix import pipeline
 from eosfix.core.codes import CODES
 from eosfix.core.errors import NotChecked
 from eosfix.core.hubid import is_hub_id
+from eosfix.core.repo import READ_FILES, TEMPLATE_DIR
 from eosfix.render.pr import pr_description
 from eosfix.render.rows import repo_rows
 from eosfix.render.words import STOP_ID_TEXT
@@ -76,6 +80,7 @@ from eosfix.serve.config import ServeConfig, ServeConfigError
 from eosfix.serve.headers import CSP
 from eosfix.serve.limits import Busy, Limiter, RateLimited, Slots
 from eosfix.serve.sessions import keep_sessions_here
+from eosfix.sources.hub import bounds
 from eosfix.sources.hub.http import GATED_REPO, describe_error, hub_errors
 from eosfix.sources.hub.read import HubError
 from eosfix.sources.hub.write import PrOutcome, PullRequest, find_open_pr
@@ -85,21 +90,19 @@ from eosfix.targets.parse import HubTarget, parse_hub
 from eosfix.targets.pr import fix_of, pr_carrier
 from eosfix.targets.session import HubSession
 
-__all__ = ["CSP", "FILES", "FILE_CAP", "attach_page", "router", "sign_in_mode"]
+__all__ = ["CSP", "FILES", "FILE_CAP", "MAX_FILES", "attach_page", "router", "sign_in_mode"]
 
 log = logging.getLogger("eosfix.serve.page")
 router = APIRouter()
 
-# What a dropped-files check reads (tokenizer.json and weights are too big for a form).
-FILES = (
-    "config.json",
-    "generation_config.json",
-    "tokenizer_config.json",
-    "special_tokens_map.json",
-    "chat_template.jinja",
-    "chat_template.json",
-)
-FILE_CAP = 512 * 1024  # bytes per file; the body bound (max_body) caps the whole form
+# A dropped-files check takes every file a check reads (``eosfix.core.repo.READ_FILES``, and
+# ``additional_chat_templates/NAME.jinja`` from a dropped folder), each under the Hub reader's
+# cap for it (``eosfix.sources.hub.bounds``: tokenizer.json's 64 MiB); it ignores any other
+# file and says which. The whole form is bounded (``page_files_bytes``), and so is its number
+# of files (``MAX_FILES``, the ignored ones too).
+FILES = tuple(sorted(READ_FILES))
+MAX_FILES = 32
+FILE_CAP = bounds.FILE.bytes  # a config file's; tokenizer.json's is bounds.TOKENIZER
 # A person waits for a check: a 429 asking for more than this fails it ("rate limited")
 # rather than holding a check slot through a quota window.
 PAGE_LONGEST_WAIT = 30.0
@@ -161,6 +164,7 @@ def attach_page(app: FastAPI, config: ServeConfig) -> None:
         _attach_sign_in(app, mode)
     limiter, slots = Limiter(config.page_rate), Slots(config.page_workers)
     app.state.page = PageState(_environment(), limiter, slots, mode, Audits())
+    app.state.guard.uploads["/check/files"] = config.page_files_bytes
     app.add_middleware(LocalTargets)  # pure ASGI: the body bound's exceptions pass through
     app.include_router(router)
     for refusal in (Problem, RateLimited, Busy):
@@ -286,35 +290,86 @@ def audit_author(author: str = "") -> str:
     return author
 
 
-async def dropped_files(request: Request) -> dict[str, bytes]:
-    """The form's files by name (each one of ``FILES``, under ``FILE_CAP``); the form's
-    spooled copies are closed (deleted) before this returns. A body that is not a form of
-    files is a 400: starlette before 0.40 lets python-multipart's parse error through (it was
-    a 500 with the declared floor, 0.36), later ones raise their own 400 (HTTPException)."""
-    given: dict[str, bytes] = {}
+def _place(filename: str) -> str | None:
+    """Where a chosen file goes in the model's folder: a file a check reads, by its name (a
+    dropped folder's files come with their path in it), or an additional chat template; None
+    for any other file."""
+    parts = [p for p in filename.replace("\\", "/").split("/") if p]
+    if not parts:
+        return None
+    name = parts[-1]
+    if name in READ_FILES:
+        return name
+    in_dir = len(parts) > 1 and parts[-2] == TEMPLATE_DIR
+    if in_dir and name.endswith(".jinja") and len(name) <= 200 and name.isprintable():
+        return f"{TEMPLATE_DIR}/{name}"
+    return None
+
+
+@dataclass
+class Dropped:
+    """A model's files, written into ``folder`` (deleted once checked), and the names of the
+    files chosen that no check reads (``ignored``)."""
+
+    folder: Path
+    ignored: list[str]
+
+    def remove(self) -> None:
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+async def _copy(item: UploadFile, to: Path, name: str) -> None:
+    """``item`` into ``to``, a chunk at a time, under the Hub reader's cap for ``name``."""
+    cap, written = bounds.file_cap(name).bytes, 0
+    async with await anyio.open_file(to, "wb") as out:
+        while chunk := await item.read(bounds.MiB):
+            written += len(chunk)
+            if written > cap:
+                raise Problem(413, f"{name}: larger than {cap // bounds.MiB} MiB")
+            await out.write(chunk)
+
+
+async def dropped_files(request: Request) -> AsyncIterator[Dropped]:
+    """The form's files in a folder of their own: each file a check reads (``_place``) under
+    its cap, the others named as ignored; the folder is deleted when the request is done (and
+    by the route once checked), the form's spooled copies before this yields. A body that is
+    not a form of files is a 400: starlette before 0.40 lets python-multipart's parse error
+    through (it was a 500 with the declared floor, 0.36), later ones raise their own 400
+    (HTTPException); more than ``MAX_FILES`` files too."""
+    dropped = Dropped(Path(tempfile.mkdtemp(prefix="eosfix-page-")), [])
     try:
-        async with request.form(max_files=len(FILES), max_fields=4) as form:
+        async with request.form(max_files=MAX_FILES, max_fields=4) as form:
             for item in form.getlist("files"):
                 if not isinstance(item, UploadFile):
                     continue
                 name = item.filename or ""
                 if not name and not item.size:
                     continue  # the form sent with no file chosen
-                if name not in FILES:
-                    shown = name[:120] or "(no name)"
-                    raise Problem(
-                        400, f"{shown}: not one of the files a check reads ({', '.join(FILES)})"
-                    )
-                data = await item.read(FILE_CAP + 1)
-                if len(data) > FILE_CAP:
-                    raise Problem(413, f"{name}: larger than {FILE_CAP // 1024} KiB")
-                given[name] = data
+                place = _place(name)
+                to = dropped.folder / place if place is not None else None
+                if to is None or to.exists():  # not read by a check, or given twice
+                    dropped.ignored.append(name[:120] or "(no name)")
+                    continue
+                to.parent.mkdir(exist_ok=True)
+                await _copy(item, to, place or "")
+        if not any(dropped.folder.iterdir()):
+            if dropped.ignored:
+                raise Problem(
+                    400, f"No file a check reads ({', '.join(FILES)}); ignored: "
+                    f"{', '.join(dropped.ignored)}"
+                )  # fmt: skip
+            raise Problem(400, "No file given: choose the model's small files.")
     except (MultiPartException, FormParserError, HTTPException) as exc:
+        dropped.remove()
         status = exc.status_code if isinstance(exc, HTTPException) else 400
         raise Problem(status, "The form could not be read: not a form of files.") from exc
-    if not given:
-        raise Problem(400, "No file given: choose the model's small files.")
-    return given
+    except BaseException:
+        dropped.remove()
+        raise
+    try:
+        yield dropped
+    finally:
+        dropped.remove()
 
 
 # --- answers --------------------------------------------------------------------------------
@@ -356,7 +411,7 @@ async def _refused(request: Request, exc: Exception) -> HTMLResponse:
 
 @router.get("/", response_class=HTMLResponse)
 async def index(request: Request) -> HTMLResponse:
-    return render(request, "index.html", files=FILES, file_cap=FILE_CAP)
+    return render(request, "index.html", files=FILES, templates=TEMPLATE_DIR)
 
 
 @router.get("/codes", response_class=HTMLResponse)
@@ -391,14 +446,20 @@ async def check(
 @router.post("/check/files", response_class=HTMLResponse)
 async def check_files(
     request: Request,
-    given: Annotated[dict[str, bytes], Depends(dropped_files)],
-    state: State,
     _: RateLimit,
+    state: State,
+    dropped: Annotated[Dropped, Depends(dropped_files)],
 ) -> HTMLResponse:
-    result = await state.slots.run(lambda: _check_files(given))
+    try:
+        result = await state.slots.run(lambda: _check_files(dropped.folder))
+    finally:
+        dropped.remove()  # gone before the answer is sent
     rows = repo_rows(dataclasses.replace(result, path=Path(".")))
     views = [views_.build(rows, name=result.name, hub=False)]
-    return render(request, "result.html", views=views, notes=[], message=None)
+    notes = (
+        [f"Ignored (no check reads them): {', '.join(dropped.ignored)}"] if dropped.ignored else []
+    )
+    return render(request, "result.html", views=views, notes=notes, message=None)
 
 
 @router.post("/pr", response_class=HTMLResponse)
@@ -557,16 +618,15 @@ def _check_with_pr(session: HubSession, target: HubTarget) -> tuple[Checked, Pul
     return checked, _open_pr_of(session, pr_carrier(checked.results))
 
 
-def _check_files(given: dict[str, bytes]) -> RepoResult:
-    with tempfile.TemporaryDirectory(prefix="eosfix-page-") as folder:
-        for name, data in given.items():
-            (Path(folder) / name).write_bytes(data)
-        result = pipeline.check_folder(Path(folder), label="your files")
-        error = result.error
-        if error is not None and error.path is not None:  # name the file, not the folder
-            inside = Path(error.path)
-            named = inside.name if inside.parent == Path(folder) else "your files"
-            result = dataclasses.replace(result, error=error.but(path=named))
+def _check_files(folder: Path) -> RepoResult:
+    result = pipeline.check_folder(folder, label="your files")
+    error = result.error
+    if error is not None and error.path is not None:  # name the file, not the folder
+        try:
+            named = Path(error.path).relative_to(folder).as_posix()
+        except ValueError:
+            named = ""
+        result = dataclasses.replace(result, error=error.but(path=named or "your files"))
     return result
 
 

@@ -20,7 +20,7 @@ pytest.importorskip("multipart")
 
 from eosfix.serve.config import ServeConfig
 from eosfix.serve.limits import Limiter, RateLimited
-from eosfix.serve.page import CSP, FILE_CAP
+from eosfix.serve.page import CSP
 from tests.hubserver import GGUF_ORG
 from tests.serve.pagekit import Page
 from tests.support.hostile import HOSTILE, hostile_files
@@ -160,14 +160,46 @@ def test_dropped_files_are_checked_and_not_kept(page, tmp_path, monkeypatch):
     assert not [p for p in tmp_path.iterdir() if p.name.startswith("eosfix-page-")]
 
 
-def test_a_file_over_the_cap_or_not_read_is_refused(page):
+def test_every_file_a_check_reads_is_taken_and_the_others_named(page):
+    """A folder's small files, tokenizer.json among them (without it foreign-stop-ids' 151700
+    cannot be told from a token), and a README.md no check reads: checked as `eosfix check`
+    checks the folder, the README named as ignored."""
+    given = {k: v for k, v in repo_files("foreign-stop-ids").items() if "/" not in k}
+    assert "tokenizer.json" in given
+    reply = page.client().post_files({**given, "README.md": b"# a model\n"})
+    assert reply.status == 200, reply.text
+    assert "eos_token_id holds 151700, which is no token: tokenizer.json has 259 tokens" in (
+        reply.text
+    )
+    assert '<p class="note">Ignored (no check reads them): README.md</p>' in reply.text
+
+
+def test_a_dropped_folders_additional_templates_are_read(page):
+    """A browser names each file of a dropped folder by its path in it."""
+    files = repo_files("named-templates")
+    given = {f"my-model/{name}": data for name, data in files.items()}
+    reply = page.client().post_files(given)
+    assert reply.status == 200, reply.text
+    assert "&lt;|eom_id|&gt;</code> id 128008: written after a tool call" in reply.text
+    assert "Ignored" not in reply.text
+
+
+def test_dropped_files_are_bounded(page, monkeypatch):
+    """Each file under the Hub reader's cap for it (tokenizer.json's own), at most MAX_FILES
+    files, and a form of no file a check reads is refused, naming what it ignored."""
+    from eosfix.serve.page import MAX_FILES
+    from eosfix.sources.hub import bounds
+
     client = page.client()
-    big = client.post_files({"config.json": b"{" + b" " * FILE_CAP + b"}"})
+    monkeypatch.setattr(bounds, "TOKENIZER", bounds.Cap(4096, "tokenizer.json", "test"))
+    big = client.post_files({"config.json": b"{}", "tokenizer.json": b" " * 8192})
     assert big.status == 413
-    assert "config.json" in big.text
+    assert "tokenizer.json: larger than" in big.text
+    many = {f"notes-{i}.txt": b"x" for i in range(MAX_FILES + 1)}
+    assert client.post_files({"config.json": b"{}", **many}).status == 400
     other = client.post_files({"model.safetensors": b"x"})
     assert other.status == 400
-    assert "model.safetensors" in other.text
+    assert "ignored: model.safetensors" in other.text
     assert client.post_files({}).status == 400
 
 
@@ -358,7 +390,7 @@ def test_slots_run_n_at_once_and_refuse_past_the_waiting_bound():
 
 
 def test_a_form_over_the_body_bound_is_refused_before_it_is_read(tmp_path):
-    config = ServeConfig(secret="s", state_dir=tmp_path / "s", max_body=4096)
+    config = ServeConfig(secret="s", state_dir=tmp_path / "s", page_files_bytes=4096)
     with Page(config) as p:
         reply = p.client().post_files({"config.json": b"{" + b" " * 8192 + b"}"})
         assert reply.status == 413

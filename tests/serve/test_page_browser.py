@@ -267,17 +267,22 @@ def test_sign_in_open_pr_and_see_it_open(fake_hub, browser):
 
 
 def test_dropped_files_are_checked(browser, tmp_path):
+    """A folder's files chosen as they are, tokenizer.json and a README among them: every file
+    a check reads is checked (tokenizer.json shows 151700 is no token), the README ignored."""
     folder = tmp_path / "files"
     folder.mkdir()
-    for name, data in repo_files(BROKEN).items():
+    for name, data in repo_files("foreign-stop-ids").items():
         if "/" not in name:
             (folder / name).write_bytes(data)
+    (folder / "README.md").write_text("# a model\n")
     browser.open("/")
     picked = "\n".join(str(p) for p in sorted(folder.iterdir()))
     browser.find("#files").send_keys(picked)
     browser.find("#files-form button").click()
-    assert browser.wait("#verdict").text == "runs on: fixable"
-    assert "+    248046" in browser.find("pre.diff").text
+    assert browser.wait("#verdict").text == "lists ids that never fire: fixable"
+    assert "Ignored (no check reads them): README.md" in browser.find(".note").text
+    assert "tokenizer.json has 259 tokens" in browser.find(".findings").text
+    assert "-    200002" in browser.find("pre.diff").text
     assert browser.find("#command").text == "eosfix fix ."
     browser.state("files")
 
