@@ -121,6 +121,22 @@ def test_markup_in_a_file_name_is_escaped(page):
     assert "<script>" not in reply.text
     assert "<img" not in reply.text
     assert "&lt;script&gt;" in reply.text
+    # named as ignored beside the files a check reads
+    given = {k: v for k, v in repo_files(BROKEN).items() if "/" not in k}
+    shown = page.client().post_files({**given, XSS + SCRIPT + ".md": b"x"})
+    assert shown.status == 200
+    assert "<script>" not in shown.text
+    assert "<img" not in shown.text
+    assert "Ignored (no check reads them): &lt;img" in shown.text
+
+
+def test_markup_in_a_token_is_escaped_in_the_answer_and_the_excerpt(fake_hub, page):
+    fake_hub.add_repo("org/xss", xss_repo())
+    text = page.client().check("org/xss").text
+    where = re.search(r'<p class="where" id="where">(.*?)</p>', text, re.DOTALL)
+    assert where is not None
+    assert "<code>&lt;img src=x onerror=&#34;alert(1)&#34;&gt;</code>" in where.group(1)
+    assert "<img" not in text
 
 
 @pytest.mark.parametrize(
