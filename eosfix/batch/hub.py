@@ -92,6 +92,7 @@ class HubSource:
         self.stopping = False  # Run.stop: no new repo, no new request, no new pull request
         self.listed = False  # every repo of the listing (or every id) was given out
         self.seen = 0  # repos of the listing so far
+        self.from_listing = 0  # units the listing gave (not those also named as targets)
         self.done = 0  # repos finished
         self._lock = threading.Lock()
         self.plan = Plan(reader)
@@ -109,7 +110,7 @@ class HubSource:
                 return
             if isinstance(target, Refused):  # named no repo: its error, the Hub never asked
                 yield Unit(
-                    HubEntry(target.given), verdict=Verdict("error", error=target.error.message)
+                    HubEntry(target.shown), verdict=Verdict("error", error=target.error.message)
                 )
                 continue
             entry = HubEntry(target.repo_id, target.revision or self.revision or "main")
@@ -124,12 +125,14 @@ class HubSource:
                     return
                 self.seen += 1
                 if entry.problem is not None:  # never requested: a failure row
+                    self.from_listing += 1
                     yield Unit(entry, verdict=Verdict("error", error=entry.problem))
                     continue
                 if entry.repo_id in given:
                     continue
                 if self.revision is not None:  # the listing describes main only
                     entry = HubEntry(entry.repo_id, self.revision, listed=entry.listed)
+                self.from_listing += 1
                 yield self._resumed(entry) or Unit(entry)
             self.listed = True
         except hub_errors() as exc:
@@ -305,8 +308,12 @@ class HubSource:
 
     # --- what the run asks ----------------------------------------------------------------------
     def estimate(self) -> int | None:
+        """How many units the run gives: the repos named, and those the listing gives, known
+        once the listing is complete (before that, only ``--limit`` bounds it)."""
         if self.query is None:
             return len(self.targets)
+        if self.listed:
+            return len(self.targets) + self.from_listing
         return None if self.query.limit is None else len(self.targets) + self.query.limit
 
     def failed(self) -> bool:
@@ -387,6 +394,7 @@ class _Callbacks(Progress):
 
     def advance(self, n: int = 1) -> None:
         self.done += n
+        self.total = self.source.estimate()  # known once the listing is complete
         self.on_progress(self.done, self.total, self.source.status())
 
 
@@ -408,10 +416,11 @@ def audit_slice(
 
     ``on_result(result)``: each repo's ``Result``, in listing order, as soon as it is known
     (``result.row()``: its table row; ``result.item.downloads``). ``on_progress(done, total,
-    status)``: after each repo, ``total`` being None unless ``query.limit`` bounds it and
-    ``status`` the quotas left and an ETA (``api 812/1000 left; ...; ETA 4 min``). Setting
-    ``stop`` stops the audit early but whole, as a Ctrl-C does (``run.interrupted``).
-    ``detail``: each result's JSON or text renderer (``eosfix.render.batch``), else none."""
+    status)``: after each repo, ``total`` being None until the listing is complete (unless
+    ``query.limit`` bounds it) and ``status`` the quotas left and an ETA (``api 812/1000
+    left; ...; ETA 4 min``). Setting ``stop`` stops the audit early but whole, as a Ctrl-C
+    does (``run.interrupted``). ``detail``: each result's JSON or text renderer
+    (``eosfix.render.batch``), else none."""
     reader = reader or HubReader(token=token, workers=workers)
     source = HubSource(reader, query=query, state=state)
     progress = _Callbacks(source, on_progress) if on_progress is not None else None

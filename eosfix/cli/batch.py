@@ -1,4 +1,9 @@
-"""What `eosfix cache` and `eosfix hub` share: the progress bar, the table, the formats."""
+"""What `eosfix cache` and `eosfix hub` share: the formats, Ctrl-C, and the table.
+
+On a terminal the table is printed a row at a time as repos finish (``eosfix.cli.table``),
+above the progress bar (``eosfix.cli.live``); piped, it is printed whole at the end
+(``print_table``).
+"""
 
 from __future__ import annotations
 
@@ -13,7 +18,7 @@ from typing import Any
 
 import click
 
-from eosfix.batch.run import Progress, Row, Run
+from eosfix.batch.run import Row, Run
 from eosfix.cli.term import colors_on, progress_allowed
 from eosfix.render.batch import Digest, verdict_words, write_csv, write_json, write_markdown
 
@@ -42,61 +47,20 @@ format_option = click.option(
 )
 
 
-class RichProgress(Progress):
-    """A transient progress bar on stderr."""
-
-    wants_total = True
-
-    def __init__(self, bar: Any) -> None:
-        self.bar = bar
-        self.task: Any = None
-
-    def start(self, stage: str, total: int | None) -> None:
-        if self.task is not None:
-            self.bar.remove_task(self.task)
-        self.task = self.bar.add_task(stage, total=total)
-
-    def advance(self, n: int = 1) -> None:
-        if self.task is not None:
-            self.bar.advance(self.task, n)
+def table_streams() -> bool:
+    """The text table is printed a row at a time, as each repo finishes, when stdout is a
+    terminal (``eosfix.cli.table``); piped, whole at the end (``print_table``)."""
+    isatty = getattr(sys.stdout, "isatty", None)
+    return bool(isatty and isatty())
 
 
 def wants_progress(fmt: str) -> bool:
-    """A bar on stderr: for the text table on a terminal (the table prints once it is gone);
-    for the streamed formats only when stdout is not the terminal they stream to. Never
+    """A bar on stderr: for the text table on a terminal (its rows print above it); for the
+    streamed formats only when stdout is not the terminal they stream to. Never
     with NO_COLOR, TERM=dumb or --color never (``term.progress_allowed``)."""
     if not progress_allowed(sys.stderr):
         return False
     return sys.stdout.isatty() if fmt == "text" else not sys.stdout.isatty()
-
-
-@contextlib.contextmanager
-def progress_bar(show: bool, status: Callable[[], str] | None = None) -> Iterator[Progress | None]:
-    """A RichProgress while the block runs, or None. ``status``: a line after the count,
-    asked again at each refresh (the Hub's quotas left, an ETA)."""
-    if not show:
-        yield None
-        return
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, ProgressColumn, TextColumn
-    from rich.progress import Progress as Bar
-    from rich.text import Text
-
-    class StatusColumn(ProgressColumn):
-        def render(self, task: Any) -> Text:
-            return Text(status() if status is not None else "", style="dim")
-
-    with Bar(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        StatusColumn(),
-        console=Console(stderr=True),
-        transient=True,
-        redirect_stdout=False,
-        redirect_stderr=False,
-    ) as bar:
-        yield RichProgress(bar)
 
 
 STOPPING = b"stopping: finishing what is in progress (Ctrl-C again to stop at once)\n"
@@ -203,10 +167,10 @@ def print_table(rows: Sequence[Row], console: Any) -> None:
     with_pr = any(row.pr for row in rows)
     headers = (*HEADERS, "pull request") if with_pr else HEADERS
     widths = _widths(rows, headers, console.width, with_pr) if rows else []
-    ansi: dict[str, tuple[str, str]] = {}
+    styles: dict[str, tuple[str, str]] = {}
     for start in range(0, len(rows), CHUNK):
         chunk = rows[start : start + CHUNK]
-        plain = _lines_by_hand(chunk, headers, widths, start == 0, with_pr, console, ansi)
+        plain = _lines_by_hand(chunk, headers, widths, start == 0, with_pr, console, styles)
         if plain is not None:
             console.file.write(plain)
             continue
@@ -226,7 +190,7 @@ def print_table(rows: Sequence[Row], console: Any) -> None:
         console.file.write("".join(line.rstrip(" ") + "\n" for line in lines))
 
 
-def _ansi(console: Any, style: str, cache: dict[str, tuple[str, str]]) -> tuple[str, str]:
+def ansi(console: Any, style: str, cache: dict[str, tuple[str, str]]) -> tuple[str, str]:
     """What ``console`` writes before and after a text in ``style`` (``("", "")`` when it
     styles nothing): asked of rich itself, once per style."""
     if style not in cache:
@@ -246,7 +210,7 @@ def _lines_by_hand(
     header: bool,
     with_pr: bool,
     console: Any,
-    ansi: dict[str, tuple[str, str]],
+    styles: dict[str, tuple[str, str]],
 ) -> str | None:
     """The lines rich's Table prints for these rows (``print_table``'s table, trailing blanks
     cut), written directly: rich lays out every cell of every row, ~0.25 ms a row, the
@@ -265,7 +229,7 @@ def _lines_by_hand(
     if header:
         if not all(fits(h, w) for h, w in zip(headers, widths, strict=True)):
             return None
-        on, off = _ansi(console, "bold", ansi)
+        on, off = ansi(console, "bold", styles)
         gap = f"{on} {off}"
         line = "┃".join(
             f"{gap}{on}{pad(h, w)}{off}{gap}" for h, w in zip(headers, widths, strict=True)
@@ -276,7 +240,7 @@ def _lines_by_hand(
         cells = _cells(row, with_pr)
         if not all(fits(c, w) for c, w in zip(cells, widths, strict=True)):
             return None
-        on, off = _ansi(console, STYLE[row.verdict], ansi)
+        on, off = ansi(console, STYLE[row.verdict], styles)
         parts = [pad(c, w) for c, w in zip(cells, widths, strict=True)]
         parts[4] = on + parts[4] + off
         out.append((" " + " │ ".join(parts)).rstrip(" ") + "\n")

@@ -9,8 +9,8 @@ from pathlib import Path
 import click
 
 from eosfix.batch.cache import CacheRun
-from eosfix.batch.run import Progress
 from eosfix.cli import batch as batchcli
+from eosfix.cli import live as bars
 from eosfix.cli.common import keep_id_option, quiet_option, strict_option
 from eosfix.cli.term import color_option
 from eosfix.core.errors import EosfixError
@@ -62,13 +62,27 @@ def interrupted_kept(run: CacheRun, total: int) -> str:
     )
 
 
-def _render_text(run: CacheRun, quiet: bool) -> None:
-    """The table (``quiet``: only rows with something to say), each corrupted repo, the summary."""
+def _stream_table(run: CacheRun, quiet: bool, screen: bars.Screen) -> None:
+    """On a terminal: each snapshot's row as it finishes (``quiet``: only rows with
+    something to say), above the progress bar."""
+    from eosfix.cli.table import TermTable
+
+    table = TermTable(batchcli.stdout_console())
+    for result in run:
+        row = result.row()
+        if not quiet or row.verdict not in QUIET:
+            screen.out(table.add(row))
+
+
+def _render_text(run: CacheRun, quiet: bool, *, streamed: bool = False) -> None:
+    """The table (``quiet``: only rows with something to say; ``streamed``: printed already,
+    a row at a time), each corrupted repo, the summary."""
     from rich.markup import escape
 
     console = batchcli.stdout_console()
-    rows = [r for r in run.results if not quiet or r.verdict not in QUIET]
-    batchcli.print_table(rows, console)
+    if not streamed:
+        rows = [r for r in run.results if not quiet or r.verdict not in QUIET]
+        batchcli.print_table(rows, console)
     for c in run.corrupted:
         console.print(
             f"[bold red]corrupted[/] {escape(c.repo_id or c.name or '?')}: "
@@ -196,16 +210,20 @@ def cache(
     if nothing is not None:  # the run goes on (JSON stays a whole document) and exits 2
         click.echo(f"error: {nothing}", err=True)
     text = fmt == "text"
+    streamed = text and batchcli.table_streams()  # on a terminal: a row as each finishes
 
-    def go(progress: Progress | None) -> CacheRun:
+    def go(progress: bars.RichProgress | None) -> CacheRun:
         detail = JSON_DETAIL if fmt == "json" else None
+        keep = text and not streamed
         run = CacheRun(
-            scan, fix=do_fix, detail=detail, progress=progress, keep_rows=text, keep_ids=keep_ids
+            scan, fix=do_fix, detail=detail, progress=progress, keep_rows=keep, keep_ids=keep_ids
         )
         run.strict = strict
         try:
             with batchcli.stoppable(run):  # Ctrl-C: what is in flight finishes, is reported
-                if text:
+                if streamed:
+                    _stream_table(run, quiet, bars.Screen(progress))
+                elif text:
                     run.drain()
                 else:
                     batchcli.stream(run, fmt, lambda: summary_line(run))
@@ -214,14 +232,14 @@ def cache(
         return run
 
     try:
-        with batchcli.progress_bar(batchcli.wants_progress(fmt)) as progress:
+        with bars.progress_bar(batchcli.wants_progress(fmt)) as progress:
             run = go(progress)
     except cachelib.CacheError as exc:  # only a huggingface_hub without the per-repo scanner
         sys.stdout.flush()
         click.echo(f"error: {exc}", err=True)
         sys.exit(EXIT_INPUT)
     if text:
-        _render_text(run, quiet)  # interrupted: the snapshots done so far
+        _render_text(run, quiet, streamed=streamed)  # interrupted: the snapshots done so far
     elif fmt == "csv":
         click.echo(summary_line(run), err=True)
     for path in run.cache.unwritten:  # --fix of a GGUF: what it would write, and how

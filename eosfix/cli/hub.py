@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 import click
 
 from eosfix.cli import batch as batchcli
+from eosfix.cli import live as bars
 from eosfix.cli.common import keep_id_option, quiet_option, strict_option, token_option
 from eosfix.cli.numbers import LIMIT, MAX_PRS, TIMEOUT, WORKERS
 from eosfix.cli.term import color_option
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
     from eosfix.batch.hub import HubSource
     from eosfix.batch.run import PrState, Run
     from eosfix.batch.state import StateFile
+    from eosfix.cli.table import TermTable
     from eosfix.targets.open import Refused
     from eosfix.targets.parse import HubTarget
 
@@ -83,40 +85,54 @@ def _pr_line(repo_id: str, state: PrState | None) -> str | None:
     return f"{repo_id}: pull request {pr}" + (f": {url}" if url else "")
 
 
-def _emit_text(run: Run, *, blocks: bool, hint: bool, quiet: bool = False) -> None:
-    """Text: each repo's block (repo ids) or the table (a listing), PR lines, the summary
-    (``quiet``: only repos with something to say)."""
+def _emit_text(
+    run: Run,
+    *,
+    blocks: bool,
+    hint: bool,
+    quiet: bool = False,
+    screen: bars.Screen | None = None,
+    table: TermTable | None = None,
+) -> None:
+    """Text: each repo's block (repo ids) or the table (a listing: ``table``'s rows as each
+    repo finishes on a terminal, else the whole table at the end), PR lines, the summary
+    (``quiet``: only repos with something to say). ``screen``: where lines go while a
+    progress bar runs."""
     from eosfix.batch.verdict import LABEL
     from eosfix.render.batch import verdict_words
 
+    screen = screen or bars.Screen()
     pr_lines: list[str] = []
     fixable = first = False
     for result in run:
         repo, v = result.item.repo_id, result.verdict
         if v.status == "error":
-            click.echo(f"{repo}: error: {v.error}", err=True)
+            screen.err(f"{repo}: error: {v.error}")
         elif quiet and v.name in QUIET:
             pass
         elif blocks:
             words = verdict_words(v.name, v.problem)
             text = v.text.replace(LABEL, repo) if v.text else f"{repo}: {words}"
-            click.echo(text if not first else "\n" + text)
+            screen.out(text if not first else "\n" + text)
             first = True
+        if table is not None and not blocks and (not quiet or v.name not in QUIET):
+            screen.out(table.add(result.row()))
         state = result.unit.pr
         if state is not None and state.error:
-            click.echo(f"{repo}: error: {state.error}", err=True)
+            screen.err(f"{repo}: error: {state.error}")
         line = _pr_line(repo, state)
         if line:
             pr_lines.append(line)
         fixable = fixable or v.name == "fixable"
     if run.rows is not None:
         rows = [r for r in run.results if not quiet or r.verdict not in QUIET]
+        screen.flush()
         batchcli.print_table(rows, batchcli.stdout_console())
     for line in pr_lines:
-        click.echo(line)
+        screen.out(line)
     if hint and fixable:
-        click.echo("(run with --pr to open a pull request per fixable repo)")
-    click.echo(("\n" if first and not pr_lines and run.rows is None else "") + summary_line(run))
+        screen.out("(run with --pr to open a pull request per fixable repo)")
+    screen.out(("\n" if first and not pr_lines and run.rows is None else "") + summary_line(run))
 
 
 @contextlib.contextmanager
@@ -343,12 +359,14 @@ def hub(
             keep_ids=keep_ids,
         )
         show = many and batchcli.wants_progress(fmt)
-        with batchcli.progress_bar(show, source.status) as progress:
+        # a listing's table: on a terminal a row as each repo finishes, else whole at the end
+        streamed = fmt == "text" and not blocks and batchcli.table_streams()
+        with bars.progress_bar(show, source.status, source.estimate) as progress:
             run = Run(
                 source,
                 detail=JSON_DETAIL if fmt == "json" else TEXT_DETAIL if blocks else None,
                 progress=progress,
-                keep_rows=fmt == "text" and not blocks,  # repo ids: each block once, no table
+                keep_rows=fmt == "text" and not blocks and not streamed,  # repo ids: blocks
                 keep_ids=keep_ids,
             )
             run.strict = strict
@@ -356,7 +374,14 @@ def hub(
             try:
                 with batchcli.stoppable(run):  # Ctrl-C: what is in flight finishes, reported
                     if fmt == "text":
-                        _emit_text(run, blocks=blocks, hint=not open_prs, quiet=quiet)
+                        table = None
+                        if streamed:
+                            from eosfix.cli.table import TermTable
+
+                            table = TermTable(batchcli.stdout_console(), with_pr=open_prs)
+                        screen = bars.Screen(progress)
+                        _emit_text(run, blocks=blocks, hint=not open_prs, quiet=quiet,
+                                   screen=screen, table=table)  # fmt: skip
                     else:
                         _stream(run, fmt, digest=listing)
             except KeyboardInterrupt:  # a second Ctrl-C, or SIGTERM: stop at once

@@ -96,6 +96,19 @@ def _conversation(
     return Conversation(msgs, tool_list, add_generation_prompt, template)
 
 
+def _taken(spec: str) -> str:
+    """``spec`` as the target grammar takes it, for the output to name it so: whitespace
+    around it dropped (unless a path has it); as typed when it names nothing."""
+    from eosfix.core.errors import NotChecked
+    from eosfix.targets.parse import HubTarget, parse
+
+    try:
+        target = parse(spec)
+    except NotChecked:
+        return spec
+    return str(target) if isinstance(target, HubTarget) else target.given
+
+
 @contextlib.contextmanager
 def _named(spec: str) -> Iterator[None]:
     """Errors about the repo's templates name the repo they are about."""
@@ -244,6 +257,7 @@ def render(
     from eosfix.ports.render import rendered_dict
 
     conv = _conversation(messages, tools, add_generation_prompt, template)
+    path = _taken(path)
     with open_repo(path) as check, _named(path):
         rp = render_conversation(check, conv)
         if fmt == "raw":  # bytes as they are: click.echo would drop ANSI codes off a tty
@@ -285,6 +299,7 @@ def goldens(path: str, output: str) -> None:
     from eosfix.core.fileio import write_atomic
     from eosfix.ports import iter_goldens
 
+    path = _taken(path)
     with open_repo(path) as check, _named(path):
         if not check.repo.templates:
             raise EosfixError("no chat template: there is no conversation to render", path=path)
@@ -406,6 +421,7 @@ def diagnose(
         raise PortInputError("empty: no generated text to diagnose", path=where)
     prompt = None if prompt_ids is None else parse_ids(prompt_ids, "--prompt-ids")
     conv = None if messages is None else _conversation(messages, tools, True, template)
+    path = _taken(path)
     with open_repo(path) as check, _named(path):
         d = run(check, ids=out_ids, text=text if out_ids is None else None, prompt_ids=prompt,
                 conversation=conv, fix=fix_command_for(path))  # fmt: skip

@@ -180,7 +180,7 @@ def fix(
         elif isinstance(unit, OllamaTarget):
             result = _ollama_not_fixed(unit)
         elif isinstance(unit, Refused):
-            result = RepoResult(Path(unit.given), error=unit.error)
+            result = RepoResult(Path(unit.shown), error=unit.error)
         elif show_diff:  # fix's plan and, as fix writes (no link replaced), what stops it
             result = api.check(
                 unit.path, config_json=config_json, keep_ids=keep_ids, pins=pins,

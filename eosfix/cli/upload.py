@@ -7,6 +7,7 @@ argument is an existing folder and the second is not.
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -41,16 +42,35 @@ def _upload_target(given: str, revision: str | None) -> tuple[str, str | None]:
     return target.repo_id, revision if revision is not None else target.revision
 
 
-def _repo_and_folder(first: str, second: str) -> tuple[str, Path]:
+def _folder_text(text: str) -> str:
+    """The folder a text names, as the target grammar takes a path: whitespace around it
+    dropped unless a path has it; "" names none (``Path("")`` would be the current folder)."""
+    return text if os.path.lexists(text) else text.strip()
+
+
+def _is_folder(text: str) -> bool:
+    folder = _folder_text(text)
+    return bool(folder) and Path(folder).is_dir()
+
+
+def _in_order(first: str, second: str) -> tuple[str, str]:
     """(repo id, folder) from the two arguments, in either order (see the module doc)."""
-    if Path(first).is_dir() and not Path(second).is_dir():
+    if _is_folder(first) and not _is_folder(second):
         click.echo(f"warning: {OLD_ORDER} (eosfix upload {second} {first})", err=True)
-        first, second = second, first
-    folder = Path(second)
+        return second, first
+    return first, second
+
+
+def _folder(given: str) -> Path:
+    """The folder FOLDER names; a usage error naming it when it names none."""
+    text = _folder_text(given)
+    if not text:
+        raise click.BadParameter(f"{given!r}: empty: give a folder", param_hint="'FOLDER'")
+    folder = Path(text)
     if not folder.is_dir():
         reason = "not a folder" if folder.exists() else "no such folder"
-        raise click.BadParameter(f"{second!r}: {reason}", param_hint="'FOLDER'")
-    return first, folder
+        raise click.BadParameter(f"{given!r}: {reason}", param_hint="'FOLDER'")
+    return folder
 
 
 @click.command()
@@ -90,8 +110,9 @@ def upload(
     from eosfix.sources.hub.write import upload as upload_folder
     from eosfix.targets.session import check_before_upload, refusal_reason
 
-    given, path = _repo_and_folder(repo_id, folder)
+    given, folder = _in_order(repo_id, folder)
     repo_id, revision = _upload_target(given, revision)
+    path = _folder(folder)
     result = check_before_upload(path, fix=do_fix)
     for name in result.written:
         click.echo(f"Fixing {path / name}", err=True)

@@ -263,7 +263,7 @@ def _runtime_lines(table: RuntimeTable) -> list[str]:
         "",
         (
             "| runtime | reads | stops at every turn end now | stops inside a reply now "
-            "| after this pull request |"
+            "| after this pull request: stops at every turn end and never inside a reply |"
         ),
         "| --- | --- | --- | --- | --- |",
     ]

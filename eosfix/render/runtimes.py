@@ -83,9 +83,12 @@ def _all_stop(rows: Sequence[RuntimeRow]) -> str:
 
 
 def runtimes_line(table: RuntimeTable) -> str:
-    """One glanceable line: runtimes that would not stop now, and after the planned fix, and
-    runtimes that stop inside a reply (at an id that cuts it), now and after the fix (runtimes
-    that cannot load the folder are left out of the lists and named last)."""
+    """One glanceable line: the runtimes that run on past a turn's end with the files as they
+    are now, and those that stop inside a reply (at an id that cuts it) now; then what the
+    planned fix leaves: ``after fix: all stop``, or the runtimes that still run on or still
+    stop inside a reply (runtimes that cannot load the folder are left out of the lists and
+    named last). Each list says when it holds (``now``, ``after fix``), so a list of what
+    the fix leaves never reads as what it repairs."""
     if all(i is None for i in table.terminators.values()):
         return "nothing to compare: no terminator has a known token id"
     rows = list(table.applicable)
@@ -97,15 +100,28 @@ def runtimes_line(table: RuntimeTable) -> str:
         return f"{text} ({note})" if note else text
     after = [r.label for r in rows if r.misses_after]
     early_after = early_stop_groups(rows, table, after=True)
-    parts = [f"would not stop: {', '.join(before)}"] if before else []
-    parts += [f"{what}: {', '.join(names)}" for what, names in early_before]
-    text = "; ".join(parts)
+    parts = [f"run on now: {', '.join(before)}"] if before else []
+    parts += [f"{what} now: {', '.join(names)}" for what, names in early_before]
     if (after, early_after) != (before, early_before):
-        everyone = f"{rows[0].label} stops" if len(rows) == 1 else "all stop"
-        text += f"; after fix: {', '.join(after) if after else everyone}"
-        text += "".join(f"; still {what}: {', '.join(names)}" for what, names in early_after)
+        if not after and not early_after:
+            parts.append(
+                f"after fix: {rows[0].label} stops" if len(rows) == 1 else "after fix: all stop"
+            )
+        if after:
+            parts.append(f"{_still(after, before)}run on after fix: {', '.join(after)}")
+        was = [n for _, names in early_before for n in names]
+        parts += [
+            f"{_still(names, was)}{what} after fix: {', '.join(names)}"
+            for what, names in early_after
+        ]
     why = [*_why_still(table, after), *_why_early(table), *([note] if note else [])]
+    text = "; ".join(parts)
     return text + (f" ({'; '.join(why)})" if why else "")
+
+
+def _still(names: Sequence[str], before: Sequence[str]) -> str:
+    """``still `` when every runtime named already did so before the fix."""
+    return "still " if set(names) <= set(before) else ""
 
 
 def early_stop_groups(

@@ -71,7 +71,7 @@ def check_target(
             )
     if isinstance(unit, OllamaTarget):
         return Checked((_ollama_model(unit, pins),))
-    return Checked((RepoResult(Path(unit.given), error=unit.error),))
+    return Checked((RepoResult(Path(unit.shown), error=unit.error),))
 
 
 def _ollama_model(unit: OllamaTarget, pins: Pins | None) -> RepoResult:

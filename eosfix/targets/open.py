@@ -35,6 +35,12 @@ class Refused:
     given: str
     error: NotChecked
 
+    @property
+    def shown(self) -> str:
+        """How output names it: as given; a blank text as its error names it (``''``), never
+        as a path, which would read as the current folder."""
+        return self.given if self.given.strip() else self.error.path or repr(self.given)
+
 
 Unit = Target | Refused
 

@@ -247,9 +247,10 @@ def test_weight_stops_counting_past_the_cap():
 
 _MEASURE = textwrap.dedent(
     """
-    import json, resource, sys, time
+    import json, sys, time
     from pathlib import Path
     from eosfix.core.limits import set_memory_ceiling
+    from tests.support.memory import peak_mib
     set_memory_ceiling(1 << 30)
     from eosfix import api
     out = {}
@@ -258,7 +259,7 @@ _MEASURE = textwrap.dedent(
         result = api.check(root)
         codes = sorted({f.code for f in result.check.findings})
         out[Path(root).name] = [time.process_time() - start, codes]
-    out["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    out["peak_rss_mb"] = peak_mib()
     print(json.dumps(out))
     """
 )

@@ -48,7 +48,7 @@ def test_an_empty_template_is_an_error_and_the_tokenizer_eos_is_what_ends_a_repl
     assert "EOS009" not in out  # the empty file says it
     assert "EOS004" not in out  # the tokenizer's eos is the terminator now
     assert "  fix           eos_token_id -> [248044, 248046]" in out
-    assert "would not stop: transformers" in out
+    assert "run on now: transformers" in out
     assert "1 repo with problems" in out
     code, out, _ = run_in(capsys, monkeypatch, tmp_path, "fix", "m")
     assert code == 1

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shlex
 
 import pytest
@@ -31,10 +32,38 @@ def test_chatml_missing_im_end_line():
     line = runtimes_line(runtime_table(r.check, r.patches))
     # mlx-lm >= 0.32.0 and mlx-vlm >= 0.7.0 add the tokenizer's eos (<|im_end|> here)
     assert line == (
-        "would not stop: transformers, candle, ExLlamaV2; "
-        "after fix: candle, ExLlamaV2 (candle: use --config-json; "
+        "run on now: transformers, candle, ExLlamaV2; "
+        "still run on after fix: candle, ExLlamaV2 (candle: use --config-json; "
         "ExLlamaV2 stops only on config.json's first id, 248044)"
     )
+
+
+def test_the_line_says_when_each_list_holds():
+    """Every list of runtimes on the line says whether it holds now or after the fix: what
+    the fix leaves never reads as what it repairs ("after fix: candle, ExLlamaV2" did)."""
+    cases = ["chatml-missing-im-end", "stop-inside-turn", "ordinary-stop-id", "eos-token-variable"]
+    for name in cases:
+        r = _check(SAMPLES / name)
+        line = runtimes_line(runtime_table(r.check, r.patches))
+        lists = re.sub(r" \((?:[^()]|\([^()]*\))*\)$", "", line).split("; ")  # the why apart
+        for part in lists:
+            when, _, names = part.rpartition(": ")
+            assert when.endswith((" now", " after fix")) or when == "after fix", (name, part)
+            if when == "after fix":
+                assert names in ("all stop", f"{names.split()[0]} stops"), (name, part)
+        assert any(x.rpartition(": ")[0].endswith("after fix") for x in lists), line
+
+
+def test_pr_description_table_says_what_its_last_column_means():
+    from eosfix.render.pr import pr_description
+
+    r = _check(SAMPLES / "chatml-missing-im-end")
+    body = pr_description(r)
+    table = body[body.index("| runtime |") :].splitlines()
+    head = [c.strip() for c in table[0].strip("|").split("|")]
+    assert head[-1] == ("after this pull request: stops at every turn end and never inside a reply")
+    (candle,) = [ln for ln in table if ln.startswith("| candle |")]
+    assert candle.rstrip(" |").endswith("**no**")  # the fix to generation_config.json only
 
 
 def test_pinned_versions_name_the_version_in_the_line():
@@ -42,8 +71,8 @@ def test_pinned_versions_name_the_version_in_the_line():
     pins = {"mlx-lm": "0.31.3", "mlx-vlm": "0.3.9"}
     line = runtimes_line(runtime_table(r.check, r.patches, pins))
     assert line == (
-        "would not stop: transformers, mlx-lm==0.31.3, mlx-vlm==0.3.9, candle, ExLlamaV2; "
-        "after fix: mlx-vlm==0.3.9, candle, ExLlamaV2 (mlx-vlm==0.3.9, candle: use "
+        "run on now: transformers, mlx-lm==0.31.3, mlx-vlm==0.3.9, candle, ExLlamaV2; "
+        "still run on after fix: mlx-vlm==0.3.9, candle, ExLlamaV2 (mlx-vlm==0.3.9, candle: use "
         "--config-json; ExLlamaV2 stops only on config.json's first id, 248044)"
     )
 
@@ -58,7 +87,7 @@ def test_config_json_fixes_candle_and_warns_exllamav2_keeps_first_id():
     assert "first id (248044)" in exl.note
     line = runtimes_line(table)
     assert line.endswith(
-        "after fix: ExLlamaV2 (ExLlamaV2 stops only on config.json's first id, 248044)"
+        "still run on after fix: ExLlamaV2 (ExLlamaV2 stops only on config.json's first id, 248044)"
     )
 
 
@@ -95,7 +124,7 @@ def test_plain_text_turns_have_nothing_to_compare():
 def test_healthy_repo_names_only_exllamav2():
     r = _check(SAMPLES / "llama3-healthy")
     assert runtimes_line(runtime_table(r.check, r.patches)) == (
-        "would not stop: ExLlamaV2 (ExLlamaV2 stops only on config.json's first id, 128001)"
+        "run on now: ExLlamaV2 (ExLlamaV2 stops only on config.json's first id, 128001)"
     )
 
 
@@ -221,7 +250,7 @@ def test_split_probe_prompt_is_the_generation_prompt():
 def test_runtime_option_pins_a_version_in_check_explain_and_json(run_eosfix):
     repo = SAMPLES / "chatml-missing-im-end"
     out = run_eosfix("check", repo, "--runtime", "mlx-lm==0.31.3").stdout
-    assert "would not stop: transformers, mlx-lm==0.31.3, candle, ExLlamaV2;" in out
+    assert "run on now: transformers, mlx-lm==0.31.3, candle, ExLlamaV2;" in out
     payload = json.loads(
         run_eosfix("check", repo, "--format", "json", "--runtime", "mlx-lm==0.31.3").stdout
     )
@@ -262,8 +291,9 @@ def test_fix_with_a_pinned_version_shows_the_old_rule_after_the_fix(sample_repo,
         f"(run: eosfix fix {shlex.quote(str(repo))} --config-json)"
     ) in lines
     before = run_eosfix("check", SAMPLES / "chatml-missing-im-end", "--runtime", "mlx-lm==0.20.3")
-    assert "after fix: mlx-lm==0.20.3, candle, ExLlamaV2 (mlx-lm==0.20.3, candle: use" in (
-        before.stdout
+    assert (
+        "still run on after fix: mlx-lm==0.20.3, candle, ExLlamaV2 (mlx-lm==0.20.3, candle: use"
+        in (before.stdout)
     )
 
 

@@ -526,7 +526,7 @@ def test_runtimes_a_fix_cannot_reach_are_told_why_and_what_would(sample_repo, ru
         "make them stop"
     )
     tgi = "TGI-transformers: it stops only on the tokenizer's eos_token"  # its rule
-    after = f"after fix: TGI-transformers, candle, ExLlamaV2 ({why}; {tgi})"
+    after = f"still run on after fix: TGI-transformers, candle, ExLlamaV2 ({why}; {tgi})"
     assert after in run_eosfix("check", repo).stdout
     before = (repo / "config.json").read_bytes()
     fixed = run_eosfix("fix", "--config-json", repo)

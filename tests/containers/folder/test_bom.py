@@ -74,7 +74,7 @@ def test_right_ids_behind_a_bom_do_not_stop_transformers(tmp_path, capsys, monke
     )
     code, out, _ = run_in(capsys, monkeypatch, tmp_path, "check", "m")
     assert code == 1
-    assert "would not stop: transformers" in out
+    assert "run on now: transformers" in out
     code, out, _ = run_in(capsys, monkeypatch, tmp_path, "fix", "m")
     assert code == 1
     assert f"  wrote         {GEN}: byte-order mark removed" in out

@@ -44,7 +44,7 @@ def test_eot_on_the_reasoning_closer_is_eos011_and_fix_points_it_at_the_turn_end
     assert code == 1
     # ollama's row too: its latest release runs llama-server, which reads these keys
     assert (
-        "runtimes      would not stop: llama.cpp, ollama; stop inside a turn at <|think_end|>: "
+        "runtimes      run on now: llama.cpp, ollama; stop inside a turn at <|think_end|> now: "
         "llama.cpp, ollama; after fix: all stop\n"
     ) in out
     payload = json.loads(run(capsys, "check", path, "--format", "json")[1])
@@ -86,7 +86,7 @@ def test_eos_on_the_reasoning_closer_is_explained_not_changed(tmp_path, capsys):
     assert code == 1
     (line,) = [x for x in out.splitlines() if x.startswith("  runtimes ")]
     assert line.startswith(
-        "  runtimes      stop inside a turn at <|think_end|>: llama.cpp, ollama ("
+        "  runtimes      stop inside a turn at <|think_end|> now: llama.cpp, ollama ("
     )
     assert "after fix" not in line  # no fix changes it
     before = path.read_bytes()

@@ -93,7 +93,7 @@ def test_check_has_an_ollama_row_and_pins_an_older_release(tmp_path, capsys):
     assert pinned["stops_after"] == {"<|im_end|>": True}  # once eos_token_ids is written
     code, out, _ = run(capsys, "check", "--runtime", "ollama==0.20.0", path)
     assert code == 1
-    assert "would not stop: ollama==0.20.0; after fix: all stop" in out
+    assert "run on now: ollama==0.20.0; after fix: all stop" in out
 
 
 def test_go_engine_architecture_gets_eos_token_ids_int32_and_llama_cpp_loads_it(tmp_path, capsys):

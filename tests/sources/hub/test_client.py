@@ -26,6 +26,7 @@ from tests.hostilehub import (  # noqa: F401
     stream,
     with_headers,
 )
+from tests.support import memory
 
 CONFIG = r"^/evil/big/resolve/[^/]+/tokenizer_config\.json$"
 
@@ -122,19 +123,18 @@ def test_a_huge_config_does_not_grow_the_process(hostile_hub, tmp_path):
     }
     env.pop("HF_TOKEN", None)
 
-    def peak_mib(repo: str) -> tuple[float, str]:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "eosfix", "check", repo], env=env, cwd=ROOT,
+    def peak_of_check(repo: str) -> tuple[float, str]:
+        """``eosfix check REPO`` in a process of its own: its own peak (not its parent's)."""
+        peak_file = tmp_path / "peak"
+        proc = subprocess.run(
+            [sys.executable, "-c", memory.LAUNCH, "check", repo],
+            env={**env, "EOSFIX_TEST_PEAK_FILE": str(peak_file)}, cwd=ROOT,
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+            check=False,
         )  # fmt: skip
-        assert proc.stderr is not None
-        err = proc.stderr.read().decode()
-        proc.stderr.close()
-        _, _, usage = os.wait4(proc.pid, 0)  # its own peak resident memory
-        proc.returncode = 0
-        return usage.ru_maxrss / 1024, err
+        return float(peak_file.read_text()), proc.stderr.decode()
 
-    small, _ = peak_mib("org/small")
-    big, err = peak_mib("evil/big")
+    small, _ = peak_of_check("org/small")
+    big, err = peak_of_check("evil/big")
     assert big < small + 24, (small, big)
     assert "tokenizer_config.json: larger than the 16 MiB for a config file" in err, err
