@@ -82,6 +82,10 @@ class Verdict:
     # A GGUF repo (``eosfix.batch.gguf_audit.repo_verdict``): its files summarised, a file that
     # differs named ("12 GGUF files alike", "Q8_0 differs in ...: would be fixed"); else None.
     gguf: str | None = None
+    # A GGUF repo whose ``params`` file a pull request would set (what ``ollama run hf.co``
+    # stops on): that file's name; None when no params file would help (its header is what
+    # needs the fix) or it is no GGUF repo.
+    params_file: str | None = None
 
     @property
     def name(self) -> str:
@@ -121,7 +125,8 @@ class Verdict:
         return {
             f.name: getattr(self, f.name)
             for f in dataclasses.fields(self)
-            if f.name not in ("detail", "text") and (f.name != "gguf" or self.gguf is not None)
+            if f.name not in ("detail", "text")
+            and (f.name not in ("gguf", "params_file") or getattr(self, f.name) is not None)
         }
 
     @classmethod

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from eosfix.core.repo import GENERATION_CONFIG
 from eosfix.render.words import verdict_words
 
 if TYPE_CHECKING:
@@ -38,6 +39,10 @@ class AuditRow:
     pr_words: str
     pr_url: str | None
     downloads: int
+    # The file a pull request fixes, as ``eosfix hub --pr`` opens one: a repo's
+    # generation_config.json, a GGUF repo's params file; None: no pull request can (nothing
+    # to fix, or only a GGUF file's header, which needs a new file).
+    pr_file: str | None = None
 
     @property
     def words(self) -> str:
@@ -65,9 +70,14 @@ def audit_row(result: Result) -> AuditRow:
     eos = "" if v.status == "error" else ids_text(v.eos, as_list=v.eos_list)
     proposed = ids_text(v.proposed, as_list=True) if v.proposed is not None else ""
     downloads = getattr(result.item, "downloads", 0)
+    if v.gguf is not None:
+        pr_file = v.params_file
+    else:  # what batch.prs opens a pull request for
+        pr_file = GENERATION_CONFIG if v.has_patches and v.status != "error" else None
     return AuditRow(
         row.repo_id, revision, commit, row.revision, row.verdict, row.problem or None,
         tuple(v.runs_on), tuple(v.stops_early), tuple(v.loads), tuple(v.codes),
         tuple(v.terminators), eos, row.eos, proposed, row.note, v.error or "", v.gguf, words,
         url if isinstance(url, str) else None, downloads if isinstance(downloads, int) else 0,
+        pr_file,
     )  # fmt: skip

@@ -90,7 +90,12 @@ class Audit:
             "runtimes": runtimes,
             "verdicts": [{"name": v, "count": verdicts[v]} for v in VERDICTS if verdicts[v]],
             "words": sorted(words.items(), key=lambda kv: (-kv[1], kv[0])),
-            "to_fix": sum(1 for r in self.rows if r.verdict == "fixable"),
+            # a pull request fixes these (as eosfix hub --pr opens them); the header of a GGUF
+            # repo's files no pull request can change: a new file fixes those
+            "to_fix": sum(1 for r in self.rows if r.pr_file is not None),
+            "new_files": sum(
+                1 for r in self.rows if r.verdict == "fixable" and r.gguf and r.pr_file is None
+            ),
             "failing": [r for r in runtimes if r["misses"]],
             "stopping": [r for r in runtimes if not r["misses"]],
         }

@@ -199,3 +199,38 @@ def test_no_pull_request_is_offered_where_none_helps(gguf_org, signed):
     assert "eosfix fix Chat-7B-Q2_K.gguf --output Chat-7B-Q2_K.fixed.gguf" in _by_id(
         text, "header-2"
     )
+
+
+def test_an_audit_of_gguf_repos_counts_the_pull_requests_hub_pr_opens(gguf_org, page,
+                                                                      run_eosfix):  # fmt: skip
+    """Of the organisation's two repos that run on, a pull request fixes one (Reasoner-GGUF's
+    params file) and a new file the other (Chat-7B-GGUF's Q2_K header): the audit says so, as
+    ``eosfix hub --author ORG --pr`` counts them, and its chart counts per runtime what its
+    table says."""
+    import time
+
+    client = page.client(follow=False)
+    location = client.get(f"/audit?author={GGUF_ORG}").headers["Location"]
+    deadline = time.monotonic() + 120
+    while not json.loads(client.get(location + "/progress").body)["finished"]:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    text = client.get(location).text
+    dry = run_eosfix("hub", "--author", GGUF_ORG, "--pr", "--dry-run", "--format", "json")
+    opened = [r for r in json.loads(dry.stdout)["repos"] if r["pr"] == "would open (dry run)"]
+    assert len(opened) == 1
+    assert _by_id(text, "audit-action") == (
+        "1 of the 5 repos would be fixed by a pull request: eosfix hub --author "
+        f"{GGUF_ORG} --pr opens one on each (check a repo below to open its pull request as "
+        "yourself). 1 more needs new GGUF files: no pull request can change a file's header "
+        "(check it below for the command that makes one)."
+    )
+    table = re.findall(r"<tr><td><a [^>]*>([^<]*)</a></td>\s*<td[^>]*>[^<]*</td>\s*<td>([^<]*)</td>",
+                       text)  # fmt: skip
+    assert len(table) == 5
+    chart = re.findall(r'class="count">(\d+) stop, (\d+) do not</text>', text)
+    names = re.findall(r'class="label">([^<]*)</text>', text)
+    assert names == ["llama.cpp", "ollama hf.co"]  # the runtimes that load a GGUF, alone
+    for name, (_, misses) in zip(names, chart, strict=True):
+        failing = [repo for repo, where in table if name in where.split(", ")]
+        assert int(misses) == len(failing), (name, failing)
