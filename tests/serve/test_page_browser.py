@@ -408,7 +408,7 @@ def test_a_gguf_repos_params_pull_request_from_the_page(gguf_org, browser):
 def test_a_plain_text_turn_end_and_the_words_of_each_state(fake_hub, browser):
     """A template whose turns end with plain text: every runtime needs a stop string, in
     amber, never a green tick; a base model says it has no chat template; a missing repo
-    is a 404 with check's line; an author without model repos says so."""
+    is a 404 with check's line, a bad id a 400; an author without model repos says so."""
     fake_hub.add_repo("acme/plain-text-turns", repo_files("plain-text-turns"))
     fake_hub.add_repo("acme/base-model", repo_files("base-model"))
     browser.open("/check?repo=acme/plain-text-turns")
@@ -428,7 +428,32 @@ def test_a_plain_text_turn_end_and_the_words_of_each_state(fake_hub, browser):
     browser.open("/check?repo=acme/absent")
     assert browser.wait("#error").text == "acme/absent: repository not found (404)"
     browser.state("missing", 404)
+    browser.open("/check?repo=org/../x")
+    assert "org/../x: not checked: " in browser.wait("p.problem").text
+    browser.state("bad-id", 400)
     browser.open("/audit?author=nobody")
     empty = browser.wait("#audit-empty")  # the script polled to the end and reloaded
     assert empty.text == "nobody: no model repos on the Hub under this author"
     browser.state("audit-nobody", 404)
+
+
+def test_an_audit_of_gguf_repos_leads_with_the_runtimes_that_load_them(gguf_org, browser):
+    """An organisation of GGUF repos: the answer names llama.cpp and ``ollama run hf.co``
+    alone (no runtime that never loads a GGUF is charted), on the first screen with what a
+    pull request fixes and what needs a new file."""
+    from tests.hubserver import GGUF_ORG
+
+    browser.open(f"/audit?author={GGUF_ORG}")
+    done = browser.wait("#audit-done")  # the script polled to the end and reloaded
+    assert done.text.startswith("5 repos checked")
+    assert browser.find("#where").text == (
+        "Does not stop right (runs on past a turn's end, or stops inside a reply) in "
+        "llama.cpp (2 of 4 repos), ollama hf.co (2 of 4 repos)."
+    )
+    assert "1 more needs new GGUF files" in browser.find("#audit-action").text
+    labels = browser.driver.execute_script(
+        "return [...document.querySelectorAll('svg.chart text.label')].map(t => t.textContent)"
+    )
+    assert labels == ["llama.cpp", "ollama hf.co"]
+    browser.on_first_screen("#where", "#audit-action")
+    browser.state("gguf-audit")
