@@ -376,7 +376,7 @@ class HubSource:
             self.prs.stopping = True
 
     def close(self) -> None:
-        self.reader.http.gate.stop()
+        self.reader.http.gate.abort()  # a second Ctrl-C: what is on the network too
         self._io.shutdown(wait=False, cancel_futures=True)
         self._writes.shutdown(wait=False, cancel_futures=True)
 

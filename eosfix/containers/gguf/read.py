@@ -375,6 +375,7 @@ class _Kept:
     field: Field
     data: bytes  # the field's bytes, key to end
     held: int  # _held_bytes
+    after: int  # its header's key/value bytes after it: fetched with it, in the same read
 
 
 class KnownFields:
@@ -420,9 +421,9 @@ class KnownFields:
                 continue
             held = _held_bytes(f, size)
             if held <= self.max_bytes:
-                self._keep(f, bytes(buf[f.start : f.end]), held)
+                self._keep(f, bytes(buf[f.start : f.end]), held, header.kv_end - f.end)
 
-    def _keep(self, f: Field, data: bytes, held: int) -> None:
+    def _keep(self, f: Field, data: bytes, held: int, after: int) -> None:
         with self._lock:
             same_key = self._by_key.setdefault(f.key, [])
             for serial in same_key:
@@ -430,7 +431,7 @@ class KnownFields:
                     self._kept.move_to_end(serial)
                     return
             serial = next(self._serial)
-            self._kept[serial] = _Kept(f, data, held)
+            self._kept[serial] = _Kept(f, data, held, after)
             same_key.insert(0, serial)
             self.held_bytes += held
             for old in same_key[self.per_key :]:
@@ -452,14 +453,16 @@ class KnownFields:
         with self._lock:
             candidates = [(s, self._kept[s]) for s in self._by_key.get(key, ())]
         for serial, kept in candidates:
-            f, data = kept.field, kept.data
+            f, data, after = kept.field, kept.data, kept.after
             if len(data) > r.limit - start:
                 continue
             here = min(len(data), len(r.buf) - start)  # what is fetched already must agree
             if r.buf[start : start + here] != data[:here]:  # (before more is fetched for it)
                 continue
+            if here < f.value_start - f.start:  # its key, type and length not seen yet: more
+                continue  # is fetched for it only when they agree (another model's costs a read)
             r.pos = start
-            r.need(len(data), key)
+            r.need(min(len(data) + after, r.limit - start), key)
             if r.buf[start : start + len(data)] == data:
                 r.pos = start + len(data)
                 shift = start - f.start

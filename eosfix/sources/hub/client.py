@@ -13,8 +13,8 @@ One module: the socket layer's limits and the request that sets them are one mec
   deadline (the timeout plus the time its declared size, else its cap, needs at
   ``SLOWEST_RATE``): every socket read and write waits at most what is left, so a body dripped
   a byte at a time ends there. Waits are cut into short slices that look at the request's
-  ``stopping`` event, so a shutdown (Ctrl-C, SIGTERM) ends a request blocked on a silent
-  server within a quarter of a second;
+  ``aborting`` event, so a shutdown (a second Ctrl-C, SIGTERM) ends a request blocked on a
+  silent server within a quarter of a second;
 - **where**: redirects are followed here, at most MAX_REDIRECTS; the token goes only to the
   configured Hub's origin (``HF_ENDPOINT``), never to a CDN or any other host.
 
@@ -58,7 +58,7 @@ from eosfix.sources.hub.bounds import (
     Cap,
 )
 
-SLICE = 0.25  # seconds: how often a blocked read looks at its stopping event
+SLICE = 0.25  # seconds: how often a blocked read looks at its aborting event
 
 
 class Stopped(Exception):
@@ -108,7 +108,7 @@ class Limit:
     ``lease``."""
 
     deadline: float
-    stopping: threading.Event
+    aborting: threading.Event
     lease: float = math.inf
     on_lease: Callable[[], None] | None = None
 
@@ -134,7 +134,7 @@ class _Stream(httpcore2.NetworkStream):
             return self._inner.read(max_bytes, timeout)
         until = limit.deadline if timeout is None else min(limit.deadline, _now() + timeout)
         while True:
-            if limit.stopping.is_set():
+            if limit.aborting.is_set():
                 raise Stopped
             now = _now()
             limit.waiting(now)
@@ -199,7 +199,7 @@ def _bounded(timeout: float | None) -> float | None:
     limit = _LIMIT.get(None)
     if limit is None:
         return timeout
-    if limit.stopping.is_set():
+    if limit.aborting.is_set():
         raise Stopped
     left = limit.deadline - _now()
     if left <= 0:
@@ -268,7 +268,8 @@ def keep_no_cookies() -> None:
     discussions) keeps no cookie from now on either."""
     session = get_session()
     if not isinstance(getattr(session.cookies.jar, "_policy", None), _NoCookies):
-        session.cookies = httpx2.Cookies(_jar())
+        # the jar itself: httpx2 2.0 copies a Cookies given here into a jar of its own
+        session.cookies = _jar()
 
 
 def hub_origin() -> str:
@@ -302,7 +303,7 @@ def fetch(
     headers: Mapping[str, str],
     cap: Cap,
     timeout: float | None,
-    stopping: threading.Event,
+    aborting: threading.Event,
     sink: IO[bytes] | None = None,
     truncate: bool = False,
     on_lease: Callable[[], None] | None = None,
@@ -321,7 +322,7 @@ def fetch(
     client = _shared()
     started = _now()
     head_by = started + (timeout if timeout is not None else DEFAULT_DEADLINE)
-    limit = Limit(head_by, stopping, started + SLOT_LEASE, on_lease)
+    limit = Limit(head_by, aborting, started + SLOT_LEASE, on_lease)
     request = client.build_request(method, url, params=params, data=data, headers=headers)
     _scope_token(request)
     history: list[httpx2.Response] = []

@@ -30,8 +30,11 @@ batch shares one **gate** with one **bucket** per quota:
 - 5xx, 408, timeouts and dropped connections are retried after a backoff with full jitter;
   an answer over its cap or too slow to come whole is not (``client.TooLarge``, ``TooSlow``);
 - every request is tried at most MAX_ATTEMPTS times; then its error is the repo's;
-- ``stop`` (Ctrl-C; ``stop_every_gate`` for a server shutting down) ends every wait: for a
-  turn, a pause, a backoff, and on the network.
+- ``stop`` (the first Ctrl-C: stop early but whole) ends every wait for a turn, a pause or a
+  backoff, and no request starts after it; a request already on the network finishes (by its
+  deadline), so what was in flight is reported as it was answered. ``abort`` (a second
+  Ctrl-C; ``stop_every_gate`` for a server shutting down) ends the requests on the network
+  too.
 
 Each request is one ``eosfix.sources.hub.client.fetch`` (bytes, deadline, redirects, no
 cookies). It builds on huggingface_hub's pieces: its headers and token lookup
@@ -293,7 +296,8 @@ class RateGate:
         self.buckets = {name: Bucket(name, longest) for name in (API, RESOLVERS)}
         self.last_cut = -math.inf
         self.streak = 0
-        self.stopping = threading.Event()
+        self.stopping = threading.Event()  # no new request, no wait: ``stop``
+        self.aborting = threading.Event()  # nor a request on the network: ``abort``
         # requests (sent and answered, or timed out after being sent), unreachable (no
         # connection made: never counted as a request), api, resolve, retries, rate_limited
         self.stats: Counter[str] = Counter()
@@ -415,24 +419,30 @@ class RateGate:
         return worst
 
     def stop(self) -> None:
-        """Every request of this gate gives up: those waiting for a turn or a pause, and
-        those blocked on the network (within ``client.SLICE``)."""
+        """No request of this gate starts any more: those waiting for a turn, a pause or a
+        backoff give up; those on the network finish, by their deadline."""
         self.stopping.set()
         with self._cond:
             for turn in self._turns.values():
                 turn.notify_all()
+
+    def abort(self) -> None:
+        """``stop``, and the requests blocked on the network give up too (within
+        ``client.SLICE``)."""
+        self.aborting.set()
+        self.stop()
 
 
 _GATES: weakref.WeakSet[RateGate] = weakref.WeakSet()
 
 
 def stop_every_gate(keep: Iterable[RateGate] = ()) -> int:
-    """Stop every gate of this process but ``keep`` (a server shutting down: its requests
-    give up now, whatever they wait for); how many were stopped."""
+    """Abort every gate of this process but ``keep`` (a server shutting down: its requests
+    give up now, whatever they wait for); how many were aborted."""
     kept = {id(g) for g in keep}
-    gates = [g for g in list(_GATES) if id(g) not in kept and not g.stopping.is_set()]
+    gates = [g for g in list(_GATES) if id(g) not in kept and not g.aborting.is_set()]
     for gate in gates:
-        gate.stop()
+        gate.abort()
     return len(gates)
 
 
@@ -570,7 +580,7 @@ class HubHttp:
             try:
                 response = fetch(
                     method, url, params=params, data=data, headers=headers or self.headers,
-                    cap=cap, timeout=self.timeout, stopping=gate.stopping, sink=sink,
+                    cap=cap, timeout=self.timeout, aborting=gate.aborting, sink=sink,
                     truncate=ranged, on_lease=slot.give_back,
                 )  # fmt: skip
             except RETRY_ERRORS as exc:

@@ -124,7 +124,7 @@ def test_a_hung_request_does_not_stall_other_repos_past_its_own_deadline(hostile
         assert rule.hits == 1
         assert hostile_hub.sent[rule.name] < 10_000  # the drip had not ended
     finally:
-        reader.http.gate.stop()
+        reader.http.gate.abort()
 
 
 def test_a_request_waiting_on_a_silent_hub_gives_its_slot_up(hostile_hub):
@@ -145,7 +145,7 @@ def test_a_request_waiting_on_a_silent_hub_gives_its_slot_up(hostile_hub):
         assert not hung_out
         assert reader.http.stats["slow"] == 1
     finally:
-        reader.http.gate.stop()
+        reader.http.gate.abort()
         hold.release()
 
 
@@ -158,9 +158,26 @@ def _arrived(hub, path: str) -> bool:
     return False
 
 
-def test_stopping_ends_a_request_blocked_on_a_silent_hub(hostile_hub):
-    """A Ctrl-C (the gate stopped) ends a request whose server says nothing, without waiting
-    for its timeout."""
+def test_aborting_ends_a_request_blocked_on_a_silent_hub(hostile_hub):
+    """A second Ctrl-C or a server shutting down (the gate aborted) ends a request whose
+    server says nothing, without waiting for its timeout."""
+    hostile_hub.add_repo("org/m", chatml_files())
+    hold = hostile_hub.hold(r"^/api/models/org/m/")
+    reader = HubReader(timeout=60)
+    thread, out = _in_thread(reader.resolve, HubEntry("org/m"))
+    try:
+        assert hold.arrived.wait(10)
+        reader.http.gate.abort()
+        thread.join(10)
+        assert not thread.is_alive(), "the request waited on"
+        assert isinstance(out[0], Stopped)
+    finally:
+        hold.release()
+
+
+def test_stopping_lets_a_request_on_the_network_finish_and_starts_no_other(hostile_hub):
+    """The first Ctrl-C (the gate stopped) stops early but whole: a request already sent is
+    answered and counted as it was; the next one does not start."""
     hostile_hub.add_repo("org/m", chatml_files())
     hold = hostile_hub.hold(r"^/api/models/org/m/")
     reader = HubReader(timeout=60)
@@ -168,8 +185,14 @@ def test_stopping_ends_a_request_blocked_on_a_silent_hub(hostile_hub):
     try:
         assert hold.arrived.wait(10)
         reader.http.gate.stop()
+        hold.release()
         thread.join(10)
-        assert not thread.is_alive(), "the request waited on"
-        assert isinstance(out[0], Stopped)
+        assert not thread.is_alive(), "the request was never answered"
+        assert out[0].sha == hostile_hub.repos["org/m"].head
+        assert reader.http.stats["requests"] == 1
+        with pytest.raises(Stopped):
+            reader.read_file("org/m", out[0].sha, "config.json")
+        assert reader.http.stats["requests"] == 1
     finally:
         hold.release()
+        reader.http.gate.abort()
