@@ -426,6 +426,7 @@ class _Kept:
     head: bytes
     tail: Any  # bytes-like
     held: int  # _held_bytes
+    after: int  # its header's key/value bytes after it: fetched with it, in the same read
 
     @property
     def size(self) -> int:
@@ -492,7 +493,8 @@ class KnownFields:
             if held > self.max_bytes:
                 continue
             tail = _items_bytes(f)
-            self._keep(_Kept(f, _copy(buf, f.start, f.end - len(tail)), tail, held))
+            head = _copy(buf, f.start, f.end - len(tail))
+            self._keep(_Kept(f, head, tail, held, header.kv_end - f.end))
 
     def _keep(self, kept: _Kept) -> None:
         f = kept.field
@@ -531,8 +533,10 @@ class KnownFields:
             here = min(size, len(r.buf) - start)  # what is fetched already must agree
             if not kept.found_in(r.buf, start, here):  # (before more is fetched for it)
                 continue
+            if here < f.value_start - f.start:  # its key, type and length not seen yet: more
+                continue  # is fetched for it only when they agree (another model's costs a read)
             r.pos = start
-            r.need(size, key)
+            r.need(min(size + kept.after, r.limit - start), key)
             if kept.found_in(r.buf, start, size):
                 r.pos = start + size
                 shift = start - f.start

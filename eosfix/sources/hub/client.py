@@ -268,7 +268,8 @@ def keep_no_cookies() -> None:
     discussions) keeps no cookie from now on either."""
     session = get_session()
     if not isinstance(getattr(session.cookies.jar, "_policy", None), _NoCookies):
-        session.cookies = httpx2.Cookies(_jar())
+        # the jar itself: httpx2 2.0 copies a Cookies given here into a jar of its own
+        session.cookies = _jar()
 
 
 def hub_origin() -> str:

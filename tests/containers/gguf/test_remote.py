@@ -99,6 +99,25 @@ def test_every_shipped_vocabulary_in_at_most_three_reads(ggml_vocab_files):
             assert source.fetched == remote.FIRST_READ
 
 
+def test_known_fields_never_cost_a_vocabulary_a_read(ggml_vocab_files):
+    """With every shipped vocabulary's fields known (other models', and its own as another
+    file of the same tokenizer holds them), each is read in no more reads than alone: a known
+    field is fetched with the rest of its header's section, and another model's is passed over
+    on the bytes at hand (the files a repo's threads read meanwhile never add a request)."""
+    known = KnownFields(per_key=32, max_fields=1024, max_bytes=1 << 30)
+    for path in ggml_vocab_files:
+        known.learn(read_header(path), path.read_bytes())
+    for path in ggml_vocab_files:
+        data = path.read_bytes()
+        alone = Ranges(data, pad=1 << 30)
+        read_remote_header(path.name, alone)
+        source = Ranges(data, pad=1 << 30)
+        header = read_remote_header(path.name, source, known=known)
+        assert _values(header) == _values(read_header(path)), path.name
+        assert len(source.reads) <= len(alone.reads), (path.name, alone.reads, source.reads)
+    assert known.reused > 0
+
+
 def test_a_quantisation_of_the_same_model_is_one_read_and_shares_its_arrays(tmp_path):
     a = command_r(tmp_path / "a.gguf", kv={"general.file_type": 15})
     b = command_r(tmp_path / "b.gguf", kv={"general.file_type": 7})
