@@ -1,9 +1,9 @@
 """Load on the Hub bot: webhooks at a steady rate over many repos, against the stand-in Hub.
 
 ``eosfix serve`` runs as its own process (4 workers, policy ``pr``) against the stand-in Hub
-(tests/hubserver.py, each request answered after ``--latency`` seconds). ``--webhooks`` POSTs
-are spread evenly over ``--seconds`` by 32 sender threads, over ``--repos`` repos (every other
-one broken, missing ``<|im_end|>``), in the mix of the reliability pass (issue 36):
+(tests/support/hubserver.py, each request answered after ``--latency`` seconds). ``--webhooks``
+POSTs are spread evenly over ``--seconds`` by 32 sender threads, over ``--repos`` repos (every
+other one broken, missing ``<|im_end|>``), in the mix of the reliability pass (issue 36):
 
 - 76 % valid pushes, each of a new commit (the first of a repo: its first commit): 202;
 - 8 % with a wrong secret: 401; 10 % malformed (not JSON, not a payload, a repo id with
@@ -175,11 +175,11 @@ def main() -> int:  # one run, told top to bottom
     import pytest
 
     from eosfix.serve.journal import JOURNAL, Journal
-    from tests.hubserver import FakeHub, patch_huggingface_hub
     from tests.serve.test_bot import _free_port, http
     from tests.support.hubrepos import BROKEN_SAMPLE as BROKEN
     from tests.support.hubrepos import HEALTHY_SAMPLE as HEALTHY
     from tests.support.hubrepos import repo_files
+    from tests.support.hubserver import FakeHub, patch_huggingface_hub
     from tests.support.serve import eosfix_prs, payload
 
     rng = random.Random(args.seed)

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from eosfix import api
 from eosfix.core.jsonedit import find_value_span, set_json_value
-from tests.invariants import contradictions, template_repo
+from tests.support.invariants import contradictions, template_repo
 
 _TURNS = "{% for m in messages %}{{ m.content }}<|im_end|>{% endfor %}"
 
@@ -55,7 +55,7 @@ def test_template_crash_is_a_finding_or_an_error(tmp_path, template):
 
 @pytest.mark.parametrize("template", list(CRASHES.values()), ids=list(CRASHES))
 def test_no_report_on_a_crash_template_contradicts_itself(tmp_path, template):
-    """``tests.invariants``, on a repo whose template once crashed eosfix."""
+    """``tests.support.invariants``, on a repo whose template once crashed eosfix."""
     work = tmp_path / "work"
     work.mkdir()
     repo = template_repo(tmp_path / "repo", template, eos="<|im_end|>")

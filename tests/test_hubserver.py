@@ -1,4 +1,5 @@
-"""The fake Hub (tests/hubserver.py) is faithful enough for the real huggingface_hub client."""
+"""The fake Hub (tests/support/hubserver.py) is faithful enough for the real huggingface_hub
+client."""
 # ruff: noqa: F811  (the `fake_hub` fixture is imported, then requested by name)
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from huggingface_hub.errors import (
     RevisionNotFoundError,
 )
 
-from tests.hubserver import FakeHub, fake_hub, git_sha1  # noqa: F401  (fixture)
+from tests.support.hubserver import FakeHub, fake_hub, git_sha1  # noqa: F401  (fixture)
 
 REPO = "org/chat-model"
 CONFIG = b'{\n  "eos_token_id": 2\n}\n'
@@ -789,7 +790,7 @@ def test_quota_headers_come_on_every_answer_of_the_bucket(fake_hub, repo):
 
 
 def test_the_population_is_shaped_like_the_hubs_conversions():
-    from tests.hubpopulation import population
+    from tests.support.hubpopulation import population
 
     specs = population(600, seed=3)
     assert [s.repo_id for s in specs] == [s.repo_id for s in population(600, seed=3)]

@@ -23,7 +23,7 @@ pytest.importorskip("transformers", reason="the real model needs transformers")
 from transformers import AutoTokenizer, GenerationConfig
 
 from eosfix import api
-from tests.realmodel import greedy_from_folder
+from tests.support.realmodel import greedy_from_folder
 
 pytestmark = [
     pytest.mark.slow,

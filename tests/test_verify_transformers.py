@@ -31,8 +31,8 @@ from eosfix.analysis.shapes import SPECS
 from eosfix.containers.folder.read import load_repo
 from eosfix.ports.loop import split_probe, tokenize_probe
 from tests.conftest import CORPUS, check_repo
-from tests.realmodel import greedy_from_folder
-from tests.tiny_lm import save_tokenizer, scripted_lm, word_level_tokenizer
+from tests.support.realmodel import greedy_from_folder
+from tests.support.tiny_lm import save_tokenizer, scripted_lm, word_level_tokenizer
 
 MULTI_TERMINATOR = [
     "reasoning-channel",
@@ -120,7 +120,7 @@ def _from_pretrained_generate(folder: Path) -> tuple[str, frozenset[int]]:
 @pytest.mark.filterwarnings("ignore::UserWarning:transformers.*")
 @pytest.mark.filterwarnings("ignore::FutureWarning:transformers.*")
 def test_smollm2_runs_past_im_end_then_stops_after_fix(seed_repo):
-    """The seed's repo (tests/realmodel.py write_seed_folder) loaded with from_pretrained:
+    """The seed's repo (tests/support/realmodel.py write_seed_folder) loaded with from_pretrained:
     generation_config.json says 0, so generate() runs past <|im_end|>; after the fix it stops
     right after the answer, and eosfix's transformers verdict matched both times."""
     from tests.conformance.harness import predictions

@@ -12,8 +12,8 @@ from eosfix.analysis.positions import EVERY_REPLY, IN_TOOL_CALL, TOOL_CALL
 from eosfix.analysis.terminators import TURN_END
 from eosfix.render.explain import render_explain, result_explain_dict
 from eosfix.render.report import result_to_dict
-from tests.analysis.real_templates import real_repo, token_id
-from tests.invariants import FIRST_ID, template_repo
+from tests.support.invariants import FIRST_ID, template_repo
+from tests.support.real_templates import real_repo, token_id
 
 COHERE = ["command-r7b.jinja", "command-a.jinja"]
 

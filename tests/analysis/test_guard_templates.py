@@ -12,8 +12,8 @@ from eosfix.analysis.positions import VERDICT
 from eosfix.analysis.terminators import TURN_END
 from eosfix.render.explain import render_explain, result_explain_dict
 from eosfix.render.report import result_to_dict
-from tests.analysis.real_templates import real_repo, token_id
-from tests.invariants import template_repo
+from tests.support.invariants import template_repo
+from tests.support.real_templates import real_repo, token_id
 
 # The real templates and what ends their verdict (the turn the prompt's own turn opens).
 REAL_GUARDS = {

@@ -13,8 +13,8 @@ from eosfix import api
 from eosfix.analysis.positions import EVERY_REPLY, IN_TOOL_CALL, TOOL_CALL
 from eosfix.render.explain import render_explain, result_explain_dict
 from eosfix.render.report import result_to_dict
-from tests.analysis.real_templates import real_repo, token_id
-from tests.invariants import template_repo
+from tests.support.invariants import template_repo
+from tests.support.real_templates import real_repo, token_id
 
 NEMOTRON = "nemotron-nano-v2.jinja"
 

@@ -1,4 +1,4 @@
-"""A report never contradicts itself (``tests.invariants``), on everything the suite checks:
+"""A report never contradicts itself (``tests.support.invariants``), on everything the suite checks:
 every sample repo, every corpus repo, every render golden's template, the hostile templates
 and the real templates kept in ``tests/analysis/templates`` (the shape tables and the fuzz
 regressions check it beside their cases: ``test_no_report_on_a_..._contradicts_itself``)."""
@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.analysis.real_templates import REAL, TEMPLATES, real_repo
 from tests.conftest import CORPUS, SAMPLES, corpus_cases, sample_names
-from tests.invariants import contradictions, golden_repo, template_repo
 from tests.support.hostile import HOSTILE
+from tests.support.invariants import contradictions, golden_repo, template_repo
+from tests.support.real_templates import REAL, TEMPLATES, real_repo
 
 GOLDENS = sorted((CORPUS / "render_goldens").glob("*.json")) if CORPUS.is_dir() else []
 

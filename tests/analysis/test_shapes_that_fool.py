@@ -36,7 +36,7 @@ from eosfix.analysis.shapes import CALL_ARGS, THINK1
 from eosfix.containers.folder.read import load_repo
 from eosfix.decide.check import Status
 from tests.conftest import check_repo
-from tests.invariants import contradictions
+from tests.support.invariants import contradictions
 
 FIRST_ID = 100
 
@@ -556,7 +556,7 @@ def test_terminators_and_where_they_are_written(shape, tmp_path):
 
 @pytest.mark.parametrize("shape", SHAPE_PARAMS)
 def test_no_report_on_a_shape_contradicts_itself(shape, tmp_path):
-    """``tests.invariants``: with each id that can be written a stop id."""
+    """``tests.support.invariants``: with each id that can be written a stop id."""
     repo, work = tmp_path / "repo", tmp_path / "work"
     repo.mkdir()
     work.mkdir()

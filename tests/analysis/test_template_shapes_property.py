@@ -1,5 +1,5 @@
 """Generated chat templates (hypothesis): the shapes of this project's issues with token names
-nobody has seen. Every report keeps the invariants of ``tests.invariants``, and what each
+nobody has seen. Every report keeps the invariants of ``tests.support.invariants``, and what each
 shape is known to need holds: the reply's closer ends a turn, a turn's opener or a call's
 opening tag never does, a tool call reached only through a branch variable is found, a guard
 template names only what closes its prompt's turn and no stop string."""
@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from eosfix import api
-from tests.invariants import contradictions, template_repo
+from tests.support.invariants import contradictions, template_repo
 
 WORDS = st.sampled_from(
     ["fin", "stop", "halt", "close", "done", "open", "turn", "hdr", "msg", "seg", "blk",

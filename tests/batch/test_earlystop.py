@@ -9,8 +9,8 @@ import pickle
 from click.testing import CliRunner
 
 from eosfix.cli import cli
-from tests.cachebuilder import CacheBuilder
 from tests.conftest import SAMPLES
+from tests.support.cachebuilder import CacheBuilder
 from tests.support.hubrepos import sample_files
 
 GEN = "generation_config.json"

@@ -1,5 +1,5 @@
 """A GGUF repo on the Hub checked by its files' headers (eosfix.targets.gguf_hub), against the
-stand-in Hub's GGUF publisher (tests/hubserver.py add_gguf_org): every quantisation read by
+stand-in Hub's GGUF publisher (tests/support/hubserver.py add_gguf_org): every quantisation read by
 ranges, a differing one named, ``ollama run hf.co/...``'s params, one line per broken file;
 ``eosfix check`` with each spelling of a Hub GGUF."""
 
@@ -17,8 +17,8 @@ from eosfix.targets.gguf_hub import check_gguf_repo, read_files
 from eosfix.targets.hub import check_hub_target
 from eosfix.targets.parse import parse_hub
 from eosfix.targets.session import HubSession
-from tests import ggufs
-from tests.hubserver import GGUF_ORG, add_gguf_repo
+from tests.support import ggufs
+from tests.support.hubserver import GGUF_ORG, add_gguf_repo
 from tests.support.schemas import CHECK, valid
 
 CHAT = f"{GGUF_ORG}/Chat-7B-GGUF"
@@ -204,7 +204,7 @@ def test_a_tag_picks_one_file_as_ollama_does(gguf_org, run_eosfix):
 
 
 def test_a_repo_with_a_tokenizer_and_gguf_files_is_checked_as_a_folder(gguf_org, fake_hub):
-    from tests.cachebuilder import chatml_files
+    from tests.support.cachebuilder import chatml_files
 
     fake_hub.add_repo("org/mixed", {**chatml_files(1000), "model-Q4_K_M.gguf": b"GGUF"})
     checked = check_hub_target(parse_hub("org/mixed"))

@@ -25,8 +25,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.cachebuilder import CacheBuilder, chatml_files
 from tests.conftest import ROOT
+from tests.support.cachebuilder import CacheBuilder, chatml_files
 from tests.support.hubrepos import chatml_org
 from tests.support.schemas import BATCH, valid
 

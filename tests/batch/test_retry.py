@@ -16,7 +16,7 @@ from eosfix.core import limits
 from eosfix.core.limits import RenderLimits
 from eosfix.render.batch import JSON_DETAIL, write_json
 from eosfix.sources import cache as cachelib
-from tests.cachebuilder import CacheBuilder, chatml_files
+from tests.support.cachebuilder import CacheBuilder, chatml_files
 
 UNFINISHED = Verdict("problems", codes=("EOS103",))
 FINISHED = Verdict("fixable", codes=("EOS001",))

@@ -13,7 +13,7 @@ from eosfix.serve.config import ServeConfig
 from eosfix.serve.journal import Journal, Push
 from eosfix.targets.hub import check_hub_repo
 from eosfix.targets.session import HubSession
-from tests.cachebuilder import chatml_files
+from tests.support.cachebuilder import chatml_files
 
 TOKENIZER_ONLY = "org/tokenizer"
 NO_GEN = "org/nogen"

@@ -194,7 +194,7 @@ def test_ctrl_c_exits_130_with_one_line(command, monkeypatch, sample_repo, tmp_p
     monkeypatch.setattr(check, "check", interrupted)  # the one check every container goes through
     repo = sample_repo("chatml-missing-im-end")
     if command == "cache":
-        from tests.cachebuilder import CacheBuilder, chatml_files
+        from tests.support.cachebuilder import CacheBuilder, chatml_files
 
         cache = CacheBuilder(tmp_path / "hub")
         cache.add_revision("org/chat", chatml_files())

@@ -10,8 +10,8 @@ import subprocess
 
 import pytest
 
-from tests import ggufs
 from tests.conftest import SAMPLES, copy_repo, run_in
+from tests.support import ggufs
 
 GEN = "generation_config.json"
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")

@@ -91,7 +91,7 @@ def test_a_writable_folder_gets_no_such_line(tmp_path, capsys, monkeypatch):
 
 
 def test_a_symlinked_gguf_check_says_fix_needs_output(tmp_path, capsys, monkeypatch):
-    from tests.ggufs import command_r
+    from tests.support.ggufs import command_r
 
     command_r(tmp_path / "real.gguf")
     (tmp_path / "link.gguf").symlink_to("real.gguf")

@@ -143,7 +143,7 @@ def test_the_suggested_pull_request_keeps_keep_id(hub, capsys):
 def test_hub_takes_every_spelling_in_one_run(hub, capsys, tmp_path):
     """A repo's URL, ollama's hf.co/...:QUANT and a GGUF file's path: each parsed as check
     parses it, the quant and the file read by their headers; never sent to the Hub as is."""
-    from tests.hubserver import GGUF_ORG, add_gguf_org
+    from tests.support.hubserver import GGUF_ORG, add_gguf_org
 
     add_gguf_org(hub, tmp_path / "written")
     hub.cdn = True

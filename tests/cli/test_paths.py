@@ -10,9 +10,9 @@ import pytest
 from eosfix import api
 from eosfix.cli import main
 from eosfix.decide.check import Status
-from tests import ggufs
-from tests.cachebuilder import CacheBuilder, chatml_files
 from tests.conftest import ROOT, SAMPLES
+from tests.support import ggufs
+from tests.support.cachebuilder import CacheBuilder, chatml_files
 
 
 def _run(capsys, *args):

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from eosfix.batch.run import Row
-from tests.cachebuilder import CacheBuilder, chatml_files
-from tests.hubserver import FakeHub
+from tests.support.cachebuilder import CacheBuilder, chatml_files
 from tests.support.hubrepos import chatml_org, sample_files
+from tests.support.hubserver import FakeHub
 from tests.support.terminal import Terminal
 
 ORG = "big"

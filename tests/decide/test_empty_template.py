@@ -12,7 +12,7 @@ import pytest
 
 from eosfix import api
 from tests.conftest import SAMPLES, copy_repo, run_in
-from tests.tiny_lm import save_tokenizer, word_level_tokenizer
+from tests.support.tiny_lm import save_tokenizer, word_level_tokenizer
 
 CHATML = "chatml-missing-im-end"
 SPECIAL = {"<|endoftext|>": 248044, "<|im_start|>": 248045, "<|im_end|>": 248046}

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from eosfix import api
-from tests.invariants import FIRST_ID, template_repo
+from tests.support.invariants import FIRST_ID, template_repo
 
 # gpt-oss-like without <|return|>: <|end|> closes the reasoning message and the answer alike.
 TEMPLATE = (

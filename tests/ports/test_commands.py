@@ -13,7 +13,7 @@ from tokenizers import decoders
 from eosfix.cli import main
 from eosfix.ports.goldens import ANSWER, GOLDEN_CASES, QUESTION
 from tests.conftest import SAMPLES, copy_repo
-from tests.tiny_lm import save_tokenizer, word_level_tokenizer
+from tests.support.tiny_lm import save_tokenizer, word_level_tokenizer
 
 CHATML = "chatml-missing-im-end"
 PROMPT = f"<|im_start|>user\n{QUESTION}<|im_end|>\n<|im_start|>assistant\n"
@@ -478,7 +478,7 @@ def test_diagnose_a_next_turn_opener_that_is_a_stop_ends_the_reply(capsys, given
 def test_diagnose_a_gguf_reads_its_token_texts(tmp_path, capsys):
     """A GGUF holds its token texts: the reply's text is known, and its next-turn opener is the
     stop as in a folder."""
-    from tests.ggufs import BASE, glm
+    from tests.support.ggufs import BASE, glm
 
     path = glm(tmp_path / "glm.gguf")
     user = len(BASE) + 4  # <|user|>
@@ -692,7 +692,7 @@ def test_diagnose_one_more_token_is_singular(chatml, capsys):
 
 
 def test_render_a_gguf_says_why_there_are_no_ids(tmp_path, capsys):
-    from tests.ggufs import chatml as chatml_gguf
+    from tests.support.ggufs import chatml as chatml_gguf
 
     path = chatml_gguf(tmp_path / "m.gguf")
     code, out, _ = run(capsys, "render", path)
@@ -711,7 +711,7 @@ def test_render_a_gguf_says_why_there_are_no_ids(tmp_path, capsys):
 
 
 def test_explain_never_says_add_an_id_it_lists_already(tmp_path, capsys):
-    from tests.ggufs import chatml as chatml_gguf
+    from tests.support.ggufs import chatml as chatml_gguf
 
     path = chatml_gguf(tmp_path / "m.gguf")
     code, out, _ = run(capsys, "explain", path)

@@ -22,7 +22,7 @@ from eosfix.cli import main
 from eosfix.ports import Conversation, ConversationRefused, render_conversation
 from eosfix.ports.goldens import GOLDEN_CASES, QUESTION, iter_goldens
 from tests.conftest import CORPUS, corpus_cases
-from tests.realmodel import load_smollm2
+from tests.support.realmodel import load_smollm2
 
 WITH_TOKENIZER = [n for n in corpus_cases() if (CORPUS / n / "tokenizer.json").is_file()]
 

@@ -14,7 +14,7 @@ from eosfix.runtimes.ollama import hub
 from eosfix.runtimes.ollama.hub import convert, params_stop, sees_control_tokens, visible_ids
 from eosfix.runtimes.ollama.hubmap import TABLE
 from eosfix.runtimes.rule import StopInputs
-from tests.ggufs import CHATML, COMMAND_R, REASONING
+from tests.support.ggufs import CHATML, COMMAND_R, REASONING
 
 
 def test_a_template_the_table_knows_by_its_first_128_characters():

@@ -30,7 +30,7 @@ def signed(fake_hub, tmp_path, monkeypatch) -> Iterator[Any]:
     pytest.importorskip("fastapi")
     pytest.importorskip("multipart")
     from eosfix.serve.config import ServeConfig
-    from tests.serve.pagekit import Page
+    from tests.support.service import Page
 
     monkeypatch.setenv("HF_TOKEN", USER_TOKEN)
     monkeypatch.delenv("SPACE_ID", raising=False)

@@ -24,12 +24,12 @@ pytest.importorskip("fastapi")
 uvicorn = pytest.importorskip("uvicorn")
 
 from eosfix.serve.config import ServeConfig, ServeConfigError, load_config
-from tests.serve.pagekit import Page
-from tests.serve.pagekit import free_port as _free_port
 from tests.support.hubrepos import BROKEN_SAMPLE as BROKEN
 from tests.support.hubrepos import HEALTHY_SAMPLE as HEALTHY
 from tests.support.hubrepos import repo_files
 from tests.support.serve import SECRET, eosfix_prs, payload
+from tests.support.service import Page
+from tests.support.service import free_port as _free_port
 
 
 def post(url: str, body: Any, secret: str | None = SECRET) -> Response:

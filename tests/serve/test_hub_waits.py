@@ -16,9 +16,9 @@ import urllib.request
 
 import pytest
 
-from tests.cachebuilder import chatml_files
 from tests.conftest import ROOT
-from tests.hostilehub import hostile_hub  # noqa: F401
+from tests.support.cachebuilder import chatml_files
+from tests.support.hostilehub import hostile_hub  # noqa: F401
 
 pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")

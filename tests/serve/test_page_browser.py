@@ -301,7 +301,7 @@ def test_a_gguf_quant_typed_as_ollama_spells_it(gguf_org, browser):
     quant's group is checked by its header, with no pull request button and the reason."""
     from selenium.webdriver.common.keys import Keys
 
-    from tests.hubserver import GGUF_ORG
+    from tests.support.hubserver import GGUF_ORG
 
     browser.open("/")
     browser.tab_to("#repo")

@@ -13,7 +13,7 @@ from huggingface_hub import scan_cache_dir
 
 from eosfix.sources import cache as cachelib
 from eosfix.sources import cachewalk
-from tests.cachebuilder import CacheBuilder, base_model_files, chatml_files
+from tests.support.cachebuilder import CacheBuilder, base_model_files, chatml_files
 
 
 def _ordinary(b: CacheBuilder) -> dict[str, str]:

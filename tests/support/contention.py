@@ -2,7 +2,7 @@
 
 As a context manager (``with cpu_contention(): ...``) for tests, or around any command::
 
-    python -m tests.contention [--per-core N] [--seconds S] -- python -m pytest -q
+    python -m tests.support.contention [--per-core N] [--seconds S] -- python -m pytest -q
 
 Each busy process is a plain Python loop (the kind of load a compile or another test suite
 puts on a CI box). It stops by itself after ``seconds``, or as soon as the process that

@@ -19,7 +19,7 @@ CHATML = (
     "message['content'] + '<|im_end|>' + '\n'}}{% endfor %}"
     "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
 )
-GLM = Path(__file__).parent.parent / "sample_repos/glm-next-turn-opener/chat_template.jinja"
+GLM = Path(__file__).parents[2] / "sample_repos/glm-next-turn-opener/chat_template.jinja"
 COMMAND_R = (
     "{{ bos_token }}{% for message in messages %}"
     "{% if message['role'] == 'user' %}{{ '<|START_OF_TURN_TOKEN|><|USER_TOKEN|>' + "
@@ -250,7 +250,7 @@ REASONING = (
     "{% if add_generation_prompt %}<|turn|>assistant\n{% endif %}"
 )
 REASONING_SPECIALS = ["<|endoftext|>", "<|turn|>", "<|think_end|>", "<|turn_end|>"]
-HARMONY = Path(__file__).parent.parent / "sample_repos/reasoning-channel/chat_template.jinja"
+HARMONY = Path(__file__).parents[2] / "sample_repos/reasoning-channel/chat_template.jinja"
 HARMONY_SPECIALS = [
     "<|startoftext|>",
     "<|endoftext|>",

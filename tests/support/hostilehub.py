@@ -1,4 +1,4 @@
-"""A hostile Hub and CDN for tests: the stand-in Hub (``tests.hubserver``) with answers of
+"""A hostile Hub and CDN for tests: the stand-in Hub (``tests.support.hubserver``) with answers of
 its own, switched on per route.
 
 ``HostileHub.on(match, act)`` answers every request whose raw path matches the regex
@@ -36,7 +36,7 @@ from typing import Any
 
 import pytest
 
-from tests.hubserver import FakeHub, serving
+from tests.support.hubserver import FakeHub, serving
 
 MiB = 1024 * 1024
 Act = Callable[[Any, "HostileHub"], bool]

@@ -1,7 +1,7 @@
 """A population of Hub repos shaped like the real Hub's conversions, for the stand-in Hub.
 
-``populate(hub, n)`` adds ``n`` repos to a ``tests.hubserver.FakeHub``, the same ones for the
-same ``seed``:
+``populate(hub, n)`` adds ``n`` repos to a ``tests.support.hubserver.FakeHub``, the same ones for
+the same ``seed``:
 
 - **families** (about 80% of the repos): a base model and 5-30 repos made from it, as the Hub
   holds them: MLX conversions (``mlx`` library, ``base_model:quantized:BASE``), GPTQ/AWQ
@@ -32,10 +32,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tests import ggufs
-from tests.hubserver import FakeHub
+from tests.support import ggufs
+from tests.support.hubserver import FakeHub
 
-SAMPLES = Path(__file__).resolve().parent.parent / "sample_repos"
+SAMPLES = Path(__file__).resolve().parents[2] / "sample_repos"
 WEIGHTS = b"\0" * 64
 LFS = ("*.safetensors", "*.gguf", "*.bin", "tokenizer.json")
 

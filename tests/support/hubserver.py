@@ -6,9 +6,9 @@ uses for reading model repos, downloading files, opening pull requests through
 `HfApi.create_commit(create_pr=True)` and listing/reading discussions, so the client is
 exercised end to end without any network access.
 
-Use the `fake_hub` fixture (pyproject sets `pythonpath = ["."]`, so `tests.hubserver` is
-importable; register it in `tests/conftest.py` with `pytest_plugins = ["tests.hubserver"]` or
-`from tests.hubserver import fake_hub`)::
+Use the `fake_hub` fixture (pyproject sets `pythonpath = ["."]`, so `tests.support.hubserver` is
+importable; register it in `tests/conftest.py` with
+`pytest_plugins = ["tests.support.hubserver"]` or `from tests.support.hubserver import fake_hub`)::
 
     def test_x(fake_hub):
         fake_hub.add_repo("org/model", {"config.json": b"{}"})
@@ -648,7 +648,7 @@ class FakeHub:
         return None
 
     def intercept(self, handler: Any, method: str, raw_path: str) -> bool:
-        """Answer a request some other way than the Hub would (``tests.hostilehub``): True
+        """Answer a request some other way than the Hub would (``tests.support.hostilehub``): True
         when ``handler`` has answered it (or dropped it); the stand-in Hub never does."""
         return False
 
@@ -1922,8 +1922,8 @@ def _written(path: Path) -> bytes:
 
 
 def add_gguf_org(hub: FakeHub, folder: Path, author: str = GGUF_ORG) -> dict[str, FakeRepo]:
-    """A GGUF publisher, its files written with gguf-py (tests/ggufs.py), each declared a few
-    GB (only the header and a tensor are held):
+    """A GGUF publisher, its files written with gguf-py (tests/support/ggufs.py), each declared a
+    few GB (only the header and a tensor are held):
 
     - ``Chat-7B-GGUF``: six quantisations of a Command-R-style model whose converter set eot
       to ``<|END_OF_TURN_TOKEN|>``, but ``Q2_K`` comes from an older conversion without it;
@@ -1935,7 +1935,7 @@ def add_gguf_org(hub: FakeHub, folder: Path, author: str = GGUF_ORG) -> dict[str
       tokens;
     - ``ChatML-GGUF``: a ChatML model every runtime stops on.
     """
-    from tests import ggufs
+    from tests.support import ggufs
 
     folder.mkdir(parents=True, exist_ok=True)
     cmd_ids = {"bos": "<BOS_TOKEN>", "eos": "<EOS_TOKEN>"}

@@ -5,7 +5,7 @@ Run as a script in a child process: a GGUF llama.cpp dislikes may abort the proc
 ``{path: {"eog": [...], "eos": id, "eot": id, "n_tokens": n} | {"error": text}}`` (the
 bindings have no eom getter); with ``--pieces``, also ``"pieces"``: each token's piece.
 
-    python tests/llamacpp_eog.py [--pieces] a.gguf b.gguf
+    python tests/support/llamacpp_eog.py [--pieces] a.gguf b.gguf
 """
 
 from __future__ import annotations

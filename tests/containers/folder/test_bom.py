@@ -11,8 +11,8 @@ import json
 import pytest
 
 from eosfix import api
-from tests.cachebuilder import CacheBuilder, chatml_files
 from tests.conftest import SAMPLES, copy_repo, run_in
+from tests.support.cachebuilder import CacheBuilder, chatml_files
 
 GEN = "generation_config.json"
 BOM = b"\xef\xbb\xbf"
@@ -108,7 +108,7 @@ def test_a_bom_in_a_file_fix_does_not_write_is_a_problem_it_names(
 
 
 def test_a_bom_in_tokenizer_json_is_named(tmp_path):
-    from tests.tiny_lm import save_tokenizer, word_level_tokenizer
+    from tests.support.tiny_lm import save_tokenizer, word_level_tokenizer
 
     folder = _sample(tmp_path, healthy=True)
     save_tokenizer(word_level_tokenizer(["hello"], {"<|endoftext|>": 0}), folder)

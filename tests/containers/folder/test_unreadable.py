@@ -12,8 +12,8 @@ import json
 import pytest
 
 from eosfix import api
-from tests.cachebuilder import CacheBuilder, chatml_files
 from tests.conftest import SAMPLES, copy_repo, run_in
+from tests.support.cachebuilder import CacheBuilder, chatml_files
 
 GEN, STM = "generation_config.json", "special_tokens_map.json"
 CORRUPT = {

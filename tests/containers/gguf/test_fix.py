@@ -15,11 +15,11 @@ from eosfix import api
 from eosfix.cli import main
 from eosfix.containers.gguf import write as gguf_write
 from eosfix.containers.gguf.read import load_gguf, read_header
-from tests.ggufs import BASE, chatml, command_r, glm
-from tests.llamacpp_eog import assert_loads, real_eog
+from tests.support.ggufs import BASE, chatml, command_r, glm
+from tests.support.llamacpp_eog import assert_loads, real_eog
 
 N = len(BASE)
-ENDOFTEXT, USER, OBSERVATION = N, N + 4, N + 6  # ids in tests.ggufs.GLM_SPECIALS
+ENDOFTEXT, USER, OBSERVATION = N, N + 4, N + 6  # ids in tests.support.ggufs.GLM_SPECIALS
 
 
 def sha(path):
@@ -245,7 +245,7 @@ def test_api_accepts_a_gguf_path(tmp_path):
 
 @pytest.mark.slow
 def test_real_smollm2_gguf_stops(capsys):
-    from tests.realmodel import require_smollm2_gguf
+    from tests.support.realmodel import require_smollm2_gguf
 
     path = require_smollm2_gguf()
     code, out, _ = run(capsys, "check", path)

@@ -17,7 +17,7 @@ import pytest
 from eosfix.containers.gguf import read
 from eosfix.containers.gguf.read import KnownFields, model_from_header
 from eosfix.containers.gguf.remote import read_remote_header
-from tests.ggufs import BASE, chatml_pairs, kv, raw_gguf, str_kv
+from tests.support.ggufs import BASE, chatml_pairs, kv, raw_gguf, str_kv
 
 ROOT = Path(__file__).resolve().parents[3]
 TOKENS = "tokenizer.ggml.tokens"

@@ -1,7 +1,7 @@
 """eosfix's model of llama.cpp's end-of-generation set against real llama.cpp.
 
 Real llama.cpp is the build inside llama-cpp-python 0.3.36 (``pip install 'eosfix[runtimes]'``),
-queried in a child process (``tests/llamacpp_eog.py``: ``vocab_only`` load, then
+queried in a child process (``tests/support/llamacpp_eog.py``: ``vocab_only`` load, then
 ``llama_vocab_is_eog`` for every id). The vocabularies are every ``models/ggml-vocab-*.gguf``
 the llama-cpp-python 0.3.36 sdist ships, and every GGUF these tests write, before and after
 ``eosfix fix``. Equal sets, or the difference is one of llama.cpp's hash-order choices that
@@ -22,8 +22,8 @@ from eosfix.containers.gguf.pieces import DECODED_MODELS, piece
 from eosfix.containers.gguf.read import load_gguf
 from eosfix.runtimes import describe
 from eosfix.runtimes.llamacpp import LLAMA_CPP_COMMIT, LLAMA_CPP_PYTHON, end_of_generation
-from tests.ggufs import chatml, command_r, copy_with_templates, glm
-from tests.llamacpp_eog import real_eog
+from tests.support.ggufs import chatml, command_r, copy_with_templates, glm
+from tests.support.llamacpp_eog import real_eog
 
 pytestmark = pytest.mark.slow
 
@@ -186,7 +186,7 @@ def test_written_ggufs_before_and_after_fix(tmp_path):
 
 
 def test_real_smollm2_gguf_agrees():
-    from tests.realmodel import require_smollm2_gguf
+    from tests.support.realmodel import require_smollm2_gguf
 
     path = require_smollm2_gguf()
     _agrees(path, real_eog([path])[path])

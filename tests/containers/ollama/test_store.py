@@ -9,7 +9,7 @@ import pytest
 
 from eosfix.cli import main
 from eosfix.containers.ollama.read import default_models_dir, model_name
-from tests.ggufs import CHATML, chatml, glm, write_gguf
+from tests.support.ggufs import CHATML, chatml, glm, write_gguf
 from tests.support.ollama import add_model, four_model_store
 
 

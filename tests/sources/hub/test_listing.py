@@ -12,7 +12,7 @@ import pytest
 from eosfix.sources.hub.http import BadAnswer
 from eosfix.sources.hub.read import HubReader, ListingQuery
 from eosfix.sources.hub.store import Store, git_sha1
-from tests.hubserver import fake_hub  # noqa: F401  (fixture)
+from tests.support.hubserver import fake_hub  # noqa: F401  (fixture)
 
 TOKENIZER = b'{"added_tokens": []}' + b" " * 500
 FILES = {

@@ -12,8 +12,8 @@ import pytest
 
 from eosfix.sources.hub import http as hubhttp
 from eosfix.sources.hub.http import API, RESOLVERS, Bucket, RateGate
-from tests.hubserver import fake_hub  # noqa: F401  (fixture)
 from tests.support.hubrepos import chatml_org
+from tests.support.hubserver import fake_hub  # noqa: F401  (fixture)
 
 
 def headers(bucket: str, r: int, t: int, q: int = 10, w: int = 60) -> dict[str, str]:
