@@ -5,7 +5,7 @@ The stand-in Hub (tests/support/hubserver.py) runs in its own process, answers e
 LATENCY seconds (default 50 ms, a far-away Hub), redirects .gguf downloads to its CDN host as
 the Hub does, and holds one repo of N quantisations (default 20) of a Llama-3-class model:
 llama.cpp's own ggml-vocab-llama-bpe.gguf (128,256 tokens, 280,147 merges; from the
-llama-cpp-python 0.3.36 sdist, as tests/containers/gguf/test_real_llamacpp.py extracts it)
+llama-cpp-python 0.3.36 sdist, as tests/runtimes/test_llamacpp_real.py extracts it)
 given the Llama 3 chat template of sample_repos/llama3-healthy, one file per quant label with
 its own general.file_type, each declared SIZE bytes (default 4.9 GB, an 8B Q4_K_M; only the
 header and a tensor are held, the rest reads as zeros).

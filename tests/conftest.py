@@ -48,10 +48,10 @@ BUILT_ONCE = {
 # Each group's modules run in one worker (tests.support.grouping);
 # tests/test_suite_setup.py checks that every test using a BUILT_ONCE fixture is listed here.
 GROUPS = {
-    "tests/ports/test_real_transformers.py": "smollm2",
-    "tests/test_verify_transformers.py": "smollm2",
-    "tests/test_verify_early_stop.py": "smollm2",
-    "tests/test_verify_mlx_lm.py": "smollm2",
+    "tests/ports/test_goldens_real_transformers.py": "smollm2",
+    "tests/conformance/test_verify_transformers.py": "smollm2",
+    "tests/conformance/test_verify_early_stop.py": "smollm2",
+    "tests/conformance/test_verify_mlx_lm.py": "smollm2",
     "tests/conformance/test_cited_runtimes.py": "runtime-matrix",
     "tests/conformance/test_external_runtimes.py": "runtime-matrix",
     "tests/conformance/test_stop_sets.py": "runtime-matrix",

@@ -1,6 +1,6 @@
 """The same repo gets the same verdict on a busy machine.
 
-Every sample repo, every hostile template of test_hostile and every corpus case
+Every sample repo, every hostile template of tests/analysis/test_template.py and every corpus case
 (``$EOSFIX_CORPUS``; skipped when absent) is checked twice in a fresh process: once as the
 machine is, once with three busy processes per core spinning (tests/support/contention.py). The
 ``--format json`` outputs must be byte-identical: the render budgets are counts, and the

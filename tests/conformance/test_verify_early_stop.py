@@ -5,7 +5,7 @@ to "What is the capital of France?" (`` Paris``) cuts that answer in ``generate(
 names the token (EOS012); after ``fix`` the same generation runs to ``<|im_end|>`` with the
 whole answer.
 
-(Named test_verify_*, like test_verify_transformers.py, so it runs after test_hostile.py: a
+(It runs after tests/analysis/test_template.py, whose hostile templates' memory is measured: a
 subprocess's ``ru_maxrss`` starts from its parent's resident size at fork, and the model this
 test loads stays in the pytest process.)
 """

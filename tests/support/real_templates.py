@@ -1,4 +1,4 @@
-"""The real chat templates kept in ``tests/analysis/templates`` (``sources.json`` names where
+"""The real chat templates kept in ``tests/analysis/cases/templates`` (``sources.json`` names where
 each was taken from), as model folders."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 
 from tests.support.invariants import template_repo
 
-TEMPLATES = Path(__file__).resolve().parents[1] / "analysis" / "templates"
+TEMPLATES = Path(__file__).resolve().parents[1] / "analysis" / "cases" / "templates"
 REAL: dict[str, dict] = json.loads((TEMPLATES / "sources.json").read_text())["templates"]
 
 

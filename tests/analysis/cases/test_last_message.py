@@ -3,7 +3,7 @@ text and calls in one block in history, split into two blocks only when the conv
 with them): the history is what the model sees of its own past replies, so it is followed,
 and ``explain`` says the two disagree. A closer written only after the last reply (Phi-3's
 ``<|endoftext|>``, gpt-oss's ``<|return|>``) is not such a disagreement: the tests of those
-shapes are in tests/test_shapes.py and tests/test_analyze.py."""
+shapes are in tests/analysis/cases/test_shapes.py."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """A report never contradicts itself (``tests.support.invariants``), on everything the suite checks:
 every sample repo, every corpus repo, every render golden's template, the hostile templates
-and the real templates kept in ``tests/analysis/templates`` (the shape tables and the fuzz
+and the real templates kept in ``tests/analysis/cases/templates`` (the shape tables and the fuzz
 regressions check it beside their cases: ``test_no_report_on_a_..._contradicts_itself``)."""
 
 from __future__ import annotations

@@ -13,9 +13,9 @@ fool it (a healthy verdict that should not be).
    probes are tried again with placeholders, recorded in the JSON.
 
 Every expectation is read off the template text (the comment above each row says where);
-each row is checked the way ``tests/analysis/test_shapes.py`` checks its rows: the required ids make
-the repo healthy, leaving any one out is caught and fixed, a forbidden id is never proposed,
-and a forbidden id listed as a stop id is taken out.
+each row is checked the way ``tests/analysis/cases/test_shapes.py`` checks its rows: the required
+ids make the repo healthy, leaving any one out is caught and fixed, a forbidden id is never
+proposed, and a forbidden id listed as a stop id is taken out.
 """
 
 from __future__ import annotations

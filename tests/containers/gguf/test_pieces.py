@@ -1,5 +1,5 @@
 """A GGUF's ids read as text, piece by piece, as llama.cpp writes them (its own pieces are
-compared on every shipped vocabulary in test_real_llamacpp.py)."""
+compared on every shipped vocabulary in tests/runtimes/test_llamacpp_real.py)."""
 
 from __future__ import annotations
 

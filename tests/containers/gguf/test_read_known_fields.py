@@ -142,7 +142,7 @@ CHILD = textwrap.dedent(
     import json, sys
     from eosfix.containers.gguf.read import KnownFields
     from tests.support.memory import peak_mib
-    from tests.containers.gguf.test_known_fields import check_header, huge_tokens, odd_keys
+    from tests.containers.gguf.test_read_known_fields import check_header, huge_tokens, odd_keys
 
     limit, tokens = int(sys.argv[1]), int(sys.argv[2])
     known = KnownFields()  # as the process-wide one of eosfix.targets.gguf_hub
