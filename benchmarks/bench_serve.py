@@ -32,12 +32,12 @@ def main() -> int:
     import pytest
 
     from eosfix.serve.config import ServeConfig
-    from tests.serve.test_bot import Service
     from tests.support.hubrepos import BROKEN_SAMPLE as BROKEN
     from tests.support.hubrepos import HEALTHY_SAMPLE as HEALTHY
     from tests.support.hubrepos import repo_files
     from tests.support.hubserver import FakeHub, patch_huggingface_hub
     from tests.support.serve import eosfix_prs, payload
+    from tests.support.service import Service
 
     with tempfile.TemporaryDirectory() as tmp, FakeHub() as hub:
         mp = pytest.MonkeyPatch()

@@ -175,12 +175,12 @@ def main() -> int:  # one run, told top to bottom
     import pytest
 
     from eosfix.serve.journal import JOURNAL, Journal
-    from tests.serve.test_bot import _free_port, http
     from tests.support.hubrepos import BROKEN_SAMPLE as BROKEN
     from tests.support.hubrepos import HEALTHY_SAMPLE as HEALTHY
     from tests.support.hubrepos import repo_files
     from tests.support.hubserver import FakeHub, patch_huggingface_hub
     from tests.support.serve import eosfix_prs, payload
+    from tests.support.service import free_port, http
 
     rng = random.Random(args.seed)
     kinds = [k for k, share in MIX for _ in range(round(args.webhooks * share / 100))]
@@ -201,7 +201,7 @@ def main() -> int:  # one run, told top to bottom
             for i in range(args.repos)
         ]
         first_push = {r.repo_id: True for r in repos}
-        port = _free_port()
+        port = free_port()
         url = f"http://127.0.0.1:{port}"
         state = Path(tmp) / "state"
         code_root = ROOT

@@ -6,11 +6,8 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
-import sys
 import threading
-import time
 import urllib.error
 import urllib.request
 
@@ -23,6 +20,8 @@ from tests.support.hostilehub import hostile_hub  # noqa: F401
 pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
 
+from tests.support.service import free_port, serve_process, wait_healthy
+
 
 def _get(url: str) -> int:
     try:
@@ -34,16 +33,10 @@ def _get(url: str) -> int:
         return 0
 
 
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def test_sigterm_ends_a_page_check_waiting_on_a_silent_hub(hostile_hub, tmp_path):
     hostile_hub.add_repo("org/silent", chatml_files())
     hold = hostile_hub.hold(r"^/api/models/org/silent/")
-    port = _port()
+    port = free_port()
     env = {
         **os.environ,
         "PYTHONPATH": str(ROOT),
@@ -51,18 +44,10 @@ def test_sigterm_ends_a_page_check_waiting_on_a_silent_hub(hostile_hub, tmp_path
         "EOSFIX_STATE_DIR": str(tmp_path / "state"),
     }
     env.pop("HF_TOKEN", None)
-    with (tmp_path / "serve.log").open("wb") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "eosfix", "serve", "--port", str(port)],
-            env=env, stdout=subprocess.DEVNULL, stderr=log,
-        )  # fmt: skip
+    proc = serve_process(env, port, tmp_path / "serve.log")
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 60  # only turns a hang into a failure
-        while _get(f"{url}/healthz") != 200:
-            assert proc.poll() is None, "serve exited"
-            assert time.monotonic() < deadline, "serve did not start"
-            time.sleep(0.05)
+        wait_healthy(url, proc)
         check = threading.Thread(target=_get, args=(f"{url}/check?repo=org/silent",))
         check.start()
         assert hold.arrived.wait(30)

@@ -308,8 +308,8 @@ def test_what_the_bot_posts_shows_hostile_text_as_text(fake_hub, tmp_path, polic
     pytest.importorskip("fastapi")
     pytest.importorskip("uvicorn")
     from eosfix.serve.config import ServeConfig
-    from tests.serve.test_bot import Service
     from tests.support.serve import SECRET, payload
+    from tests.support.service import Service
 
     token = HOSTILE["img"] + HOSTILE["link"] + " " + HOSTILE["mention"] + HOSTILE["backticks"]
     root = hostile_repo("chatml-missing-im-end", tmp_path / "repo", {"<|im_end|>": token})

@@ -14,9 +14,9 @@ from tests.support.serve import SECRET, USER_TOKEN
 
 @pytest.fixture
 def one_worker(fake_hub, tmp_path) -> Iterator[Any]:
-    """The bot serving with one worker and policy ``pr`` (``tests.serve.test_bot.Service``)."""
+    """The bot serving with one worker and policy ``pr`` (``tests.support.service.Service``)."""
     from eosfix.serve.config import ServeConfig
-    from tests.serve.test_bot import Service
+    from tests.support.service import Service
 
     config = ServeConfig(
         secret=SECRET, token="hf_test", policy="pr", workers=1, state_dir=tmp_path / "state"

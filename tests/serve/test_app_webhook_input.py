@@ -16,10 +16,10 @@ pytest.importorskip("uvicorn")
 from fastapi import Request
 
 from eosfix.serve.config import ServeConfig
-from tests.serve.test_bot import Service, http
 from tests.support.hubrepos import BROKEN_SAMPLE as BROKEN
 from tests.support.hubrepos import repo_files
 from tests.support.serve import SECRET, payload, raw_request
+from tests.support.service import Service, http
 
 
 @pytest.fixture

@@ -9,10 +9,10 @@ import pytest
 pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
 
-from tests.serve.test_bot import Service, http
 from tests.support.hubrepos import BROKEN_SAMPLE as BROKEN
 from tests.support.hubrepos import repo_files
 from tests.support.serve import eosfix_prs, payload
+from tests.support.service import Service, http
 
 
 def _health(s: Service) -> dict:

@@ -13,11 +13,11 @@ pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
 
 from eosfix.serve.config import ServeConfig
-from tests.serve.test_bot import Service
 from tests.support.hubrepos import BROKEN_SAMPLE as BROKEN
 from tests.support.hubrepos import repo_files
 from tests.support.longints import long_member
 from tests.support.serve import SECRET, eosfix_prs, payload
+from tests.support.service import Service
 
 
 @pytest.fixture

@@ -18,17 +18,17 @@ import pytest
 pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
 
-from tests.serve.test_bot import (
-    _free_port,
-    _one_worker_env,
-    _serve_process,
-    _wait_healthy,
-    http,
-    post,
-)
 from tests.support.hubrepos import BROKEN_SAMPLE as BROKEN
 from tests.support.hubrepos import repo_files
 from tests.support.serve import eosfix_prs, payload, pr_temperature, push_broken_commit
+from tests.support.service import (
+    free_port,
+    http,
+    one_worker_env,
+    post,
+    serve_process,
+    wait_healthy,
+)
 
 TOKEN = "hf_restart_token_4f1c9e"  # a token the bot must write nowhere
 
@@ -47,13 +47,13 @@ def test_a_restart_never_rolls_the_pr_back(fake_hub, tmp_path):
     repo = fake_hub.add_repo("org/race", repo_files(BROKEN))
     a = repo.head
     fake_hub.latency = 0.2
-    port = _free_port()
+    port = free_port()
     url = f"http://127.0.0.1:{port}"
-    env = _one_worker_env(tmp_path / "state", TOKEN)
+    env = one_worker_env(tmp_path / "state", TOKEN)
     log = tmp_path / "serve.log"
-    proc = _serve_process(env, port, log)
+    proc = serve_process(env, port, log)
     try:
-        _wait_healthy(url, proc)
+        wait_healthy(url, proc)
         hold = fake_hub.hold(r"^/api/models/org/race/")
         assert post(url, payload("org/race", a)).status_code == 202
         assert hold.arrived.wait(60)  # A is in flight
@@ -73,8 +73,8 @@ def test_a_restart_never_rolls_the_pr_back(fake_hub, tmp_path):
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(60) == 0
 
-        proc = _serve_process(env, port, log)
-        _wait_healthy(url, proc)
+        proc = serve_process(env, port, log)
+        wait_healthy(url, proc)
         _drained(url)
         assert post(url, payload("org/race", late)).status_code == 202  # older than C
         _drained(url)
@@ -98,12 +98,12 @@ def test_a_fully_drained_run_leaves_nothing_pending(fake_hub, tmp_path):
     from eosfix.serve.journal import Journal
 
     repos = [fake_hub.add_repo(f"org/d{i}", repo_files(BROKEN)) for i in range(4)]
-    port = _free_port()
+    port = free_port()
     url = f"http://127.0.0.1:{port}"
-    env = _one_worker_env(tmp_path / "state")
-    proc = _serve_process(env, port, tmp_path / "serve.log")
+    env = one_worker_env(tmp_path / "state")
+    proc = serve_process(env, port, tmp_path / "serve.log")
     try:
-        _wait_healthy(url, proc)
+        wait_healthy(url, proc)
         for n in range(40):
             repo = repos[n % 4]
             sha = push_broken_commit(fake_hub, repo.repo_id, 0.01 * (n + 1))

@@ -17,10 +17,10 @@ pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
 
 from eosfix.serve.config import ServeConfig
-from tests.serve.test_bot import Service, http
 from tests.support.hubrepos import BROKEN_SAMPLE as BROKEN
 from tests.support.hubrepos import repo_files
 from tests.support.serve import SECRET, payload
+from tests.support.service import Service, http
 
 
 def _connect(url: str) -> socket.socket:

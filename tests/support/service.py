@@ -1,12 +1,17 @@
-"""The service (the page and the bot: one app) as a real server in a thread of the test process,
-and a client with a cookie jar (stdlib HTTP: the tests need no HTTP client package). The bot's
-tests add their webhook helpers to it (``tests.serve.test_bot.Service``)."""
+"""The service (the page and the bot: one app) as a real server in a thread of the test process
+(``Page``; ``Service`` adds the bot's webhook posts and waits until its queue is drained), a
+client with a cookie jar, and ``eosfix serve`` as a process of its own (``serve_process``,
+``wait_healthy``). Stdlib HTTP: the tests need no HTTP client package."""
 
 from __future__ import annotations
 
 import http.cookiejar
+import json
+import os
 import re
 import socket
+import subprocess
+import sys
 import threading
 import time
 import urllib.error
@@ -14,11 +19,13 @@ import urllib.parse
 import urllib.request
 import uuid
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from eosfix.serve.app import create_app
 from eosfix.serve.config import ServeConfig
 from eosfix.serve.limits import server
+from tests.support.serve import SECRET
 
 
 @dataclass
@@ -123,3 +130,93 @@ class Client:
         match = re.search(r'name="csrf" value="([^"]+)"', page)
         assert match, "no CSRF field on the page"
         return match.group(1)
+
+
+def post(url: str, body: Any, secret: str | None = SECRET) -> Response:
+    headers = {"Content-Type": "application/json"}
+    if secret is not None:
+        headers["X-Webhook-Secret"] = secret
+    data = body if isinstance(body, bytes) else json.dumps(body).encode()
+    return http("POST", f"{url}/webhook", data, headers)
+
+
+class Response:
+    """What the service answered (stdlib HTTP: the tests need no HTTP client package)."""
+
+    def __init__(self, status: int, body: bytes) -> None:
+        self.status_code = status
+        self.body = body
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+
+def http(method: str, url: str, body: bytes | None = None, headers: dict | None = None) -> Response:
+    import urllib.error
+    import urllib.request
+
+    request = urllib.request.Request(url, data=body, method=method, headers=headers or {})
+    try:
+        with urllib.request.urlopen(request, timeout=30) as reply:
+            return Response(reply.status, reply.read())
+    except urllib.error.HTTPError as exc:
+        return Response(exc.code, exc.read())
+
+
+class Service(Page):
+    """The bot as a real ASGI server in a thread of this process (the page's harness: the same
+    app), its retry backoff instant (counted in metrics)."""
+
+    def __init__(self, config: ServeConfig) -> None:
+        super().__init__(config)
+        self.bot = self.app.state.bot
+        self.bot.sleep = lambda s: None
+
+    def post(self, body: Any, secret: str | None = SECRET) -> Response:
+        return post(self.url, body, secret)
+
+    def drained(self, timeout: float = 120) -> dict[str, Any]:
+        """Wait until nothing is queued or in flight; the metrics then."""
+        deadline = time.monotonic() + timeout
+        while True:
+            health = http("GET", f"{self.url}/healthz").json()
+            if health["queued"] == 0 and health["in_flight"] == 0 and not self.bot.running:
+                return http("GET", f"{self.url}/metrics").json()
+            assert time.monotonic() < deadline, f"queue not drained: {health}"
+            time.sleep(0.02)
+
+
+def one_worker_env(state: Path, token: str = "hf_test", **extra: str) -> dict[str, str]:
+    """The environment of a bot process that opens PRs with one worker, its state in ``state``."""
+    return {
+        **os.environ,
+        "EOSFIX_WEBHOOK_SECRET": SECRET,
+        "HF_TOKEN": token,
+        "EOSFIX_POLICY": "pr",
+        "EOSFIX_WORKERS": "1",
+        "EOSFIX_STATE_DIR": str(state),
+        **extra,
+    }
+
+
+def serve_process(env: dict[str, str], port: int, log: Path) -> subprocess.Popen[bytes]:
+    with log.open("ab") as err:  # the child keeps its own descriptor
+        return subprocess.Popen(
+            [sys.executable, "-m", "eosfix", "serve", "--port", str(port)],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+        )
+
+
+def wait_healthy(url: str, proc: subprocess.Popen[bytes], timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        assert proc.poll() is None, "the service exited"
+        try:
+            if http("GET", f"{url}/healthz").status_code == 200:
+                return
+        except OSError:
+            pass
+        assert time.monotonic() < deadline, "the service did not start"
+        time.sleep(0.05)

@@ -164,7 +164,7 @@ class World:
         self.cached_gguf = next((b.root / "models--org--Chat-GGUF" / "snapshots").iterdir()) / (
             "Chat-Q4_K_M.gguf"
         )
-        from tests.cli.test_ollama import add_model
+        from tests.support.ollama import add_model
 
         self.store = self.tmp / "ollama"
         add_model(self.store, "cmdr:latest", self.gguf, {"stop": ["<|START_OF_TURN_TOKEN|>"]})
