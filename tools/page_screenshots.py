@@ -1,6 +1,7 @@
-"""Make the docs' picture of the page (docs/images/page-check.png): runs the browser test of a
-check (tests/serve/test_page_browser.py) with EOSFIX_DOC_SCREENSHOTS=1, which copies its
-screenshot of the result there. Needs chromium, chromedriver and axe-core, as the test does.
+"""Make the docs' pictures of the page: the first screen of a safetensors repo's result
+(docs/images/page-check.png) and of a GGUF repo's (docs/images/page-gguf.png). Runs the browser
+tests of those checks (tests/serve/test_page_browser.py) with EOSFIX_DOC_SCREENSHOTS=1, which
+write their first screens there. Needs chromium, chromedriver and axe-core, as the tests do.
 
     python tools/page_screenshots.py
 """
@@ -13,15 +14,19 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-TEST = "tests/serve/test_page_browser.py::test_check_by_keyboard_shows_verdict_grid_and_diff"
+TESTS = [
+    "tests/serve/test_page_browser.py::test_check_by_keyboard_shows_verdict_grid_and_diff",
+    "tests/serve/test_page_browser.py::test_a_gguf_repos_params_pull_request_from_the_page",
+]
+IMAGES = [ROOT / "docs" / "images" / name for name in ("page-check.png", "page-gguf.png")]
 
 
 def main() -> int:
     env = {**os.environ, "EOSFIX_DOC_SCREENSHOTS": "1", "CI": "true"}  # a skip is a failure
-    command = [sys.executable, "-m", "pytest", "-q", TEST]
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:xdist", *TESTS]
     done = subprocess.run(command, check=False, cwd=ROOT, env=env)
     if done.returncode == 0:
-        print(ROOT / "docs" / "images" / "page-check.png")
+        print(*IMAGES, sep="\n")
     return done.returncode
 
 

@@ -25,7 +25,8 @@ def repo_verdict(checked: GgufRepoCheck, detail: Detail | None) -> tuple[Verdict
     """An audit's one verdict for a GGUF repo (``eosfix hub``): the verdict of its worst group
     of alike files (the biggest group when they agree), its JSON entry or text block that
     group's, and ``Verdict.gguf`` the files summarised, each group that differs named
-    ("Q8_0 differs in tokenizer.ggml.eos_token_id: would be fixed"). Also each group as JSON
+    ("Q8_0 differs in tokenizer.ggml.eos_token_id: would be fixed"), ``Verdict.params_file``
+    the file a pull request would set (``params_fix``). Also each group as JSON
     (``groups``): its files, its verdict, what it differs in."""
     repo_id = checked.entry.repo_id
     results = [dataclasses.replace(r, path=Path(repo_id)) for r in checked.results]
@@ -35,7 +36,10 @@ def repo_verdict(checked: GgufRepoCheck, detail: Detail | None) -> tuple[Verdict
     if detail is not None and detail.kind == "text":  # named by its file, not the repo alone
         chosen = dataclasses.replace(chosen, text=detail.render(checked.results[worst]))
     groups = [_group_json(r, v) for r, v in zip(results, plain, strict=True)]
-    return dataclasses.replace(chosen, gguf=_files_note(checked, results, plain)), groups
+    params = params_fix(checked)
+    params_file = params.ollama_hub.file if params is not None and params.ollama_hub else None
+    note = _files_note(checked, results, plain)
+    return dataclasses.replace(chosen, gguf=note, params_file=params_file), groups
 
 
 def params_fix(checked: GgufRepoCheck) -> RepoResult | None:

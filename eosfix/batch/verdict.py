@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from eosfix import pipeline
-from eosfix.core.codes import EOS013
+from eosfix.core.codes import EOS005, EOS013
 from eosfix.core.errors import EosfixError
 from eosfix.core.outcome import problem_of, verdict_of
 from eosfix.result import RepoResult
@@ -82,6 +82,10 @@ class Verdict:
     # A GGUF repo (``eosfix.batch.gguf_audit.repo_verdict``): its files summarised, a file that
     # differs named ("12 GGUF files alike", "Q8_0 differs in ...: would be fixed"); else None.
     gguf: str | None = None
+    # A GGUF repo whose ``params`` file a pull request would set (what ``ollama run hf.co``
+    # stops on): that file's name; None when no params file would help (its header is what
+    # needs the fix) or it is no GGUF repo.
+    params_file: str | None = None
 
     @property
     def name(self) -> str:
@@ -96,6 +100,7 @@ class Verdict:
             runs_on=bool(self.runs_on),
             stops_early=bool(self.stops_early),
             never_fires=EOS013.code in self.codes,
+            needs_stop_string=EOS005.code in self.codes,
         )
 
     @functools.cached_property
@@ -120,7 +125,8 @@ class Verdict:
         return {
             f.name: getattr(self, f.name)
             for f in dataclasses.fields(self)
-            if f.name not in ("detail", "text") and (f.name != "gguf" or self.gguf is not None)
+            if f.name not in ("detail", "text")
+            and (f.name not in ("gguf", "params_file") or getattr(self, f.name) is not None)
         }
 
     @classmethod

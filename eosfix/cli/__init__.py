@@ -20,7 +20,7 @@ from types import FrameType
 import click
 
 from eosfix import __version__
-from eosfix.cli.term import color_option, survive_closed_pipe
+from eosfix.cli.term import color_option, show_only_own_styles, survive_closed_pipe
 from eosfix.core.errors import EosfixError
 from eosfix.core.outcome import EXIT_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED, Interrupted
 
@@ -133,6 +133,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     piped into a reader that stops early (``| head``) does not change the exit code. Ctrl-C
     and SIGTERM print one line and exit 130."""
     survive_closed_pipe()
+    show_only_own_styles()
     LazyGroup.freeze_imports = argv is None
     try:
         with _sigterm_interrupts():

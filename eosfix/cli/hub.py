@@ -391,10 +391,9 @@ def hub(
     for name, message in source.errors:
         click.echo(f"{name}: error: {message}", err=True)
     if listing and not run.count and not source.errors:
-        if query.label == author:
-            click.echo(f"{author}: no model repos on the Hub under this author", err=True)
-        else:
-            click.echo(f"{query.label}: no model repos on the Hub match this listing", err=True)
+        from eosfix.render.words import no_model_repos
+
+        click.echo(no_model_repos(query.label, author=query.label == author), err=True)
     if source.state_error is not None:
         click.echo(f"error: {source.state_error}", err=True)
     sys.exit(run.exit_code)

@@ -12,7 +12,7 @@ from typing import Any, TextIO
 import click
 
 from eosfix.batch.run import Progress
-from eosfix.cli.term import colors_on
+from eosfix.cli.term import colors_on, shown, unshown
 
 
 class RichProgress(Progress):
@@ -94,9 +94,9 @@ def progress_bar(
 
     class StatusColumn(ProgressColumn):
         def render(self, task: Any) -> Text:
-            return Text(status() if status is not None else "", style="dim")
+            return Text(shown(status()) if status is not None else "", style="dim")
 
-    console = console if console is not None else Console(stderr=True)
+    console = console if console is not None else Console(file=unshown(sys.stderr))
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), StatusColumn())
     bar = Bar(*columns, console=console, auto_refresh=False)  # drawn by the display below
     live = _live_display(bar, console)

@@ -13,7 +13,7 @@ Progress = Callable[[str, int, int], None]
 def byte_progress(label: str) -> Iterator[Progress | None]:
     """Yield a ``(phase, done, total)`` callback drawing a bar, or None when not a tty (or
     NO_COLOR, TERM=dumb, --color never)."""
-    from eosfix.cli.term import progress_allowed
+    from eosfix.cli.term import progress_allowed, shown, unshown
 
     if not progress_allowed(sys.stderr):
         yield None
@@ -33,12 +33,12 @@ def byte_progress(label: str) -> Iterator[Progress | None]:
 
     columns = (TextColumn("{task.description}"), BarColumn(), DownloadColumn(),
                TransferSpeedColumn(), TimeRemainingColumn())  # fmt: skip
-    with Bar(*columns, console=Console(stderr=True), transient=True) as bar:
+    with Bar(*columns, console=Console(file=unshown(sys.stderr)), transient=True) as bar:
         tasks: dict[str, TaskID] = {}
 
         def update(phase: str, done: int, total: int) -> None:
             if phase not in tasks:
-                tasks[phase] = bar.add_task(f"{label}: {phase}", total=total)
+                tasks[phase] = bar.add_task(shown(f"{label}: {phase}"), total=total)
             bar.update(tasks[phase], completed=done)
 
         yield update

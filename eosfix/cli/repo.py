@@ -21,7 +21,7 @@ from eosfix.cli.common import (
     runtime_option,
     strict_option,
 )
-from eosfix.cli.term import color_option
+from eosfix.cli.term import color_option, echo_file_text
 from eosfix.core.errors import NotChecked
 from eosfix.render.report import Report
 from eosfix.result import RepoResult
@@ -255,7 +255,7 @@ def _emit_diff(report: Report, flags: tuple[str, ...], quiet: bool) -> None:
         click.echo(binary, err=True)
     patch = render_patch(report.results, cwd=Path.cwd())
     if patch:
-        click.echo(patch, nl=False)
+        echo_file_text(patch)
 
 
 def _fix_gguf(

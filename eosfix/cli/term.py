@@ -1,5 +1,6 @@
 """What the terminal allows: colour (``--color``, ``NO_COLOR``, ``TERM=dumb``), progress bars,
-and output that survives a closed pipe (``eosfix check ... | head``).
+output that survives a closed pipe (``eosfix check ... | head``), and no control sequence
+but eosfix's own colours (``shown``).
 
 Colour: ``--color always|never`` wins; otherwise ``NO_COLOR`` (set and not empty, as
 https://no-color.org asks) or ``TERM=dumb`` turn it off, and ``auto`` colours only a
@@ -10,8 +11,10 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import stat
 import sys
+from typing import Any, TextIO
 
 import click
 
@@ -115,3 +118,83 @@ def survive_closed_pipe() -> None:
         errors=old.errors,
         line_buffering=bool(old.line_buffering),
     )
+
+
+# --- what reaches the terminal ------------------------------------------------------------------
+
+# Characters a terminal acts on rather than shows: C0 controls but tab and newline (a carriage
+# return rewrites the line), DEL, C1 controls (0x9b is an 8-bit CSI) and the marks that reorder
+# text (bidirectional overrides and isolates). A repo's text (a token, a template's name, a
+# file's) can hold any of them.
+_ACTS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+# The colours eosfix writes itself (click.style, rich's named colours): bold, dim, italic,
+# underline, their resets, the foreground colours but black. Never a cursor move, a title, a
+# link, the clipboard, hidden text or a background.
+_SGR_PARAM = r"(?:0|1|2|3|4|22|23|24|39|3[1-7]|9[1-7])"
+_OWN_STYLE = re.compile(rf"\x1b\[(?:{_SGR_PARAM}(?:;{_SGR_PARAM})*)?m")
+
+
+def shown(text: str) -> str:
+    """``text`` as a terminal may print it: every character it would act on written as its
+    escape (``_escape``), but the colours eosfix writes itself."""
+    if not _ACTS.search(text):
+        return text
+    out: list[str] = []
+    pos = 0
+    for style in _OWN_STYLE.finditer(text):
+        out.append(_ACTS.sub(_escape, text[pos : style.start()]))
+        out.append(style.group())
+        pos = style.end()
+    out.append(_ACTS.sub(_escape, text[pos:]))
+    return "".join(out)
+
+
+def _escape(m: re.Match[str]) -> str:
+    """A C0 control as ``\\x1b``; any other as ``\\u202e``, which is also JSON's escape of
+    it (json.dumps writes C0 controls escaped but these as they are)."""
+    c = ord(m.group())
+    return f"\\x{c:02x}" if c < 0x20 else f"\\u{c:04x}"
+
+
+class _Shown:
+    """A text stream whose writes go out ``shown``; everything else is the stream's."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.unshown = stream
+
+    def write(self, s: Any) -> int:
+        if isinstance(s, str):
+            self.unshown.write(shown(s))
+            return len(s)
+        return self.unshown.write(s)  # as the stream would (a str stream refuses bytes)
+
+    def writelines(self, lines: Any) -> None:
+        for line in lines:
+            self.write(line)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.unshown, name)
+
+
+def show_only_own_styles() -> None:
+    """From now on, whatever this process writes as text to stdout and stderr goes out
+    ``shown``: a repo cannot move the cursor, set the title, write the clipboard or hide a
+    line through eosfix's output. Bytes (``render --format raw``) go out as they are."""
+    for name in ("stdout", "stderr"):
+        stream = getattr(sys, name)
+        if stream is not None and not isinstance(stream, _Shown):
+            setattr(sys, name, _Shown(stream))
+
+
+def echo_file_text(text: str) -> None:
+    """Files' text (a patch) on stdout: as the files have it where it goes to another program
+    (``| git apply``: a CRLF line keeps its carriage return), ``shown`` on a terminal."""
+    stream = sys.stdout if sys.stdout.isatty() else unshown(sys.stdout)
+    stream.write(text)
+    stream.flush()
+
+
+def unshown(stream: Any) -> Any:
+    """The stream under ``show_only_own_styles``'s: where a progress bar draws itself
+    (cursor moves and all); what it writes from a repo is ``shown`` first."""
+    return stream.unshown if isinstance(stream, _Shown) else stream

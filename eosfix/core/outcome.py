@@ -32,15 +32,25 @@ QUIET = frozenset(("ok", "no_template", "not_a_model"))  # nothing to say: left 
 # (``problems``), as every output says it (JSON ``problem``, the CSV column, the tables'
 # words), from the per-runtime verdicts of the files as they are: ``runs_on``: some runtime
 # misses a terminator (generation runs past the turn end); ``stops_early``: some runtime stops
-# at an id that cuts a reply; both; ``never_fires``: only ids that are no token (EOS013).
-PROBLEMS = ("runs_on", "stops_early", "runs_on_and_stops_early", "never_fires")
+# at an id that cuts a reply; both; ``never_fires``: only ids that are no token (EOS013); and
+# for a ``warned`` repo whose turns end with plain text (EOS005), ``needs_stop_string``: no
+# stop id can end its turns, so every runtime runs on unless it is given the text to stop on.
+PROBLEMS = ("runs_on", "stops_early", "runs_on_and_stops_early", "never_fires", "needs_stop_string")
 
 
 def problem_of(
-    verdict: str, *, runs_on: bool, stops_early: bool, never_fires: bool = False
+    verdict: str,
+    *,
+    runs_on: bool,
+    stops_early: bool,
+    never_fires: bool = False,
+    needs_stop_string: bool = False,
 ) -> str | None:
-    """One of PROBLEMS for a ``fixable`` or ``problems`` verdict, else None (nothing is wrong,
-    or the verdict says it all: ``not_a_model``, ``no_template``, ``error``)."""
+    """One of PROBLEMS for a ``fixable`` or ``problems`` verdict, or for a ``warned`` one whose
+    turns end with plain text; else None (nothing is wrong, or the verdict says it all:
+    ``not_a_model``, ``no_template``, ``error``)."""
+    if verdict == "warned" and needs_stop_string:
+        return "needs_stop_string"
     if verdict not in ("fixable", "problems"):
         return None
     if runs_on and stops_early:

@@ -17,11 +17,19 @@ from json.encoder import encode_basestring
 from typing import Any, TextIO
 
 from eosfix.batch.run import Failure, Result, Run
-from eosfix.batch.verdict import Detail, Members, ids_text
+from eosfix.batch.verdict import Detail, Members
+from eosfix.render.auditrows import AuditRow, audit_row
 from eosfix.render.csvrows import CsvWriter
 from eosfix.render.markdown import code, escape
 from eosfix.render.report import render_repo_text, result_to_dict
+from eosfix.render.words import PROBLEM_TEXT, VERDICT_TEXT, verdict_words
 from eosfix.result import RepoResult
+
+__all__ = [
+    "CSV_COLUMNS", "JSON_DETAIL", "MARKDOWN_COLUMNS", "PROBLEM_TEXT", "TEXT_DETAIL",
+    "VERDICT_TEXT", "Digest", "json_members", "verdict_words", "write_csv", "write_json",
+    "write_markdown",
+]  # fmt: skip
 
 _ENTRY = "    "  # where an entry of the "repos" list is nested in the report
 _MEMBER = _ENTRY + "  "
@@ -36,35 +44,6 @@ def json_members(result: RepoResult) -> Members:
 # Each repo's JSON entry (as `eosfix check --format json` gives it), and its text block.
 JSON_DETAIL = Detail("json", json_members)
 TEXT_DETAIL = Detail("text", functools.partial(render_repo_text, fixing=True))
-
-# The words of each verdict (eosfix.core.outcome.VERDICTS) in the tables; a fixable or
-# problems verdict says what is wrong instead (PROBLEM_TEXT), as `eosfix check`'s runtimes
-# line does ("would not stop: ...", "stop inside a turn at ...").
-VERDICT_TEXT = {
-    "fixed": "fixed",
-    "fixable": "would be fixed",
-    "problems": "problems eosfix cannot fix",
-    "warned": "ok, with warnings",
-    "ok": "ok",
-    "no_template": "no chat template",
-    "not_a_model": "not a model repo",
-    "error": "error",
-}
-PROBLEM_TEXT = {
-    "runs_on": "runs on",
-    "stops_early": "stops early",
-    "runs_on_and_stops_early": "runs on and stops early",
-    "never_fires": "lists ids that never fire",
-}
-
-
-def verdict_words(verdict: str, problem: str | None) -> str:
-    """``runs on``, ``stops early``... for a repo that needs a fix; ``... (eosfix cannot fix
-    it)`` for problems; else the verdict's words."""
-    if not problem:
-        return VERDICT_TEXT[verdict]
-    words = PROBLEM_TEXT[problem]
-    return f"{words} (eosfix cannot fix it)" if verdict == "problems" else words
 
 
 def _dumps(value: Any, indent: str) -> str:
@@ -184,24 +163,11 @@ CSV_COLUMNS = (
 )
 
 
-def _revision_and_commit(result: Result) -> tuple[str, str]:
-    fields = result.item.fields()
-    if "sha" in fields:  # a Hub repo: the revision asked, then its commit
-        return fields["revision"], fields["sha"] or ""
-    return " ".join(fields.get("refs", ())), fields["revision"]  # a cache snapshot: refs, commit
-
-
-def _csv_row(result: Result) -> list[str]:
-    v, row = result.verdict, result.row()
-    terms = "; ".join(f"{c} {i}" if i is not None else c for c, i in v.terminators)
-    state = result.unit.pr
-    pr = (state.url or state.words or "") if state is not None else ""
-    eos = "" if v.status == "error" else ids_text(v.eos, as_list=v.eos_list)
-    proposed = ids_text(v.proposed, as_list=True) if v.proposed is not None else ""
-    revision, commit = _revision_and_commit(result)
-    cells = [row.repo_id, revision, commit, row.verdict, row.problem]
-    cells += ["; ".join(v.runs_on), "; ".join(v.stops_early), terms, eos, proposed]
-    return [*cells, v.error or "", pr]
+def _csv_row(row: AuditRow) -> list[str]:
+    terms = "; ".join(f"{c} {i}" if i is not None else c for c, i in row.terminators)
+    cells = [row.repo_id, row.revision, row.commit, row.verdict, row.problem or ""]
+    cells += ["; ".join(row.runs_on), "; ".join(row.stops_early), terms, row.eos, row.proposed]
+    return [*cells, row.error, row.pull_request]
 
 
 def _csv_failure(f: Failure) -> list[str]:
@@ -218,7 +184,7 @@ def write_csv(run: Run, out: TextIO) -> None:
     writer.writerow(CSV_COLUMNS)
     try:
         for result in run:
-            writer.writerow(_csv_row(result))
+            writer.writerow(_csv_row(audit_row(result)))
             out.flush()
     finally:  # interrupted too: every line written is whole
         for failure in run.source.failures():
@@ -236,32 +202,28 @@ MARKDOWN_COLUMNS = ("repo", "revision", "ends a turn", "eos now", "verdict", "pu
 _URL = re.compile(r"https?://[^\s()<>\[\]`|\\]+")
 
 
-def _markdown_row(result: Result) -> str:
-    v, row = result.verdict, result.row()
+def _markdown_row(row: AuditRow) -> str:
     terms = "<br>".join(
         f"{code(c, in_table=True)} {i}" if i is not None else code(c, in_table=True)
-        for c, i in v.terminators
+        for c, i in row.terminators
     )
-    state = result.unit.pr
-    url, words = (state.url, state.words or "") if state is not None else (None, "")
-    if isinstance(url, str) and _URL.fullmatch(url):
-        pr = f"[{_text(words or 'pull request')}]({url})"
+    url = row.pr_url
+    if url is not None and _URL.fullmatch(url):
+        pr = f"[{_text(row.pr_words or 'pull request')}]({url})"
     else:
-        pr = _text(words)
-    verdict = _verdict_cell(result)
+        pr = _text(row.pr_words)
     repo = code(row.repo_id, in_table=True)
-    cells = (repo, _text(row.revision), terms or "-", row.eos or "-")  # ids: eosfix's words
-    return "| " + " | ".join((*cells, verdict, pr)) + " |"
+    cells = (repo, _text(row.revision_cell), terms or "-", row.eos_cell or "-")  # eosfix's ids
+    return "| " + " | ".join((*cells, _verdict_cell(row), pr)) + " |"
 
 
-def _verdict_cell(result: Result) -> str:
-    v, row = result.verdict, result.row()
+def _verdict_cell(row: AuditRow) -> str:
     note = row.note  # " -> [ids]" (eosfix's), then ": the error" (may quote the repo)
-    files = f" ({v.gguf})" if v.gguf else ""  # a GGUF repo's files (names from the repo)
+    files = f" ({row.gguf})" if row.gguf else ""  # a GGUF repo's files (names from the repo)
     note = note.removesuffix(files)
-    if v.error and note.endswith(v.error):
-        note = note[: -len(v.error)] + _text(v.error)
-    return verdict_words(row.verdict, row.problem) + note + _text(files)
+    if row.error and note.endswith(row.error):
+        note = note[: -len(row.error)] + _text(row.error)
+    return row.words + note + _text(files)
 
 
 def _markdown_failure(f: Failure) -> str:
@@ -278,10 +240,11 @@ def write_markdown(
     out.write("|" + " --- |" * len(MARKDOWN_COLUMNS) + "\n")
     try:
         for result in run:
-            out.write(_markdown_row(result) + "\n")
+            row = audit_row(result)
+            out.write(_markdown_row(row) + "\n")
             out.flush()
             if digest is not None:
-                digest.add(result)
+                digest.add(row)
     finally:  # interrupted too: the table stays whole
         out.writelines(_markdown_failure(failure) + "\n" for failure in run.source.failures())
     out.write(f"\n{summary()}\n")
@@ -309,24 +272,21 @@ class Digest:
         self.first: list[tuple[int, int, str, str]] = []  # (-downloads, order, repo, words)
         self.seen = 0
 
-    def add(self, result: Result) -> None:
-        v, row = result.verdict, result.row()
-        words = verdict_words(row.verdict, row.problem)
+    def add(self, row: AuditRow) -> None:
+        words = row.words
         self.verdicts[words] = self.verdicts.get(words, 0) + 1
-        for name in v.runs_on:
+        for name in row.runs_on:
             self.runtimes.setdefault(name, [0, 0])[0] += 1
-        for name in v.stops_early:
+        for name in row.stops_early:
             self.runtimes.setdefault(name, [0, 0])[1] += 1
-        if v.name not in BROKEN:
+        if row.verdict not in BROKEN:
             return
-        downloads = getattr(result.item, "downloads", 0)
-        downloads = downloads if isinstance(downloads, int) else 0
-        family = tuple(c for c, _ in v.terminators) or ("(none found)",)
+        family = tuple(c for c, _ in row.terminators) or ("(none found)",)
         counts = self.families.setdefault(family, [0, 0])
         counts[0] += 1
-        counts[1] += downloads
+        counts[1] += row.downloads
         self.seen += 1
-        self.first.append((-downloads, self.seen, row.repo_id, _verdict_cell(result)))
+        self.first.append((-row.downloads, self.seen, row.repo_id, _verdict_cell(row)))
         if len(self.first) > 2 * FIRST:
             self.first = sorted(self.first)[:FIRST]
 

@@ -11,10 +11,11 @@ import click
 from eosfix.analysis.shapes import Probe
 from eosfix.analysis.terminators import STOP_STRING, SpecialScanner, TemplateAnalysis, Terminator
 from eosfix.decide.check import RepoCheck
-from eosfix.decide.runtime_table import RuntimeRow, RuntimeTable
 from eosfix.ports.loop import TokenizedProbe, tokenize_probe
 from eosfix.ports.render import loop_stops
-from eosfix.render.report import placement_text, render_repo_text, result_to_dict, stop_source_text
+from eosfix.render.report import render_repo_text, result_to_dict
+from eosfix.render.rows import RepoRows, RuntimeLine, repo_rows
+from eosfix.render.words import placement_text, stop_source_text
 from eosfix.result import RepoResult
 
 _SHOWN_PROBES = ("final", "final+system", "tool_call", "history")
@@ -161,44 +162,13 @@ def loop_ids(c: RepoCheck) -> tuple[list[int], str]:
     return list(stops.ids), stops.source
 
 
-def _cell(stops: dict[str, bool | None]) -> str:
-    missed = [c for c, v in stops.items() if v is False]
-    if missed:
-        return "misses " + " ".join(missed)
-    return "stops" if any(stops.values()) else "-"
-
-
-_NA = "n/a (no config.json)"
-
-
-def _early_cell(stops: dict[str, bool | None], early: dict[str, int]) -> str:
-    """``_cell``, and where the runtime stops inside a reply (``stops early at <|end|>``)."""
-    cell = _cell(stops)
-    if not early:
-        return cell
-    cut = f"stops early at {' '.join(early)}"
-    return cut if cell in ("stops", "-") else f"{cell}; {cut}"
-
-
-def verdict_cell(stops: dict[str, bool | None], early: dict[str, int]) -> str:
-    """A runtime's verdict in words, as the runtime table writes it (``stops``, ``misses
-    <|im_end|>``, ``stops early at <|end|>``): the page's grid says the same."""
-    return _early_cell(stops, early)
-
-
-def _runtime_cells(row: RuntimeRow, table: RuntimeTable, na: bool) -> tuple[str, ...]:
-    cfg = (
-        "(written)"
-        if table.config_json_written
-        else _early_cell(row.stops_with_config_json, row.early_with_config_json)
-    )
-    now = _early_cell(row.stops_before, row.early_before)
-    after = _early_cell(row.stops_after, row.early_after)
-    verdicts = (_NA,) * 3 if na else (now, after, cfg)
+def _runtime_cells(row: RuntimeLine, config_json_written: bool) -> tuple[str, ...]:
+    cfg = "(written)" if config_json_written else row.with_config_json.words
+    verdicts = (row.now.words, row.after.words, cfg if row.now.applicable else row.now.words)
     return (row.label, *verdicts, row.versions, row.basis, row.reads)
 
 
-def render_runtime_table(table: RuntimeTable) -> str:
+def render_runtime_table(rows: RepoRows) -> str:
     """The per-runtime table: does each runtime stop at every terminator, now and after fix.
 
     Plain aligned columns: the runtime (``name==version`` when pinned), the verdicts, the
@@ -209,20 +179,18 @@ def render_runtime_table(table: RuntimeTable) -> str:
     """
     head = ("runtime", "now", "after fix", "fix --config-json", "versions", "basis",
             "reads eos from")  # fmt: skip
-    rows = [head] + [
-        _runtime_cells(r, table, r.runtime in table.not_applicable) for r in table.rows
-    ]
-    widths = [max(len(row[i]) for row in rows) for i in range(len(head) - 1)]
+    table = [head] + [_runtime_cells(r, rows.config_json_written) for r in rows.runtimes]
+    widths = [max(len(row[i]) for row in table) for i in range(len(head) - 1)]
     lines = [
         "  "
         + "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=False))
         + "  "
         + row[-1]
-        for row in rows
+        for row in table
     ]
     lines.insert(1, "  " + "-" * (len(lines[0]) - 2))
     lines.append("  notes, and where each rule was read:")
-    for r in table.rows:
+    for r in rows.runtimes:
         note = f"{r.note} " if r.note else ""
         lines.append(f"    {r.label}: {note}[{r.source}]")
     return "\n".join(line.rstrip() for line in lines)
@@ -298,7 +266,7 @@ def render_explain(result: RepoResult) -> str:
                 "Runtimes: does generation stop at every terminator, and never inside a reply?",
                 bold=True,
             ),
-            render_runtime_table(result.runtimes),
+            render_runtime_table(repo_rows(result)),
         ]
     if c.repo.templates:
         lines += [

@@ -8,17 +8,18 @@ Everything comes from the result's typed fields (``hub``, ``gguf``, ``ollama_hub
 from __future__ import annotations
 
 import json
-import shlex
 from collections.abc import Sequence
 
+from eosfix.render.hubrows import GgufRows, OllamaHubRow, is_hub_gguf, override_kv
+from eosfix.render.rows import RepoRows
 from eosfix.result import RepoResult
 
+__all__ = [
+    "header_lines", "is_hub_gguf", "ollama_lines", "override_kv", "params_pr_description",
+    "title_suffix",
+]  # fmt: skip
+
 SHOWN = 6  # alike files named in the title before "and N more"
-
-
-def is_hub_gguf(r: RepoResult) -> bool:
-    """A GGUF file read on the Hub (``eosfix.targets.gguf_hub``)."""
-    return r.container == "gguf" and r.gguf is not None and r.hub is not None
 
 
 def _short(path: str) -> str:
@@ -31,55 +32,42 @@ def _files(paths: Sequence[str]) -> str:
     return shown + (f" and {more} more" if more > 0 else "")
 
 
-def title_suffix(r: RepoResult) -> str:
-    """``  (and Q5_K_M.gguf, Q8_0.gguf: the same stop keys)`` or ``  (differs from X in:
-    keys)``: what the block stands for."""
-    group = r.gguf
-    assert group is not None
-    alike = group.alike
+def group_parts(group: GgufRows) -> list[str]:
+    """What a block stands for: whose default download it is, the files alike, the file it
+    differs from."""
     parts = []
     if group.default_for:
         who = {"llama.cpp": "llama.cpp -hf", "ollama": "ollama run hf.co"}
         parts.append(f"what {' and '.join(who[p] for p in group.default_for)} load without a tag")
-    if alike:
-        parts.append(f"and {_files(alike)}: the same stop keys")
+    if group.alike:
+        parts.append(f"and {_files(group.alike)}: the same stop keys")
     if group.differs_from:
         keys = ", ".join(group.differs_in)
         parts.append(f"differs from {_short(group.differs_from)} in {keys}")
+    return parts
+
+
+def title_suffix(group: GgufRows) -> str:
+    """``  (and Q5_K_M.gguf, Q8_0.gguf: the same stop keys)`` or ``  (differs from X in:
+    keys)``: what the block stands for."""
+    parts = group_parts(group)
     return f"  ({'; '.join(parts)})" if parts else ""
 
 
-def override_kv(r: RepoResult) -> list[str]:
-    """``--override-kv KEY=int:VALUE`` for each planned key edit llama.cpp can take that way
-    (an id key; ollama's eos_token_ids list is no scalar)."""
-    out = []
-    for p in r.patches:
-        data = p.as_json()
-        if isinstance(data.get("new"), int) and str(data.get("key", "")).endswith("_token_id"):
-            out.append(f"--override-kv {data['key']}=int:{data['new']}")
-    return out
-
-
-def header_lines(r: RepoResult) -> list[str]:
+def header_lines(rows: RepoRows) -> list[str]:
     """Why a pull request cannot fix the planned keys, and what works today."""
-    if not r.patches:
+    group = rows.gguf
+    if not rows.changes or group is None or group.new_file is None:
         return []
-    assert r.gguf is not None
-    assert r.hub is not None
-    name = _short(r.gguf.file)
-    fixed = name.removesuffix(".gguf") + ".fixed.gguf"
     lines = [
         (
             "  header        no pull request can change a GGUF header (llama.cpp and LM Studio "
             "read it): the repo needs a new file, made from a downloaded copy with "
-            f"eosfix fix {shlex.quote(name)} --output {shlex.quote(fixed)}"
+            f"{group.new_file}"
         )
     ]
-    flags = override_kv(r)
-    if flags:
-        tag = r.gguf.quant or name
-        repo = f"{r.hub.repo_id}:{tag}"
-        lines.append(f"  until then    llama-server -hf {repo} {' '.join(flags)}")
+    if group.until_fixed is not None:
+        lines.append(f"  until then    {group.until_fixed}")
     return lines
 
 
@@ -87,40 +75,43 @@ def _json(items: Sequence[str]) -> str:
     return json.dumps(list(items), ensure_ascii=False)
 
 
-def ollama_lines(r: RepoResult) -> list[str]:
+def params_source(ollama: OllamaHubRow) -> str:
+    """Where ``ollama run hf.co/...`` takes its stop list from, in words."""
+    if ollama.from_file:
+        return "the repo's params file"
+    return f"the Hub's conversion of the chat template ({ollama.conversion})"
+
+
+def params_change(ollama: OllamaHubRow) -> str:
+    """What the planned params file changes: ``dropping [...], which cut replies; adding
+    [...]``."""
+    what = []
+    if ollama.removed:
+        when = " in ollama before 0.30" if ollama.removed_only_before_030 else ""
+        what.append(f"dropping {_json(ollama.removed)}, which cut replies{when}")
+    if ollama.added:
+        what.append(f"adding {_json(ollama.added)}")
+    return "; ".join(what)
+
+
+def ollama_lines(ollama: OllamaHubRow | None) -> list[str]:
     """What ``ollama run hf.co/...`` gets, and the params file a pull request would write."""
-    ollama = r.ollama_hub
     if ollama is None:
         return []
-    params = ollama.params
-    conversion = params.conversion.path if params.conversion is not None else None
-    source = (
-        "the repo's params file"
-        if params.from_file
-        else f"the Hub's conversion of the chat template ({conversion})"
-    )
-    line = f"  ollama hf.co  stop {_json(params.stop)} from {source}"
-    if params.problem:
-        line += f"; ollama refuses that file: {params.problem}"
+    line = f"  ollama hf.co  stop {_json(ollama.stop)} from {params_source(ollama)}"
+    if ollama.problem:
+        line += f"; ollama refuses that file: {ollama.problem}"
     lines = [line]
-    planned = ollama.plan
-    if planned:
-        what = []
-        if planned.removed:
-            when = " in ollama before 0.30" if planned.removed == ollama.removed_control else ""
-            what.append(f"dropping {_json(planned.removed)}, which cut replies{when}")
-        if planned.added:
-            what.append(f"adding {_json(planned.added)}")
+    if ollama.after is not None:
         lines.append(
             f"  params        a pull request can set the repo's params file to stop "
-            f"{_json(planned.after)} ({'; '.join(what)}; every other key kept)"
+            f"{_json(ollama.after)} ({params_change(ollama)}; every other key kept)"
         )
-        hidden = ollama.control
-        if hidden:
+        if ollama.control:
             lines.append(
-                f"                ollama 0.30 and later never match {_json(hidden)} as a stop "
-                "string (llama-server drops a control token's text): only the header's keys "
-                "make it stop there"
+                f"                ollama 0.30 and later never match {_json(ollama.control)} as "
+                "a stop string (llama-server drops a control token's text): only the header's "
+                "keys make it stop there"
             )
     return lines
 

@@ -23,7 +23,7 @@ from eosfix.decide.runtime_table import RuntimeTable
 from eosfix.decide.stopids import CUTTING, IN_TURN_KIND, ORDINARY, StopId
 from eosfix.render.gguf_hub import is_hub_gguf, params_pr_description
 from eosfix.render.markdown import code, escape, fenced
-from eosfix.render.text import placement_text
+from eosfix.render.words import placement_text
 from eosfix.result import RepoResult
 
 # What the probes put into messages (eosfix.analysis.shapes: "Eosfixassistant1", the tool

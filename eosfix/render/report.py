@@ -11,8 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from eosfix.analysis.terminators import TemplateAnalysis, Terminator
-from eosfix.core.codes import EOS013
+from eosfix.analysis.terminators import TemplateAnalysis
 from eosfix.core.errors import NotChecked, VerificationError, WriteError
 from eosfix.core.outcome import (
     EXIT_FINDINGS,
@@ -22,20 +21,21 @@ from eosfix.core.outcome import (
     QUIET,
     VERDICTS,
     exit_code,
-    problem_of,
     verdict_of,
 )
-from eosfix.decide.check import Finding
-from eosfix.decide.runtime_table import RuntimeTable
 from eosfix.render.annotations import render_github, render_sarif
-from eosfix.render.runtimes import runtimes_line
-from eosfix.render.text import (
-    KIND_TEXT,
+from eosfix.render.rows import (
+    FindingRow,
+    RepoRows,
+    RuntimeLine,
+    TerminatorRow,
     fix_command,
-    placement_text,
-    render_repo_text,
-    stop_source_text,
+    repo_rows,
+    verdict_name,
 )
+from eosfix.render.runtimes import runtimes_line
+from eosfix.render.text import render_repo_text
+from eosfix.render.words import KIND_TEXT, placement_text, stop_source_text
 from eosfix.result import OllamaHub, RemoteGguf, RepoResult
 
 __all__ = [
@@ -45,14 +45,7 @@ __all__ = [
 ]  # fmt: skip
 
 
-def verdict(r: RepoResult) -> str:
-    c = r.check
-    return verdict_of(
-        r.status.value,
-        written=bool(r.written),
-        has_findings=c is not None and bool(c.findings),
-        has_patches=bool(r.patches),
-    )
+verdict = verdict_name
 
 
 _PHRASES: dict[str, tuple[str, str]] = {  # verdict -> (singular, plural)
@@ -156,7 +149,7 @@ def _summary_phrases(*, already: bool) -> dict[str, tuple[str, str]]:
     }
 
 
-def terminator_to_dict(t: Terminator) -> dict[str, Any]:
+def terminator_to_dict(t: TerminatorRow) -> dict[str, Any]:
     """The JSON shape of one terminator (or additional stop)."""
     return {
         "content": t.content,
@@ -171,7 +164,7 @@ def terminator_to_dict(t: Terminator) -> dict[str, Any]:
     }
 
 
-def _findings(findings: Sequence[Finding]) -> list[dict[str, Any]]:
+def _findings(findings: Sequence[FindingRow]) -> list[dict[str, Any]]:
     return [
         {"code": f.code, "severity": f.severity.value, "file": f.file, "message": f.message,
          "fixable": f.fixable}
@@ -179,20 +172,19 @@ def _findings(findings: Sequence[Finding]) -> list[dict[str, Any]]:
     ]  # fmt: skip
 
 
-def runtime_rows_json(table: RuntimeTable | None) -> list[dict[str, Any]]:
+def runtime_rows_json(lines: Sequence[RuntimeLine]) -> list[dict[str, Any]]:
     """The ``"runtimes"`` key of ``--format json``: before and after the planned fix (after
     writing: as it is now), each with ``applicable`` (False: the runtime cannot load a folder
     without config.json)."""
-    if table is None:
-        return []
     return [
         {"runtime": r.runtime, "version": r.pinned, "versions": r.versions,
          "executed": r.executed, "basis": r.basis, "source": r.source, "reads": r.reads,
          "stops_before": r.stops_before, "stops_after": r.stops_after,
          "stops_early_before": r.early_before, "stops_early_after": r.early_after,
          "ok_before": r.ok_before, "ok_after": r.ok_after, "note": r.note,
-         "applicable": r.runtime not in table.not_applicable}
-        for r in table.rows
+         "applicable": line.applicable}
+        for line in lines
+        for r in (line.row,)
     ]  # fmt: skip
 
 
@@ -228,65 +220,63 @@ def template_to_dict(ta: TemplateAnalysis) -> dict[str, Any]:
     return out
 
 
-def result_to_dict(r: RepoResult) -> dict[str, Any]:
-    """The JSON shape of one repo or GGUF file (stable keys, documented in the README). After
-    ``fix`` wrote files, the keys describe the repo as written and ``before`` what it was."""
+def result_to_dict(r: RepoResult, rows: RepoRows | None = None) -> dict[str, Any]:
+    """The JSON shape of one repo or GGUF file (stable keys, documented in the README), from
+    its rows (``eosfix.render.rows``, made here unless given). After ``fix`` wrote files, the
+    keys describe the repo as written and ``before`` what it was."""
+    rows = repo_rows(r) if rows is None else rows
+    v = rows.verdict
     out: dict[str, Any] = {"path": str(r.path), "name": r.name, "container": r.container}
-    if r.error is not None:
+    if rows.error is not None:
         out.update(
             status="error", verdict="error", problem=None, runs_on=[], stops_early=[],
-            error=str(r.error), written=list(r.written),
+            error=rows.error, written=list(r.written),
         )  # fmt: skip
         out.update(origin_fields(r))  # a Hub repo's repo_id, revision and sha...
         return out
     c = r.check
     assert c is not None
-    texts = c.stop_strings_needed
-    name = verdict(r)
-    table = r.runtimes
-    runs_on, early = (table.runs_on, table.stops_early) if table is not None else ((), ())
-    never_fires = any(f.code == EOS013.code for f in c.findings)
+    texts = rows.stop_strings
     out.update(
-        status=r.status.value,
-        verdict=name,
-        problem=problem_of(
-            name, runs_on=bool(runs_on), stops_early=bool(early), never_fires=never_fires
-        ),
-        runs_on=list(runs_on),
-        stops_early=list(early),
+        status=v.status,
+        verdict=v.verdict,
+        problem=v.problem,
+        runs_on=list(v.runs_on),
+        stops_early=list(v.stops_early),
         templates=[template_to_dict(ta) for ta in c.terminators.templates],
-        terminators=[terminator_to_dict(t) for t in c.terminators.terminators],
-        additional_stops=[terminator_to_dict(t) for t in c.terminators.additional],
+        terminators=[terminator_to_dict(t) for t in rows.terminators],
+        additional_stops=[terminator_to_dict(t) for t in rows.additional],
         acceptable=list(c.terminators.acceptable),
         unwritten_eog_tokens=[{"content": t, "id": i} for t, i in c.unwritten_eog_tokens],
-        in_turn=list(c.terminators.in_turn),
+        in_turn=list(rows.in_turn),
         in_call=list(c.terminators.in_call),
         stop_strings=list(c.stop_strings),
         stop_instead={"texts": list(texts), **c.instead} if texts and c.instead else None,
         tokenizer_eos=None
         if c.tokenizer_eos is None
         else {"content": c.tokenizer_eos.content, "id": c.tokenizer_eos.id},
-        eos_token_id=c.stop.raw,
-        eos_token_id_source=c.stop.source,
+        eos_token_id=rows.eos_now,
+        eos_token_id_source=rows.eos_source,
         stop_keys=c.stop.detail or None,
         stop_ids=[
             {"id": s.id, "kind": s.kind, "token": s.token, "text": s.text, "reason": s.reason}
-            for s in c.review.stop_ids
+            for s in rows.stop_ids
+            if s.listed
         ],
-        proposed_eos_token_id=None if c.proposed is None else list(c.proposed),
-        findings=_findings(c.findings),
-        changes=[p.as_json() for p in r.patches],
-        written=list(r.written),
-        runtimes=runtime_rows_json(r.runtimes),
+        proposed_eos_token_id=None if rows.proposed is None else list(rows.proposed),
+        findings=_findings(rows.findings),
+        changes=[dict(p.data) for p in rows.changes],
+        written=list(rows.written),
+        runtimes=runtime_rows_json(rows.runtimes),
     )
-    if r.blocked is not None:
-        out["blocked"] = str(r.blocked)
-    if r.before is not None:
-        b = r.before
+    if rows.blocked is not None:
+        out["blocked"] = rows.blocked
+    if rows.before is not None:
+        b = rows.before
         out["before"] = {
-            "status": b.status.value,
-            "eos_token_id": b.stop.raw,
-            "eos_token_id_source": b.stop.source,
+            "status": b.status,
+            "eos_token_id": b.eos_now,
+            "eos_token_id_source": b.eos_source,
             "findings": _findings(b.findings),
         }
     out.update(origin_fields(r))

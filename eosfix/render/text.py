@@ -9,143 +9,36 @@ verdicts come last: one line while a fix is pending, caveats once none is
 
 from __future__ import annotations
 
-import itertools
-import json
 import shlex
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Sequence
 
 import click
 
-from eosfix.analysis.positions import (
-    CONVERSATION_END,
-    EARLIER_REPLIES,
-    EMPTY_TEMPLATE,
-    EVERY_REPLY,
-    FINAL_REPLY,
-    HISTORY_REPLY,
-    LAST_REPLY,
-    NEXT_TURN,
-    PLAIN_TEXT,
-    TOOL_CALL,
-    VERDICT,
-)
-from eosfix.analysis.terminators import Placement, Terminator
 from eosfix.core.repo import GENERATION_CONFIG
 from eosfix.decide.check import RepoCheck, Status
 from eosfix.render.finding import finding_line
-from eosfix.render.gguf_hub import (
-    header_lines,
-    is_hub_gguf,
-    ollama_lines,
-    override_kv,
-    title_suffix,
-)
+from eosfix.render.gguf_hub import header_lines, ollama_lines, title_suffix
+from eosfix.render.hubrows import override_kv
+from eosfix.render.rows import ChangeRow, RepoRows, TerminatorRow, fix_command, repo_rows
 from eosfix.render.runtimes import runtimes_line, settled_lines
-from eosfix.result import Change, RepoResult
-
-NO_TEMPLATE_TEXT = (
-    "no chat template: nothing to check (fine for a base model; a chat model without one has "
-    "lost its template)"
+from eosfix.render.words import (
+    KIND_TEXT,
+    NO_TEMPLATE_TEXT,
+    NOT_A_MODEL_TEXT,
+    ids_text,
+    placement_text,
+    stop_source_text,
 )
-NOT_A_MODEL_TEXT = (
-    "not a model repo: no config.json, generation_config.json or weights, so no runtime loads "
-    "a model from it (tokenizer files only); nothing to fix"
-)
+from eosfix.result import RepoResult
 
-# What each kind of terminator is, in a few words (the PR description uses it too).
-KIND_TEXT = {
-    "turn_end": "closes a reply",
-    "tool_call": "written after a tool call",
-    "next_turn_opener": "opens the next turn (replies have no closing token)",
-    "stop_string": "plain text: needs a stop string",
-    "conversation_end": "written only when the whole conversation ends (an optional stop)",
-}
+__all__ = [
+    "KIND_TEXT", "NOT_A_MODEL_TEXT", "NO_TEMPLATE_TEXT", "changes_text", "fix_command",
+    "ids_text", "instead_lines", "keep_lines", "placement_text", "render_repo_text",
+    "runtime_lines", "stop_source_text",
+]  # fmt: skip
 
 
-def _where_text(p: Placement, token: Callable[[str], str] = str) -> str:
-    """Where the template writes a token, as a clause (``eosfix.analysis.positions.WHERE``);
-    ``token`` shows each token it names (a Markdown code span in a PR)."""
-    rel = ", ".join(token(r) for r in p.related)
-    if p.where == LAST_REPLY:
-        why = f"earlier replies end with {rel}" if rel else "other replies have no closing token"
-        return f"written after the last reply only ({why})"
-    if p.where == EARLIER_REPLIES:
-        last = f"the last one ends with {rel}" if rel else "nothing closes the last one"
-        return f"written after replies another turn follows ({last})"
-    if p.where == CONVERSATION_END:
-        after = f", after {rel}" if rel else ""
-        return f"written once, when the whole conversation ends{after}"
-    return _WHERE_TEXT.get(p.where, p.where)
-
-
-_WHERE_TEXT = {
-    EVERY_REPLY: "written after every reply",
-    FINAL_REPLY: "written after the final reply (no history turn rendered to compare)",
-    HISTORY_REPLY: "written after a reply another turn follows (no final reply rendered to compare)",
-    TOOL_CALL: "written after a tool call",
-    NEXT_TURN: "opens the next turn (replies have no closing token)",
-    PLAIN_TEXT: "plain text: needs a stop string",
-    VERDICT: (
-        "written where the prompt's turn ends, before the reply: the verdict's turn ends the "
-        "same way (the template quotes the conversation as text, it renders no reply)"
-    ),
-    EMPTY_TEMPLATE: "the tokenizer's eos: the template writes nothing, so nothing else ends a reply",
-}
-
-
-def placement_text(t: Terminator, token: Callable[[str], str] = str) -> str:
-    """Where the template writes ``t``: every placement, first evidence first (``token``: as
-    in ``_where_text``)."""
-    clauses = list(dict.fromkeys(_where_text(p, token) for p in t.placements))
-    if not clauses:
-        return KIND_TEXT.get(t.kind, t.kind)
-    text = clauses[0]
-    for clause in clauses[1:]:  # "written after every reply and after a tool call"
-        same_verb = clause.startswith("written ") and text.startswith("written ")
-        text += f" and {clause.removeprefix('written ')}" if same_verb else f"; {clause}"
-    return text
-
-
-def stop_source_text(c: RepoCheck) -> str:
-    """Where the current stop ids come from, as a phrase."""
-    if c.stop.detail:  # the reader builds its set from the container's keys (a GGUF)
-        return c.stop.detail
-    if c.stop.source == GENERATION_CONFIG and c.stop.raw is None:
-        return "generation_config.json sets no eos_token_id"  # not "(not set) (from ...)"
-    if c.stop.source != "none":
-        return f"from {c.stop.source}"
-    if c.repo.config is None:
-        return "generation_config.json and config.json are missing"
-    return "generation_config.json is missing; config.json sets no eos_token_id"
-
-
-def ids_text(ids: Iterable[int] | int | None) -> str:
-    """``7``, ``[7, 9]``; a value that is not ids (EOS018) as the file writes it."""
-    if ids is None:
-        return "(not set)"
-    if type(ids) is int:
-        return str(ids)
-    if isinstance(ids, (list, tuple)) and all(type(i) is int for i in ids):
-        return "[" + ", ".join(str(i) for i in ids) + "]"
-    return json.dumps(ids, ensure_ascii=False)
-
-
-def fix_command(r: RepoResult, flags: Sequence[str] = ()) -> str:
-    """The command that writes the planned fix, shell-quoted, with the flags that were given;
-    for a Hugging Face cache snapshot, ``eosfix cache --fix`` (it replaces links safely); for
-    a Hub repo checked by id, ``eosfix hub ID --pr`` (with its --keep-id flags)."""
-    if r.hub is not None:  # a Hub repo checked by id: a pull request
-        pairs = itertools.pairwise(flags)
-        keep = [word for flag, value in pairs if flag == "--keep-id" for word in (flag, value)]
-        return shlex.join(["eosfix", "hub", r.hub.repo_id, "--pr", *keep])
-    folder = r.container == "folder"  # a folder's options; a single file (GGUF) takes none
-    if r.cache is not None and folder:
-        note = "; it writes generation_config.json only" if "--config-json" in flags else ""
-        return r.cache.fix_command + note
-    return shlex.join(["eosfix", "fix", str(r.path), *(flags if folder else ())])
-
-
-def changes_text(patches: Sequence[Change]) -> str:
+def changes_text(patches: Sequence[ChangeRow]) -> str:
     """What the patches set (generation_config.json's list first), and how they are written."""
     ordered = sorted(patches, key=lambda p: p.file != GENERATION_CONFIG)
     text = "; ".join(p.summary for p in ordered)
@@ -153,19 +46,19 @@ def changes_text(patches: Sequence[Change]) -> str:
     return f"{text}  ({how})" if how else text
 
 
-def _terminator_line(t: Terminator, note: str = "") -> str:
+def _terminator_line(t: TerminatorRow, note: str = "") -> str:
     templates = ", ".join(t.templates)
-    return f"{t.content}  {t.id_str}, {placement_text(t)}{note} (template {templates})"
+    return f"{t.content}  {t.id_str}, {t.placement}{note} (template {templates})"
 
 
-def _terminator_lines(c: RepoCheck) -> list[str]:
-    lines = [f"  ends a turn   {_terminator_line(t)}" for t in c.terminators.terminators]
-    if not c.terminators.terminators:
+def _terminator_lines(rows: RepoRows) -> list[str]:
+    lines = [f"  ends a turn   {_terminator_line(t)}" for t in rows.terminators]
+    if not rows.terminators:
         lines.append("  ends a turn   (nothing found)")
-    for t in c.terminators.additional:
+    for t in rows.additional:
         lines.append(f"  ends the chat {_terminator_line(t, '; an optional stop')}")
-    if c.terminators.in_turn:
-        lines.append(f"  inside a turn {' '.join(c.terminators.in_turn)}  (never a stop id)")
+    if rows.in_turn:
+        lines.append(f"  inside a turn {' '.join(rows.in_turn)}  (never a stop id)")
     return lines
 
 
@@ -176,24 +69,28 @@ def _after_lines(c: RepoCheck) -> list[str]:
     return [f"  after fix     stops on {ids_text(c.proposed)}"]
 
 
-def _pending_lines(r: RepoResult, c: RepoCheck, run: str | None) -> list[str]:
+def _findings(r: RepoResult, rows: RepoRows) -> list[str]:
+    return ["  " + finding_line(r.name, f) for f in rows.findings]
+
+
+def _pending_lines(r: RepoResult, rows: RepoRows, c: RepoCheck, run: str | None) -> list[str]:
     """Nothing written: what it stops on, the findings, the fix (and how to run it)."""
-    lines = [f"  stops on      {ids_text(c.stop.raw)}  ({stop_source_text(c)})"]
-    lines += _unchecked_lines(c)
-    lines += ["  " + finding_line(r.name, f) for f in c.findings]
+    lines = [f"  stops on      {ids_text(rows.eos_now)}  ({rows.stop_source})"]
+    lines += _unchecked_lines(rows)
+    lines += _findings(r, rows)
     lines += keep_lines(c)
-    if r.patches and is_hub_gguf(r):  # a file on the Hub: what a new file's header needs
-        lines.append(f"  fix           {'; '.join(p.summary for p in r.patches)}  (its header)")
+    if rows.changes and rows.gguf is not None:  # a file on the Hub: what a new header needs
+        lines.append(f"  fix           {'; '.join(p.summary for p in rows.changes)}  (its header)")
         lines += _after_lines(c)
-    elif r.patches:
+    elif rows.changes:
         hint = f"  (run: {run})" if run and r.blocked is None else ""
-        lines.append(f"  fix           {changes_text(r.patches)}{hint}")
+        lines.append(f"  fix           {changes_text(rows.changes)}{hint}")
         lines += _after_lines(c)
         if r.blocked is not None:  # what stops the writer, and what to do first
             # a blocker that names the command that writes elsewhere has said it all
             instead = getattr(r.blocked, "instead", None)
             then = f"; then run: {run}" if run and instead is None else ""
-            lines.append(f"  cannot write  {r.blocked}{then}")
+            lines.append(f"  cannot write  {rows.blocked}{then}")
         if r.cache is not None and r.container == "gguf":
             lines += _shared_blob_lines(r)
     return lines
@@ -208,12 +105,12 @@ def _shared_blob_lines(r: RepoResult) -> list[str]:
     return [f"  until then    llama-server -m {shlex.quote(str(r.path))} {' '.join(flags)}"]
 
 
-def _written_lines(r: RepoResult, before: RepoCheck, now: RepoCheck) -> list[str]:
+def _written_lines(r: RepoResult, rows: RepoRows, now: RepoCheck) -> list[str]:
     """Files written: what it stopped on, what was fixed and written, what it stops on now."""
-    remaining = {(f.code, f.file) for f in now.findings}
-    lines = [
-        f"  stopped on    {ids_text(before.stop.raw)}  ({stop_source_text(before)}, before the fix)"
-    ]
+    before = rows.before
+    assert before is not None
+    remaining = {(f.code, f.file) for f in rows.findings}
+    lines = [f"  stopped on    {ids_text(before.eos_now)}  ({before.stop_source}, before the fix)"]
     lines += [
         f"  fixed         {finding_line(r.name, f)}"
         for f in before.findings
@@ -221,11 +118,11 @@ def _written_lines(r: RepoResult, before: RepoCheck, now: RepoCheck) -> list[str
     ]
     into = f" into {shlex.quote(str(r.output))}" if r.output is not None else ""
     kept = f"; {r.name} is unchanged" if r.output is not None else ""
-    lines.append(f"  wrote         {changes_text(r.patches)}{into}{kept}")
+    lines.append(f"  wrote         {changes_text(rows.changes)}{into}{kept}")
     new = "the new file " if r.output is not None else ""
-    lines.append(f"  stops on      {new}{ids_text(now.stop.raw)}  ({stop_source_text(now)})")
-    lines += _unchecked_lines(now)
-    return [*lines, *("  " + finding_line(r.name, f) for f in now.findings), *keep_lines(now)]
+    lines.append(f"  stops on      {new}{ids_text(rows.eos_now)}  ({rows.stop_source})")
+    lines += _unchecked_lines(rows)
+    return [*lines, *_findings(r, rows), *keep_lines(now)]
 
 
 def keep_lines(c: RepoCheck) -> list[str]:
@@ -237,11 +134,11 @@ def keep_lines(c: RepoCheck) -> list[str]:
     ]
 
 
-def _unchecked_lines(c: RepoCheck) -> list[str]:
+def _unchecked_lines(rows: RepoRows) -> list[str]:
     """Stop ids whose token eosfix cannot see (no tokenizer.json): said, never a finding."""
     return [
         f"  unchecked     stop id {s.id}: {s.reason}: whether it cuts a reply is unknown"
-        for s in c.review.unchecked
+        for s in rows.unchecked
     ]
 
 
@@ -305,15 +202,16 @@ def render_repo_text(
         return f"{r.name}: {NO_TEMPLATE_TEXT}"
     if c.status is Status.NOT_A_MODEL:
         return f"{r.name}: {NOT_A_MODEL_TEXT}"
-    hub = is_hub_gguf(r)
-    title = click.style(r.name, bold=True) + (title_suffix(r) if hub else "")
-    lines = [title, *_terminator_lines(c)]
-    if r.written and r.before is not None:
-        lines += _written_lines(r, r.before, c)
+    rows = repo_rows(r, tuple(fix_flags))
+    gguf = rows.gguf
+    title = click.style(r.name, bold=True) + (title_suffix(gguf) if gguf is not None else "")
+    lines = [title, *_terminator_lines(rows)]
+    if r.written and rows.before is not None:
+        lines += _written_lines(r, rows, c)
     else:
-        lines += _pending_lines(r, c, None if fixing else fix_command(r, fix_flags))
-    if hub:
-        lines += header_lines(r) + ollama_lines(r)
+        lines += _pending_lines(r, rows, c, None if fixing else rows.action.command)
+    if gguf is not None:
+        lines += header_lines(rows) + ollama_lines(rows.ollama_hub)
     if r.output is not None and not r.written:  # fix --output with nothing to change
         lines.append(
             f"  copied        nothing to fix: copied unchanged to {shlex.quote(str(r.output))}"

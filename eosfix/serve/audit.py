@@ -23,7 +23,9 @@ from typing import Any, cast
 from eosfix.batch.hub import HubSource
 from eosfix.batch.run import Result, Run
 from eosfix.core.outcome import VERDICTS
+from eosfix.render.auditrows import AuditRow, audit_row
 from eosfix.render.batch import JSON_DETAIL, write_csv, write_json
+from eosfix.render.words import no_model_repos
 from eosfix.runtimes import RUNTIMES
 from eosfix.sources.hub.read import HubReader
 
@@ -42,9 +44,17 @@ class Audit:
     finished: bool = False
     capped: bool = False
     error: str | None = None
-    rows: list[dict[str, Any]] = field(default_factory=list)
+    rows: list[AuditRow] = field(default_factory=list)
     csv: str = ""
     json: str = ""
+
+    @property
+    def empty(self) -> str | None:
+        """What an audit that found no model repo at all says (as ``eosfix hub --author``
+        does, which exits 2); None otherwise."""
+        if not self.finished or self.rows or self.error:
+            return None
+        return no_model_repos(self.author, author=True)
 
     def progress(self) -> dict[str, Any]:
         return {
@@ -60,24 +70,34 @@ class Audit:
         hf.co``, never transformers), how many stop at every turn end (and never inside a
         reply) now and how many do not; per verdict, how many repos. ``checked``: the repos
         with a verdict per runtime (a chat template and a model), of ``done`` checked."""
-        checked = [r for r in self.rows if r["verdict"] in CHECKED]
+        checked = [r for r in self.rows if r.verdict in CHECKED]
         known = [rt.name for rt in RUNTIMES]
-        names = [*known, *sorted({n for r in checked for n in r["loads"]} - set(known))]
+        names = [*known, *sorted({n for r in checked for n in r.loads} - set(known))]
         runtimes = []
         for name in names:
-            loading = [r for r in checked if name in r["loads"]]
-            bad = sum(1 for r in loading if name in r["runs_on"] or name in r["early"])
+            loading = [r for r in checked if name in r.loads]
+            bad = sum(1 for r in loading if name in r.runs_on or name in r.stops_early)
             if loading:
                 runtimes.append(
                     {"name": name, "loads": len(loading), "stops": len(loading) - bad,
                      "misses": bad}
                 )  # fmt: skip
-        verdicts = Counter(r["verdict"] for r in self.rows)
+        verdicts = Counter(r.verdict for r in self.rows)
+        words = Counter(r.words for r in self.rows)
         return {
             "done": len(self.rows),
             "checked": len(checked),
             "runtimes": runtimes,
             "verdicts": [{"name": v, "count": verdicts[v]} for v in VERDICTS if verdicts[v]],
+            "words": sorted(words.items(), key=lambda kv: (-kv[1], kv[0])),
+            # a pull request fixes these (as eosfix hub --pr opens them); the header of a GGUF
+            # repo's files no pull request can change: a new file fixes those
+            "to_fix": sum(1 for r in self.rows if r.pr_file is not None),
+            "new_files": sum(
+                1 for r in self.rows if r.verdict == "fixable" and r.gguf and r.pr_file is None
+            ),
+            "failing": [r for r in runtimes if r["misses"]],
+            "stopping": [r for r in runtimes if not r["misses"]],
         }
 
 
@@ -96,20 +116,6 @@ class _Replay:
 
     def summary(self) -> dict[str, Any]:
         return self.run.summary()
-
-
-def _row(result: Result) -> dict[str, Any]:
-    v = result.verdict
-    return {
-        "repo": result.item.repo_id,
-        "verdict": v.name,
-        "problem": v.problem or "",
-        "runs_on": list(v.runs_on),
-        "early": list(v.stops_early),
-        "loads": list(v.loads),
-        "codes": list(v.codes),
-        "error": v.error or "",
-    }
 
 
 class Audits:
@@ -143,7 +149,7 @@ class Audits:
             try:
                 for result in run:
                     results.append(result)
-                    audit.rows.append(_row(result))
+                    audit.rows.append(audit_row(result))
                     audit.done = len(results)
                     audit.listed = max(source.seen, audit.done)
                     if audit.done >= MAX_REPOS and not audit.capped:

@@ -18,6 +18,7 @@
 | connections open at once | ``EOSFIX_MAX_CONNECTIONS`` | ``max_connections`` | 256 |
 | page: checks per client per minute | ``EOSFIX_PAGE_RATE`` | ``page_rate`` | 30 |
 | page: checks run at once (more wait) | ``EOSFIX_PAGE_WORKERS`` | ``page_workers`` | 4 |
+| page: bytes of one form of dropped files | ``EOSFIX_PAGE_FILES_BYTES`` | ``page_files_bytes`` | 71303168 (68 MiB) |
 | page: mocked sign-in (local tests only) | ``EOSFIX_PAGE_MOCK_SIGN_IN`` (1/0) | ``page_mock_sign_in`` | off |
 
 With no repos and no authors, every model repo whose webhook reaches the bot is watched (the
@@ -65,6 +66,8 @@ class ServeConfig:
     max_connections: int = 256  # and never more than the open-file limit leaves room for
     page_rate: int = 30
     page_workers: int = 4
+    # a form of a model's files: tokenizer.json at the Hub reader's cap, and 4 MiB for the rest
+    page_files_bytes: int = 68 * 1024 * 1024
     page_mock_sign_in: bool = False
 
     def watches(self, repo_id: str) -> bool:
@@ -91,6 +94,7 @@ _ENV = {
     "max_connections": ("EOSFIX_MAX_CONNECTIONS",),
     "page_rate": ("EOSFIX_PAGE_RATE",),
     "page_workers": ("EOSFIX_PAGE_WORKERS",),
+    "page_files_bytes": ("EOSFIX_PAGE_FILES_BYTES",),
     "page_mock_sign_in": ("EOSFIX_PAGE_MOCK_SIGN_IN",),
 }
 
@@ -128,7 +132,8 @@ def _convert(name: str, value: Any, where: str) -> Any:
         return _names(value, where)
     if name in ("comment", "dry_run", "page_mock_sign_in"):
         return _flag(value, where)
-    if name in ("workers", "attempts", "max_body", "max_connections", "page_rate", "page_workers"):
+    if name in ("workers", "attempts", "max_body", "max_connections", "page_rate", "page_workers",
+                "page_files_bytes"):  # fmt: skip
         return _number(value, where, int, 1)
     if name == "grace":
         return _number(value, where, float, 0)

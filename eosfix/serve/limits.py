@@ -5,10 +5,13 @@ it. Counts go to the bot's ``/metrics``.
 - **Body**: a ``Content-Length`` over ``max_body`` is refused (413) before a byte of the body
   is read; a body without one (chunked) is counted as it arrives and refused once over. A
   response sent before the whole body was read closes the connection (nothing more of it is
-  read). ``too_large`` counts them.
+  read). ``too_large`` counts them. A route that takes uploads (``Guard.uploads``: the page's
+  dropped files) has its own bound instead.
 - **Slow clients**: a request must arrive whole (head and body) within ``request_timeout``
   seconds of its connection opening, or of the previous response on it; otherwise the
-  connection is closed (``timed_out``). A client sending a byte at a time gains nothing.
+  connection is closed (``timed_out``). A client sending a byte at a time gains nothing. An
+  upload gets the time its body needs at ``UPLOAD_RATE`` more (the size it declares, else its
+  route's bound): a 35 MB tokenizer.json comes through a slow link, a dripped one ends there.
 - **Connections**: at most ``connection_cap`` open at once, under the open-file limit with
   room left for the bot's own files and Hub connections. One more closes the oldest
   connection still waiting for its request's bytes (a slow or idle client), or is itself
@@ -37,6 +40,7 @@ from starlette.concurrency import run_in_threadpool
 
 from eosfix.serve.config import ServeConfig, ServeConfigError
 from eosfix.serve.headers import with_headers
+from eosfix.sources.hub.bounds import SLOWEST_RATE
 from eosfix.sources.hub.http import stop_every_gate
 
 log = logging.getLogger("eosfix.serve.limits")
@@ -62,14 +66,37 @@ def connection_cap(config: ServeConfig) -> int:
     return max(1, min(config.max_connections, soft - max(64, soft // 4)))
 
 
+UPLOAD_RATE = SLOWEST_RATE  # bytes a second an upload is given time for (the Hub reads' rate)
+
+
 class Guard:
-    """The limits of one app, and their counts."""
+    """The limits of one app, and their counts; ``uploads``: the bound of each route (a
+    POST to that path) that takes uploads, in place of ``max_body``."""
 
     def __init__(self, config: ServeConfig, counts: Counter[str]) -> None:
         self.max_body = config.max_body
         self.timeout = config.request_timeout
         self.cap = connection_cap(config)
         self.counts = counts
+        self.uploads: dict[str, int] = {}
+
+    def _upload(self, scope: Scope) -> int | None:
+        if scope.get("method") == "POST":
+            return self.uploads.get(scope.get("path", ""))
+        return None
+
+    def body_limit(self, scope: Scope) -> int:
+        """The most bytes the request's body may hold."""
+        upload = self._upload(scope)
+        return self.max_body if upload is None else upload
+
+    def upload_time(self, scope: Scope) -> float:
+        """The seconds an upload's body gets beyond ``timeout`` (0: not an upload)."""
+        limit = self._upload(scope)
+        if limit is None:
+            return 0.0
+        declared = _declared_length(scope)
+        return min(limit, declared if declared is not None else limit) / UPLOAD_RATE
 
 
 class _TooLarge(Exception):
@@ -116,7 +143,7 @@ class BoundedBody:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        limit = self.guard.max_body
+        limit = self.guard.body_limit(scope)
         declared = _declared_length(scope)
         if declared is not None and declared > limit:
             self.guard.counts["too_large"] += 1
@@ -198,13 +225,25 @@ def protocol_class(guard: Guard) -> type[asyncio.Protocol]:
             log.info("too many connections", extra={"fields": {"closed": victim.client}})
             victim.transport.close()
 
+        _upload: bool = False  # the deadline of this request was given an upload's time
+
         def data_received(self, data: bytes) -> None:
             super().data_received(data)
             if not self._waiting():  # the whole request is in: the app has it
                 self._disarm()
+                return
+            scope = getattr(self, "scope", None)  # set once the request's head is in
+            if scope is not None and not self._upload and self._deadline is not None:
+                more = guard.upload_time(scope)
+                if more > 0:
+                    self._upload = True
+                    left = guard.timeout - (self.loop.time() - self._since) + more
+                    self._deadline.cancel()
+                    self._deadline = self.loop.call_later(max(left, 0.0), self._expire)
 
         def on_response_complete(self) -> None:
             super().on_response_complete()
+            self._upload = False
             self._arm()  # the next request on this connection gets its own deadline
 
         def connection_lost(self, exc: Exception | None) -> None:

@@ -40,14 +40,17 @@ import hmac
 import logging
 import os
 import secrets
+import shutil
 import tempfile
 import warnings
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import parse_qsl, quote, urlsplit
 
+import anyio
 import jinja2
 from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.responses import (
@@ -66,39 +69,40 @@ from eosfix import pipeline
 from eosfix.core.codes import CODES
 from eosfix.core.errors import NotChecked
 from eosfix.core.hubid import is_hub_id
-from eosfix.render.gguf_hub import is_hub_gguf
+from eosfix.core.repo import READ_FILES, TEMPLATE_DIR
 from eosfix.render.pr import pr_description
+from eosfix.render.rows import repo_rows
+from eosfix.render.words import STOP_ID_TEXT
 from eosfix.result import RepoResult
-from eosfix.serve import view as views
+from eosfix.serve import view as views_
 from eosfix.serve.audit import Audits
 from eosfix.serve.config import ServeConfig, ServeConfigError
 from eosfix.serve.headers import CSP
 from eosfix.serve.limits import Busy, Limiter, RateLimited, Slots
 from eosfix.serve.sessions import keep_sessions_here
-from eosfix.sources.hub.http import describe_error, hub_errors
+from eosfix.sources.hub import bounds
+from eosfix.sources.hub.http import GATED_REPO, describe_error, hub_errors
 from eosfix.sources.hub.read import HubError
 from eosfix.sources.hub.write import PrOutcome, PullRequest, find_open_pr
 from eosfix.targets.checked import Checked
 from eosfix.targets.hub import check_hub_target
 from eosfix.targets.parse import HubTarget, parse_hub
-from eosfix.targets.pr import fix_bytes
+from eosfix.targets.pr import fix_of, pr_carrier
 from eosfix.targets.session import HubSession
 
-__all__ = ["CSP", "FILES", "FILE_CAP", "attach_page", "router", "sign_in_mode"]
+__all__ = ["CSP", "FILES", "FILE_CAP", "MAX_FILES", "attach_page", "router", "sign_in_mode"]
 
 log = logging.getLogger("eosfix.serve.page")
 router = APIRouter()
 
-# What a dropped-files check reads (tokenizer.json and weights are too big for a form).
-FILES = (
-    "config.json",
-    "generation_config.json",
-    "tokenizer_config.json",
-    "special_tokens_map.json",
-    "chat_template.jinja",
-    "chat_template.json",
-)
-FILE_CAP = 512 * 1024  # bytes per file; the body bound (max_body) caps the whole form
+# A dropped-files check takes every file a check reads (``eosfix.core.repo.READ_FILES``, and
+# ``additional_chat_templates/NAME.jinja`` from a dropped folder), each under the Hub reader's
+# cap for it (``eosfix.sources.hub.bounds``: tokenizer.json's 64 MiB); it ignores any other
+# file and says which. The whole form is bounded (``page_files_bytes``), and so is its number
+# of files (``MAX_FILES``, the ignored ones too).
+FILES = tuple(sorted(READ_FILES))
+MAX_FILES = 32
+FILE_CAP = bounds.FILE.bytes  # a config file's; tokenizer.json's is bounds.TOKENIZER
 # A person waits for a check: a 429 asking for more than this fails it ("rate limited")
 # rather than holding a check slot through a quota window.
 PAGE_LONGEST_WAIT = 30.0
@@ -160,6 +164,7 @@ def attach_page(app: FastAPI, config: ServeConfig) -> None:
         _attach_sign_in(app, mode)
     limiter, slots = Limiter(config.page_rate), Slots(config.page_workers)
     app.state.page = PageState(_environment(), limiter, slots, mode, Audits())
+    app.state.guard.uploads["/check/files"] = config.page_files_bytes
     app.add_middleware(LocalTargets)  # pure ASGI: the body bound's exceptions pass through
     app.include_router(router)
     for refusal in (Problem, RateLimited, Busy):
@@ -285,45 +290,98 @@ def audit_author(author: str = "") -> str:
     return author
 
 
-async def dropped_files(request: Request) -> dict[str, bytes]:
-    """The form's files by name (each one of ``FILES``, under ``FILE_CAP``); the form's
-    spooled copies are closed (deleted) before this returns. A body that is not a form of
-    files is a 400: starlette before 0.40 lets python-multipart's parse error through (it was
-    a 500 with the declared floor, 0.36), later ones raise their own 400 (HTTPException)."""
-    given: dict[str, bytes] = {}
+def _place(filename: str) -> str | None:
+    """Where a chosen file goes in the model's folder: a file a check reads, by its name (a
+    dropped folder's files come with their path in it), or an additional chat template; None
+    for any other file."""
+    parts = [p for p in filename.replace("\\", "/").split("/") if p]
+    if not parts:
+        return None
+    name = parts[-1]
+    if name in READ_FILES:
+        return name
+    in_dir = len(parts) > 1 and parts[-2] == TEMPLATE_DIR
+    if in_dir and name.endswith(".jinja") and len(name) <= 200 and name.isprintable():
+        return f"{TEMPLATE_DIR}/{name}"
+    return None
+
+
+@dataclass
+class Dropped:
+    """A model's files, written into ``folder`` (deleted once checked), and the names of the
+    files chosen that no check reads (``ignored``)."""
+
+    folder: Path
+    ignored: list[str]
+
+    def remove(self) -> None:
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+async def _copy(item: UploadFile, to: Path, name: str) -> None:
+    """``item`` into ``to``, a chunk at a time, under the Hub reader's cap for ``name``."""
+    cap, written = bounds.file_cap(name).bytes, 0
+    async with await anyio.open_file(to, "wb") as out:
+        while chunk := await item.read(bounds.MiB):
+            written += len(chunk)
+            if written > cap:
+                raise Problem(413, f"{name}: larger than {cap // bounds.MiB} MiB")
+            await out.write(chunk)
+
+
+async def dropped_files(request: Request) -> AsyncIterator[Dropped]:
+    """The form's files in a folder of their own: each file a check reads (``_place``) under
+    its cap, the others named as ignored; the folder is deleted when the request is done (and
+    by the route once checked), the form's spooled copies before this yields. A body that is
+    not a form of files is a 400: starlette before 0.40 lets python-multipart's parse error
+    through (it was a 500 with the declared floor, 0.36), later ones raise their own 400
+    (HTTPException); more than ``MAX_FILES`` files too."""
+    dropped = Dropped(Path(tempfile.mkdtemp(prefix="eosfix-page-")), [])
     try:
-        async with request.form(max_files=len(FILES), max_fields=4) as form:
+        async with request.form(max_files=MAX_FILES, max_fields=4) as form:
             for item in form.getlist("files"):
                 if not isinstance(item, UploadFile):
                     continue
                 name = item.filename or ""
                 if not name and not item.size:
                     continue  # the form sent with no file chosen
-                if name not in FILES:
-                    shown = name[:120] or "(no name)"
-                    raise Problem(
-                        400, f"{shown}: not one of the files a check reads ({', '.join(FILES)})"
-                    )
-                data = await item.read(FILE_CAP + 1)
-                if len(data) > FILE_CAP:
-                    raise Problem(413, f"{name}: larger than {FILE_CAP // 1024} KiB")
-                given[name] = data
+                place = _place(name)
+                to = dropped.folder / place if place is not None else None
+                if to is None or to.exists():  # not read by a check, or given twice
+                    dropped.ignored.append(name[:120] or "(no name)")
+                    continue
+                to.parent.mkdir(exist_ok=True)
+                await _copy(item, to, place or "")
+        if not any(dropped.folder.iterdir()):
+            if dropped.ignored:
+                raise Problem(
+                    400, f"No file a check reads ({', '.join(FILES)}); ignored: "
+                    f"{', '.join(dropped.ignored)}"
+                )  # fmt: skip
+            raise Problem(400, "No file given: choose the model's small files.")
     except (MultiPartException, FormParserError, HTTPException) as exc:
+        dropped.remove()
         status = exc.status_code if isinstance(exc, HTTPException) else 400
         raise Problem(status, "The form could not be read: not a form of files.") from exc
-    if not given:
-        raise Problem(400, "No file given: choose the model's small files.")
-    return given
+    except BaseException:
+        dropped.remove()
+        raise
+    try:
+        yield dropped
+    finally:
+        dropped.remove()
 
 
 # --- answers --------------------------------------------------------------------------------
 
 
 def render(request: Request, name: str, status: int = 200, **context: Any) -> HTMLResponse:
-    """The template ``name`` with the page's header (who is signed in, the sign-in link)."""
+    """The template ``name`` with the page's header (who is signed in, the sign-in link) and
+    the words of each kind of stop id."""
     state = page_state(request)
     user = signed_in(request)
     body = state.templates.get_template(name).render(
+        stop_words=STOP_ID_TEXT,
         user=user.name if user else None,
         sign_in=state.sign_in is not None,
         csrf=csrf_token(request) if user else None,
@@ -353,7 +411,7 @@ async def _refused(request: Request, exc: Exception) -> HTMLResponse:
 
 @router.get("/", response_class=HTMLResponse)
 async def index(request: Request) -> HTMLResponse:
-    return render(request, "index.html", files=FILES, file_cap=FILE_CAP)
+    return render(request, "index.html", files=FILES, templates=TEMPLATE_DIR)
 
 
 @router.get("/codes", response_class=HTMLResponse)
@@ -381,22 +439,27 @@ async def check(
 ) -> HTMLResponse:
     # a visitor reads public repos only: never the bot's token (HF_TOKEN on a Space)
     session = HubSession(token=user.token if user else False, longest=PAGE_LONGEST_WAIT)
-    checked, prs = await state.slots.run(lambda: _check_with_pr(session, target))
-    shown = [_view(r, pr, hub=True) for r, pr in zip(checked.results, prs, strict=True)]
-    notes = list(checked.lines)
-    return render(request, "result.html", views=shown, notes=notes, message=None)
+    checked, pr = await state.slots.run(lambda: _check_with_pr(session, target))
+    return _result_page(request, checked, pr, None)
 
 
 @router.post("/check/files", response_class=HTMLResponse)
 async def check_files(
     request: Request,
-    given: Annotated[dict[str, bytes], Depends(dropped_files)],
-    state: State,
     _: RateLimit,
+    state: State,
+    dropped: Annotated[Dropped, Depends(dropped_files)],
 ) -> HTMLResponse:
-    result = await state.slots.run(lambda: _check_files(given))
-    views = [_view(result, None, hub=False)]
-    return render(request, "result.html", views=views, notes=[], message=None)
+    try:
+        result = await state.slots.run(lambda: _check_files(dropped.folder))
+    finally:
+        dropped.remove()  # gone before the answer is sent
+    rows = repo_rows(dataclasses.replace(result, path=Path(".")))
+    views = [views_.build(rows, name=result.name, hub=False)]
+    notes = (
+        [f"Ignored (no check reads them): {', '.join(dropped.ignored)}"] if dropped.ignored else []
+    )
+    return render(request, "result.html", views=views, notes=notes, message=None)
 
 
 @router.post("/pr", response_class=HTMLResponse)
@@ -408,12 +471,11 @@ async def open_pull_request(
     _: RateLimit,
 ) -> HTMLResponse:
     session = HubSession(token=user.token, describe=pr_description, longest=PAGE_LONGEST_WAIT)
-    result, pr, message = await state.slots.run(lambda: _open(session, repo))
+    checked, pr, message = await state.slots.run(lambda: _open(session, repo))
     log.info(
         "pull request", extra={"fields": {"repo": repo, "user": user.name, "outcome": message}}
     )
-    views = [_view(result, pr, hub=True)]
-    return render(request, "result.html", views=views, notes=[], message=message)
+    return _result_page(request, checked, pr, message)
 
 
 @router.get("/audit", response_class=HTMLResponse)
@@ -432,7 +494,10 @@ async def audit_page(request: Request, audit_id: str, state: State) -> HTMLRespo
     audit = state.audits.audits.get(audit_id)
     if audit is None:
         raise Problem(404, "No such audit (audits are kept a while only).")
-    return render(request, "audit.html", audit=audit, chart=audit.chart())
+    status = 404 if audit.empty else 200  # no model repo under that author: nothing found
+    return render(
+        request, "audit.html", status, audit=audit, chart=audit.chart(), tones=views_.TONES
+    )
 
 
 @router.get("/audit/{audit_id}/progress")
@@ -494,58 +559,95 @@ def _pr_dict(pr: PullRequest | None) -> dict[str, Any] | None:
     return {"url": pr.url, "num": pr.num, "words": pr.outcome.value, "left": pr.left}
 
 
-def _view(result: RepoResult, pr: PullRequest | None, *, hub: bool) -> views.View:
-    v = views.build(result, hub=hub)
-    v.pr = _pr_dict(pr)
-    return v
+def http_status(checked: Checked) -> int:
+    """A target the Hub could not give: 404 when it names no repo the visitor can read
+    (the Hub answers 401 for a private one as for a missing one), 403 for a gated one, 502
+    when the Hub failed or could not be reached; else 200 (the check is the answer, a file
+    that cannot be read included)."""
+    if len(checked.results) != 1 or not isinstance(checked.results[0].error, HubError):
+        return 200
+    error = checked.results[0].error
+    if error.message.startswith(GATED_REPO):
+        return 403
+    if error.status in (401, 404):
+        return 404
+    if error.status == 400:
+        return 400
+    return 502 if error.status is None or error.status >= 429 else 200
 
 
-def _check_with_pr(
-    session: HubSession, target: HubTarget
-) -> tuple[Checked, list[PullRequest | None]]:
-    """The check (one result, or one per group of alike GGUF files), and the repo's open
-    eosfix PR for a result whose fix is a generation_config.json (the page opens no PR for a
-    GGUF file: its header is no PR's to change)."""
-    checked = check_hub_target(target, reader=session.reader)
-    prs: list[PullRequest | None] = []
+def _result_page(
+    request: Request, checked: Checked, pr: PullRequest | None, message: str | None
+) -> HTMLResponse:
+    """Every result of a Hub target, the one whose fix the repo's pull request carries
+    marked, with the open eosfix pull request."""
+    carrier = pr_carrier(checked.results)
+    shown = []
     for result in checked.results:
-        new = None if result.error is not None or is_hub_gguf(result) else fix_bytes(result)
-        pr = None
-        if new is not None:
-            try:
-                pr = find_open_pr(session.api, session.reader, target.repo_id, new)
-            except hub_errors():
-                pr = None  # the PR list is a courtesy: the check stands without it
-        prs.append(pr)
-    return checked, prs
+        origin, group = result.hub, result.gguf
+        name = result.name
+        if origin is not None:
+            name = f"{origin.repo_id}/{group.file}" if group is not None else origin.repo_id
+        view = views_.build(repo_rows(result), name=name, hub=True)
+        view.carries_pr = result is carrier and result.error is None
+        view.pr = _pr_dict(pr) if view.carries_pr else None
+        shown.append(view)
+    status = http_status(checked)
+    notes = list(checked.lines)
+    return render(request, "result.html", status, views=shown, notes=notes, message=message)
 
 
-def _check_files(given: dict[str, bytes]) -> RepoResult:
-    with tempfile.TemporaryDirectory(prefix="eosfix-page-") as folder:
-        for name, data in given.items():
-            (Path(folder) / name).write_bytes(data)
-        result = pipeline.check_folder(Path(folder), label="your files")
-        error = result.error
-        if error is not None and error.path is not None:  # name the file, not the folder
-            inside = Path(error.path)
-            named = inside.name if inside.parent == Path(folder) else "your files"
-            result = dataclasses.replace(result, error=error.but(path=named))
+def _open_pr_of(session: HubSession, result: RepoResult | None) -> PullRequest | None:
+    """The repo's open eosfix pull request carrying ``result``'s fix, if any (a courtesy:
+    the check stands without it)."""
+    fix = fix_of(result) if result is not None else None
+    if fix is None:
+        return None
+    repo_id, file, new = fix
+    try:
+        return find_open_pr(session.api, session.reader, repo_id, new, file=file)
+    except hub_errors():
+        return None
+
+
+def _check_with_pr(session: HubSession, target: HubTarget) -> tuple[Checked, PullRequest | None]:
+    """The check (one result, or one per group of alike GGUF files), and the repo's open
+    eosfix pull request for the result whose fix a pull request carries (a repo's
+    generation_config.json, a GGUF repo's ``params`` file: ``pr_carrier``)."""
+    checked = check_hub_target(target, reader=session.reader)
+    return checked, _open_pr_of(session, pr_carrier(checked.results))
+
+
+def _check_files(folder: Path) -> RepoResult:
+    result = pipeline.check_folder(folder, label="your files")
+    error = result.error
+    if error is not None and error.path is not None:  # name the file, not the folder
+        try:
+            named = Path(error.path).relative_to(folder).as_posix()
+        except ValueError:
+            named = ""
+        result = dataclasses.replace(result, error=error.but(path=named or "your files"))
     return result
 
 
-def _open(session: HubSession, repo: str) -> tuple[RepoResult, PullRequest | None, str]:
-    result = session.check(repo)
-    if result.error is not None:
-        return result, None, "The check failed: no pull request."
+def _open(session: HubSession, repo: str) -> tuple[Checked, PullRequest | None, str]:
+    """The fix pull request of ``repo`` as ``eosfix hub REPO --pr`` opens it: a repo's
+    generation_config.json, or a GGUF repo's ``params`` file (``pr_carrier``)."""
+    checked = check_hub_target(HubTarget(repo), reader=session.reader)
+    carrier = pr_carrier(checked.results)
+    if carrier is None:
+        failed = checked.main.error is not None
+        return checked, None, ("The check failed: no pull request." if failed else
+                               "Nothing to fix: no pull request.")  # fmt: skip
     try:
-        pr = session.open_pr(result)
+        pr = session.open_pr(carrier)
     except HubError as exc:
-        return result, None, f"The Hub refused the pull request: {exc.message}"
+        return checked, None, f"The Hub refused the pull request: {exc.message}"
     if pr is None:
-        return result, None, "Nothing to fix: no pull request."
+        return checked, None, "Nothing to fix: no pull request."
     words = {
         PrOutcome.OPENED: "Pull request opened.",
         PrOutcome.UPDATED: "The open eosfix pull request was updated with the fix.",
         PrOutcome.UNCHANGED: "An eosfix pull request with this fix is already open.",
     }.get(pr.outcome, f"The open eosfix pull request was left as it is: {pr.left}")
-    return result, pr, words
+    return checked, pr, words

@@ -58,6 +58,15 @@ def params_result(results: Sequence[RepoResult]) -> RepoResult | None:
     return None
 
 
+def pr_carrier(results: Sequence[RepoResult]) -> RepoResult | None:
+    """Of one target's results, the one whose fix a pull request carries, as ``eosfix hub
+    --pr`` opens it: a repo's generation_config.json fix, or of a GGUF repo's groups the one
+    whose ``params`` file it carries (``params_result``); None: no pull request."""
+    if any(r.container == "gguf" and r.gguf is not None for r in results):
+        return params_result(results)
+    return next((r for r in results if fix_bytes(r) is not None), None)
+
+
 def fix_of(result: RepoResult) -> tuple[str, str, bytes] | None:
     """What a fix PR carries: (repo id, file, its new bytes): a repo's generation_config.json,
     or a GGUF repo's ``params``; None when there is nothing a PR can fix."""

@@ -53,6 +53,7 @@ def test_every_format_says_what_check_says_is_wrong(sample_org, run_eosfix):
         "stops_early": "stops early",
         "runs_on_and_stops_early": "runs on and stops early",
         "never_fires": "lists ids that never fire",
+        "needs_stop_string": "needs a stop string",
     }
     seen = set()
     for entry in hub["repos"]:
@@ -75,10 +76,11 @@ def test_every_format_says_what_check_says_is_wrong(sample_org, run_eosfix):
             continue
         seen.add(mine["problem"])
         said = words[mine["problem"]]
+        then = " -> [" if mine["proposed_eos_token_id"] is not None else " |"  # the ids to write
         (md_line,) = [ln for ln in markdown.splitlines() if f"`{entry['repo_id']}`" in ln]
-        assert f"| {said} -> [" in md_line, md_line
+        assert f"| {said}{then}" in md_line, md_line
         (text_line,) = [ln for ln in table.splitlines() if entry["repo_id"] in ln]
-        assert f"│ {said} -> [" in text_line, text_line
+        assert f"│ {said}" in text_line, text_line
         if runs_on and not early:
             assert mine["problem"] == "runs_on"
         if early and not runs_on:
@@ -92,6 +94,8 @@ def test_every_format_says_what_check_says_is_wrong(sample_org, run_eosfix):
     assert by_name(hub)["ordinary-stop-id"]["problem"] == "stops_early"
     assert by_name(hub)["foreign-stop-ids"]["problem"] == "never_fires"
     assert by_name(hub)["chatml-missing-im-end"]["problem"] == "runs_on"
+    # no stop id can end a turn that ends with plain text: every format says it needs one
+    assert by_name(hub)["plain-text-turns"]["problem"] == "needs_stop_string"
 
 
 def by_name(payload: dict) -> dict[str, dict]:

@@ -8,6 +8,7 @@ import io
 from eosfix.batch.run import Result, Unit
 from eosfix.batch.verdict import Verdict
 from eosfix.render import batch as render
+from eosfix.render.auditrows import audit_row
 from eosfix.sources.hub.read import HubEntry
 
 
@@ -35,7 +36,7 @@ def ok() -> Verdict:
 def report(*results: Result) -> str:
     digest = render.Digest()
     for r in results:
-        digest.add(r)
+        digest.add(audit_row(r))
     out = io.StringIO()
     digest.write(out)
     return out.getvalue()

@@ -62,6 +62,24 @@ def test_a_broken_push_gets_one_pr_with_the_fix_at_the_pushed_revision(fake_hub,
     assert metrics["checks"] == 1
 
 
+def test_a_pushed_gguf_repo_is_checked_by_its_headers(gguf_org, service):
+    """A push to a repo of GGUF files is checked as `eosfix check` checks it, by the files'
+    headers (a range request each, no tokenizer file: the repo has none): its stop list cuts
+    replies at <|think_end|> and misses <|turn_end|>, and the pull request is the one
+    `eosfix hub --pr` opens, its params file."""
+    from tests.support.hubserver import GGUF_ORG
+
+    repo_id = f"{GGUF_ORG}/Reasoner-GGUF"
+    repo = gguf_org.repos[repo_id]
+    assert service.post(payload(repo_id, repo.head)).status_code == 202
+    metrics = service.drained()
+    assert metrics["outcome_pr_opened"] == 1
+    (pr,) = eosfix_prs(repo)
+    assert json.loads(repo.pr_files(pr.num)["params"])["stop"] == ["<|turn_end|>"]
+    headers = [r for r in gguf_org.cdn_requests if "range" in r.headers]
+    assert {r.path.rpartition("/")[2] for r in headers} >= {"Reasoner-Q4_K_M.gguf"}
+
+
 def test_a_healthy_push_gets_none(fake_hub, service):
     repo = fake_hub.add_repo("org/healthy", repo_files(HEALTHY))
     assert service.post(payload("org/healthy", repo.head)).status_code == 202

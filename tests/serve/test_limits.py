@@ -172,3 +172,40 @@ def test_a_flood_of_one_message_is_cut_and_counted():
     assert lines[-1]["suppressed"] > 0
     # every line left out is counted once, on the next line of its kind that passed
     assert sum(line.get("suppressed", 0) for line in lines) == 10_000 - passed
+
+
+def test_an_upload_gets_the_time_its_body_needs(strict, monkeypatch):
+    """The page's dropped files (a 35 MB tokenizer.json over a slow link) get the time their
+    declared size needs at ``UPLOAD_RATE`` beyond ``request_timeout``: a form still arriving
+    after the request timeout is answered, not cut."""
+    import uuid
+
+    from eosfix.serve import limits
+
+    monkeypatch.setattr(limits, "UPLOAD_RATE", 1000)  # bytes a second: 4 s for 4,000 bytes
+    boundary = uuid.uuid4().hex
+    files = {k: v for k, v in repo_files(BROKEN).items() if "/" not in k}
+    body = (
+        b"".join(
+            f'--{boundary}\r\nContent-Disposition: form-data; name="files"; filename="{name}"\r\n'
+            f"Content-Type: application/octet-stream\r\n\r\n".encode()
+            + data
+            + b"\r\n"
+            for name, data in files.items()
+        )
+        + f"--{boundary}--\r\n".encode()
+    )
+    body += b"\r\n" * max(0, (4000 - len(body)) // 2)  # an epilogue: 4,000 bytes in all
+    head = (
+        f"POST /check/files HTTP/1.1\r\nHost: x\r\nContent-Length: {len(body)}\r\n"
+        f"Content-Type: multipart/form-data; boundary={boundary}\r\nConnection: close\r\n\r\n"
+    ).encode()
+    with _connect(strict.url) as sock:
+        sock.sendall(head + body[:100])
+        time.sleep(1.5)  # past request_timeout (1 s), within the upload's time
+        sock.sendall(body[100:])
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    assert answer.startswith(b"HTTP/1.1 200"), answer[:200]
+    assert b"EOS001" in answer

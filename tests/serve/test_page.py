@@ -20,7 +20,7 @@ pytest.importorskip("multipart")
 
 from eosfix.serve.config import ServeConfig
 from eosfix.serve.limits import Limiter, RateLimited
-from eosfix.serve.page import CSP, FILE_CAP
+from eosfix.serve.page import CSP
 from tests.support.hostile import HOSTILE, hostile_files
 from tests.support.hubrepos import BROKEN_SAMPLE as BROKEN
 from tests.support.hubrepos import HEALTHY_SAMPLE as HEALTHY
@@ -73,6 +73,10 @@ def test_a_broken_repo_shows_turn_end_grid_diff_and_ollama(fake_hub, page):
     assert "PARAMETER stop &#34;&lt;|im_end|&gt;&#34;" in text
     assert "eosfix hub org/broken --pr" in text
     assert 'id="pr"' not in text  # no PR open yet
+    assert (
+        'class="verdict tone-bad" id="verdict" data-verdict="fixable">runs on: fixable</span>'
+        in text
+    )
 
 
 def test_a_healthy_repo_has_no_fix(fake_hub, page):
@@ -97,11 +101,11 @@ def test_anything_but_a_repo_id_is_refused_without_a_request(fake_hub, page, giv
     assert len(fake_hub.requests) == before  # nothing was fetched from anywhere
 
 
-def test_a_missing_repo_is_one_line(page):
+def test_a_missing_repo_is_a_404_with_one_line(page):
     reply = page.client().check("org/absent")
-    assert reply.status == 200
-    assert 'id="error"' in reply.text
-    assert "org/absent" in reply.text
+    assert reply.status == 404
+    (line,) = re.findall(r'<p class="where problem" id="error" role="alert">(.*?)</p>', reply.text)
+    assert line == "org/absent: repository not found (404)"  # eosfix check's line
 
 
 def test_markup_in_token_texts_is_escaped_everywhere(fake_hub, page):
@@ -117,6 +121,22 @@ def test_markup_in_a_file_name_is_escaped(page):
     assert "<script>" not in reply.text
     assert "<img" not in reply.text
     assert "&lt;script&gt;" in reply.text
+    # named as ignored beside the files a check reads
+    given = {k: v for k, v in repo_files(BROKEN).items() if "/" not in k}
+    shown = page.client().post_files({**given, XSS + SCRIPT + ".md": b"x"})
+    assert shown.status == 200
+    assert "<script>" not in shown.text
+    assert "<img" not in shown.text
+    assert "Ignored (no check reads them): &lt;img" in shown.text
+
+
+def test_markup_in_a_token_is_escaped_in_the_answer_and_the_excerpt(fake_hub, page):
+    fake_hub.add_repo("org/xss", xss_repo())
+    text = page.client().check("org/xss").text
+    where = re.search(r'<p class="where" id="where">(.*?)</p>', text, re.DOTALL)
+    assert where is not None
+    assert "<code>&lt;img src=x onerror=&#34;alert(1)&#34;&gt;</code>" in where.group(1)
+    assert "<img" not in text
 
 
 @pytest.mark.parametrize(
@@ -156,14 +176,46 @@ def test_dropped_files_are_checked_and_not_kept(page, tmp_path, monkeypatch):
     assert not [p for p in tmp_path.iterdir() if p.name.startswith("eosfix-page-")]
 
 
-def test_a_file_over_the_cap_or_not_read_is_refused(page):
+def test_every_file_a_check_reads_is_taken_and_the_others_named(page):
+    """A folder's small files, tokenizer.json among them (without it foreign-stop-ids' 151700
+    cannot be told from a token), and a README.md no check reads: checked as `eosfix check`
+    checks the folder, the README named as ignored."""
+    given = {k: v for k, v in repo_files("foreign-stop-ids").items() if "/" not in k}
+    assert "tokenizer.json" in given
+    reply = page.client().post_files({**given, "README.md": b"# a model\n"})
+    assert reply.status == 200, reply.text
+    assert "eos_token_id holds 151700, which is no token: tokenizer.json has 259 tokens" in (
+        reply.text
+    )
+    assert '<p class="note">Ignored (no check reads them): README.md</p>' in reply.text
+
+
+def test_a_dropped_folders_additional_templates_are_read(page):
+    """A browser names each file of a dropped folder by its path in it."""
+    files = repo_files("named-templates")
+    given = {f"my-model/{name}": data for name, data in files.items()}
+    reply = page.client().post_files(given)
+    assert reply.status == 200, reply.text
+    assert "&lt;|eom_id|&gt;</code> id 128008: written after a tool call" in reply.text
+    assert "Ignored" not in reply.text
+
+
+def test_dropped_files_are_bounded(page, monkeypatch):
+    """Each file under the Hub reader's cap for it (tokenizer.json's own), at most MAX_FILES
+    files, and a form of no file a check reads is refused, naming what it ignored."""
+    from eosfix.serve.page import MAX_FILES
+    from eosfix.sources.hub import bounds
+
     client = page.client()
-    big = client.post_files({"config.json": b"{" + b" " * FILE_CAP + b"}"})
+    monkeypatch.setattr(bounds, "TOKENIZER", bounds.Cap(4096, "tokenizer.json", "test"))
+    big = client.post_files({"config.json": b"{}", "tokenizer.json": b" " * 8192})
     assert big.status == 413
-    assert "config.json" in big.text
+    assert "tokenizer.json: larger than" in big.text
+    many = {f"notes-{i}.txt": b"x" for i in range(MAX_FILES + 1)}
+    assert client.post_files({"config.json": b"{}", **many}).status == 400
     other = client.post_files({"model.safetensors": b"x"})
     assert other.status == 400
-    assert "model.safetensors" in other.text
+    assert "ignored: model.safetensors" in other.text
     assert client.post_files({}).status == 400
 
 
@@ -354,7 +406,7 @@ def test_slots_run_n_at_once_and_refuse_past_the_waiting_bound():
 
 
 def test_a_form_over_the_body_bound_is_refused_before_it_is_read(tmp_path):
-    config = ServeConfig(secret="s", state_dir=tmp_path / "s", max_body=4096)
+    config = ServeConfig(secret="s", state_dir=tmp_path / "s", page_files_bytes=4096)
     with Page(config) as p:
         reply = p.client().post_files({"config.json": b"{" + b" " * 8192 + b"}"})
         assert reply.status == 413
@@ -400,21 +452,24 @@ def test_a_gguf_repo_shows_each_group_of_alike_files_by_its_headers(gguf_org, si
     assert "6 GGUF files read by their headers" in text  # the HubCheck's summary
     main, older = _articles(text)
     assert f"{GGUF_ORG}/Chat-7B-GGUF/Chat-7B-Q4_K_M.gguf" in main
-    assert 'class="verdict verdict-ok" id="verdict"' in main
+    assert 'class="verdict tone-ok" id="verdict" data-verdict="ok">ok</span>' in main
     assert "what llama.cpp -hf and ollama run hf.co load without a tag" in main
     assert "Chat-7B-Q8_0.gguf" in main
     assert '<code class="special">&lt;|END_OF_TURN_TOKEN|&gt;</code>' in main
     assert f"{GGUF_ORG}/Chat-7B-GGUF/Chat-7B-Q2_K.gguf" in older
-    assert 'class="verdict verdict-fixable" id="verdict-2"' in older
+    assert (
+        'class="verdict tone-bad" id="verdict-2" data-verdict="fixable">runs on: fixable</span>'
+        in older
+    )
     assert "differs from Chat-7B-Q4_K_M.gguf in tokenizer.ggml.eot_token_id" in older
     assert '<a href="/codes#eos201">EOS201</a>' in older
-    assert "<strong>header key</strong> tokenizer.ggml.eot_token_id: (absent) → 100" in older
-    assert "no pull request can change a GGUF header" in older
+    assert "header key <code>tokenizer.ggml.eot_token_id</code>: (absent) → 100" in older
+    assert "No pull request can change a GGUF header" in older
     assert "--override-kv tokenizer.ggml.eot_token_id=int:" in older
     assert "<|END_OF_TURN_TOKEN|>" not in text  # every token text is escaped
-    assert 'id="open-pr' not in text
-    assert 'id="no-pr"' in main
-    assert 'id="no-pr-2"' in older
+    assert 'id="open-pr' not in text  # no params file would help: nothing for a PR to carry
+    assert 'id="header"' not in main  # nothing to change in its header
+    assert 'id="header-2"' in older
     assert not gguf_org.commits_received
 
 
@@ -423,8 +478,8 @@ def test_ollamas_hf_co_spelling_picks_one_quant(gguf_org, page):
     assert reply.status == 200
     (one,) = _articles(reply.text)
     assert f"{GGUF_ORG}/Reasoner-GGUF/Reasoner-Q8_0.gguf" in one
-    assert "<strong>ollama hf.co</strong> stop [&#34;&lt;|think_end|&gt;&#34;]" in one
-    assert "<strong>params</strong> a pull request can set the repo&#39;s params file" in one
+    assert "Stops on <code>&lt;|think_end|&gt;</code>, from the repo&#39;s params file." in one
+    assert "A pull request can set the repo's <code>params</code> file to stop on" in one
     assert f"eosfix check hf.co/{GGUF_ORG}/Reasoner-GGUF:Q8_0" in one
 
 

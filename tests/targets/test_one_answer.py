@@ -131,12 +131,16 @@ class World:
     def page(self, given: str) -> Answer:
         reply = self.page_client.check(given)
         text = reply.text
-        verdicts = re.findall(r'id="verdict[-\d]*">([^<]*)</span>', text)
+        verdicts = re.findall(r'id="verdict[-\d]*" data-verdict="(\w+)"', text)
         terms = frozenset(
-            (html.unescape(c), None if i == "(none)" else int(i))
-            for c, i in re.findall(r'<p><code class="special">([^<]*)</code> id (\S+) ·', text)
+            (html.unescape(c), int(i) if i else None)
+            for c, i in re.findall(
+                r'<p><code class="special">([^<]*)</code> (?:id (\d+)|no id):', text
+            )
         )
-        errors = re.findall(r'<p class="problem" role="alert" id="error[-\d]*">([^<]*)</p>', text)
+        errors = re.findall(
+            r'<p class="where problem" id="error[-\d]*" role="alert">([^<]*)</p>', text
+        )
         error = _reason(html.unescape(errors[0])) if errors else None
         return Answer(_worst(verdicts), None, terms, error)
 

@@ -681,6 +681,11 @@ def hub_response(response: httpx2.Response) -> httpx2.Response:
 # --- one line per failure ------------------------------------------------------------------
 
 
+# How a gated repo's error starts: the Hub answers 401 or 403 for one, as for a private one,
+# and the page tells the two apart (403 for a gated repo, 404 for one it cannot see).
+GATED_REPO = "gated repository"
+
+
 def describe_error(exc: BaseException) -> tuple[str, int | None]:
     """A one-line reason (and HTTP status) for a failed Hub call; never includes a token."""
     for err in _chain(exc):
@@ -690,7 +695,7 @@ def describe_error(exc: BaseException) -> tuple[str, int | None]:
             return f"rate limited: {err}", err.status
         status = _status(err)
         if isinstance(err, GatedRepoError):
-            return f"gated repository: request access and log in ({status})", status
+            return f"{GATED_REPO}: request access and log in ({status})", status
         if isinstance(err, RevisionNotFoundError):
             return f"revision not found ({status})", status
         if isinstance(err, RepositoryNotFoundError):
