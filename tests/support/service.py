@@ -5,7 +5,6 @@ client with a cookie jar, and ``eosfix serve`` as a process of its own (``serve_
 
 from __future__ import annotations
 
-import http.cookiejar
 import json
 import os
 import re
@@ -19,6 +18,7 @@ import urllib.parse
 import urllib.request
 import uuid
 from dataclasses import dataclass
+from http.cookiejar import CookieJar
 from pathlib import Path
 from typing import Any
 
@@ -79,7 +79,7 @@ class Page:
 class Client:
     def __init__(self, base: str, follow: bool = True) -> None:
         self.base = base
-        self.jar = http.cookiejar.CookieJar()
+        self.jar = CookieJar()
         handlers: list[Any] = [urllib.request.HTTPCookieProcessor(self.jar)]
         if not follow:
             handlers.append(_NoRedirect())
