@@ -1,7 +1,8 @@
-"""Inputs that once crashed eosfix (exit 3) instead of being reported. Keep each one.
+"""Inputs that crash a careless reader of model repos: each is reported (an error line or a
+verdict), never a crash (exit 3). Keep each one.
 
-Found while hardening against hostile input and by ``fuzz/fuzz_eosfix.py``; a new
-crash saved under fuzz/crashes/ gets a case here.
+They come from ``fuzz/fuzz_eosfix.py`` and from hardening against hostile input; a new crash
+saved under fuzz/crashes/ gets a case here.
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ def test_template_crash_is_a_finding_or_an_error(tmp_path, template):
 
 @pytest.mark.parametrize("template", list(CRASHES.values()), ids=list(CRASHES))
 def test_no_report_on_a_crash_template_contradicts_itself(tmp_path, template):
-    """``tests.support.invariants``, on a repo whose template once crashed eosfix."""
+    """``tests.support.invariants``, on a repo with each crash template."""
     work = tmp_path / "work"
     work.mkdir()
     repo = template_repo(tmp_path / "repo", template, eos="<|im_end|>")
