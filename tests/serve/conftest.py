@@ -9,19 +9,15 @@ from typing import Any
 
 import pytest
 
-from tests.support.serve import SECRET, USER_TOKEN
+from tests.support.serve import USER_TOKEN
 
 
 @pytest.fixture
 def one_worker(fake_hub, tmp_path) -> Iterator[Any]:
     """The bot serving with one worker and policy ``pr`` (``tests.support.service.Service``)."""
-    from eosfix.serve.config import ServeConfig
-    from tests.support.service import Service
+    from tests.support.service import Service, bot_config
 
-    config = ServeConfig(
-        secret=SECRET, token="hf_test", policy="pr", workers=1, state_dir=tmp_path / "state"
-    )
-    with Service(config) as s:
+    with Service(bot_config(tmp_path, workers=1)) as s:
         yield s
 
 

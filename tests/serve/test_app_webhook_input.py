@@ -19,19 +19,12 @@ from eosfix.serve.config import ServeConfig
 from tests.support.hubrepos import BROKEN_SAMPLE as BROKEN
 from tests.support.hubrepos import repo_files
 from tests.support.serve import SECRET, payload, raw_request
-from tests.support.service import Service, http
+from tests.support.service import Service, bot_config, http
 
 
 @pytest.fixture
 def watching_org(fake_hub, tmp_path):
-    config = ServeConfig(
-        secret=SECRET,
-        token="hf_test",
-        policy="pr",
-        authors=frozenset({"org"}),
-        state_dir=tmp_path / "state",
-    )
-    with Service(config) as s:
+    with Service(bot_config(tmp_path, authors=frozenset({"org"}))) as s:
         yield s
 
 

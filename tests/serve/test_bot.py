@@ -26,6 +26,7 @@ from tests.support.hubrepos import repo_files
 from tests.support.serve import SECRET, eosfix_prs, payload
 from tests.support.service import (
     Service,
+    bot_config,
     free_port,
     http,
     one_worker_env,
@@ -37,7 +38,7 @@ from tests.support.service import (
 
 @pytest.fixture
 def config(tmp_path: Path) -> ServeConfig:
-    return ServeConfig(secret=SECRET, token="hf_test", policy="pr", state_dir=tmp_path / "state")
+    return bot_config(tmp_path)
 
 
 @pytest.fixture

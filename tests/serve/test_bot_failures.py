@@ -16,15 +16,13 @@ from eosfix.serve.config import ServeConfig
 from tests.support.hubrepos import BROKEN_SAMPLE as BROKEN
 from tests.support.hubrepos import repo_files
 from tests.support.longints import long_member
-from tests.support.serve import SECRET, eosfix_prs, payload
-from tests.support.service import Service
+from tests.support.serve import eosfix_prs, payload
+from tests.support.service import Service, bot_config
 
 
 @pytest.fixture
 def config(tmp_path) -> ServeConfig:
-    return ServeConfig(
-        secret=SECRET, token="hf_test", policy="pr", attempts=5, state_dir=tmp_path / "state"
-    )
+    return bot_config(tmp_path, attempts=5)
 
 
 def _outcome_lines(caplog, repo: str) -> list[logging.LogRecord]:

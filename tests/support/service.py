@@ -163,6 +163,18 @@ def http(method: str, url: str, body: bytes | None = None, headers: dict | None 
         return Response(exc.code, exc.read())
 
 
+def bot_config(tmp_path: Path, **settings: Any) -> ServeConfig:
+    """The bot as its tests run it: the webhook secret, the token ``hf_test``, policy ``pr``,
+    its state in ``tmp_path / "state"``; ``settings`` add to or override these."""
+    fields: dict[str, Any] = {
+        "secret": SECRET,
+        "token": "hf_test",
+        "policy": "pr",
+        "state_dir": tmp_path / "state",
+    }
+    return ServeConfig(**{**fields, **settings})
+
+
 class Service(Page):
     """The bot as a real ASGI server in a thread of this process (the page's harness: the same
     app), its retry backoff instant (counted in metrics)."""
