@@ -35,6 +35,22 @@ def _registry(runtime: str) -> dict[str, type]:
     return {name: registry[name] for name in list(registry.keys())}
 
 
+_BUILT: dict[type, tuple[str, object]] = {}  # a class's default, asked once for every table
+
+
+def _default(cls: type) -> tuple[str, object]:
+    """``("default", value)``, ``("absent", None)`` or ``("error", exception name)``."""
+    if cls not in _BUILT:
+        try:
+            config = cls()
+        except Exception as exc:  # noqa: BLE001 - a class that needs arguments is reported
+            _BUILT[cls] = ("error", type(exc).__name__)
+        else:
+            has = hasattr(config, "eos_token_id")
+            _BUILT[cls] = ("default", config.eos_token_id) if has else ("absent", None)
+    return _BUILT[cls]
+
+
 def _table(runtime: str) -> dict[str, object]:
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
@@ -43,13 +59,11 @@ def _table(runtime: str) -> dict[str, object]:
     defaults: dict[str, object] = {}
     errors: dict[str, str] = {}
     for model_type, cls in sorted(classes.items()):
-        try:
-            config = cls()
-        except Exception as exc:  # noqa: BLE001 - a class that needs arguments is reported
-            errors[model_type] = type(exc).__name__
-            continue
-        if hasattr(config, "eos_token_id"):
-            defaults[model_type] = config.eos_token_id
+        kind, value = _default(cls)
+        if kind == "error":
+            errors[model_type] = str(value)
+        elif kind == "default":
+            defaults[model_type] = value
     return {
         "runtime": runtime,
         "transformers": importlib.metadata.version("transformers"),
