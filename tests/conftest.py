@@ -183,6 +183,21 @@ def gguf_org(fake_hub, tmp_path, monkeypatch):
     return fake_hub
 
 
+@pytest.fixture(scope="session")
+def ggml_vocab_files() -> list[Path]:
+    """Every ggml-vocab-*.gguf of the llama-cpp-python 0.3.36 sdist (from the package index
+    once, then the test cache): llama.cpp's own vocabularies, for the GGUF reader's tests and
+    llama.cpp's rule against the real llama.cpp."""
+    from tests.support.testcache import llama_cpp_vocabularies
+
+    try:
+        files = llama_cpp_vocabularies()
+    except LookupError as exc:
+        unavailable(str(exc))
+    assert len(files) >= 19
+    return files
+
+
 @pytest.fixture
 def run_eosfix():
     """Run the CLI in-process; returns the click Result (stdout and stderr kept apart)."""
