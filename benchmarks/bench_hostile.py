@@ -1,6 +1,6 @@
 """Ordinary checks on the page beside a hostile mix: their latency and the server's memory.
 
-``eosfix serve`` runs as its own process against a hostile Hub (tests/hostilehub.py, served
+``eosfix serve`` runs as its own process against a hostile Hub (tests/support/hostilehub.py, served
 from another process by ``paired.ServedHub``). For ``--seconds`` (default 120):
 
 - ``--ordinary`` clients each check ordinary repos (``GET /check?repo=org/ok-N``, 20 of them,
@@ -71,7 +71,7 @@ HOSTILE = [
 def _gguf_header(tokens: int, extra_keys: int = 0) -> bytes:
     """A ChatML GGUF header with ``tokens`` more plain tokens (a large vocabulary), and
     ``extra_keys`` keys of 8 KB names each holding a u32."""
-    from tests import ggufs
+    from tests.support import ggufs
 
     names = [*ggufs.BASE, *(f"tok{i:012d}" for i in range(tokens))]
     specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
@@ -91,8 +91,8 @@ def _gguf_header(tokens: int, extra_keys: int = 0) -> bytes:
 
 
 def serve(latency: float) -> None:
-    from tests.cachebuilder import chatml_files
-    from tests.hostilehub import HostileHub, answer, drip, stream, with_headers
+    from tests.support.cachebuilder import chatml_files
+    from tests.support.hostilehub import HostileHub, answer, drip, stream, with_headers
 
     hub = HostileHub()
     hub.latency = latency  # a far-away Hub: every answer begins this late
