@@ -49,7 +49,7 @@ sys.path.insert(0, str(HERE.parent))
 
 from paired import compile_bytecode
 
-from tests.cachebuilder import CacheBuilder, chatml_files, hash_blobs
+from tests.support.cachebuilder import CacheBuilder, chatml_files, hash_blobs
 
 EXTRA_FILES = {  # what a real snapshot also holds; eosfix never reads these
     "vocab.json": '{"a": 0, "b": 1}\n',

@@ -1,15 +1,15 @@
 """Benchmark `eosfix hub --author ORG` on a GGUF publisher: every repo checked by its files'
 headers (eosfix.targets.gguf_hub, the check `eosfix check ORG/REPO-GGUF` runs), one row per repo.
 
-The stand-in Hub (tests/hubserver.py) runs in its own process, answers every request after
-LATENCY seconds (default 50 ms, a far-away Hub), redirects .gguf downloads to its CDN host as
-the Hub does, and holds REPOS repos (default 1,000) of QUANTS quantisations each (default 6),
-each file declared SIZE bytes (default 4.9 GB; only the header and a tensor are held). The
-headers are written with gguf-py (tests/ggufs.py): a Command-R-style model whose converter sets
-eot to ``<|END_OF_TURN_TOKEN|>``, with a vocabulary of VOCAB tokens (default 32,000, the size
-of a Llama-2/Mistral vocabulary: a key/value section of about 0.5 MB); in one repo out of ten
-the Q2_K comes from an older conversion without eot (a quant that differs, which llama.cpp
-runs on past the turn end), so the audit must name it.
+The stand-in Hub (tests/support/hubserver.py) runs in its own process, answers every request after
+LATENCY seconds (default 50 ms, a far-away Hub), redirects .gguf downloads to its CDN host as the
+Hub does, and holds REPOS repos (default 1,000) of QUANTS quantisations each (default 6), each file
+declared SIZE bytes (default 4.9 GB; only the header and a tensor are held). The headers are
+written with gguf-py (tests/support/ggufs.py): a Command-R-style model whose converter sets eot to
+``<|END_OF_TURN_TOKEN|>``, with a vocabulary of VOCAB tokens (default 32,000, the size of a
+Llama-2/Mistral vocabulary: a key/value section of about 0.5 MB); in one repo out of ten the Q2_K
+comes from an older conversion without eot (a quant that differs, which llama.cpp runs on past the
+turn end), so the audit must name it.
 
 The audit is the real command in a fresh process (`eosfix hub --author ORG --format csv`, an
 empty HF_HOME and eosfix store). Reported: wall time (median of RUNS), requests the stand-in
@@ -52,7 +52,7 @@ QUANTS = (("Q4_K_M", 15), ("Q2_K", 10), ("Q3_K_M", 12), ("Q5_K_M", 17), ("Q6_K",
 
 def _headers(quants: int, vocab: int, folder: Path) -> tuple[dict[str, bytes], bytes]:
     """Each quant's file (eot set), and the Q2_K of an older conversion (no eot)."""
-    from tests import ggufs
+    from tests.support import ggufs
 
     normal = [f"tok{i}" for i in range(vocab)]
     ids = {"bos": "<BOS_TOKEN>", "eos": "<EOS_TOKEN>"}
@@ -75,7 +75,7 @@ def serve(repos: int, quants: int, vocab: int, latency: float, size: int) -> Non
     """Run a FakeHub holding the publisher until stdin closes; answer 'stats' and 'reset'."""
     from paired import answer_hub
 
-    from tests.hubserver import FakeHub, gguf_summary
+    from tests.support.hubserver import FakeHub, gguf_summary
 
     hub = FakeHub()
     hub.cdn = True

@@ -1,11 +1,11 @@
 """Benchmark `eosfix check ORG/REPO-GGUF`: a GGUF repo on the Hub checked by its files'
 headers, side by side with the only way before (every file downloaded whole).
 
-The stand-in Hub (tests/hubserver.py) runs in its own process, answers every request after
+The stand-in Hub (tests/support/hubserver.py) runs in its own process, answers every request after
 LATENCY seconds (default 50 ms, a far-away Hub), redirects .gguf downloads to its CDN host as
 the Hub does, and holds one repo of N quantisations (default 20) of a Llama-3-class model:
 llama.cpp's own ggml-vocab-llama-bpe.gguf (128,256 tokens, 280,147 merges; from the
-llama-cpp-python 0.3.36 sdist, as tests/containers/gguf/test_real_llamacpp.py extracts it)
+llama-cpp-python 0.3.36 sdist, as tests/runtimes/test_llamacpp_real.py extracts it)
 given the Llama 3 chat template of sample_repos/llama3-healthy, one file per quant label with
 its own general.file_type, each declared SIZE bytes (default 4.9 GB, an 8B Q4_K_M; only the
 header and a tensor are held, the rest reads as zeros).
@@ -64,7 +64,7 @@ def _files(n: int, folder: Path) -> dict[str, bytes]:
     import numpy
 
     from eosfix.containers.gguf.read import read_header
-    from tests.ggufs import field_values
+    from tests.support.ggufs import field_values
     from tests.support.testcache import llama_cpp_vocab_folder, llama_cpp_vocabularies
 
     try:
@@ -100,7 +100,7 @@ def serve(n: int, latency: float, size: int) -> None:
     """Run a FakeHub holding the repo until stdin closes; answer 'stats' and 'reset'."""
     from paired import answer_hub
 
-    from tests.hubserver import FakeHub, add_gguf_repo
+    from tests.support.hubserver import FakeHub, add_gguf_repo
 
     hub = FakeHub()
     hub.cdn = True

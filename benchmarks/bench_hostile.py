@@ -1,6 +1,6 @@
 """Ordinary checks on the page beside a hostile mix: their latency and the server's memory.
 
-``eosfix serve`` runs as its own process against a hostile Hub (tests/hostilehub.py, served
+``eosfix serve`` runs as its own process against a hostile Hub (tests/support/hostilehub.py, served
 from another process by ``paired.ServedHub``). For ``--seconds`` (default 120):
 
 - ``--ordinary`` clients each check ordinary repos (``GET /check?repo=org/ok-N``, 20 of them,
@@ -68,9 +68,9 @@ HOSTILE = [
 
 
 def serve(latency: float) -> None:
-    from tests.cachebuilder import chatml_files
-    from tests.ggufs import big_vocab_header
-    from tests.hostilehub import HostileHub, answer, drip, stream, with_headers
+    from tests.support.cachebuilder import chatml_files
+    from tests.support.ggufs import big_vocab_header
+    from tests.support.hostilehub import HostileHub, answer, drip, stream, with_headers
 
     hub = HostileHub()
     hub.latency = latency  # a far-away Hub: every answer begins this late

@@ -1,7 +1,7 @@
 """Benchmark `eosfix hub --author`: an organisation audit against the stand-in Hub, side by side
 with today's code path.
 
-The stand-in Hub (tests/hubserver.py) runs in its own process, answers every request after
+The stand-in Hub (tests/support/hubserver.py) runs in its own process, answers every request after
 LATENCY seconds (default 50 ms, as a far-away Hub), pages /api/models with Link headers, and
 holds N ChatML repos (4 small stop-relevant files each, a README and weights; two in three
 need a fix). Each audit is the real command in a fresh process, output to a file:
@@ -47,8 +47,8 @@ BASE_REF = "79c4a19"  # main when issue 13 started: `eosfix hub --author` before
 def serve(n: int, latency: float, page_size: int) -> None:
     """Serve a FakeHub holding org/m00000... (``ServedHub``); 'stats' counts its requests by
     kind."""
-    from tests.cachebuilder import chatml_files
-    from tests.hubserver import FakeHub
+    from tests.support.cachebuilder import chatml_files
+    from tests.support.hubserver import FakeHub
 
     hub = FakeHub()
     hub.page_size = page_size

@@ -2,7 +2,7 @@
 
 ``eosfix serve`` runs as its own process (the page's defaults: 4 checks at once; the
 per-client rate lifted with ``EOSFIX_PAGE_RATE``, since every request here comes from one
-address) against the stand-in Hub (tests/hubserver.py, every request answered after
+address) against the stand-in Hub (tests/support/hubserver.py, every request answered after
 ``--latency`` seconds, 50 ms by default). ``--repos`` repos, every other one broken (missing
 ``<|im_end|>``).
 
@@ -60,11 +60,11 @@ def main() -> int:  # one run, told top to bottom
 
     from eosfix.sources.hub.store import Store
     from eosfix.targets.session import HubSession
-    from tests.hubserver import FakeHub, patch_huggingface_hub
-    from tests.serve.test_bot import _free_port, http
     from tests.support.hubrepos import BROKEN_SAMPLE as BROKEN
     from tests.support.hubrepos import HEALTHY_SAMPLE as HEALTHY
     from tests.support.hubrepos import repo_files
+    from tests.support.hubserver import FakeHub, patch_huggingface_hub
+    from tests.support.service import free_port, http
 
     repos = args.concurrent * args.rounds + 2 * args.single
     failures: list[str] = []
@@ -78,7 +78,7 @@ def main() -> int:  # one run, told top to bottom
             files = {**(broken if i % 2 == 0 else healthy), "README.md": repo_id.encode()}
             hub.add_repo(repo_id, files)  # a commit of its own: nothing shared in the store
         verdict = {r: "fixable" if i % 2 == 0 else "ok" for i, r in enumerate(ids)}
-        port = _free_port()
+        port = free_port()
         url = f"http://127.0.0.1:{port}"
         env = {
             **os.environ,

@@ -1,6 +1,6 @@
 """How fast the Hub bot acts: webhook POST to fix PR opened, and 100 pushes drained.
 
-The stand-in Hub (tests/hubserver.py) answers every request after ``--latency`` seconds (a
+The stand-in Hub (tests/support/hubserver.py) answers every request after ``--latency`` seconds (a
 far-away Hub, requests waiting in parallel as on the network); the bot (``eosfix serve``'s app,
 uvicorn on 127.0.0.1) runs with its default settings and ``--workers``. Targets (issue 26): one
 repo under 2 s at 50 ms a request; 100 pushes across 20 repos drained in under 30 s.
@@ -32,12 +32,12 @@ def main() -> int:
     import pytest
 
     from eosfix.serve.config import ServeConfig
-    from tests.hubserver import FakeHub, patch_huggingface_hub
-    from tests.serve.test_bot import Service
     from tests.support.hubrepos import BROKEN_SAMPLE as BROKEN
     from tests.support.hubrepos import HEALTHY_SAMPLE as HEALTHY
     from tests.support.hubrepos import repo_files
+    from tests.support.hubserver import FakeHub, patch_huggingface_hub
     from tests.support.serve import eosfix_prs, payload
+    from tests.support.service import Service
 
     with tempfile.TemporaryDirectory() as tmp, FakeHub() as hub:
         mp = pytest.MonkeyPatch()

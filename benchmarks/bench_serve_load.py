@@ -1,9 +1,9 @@
 """Load on the Hub bot: webhooks at a steady rate over many repos, against the stand-in Hub.
 
 ``eosfix serve`` runs as its own process (4 workers, policy ``pr``) against the stand-in Hub
-(tests/hubserver.py, each request answered after ``--latency`` seconds). ``--webhooks`` POSTs
-are spread evenly over ``--seconds`` by 32 sender threads, over ``--repos`` repos (every other
-one broken, missing ``<|im_end|>``), in the mix of the reliability pass (issue 36):
+(tests/support/hubserver.py, each request answered after ``--latency`` seconds). ``--webhooks``
+POSTs are spread evenly over ``--seconds`` by 32 sender threads, over ``--repos`` repos (every
+other one broken, missing ``<|im_end|>``), in the mix of the reliability pass (issue 36):
 
 - 76 % valid pushes, each of a new commit (the first of a repo: its first commit): 202;
 - 8 % with a wrong secret: 401; 10 % malformed (not JSON, not a payload, a repo id with
@@ -175,12 +175,12 @@ def main() -> int:  # one run, told top to bottom
     import pytest
 
     from eosfix.serve.journal import JOURNAL, Journal
-    from tests.hubserver import FakeHub, patch_huggingface_hub
-    from tests.serve.test_bot import _free_port, http
     from tests.support.hubrepos import BROKEN_SAMPLE as BROKEN
     from tests.support.hubrepos import HEALTHY_SAMPLE as HEALTHY
     from tests.support.hubrepos import repo_files
+    from tests.support.hubserver import FakeHub, patch_huggingface_hub
     from tests.support.serve import eosfix_prs, payload
+    from tests.support.service import free_port, http
 
     rng = random.Random(args.seed)
     kinds = [k for k, share in MIX for _ in range(round(args.webhooks * share / 100))]
@@ -201,7 +201,7 @@ def main() -> int:  # one run, told top to bottom
             for i in range(args.repos)
         ]
         first_push = {r.repo_id: True for r in repos}
-        port = _free_port()
+        port = free_port()
         url = f"http://127.0.0.1:{port}"
         state = Path(tmp) / "state"
         code_root = ROOT

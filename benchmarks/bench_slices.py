@@ -1,7 +1,7 @@
 """Benchmark a Hub slice audit under a free account's quotas, side by side with today's code.
 
-The stand-in Hub (tests/hubserver.py) runs in its own process with the population of
-tests/hubpopulation.py (families of 5-30 repos made from one base model, sharing their
+The stand-in Hub (tests/support/hubserver.py) runs in its own process with the population of
+tests/support/hubpopulation.py (families of 5-30 repos made from one base model, sharing their
 tokenizer and template files byte for byte, each with its config.json; one-off repos, base
 models, GGUF and tokenizer-only repos), all under one organisation so today's code (which
 lists by ``--author`` only) audits the same repos. It answers each request after LATENCY
@@ -64,8 +64,8 @@ def serve(n: int, latency: float, page_size: int) -> None:
     """Serve a FakeHub holding the population (``ServedHub``), with the commands
     ``quota API RES WINDOW`` (fresh windows; 0 0 0: none), ``stats`` (requests by bucket, the
     429s) and ``costs`` (each repo's relevant files' content ids, in listing order)."""
-    from tests.hubpopulation import populate
-    from tests.hubserver import FakeHub
+    from tests.support.hubpopulation import populate
+    from tests.support.hubserver import FakeHub
 
     hub = FakeHub()
     hub.page_size = page_size
@@ -112,7 +112,7 @@ def _stats(hub: Any) -> dict[str, Any]:
 def _contents(hub: Any) -> dict[str, list[str]]:
     """repo id -> the content ids of its files today's code downloads, listing order."""
     from eosfix.core.repo import TOKENIZER_JSON, is_relevant_file
-    from tests.hubserver import file_entry
+    from tests.support.hubserver import file_entry
 
     out = {}
     for repo in sorted(hub.repos.values(), key=lambda r: r.repo_id):

@@ -142,7 +142,7 @@ def start_serve(
 ) -> subprocess.Popen[bytes]:
     """``eosfix serve`` as its own process (its stderr in ``log_path``), once ``/healthz``
     answers 200; SystemExit with its log when it exits or has not answered in 60 s."""
-    from tests.serve.test_bot import http
+    from tests.support.service import http
 
     with log_path.open("wb") as log:
         proc = subprocess.Popen(

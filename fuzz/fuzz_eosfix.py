@@ -7,7 +7,7 @@ corpus, written into a repo folder and fed to ``load_repo`` -> ``check`` ->
 ``plan_patches``; random JSON text to ``jsonedit.set_json_value``. An ``EosfixError`` (or,
 from the editor, the documented ``ValueError``) is a refusal; anything else is a bug: the
 input is saved under fuzz/crashes/ and the run fails. Keep each one as a regression test in
-tests/test_fuzz_regressions.py.
+tests/test_fuzz_crashes.py.
 """
 
 from __future__ import annotations

@@ -20,7 +20,9 @@ ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "sample_repos"
 CORPUS = Path(os.environ.get("EOSFIX_CORPUS", ROOT.parent / "shared" / "corpus"))
 
-pytest_plugins = ["tests.hubserver"] if (ROOT / "tests" / "hubserver.py").exists() else []
+pytest_plugins = (
+    ["tests.support.hubserver"] if (ROOT / "tests" / "support" / "hubserver.py").exists() else []
+)
 
 # Run on every core (pytest -n auto), each worker runs torch on one thread: a worker per core
 # with torch's default of a thread per core would put two threads on every core, and torch's
@@ -46,10 +48,10 @@ BUILT_ONCE = {
 # Each group's modules run in one worker (tests.support.grouping);
 # tests/test_suite_setup.py checks that every test using a BUILT_ONCE fixture is listed here.
 GROUPS = {
-    "tests/ports/test_real_transformers.py": "smollm2",
-    "tests/test_verify_transformers.py": "smollm2",
-    "tests/test_verify_early_stop.py": "smollm2",
-    "tests/test_verify_mlx_lm.py": "smollm2",
+    "tests/ports/test_goldens_real_transformers.py": "smollm2",
+    "tests/conformance/test_verify_transformers.py": "smollm2",
+    "tests/conformance/test_verify_early_stop.py": "smollm2",
+    "tests/conformance/test_verify_mlx_lm.py": "smollm2",
     "tests/conformance/test_cited_runtimes.py": "runtime-matrix",
     "tests/conformance/test_external_runtimes.py": "runtime-matrix",
     "tests/conformance/test_stop_sets.py": "runtime-matrix",
@@ -171,14 +173,29 @@ def hub_repos(fake_hub):
 
 @pytest.fixture
 def gguf_org(fake_hub, tmp_path, monkeypatch):
-    """The stand-in Hub with ``tests.hubserver.add_gguf_org``'s organisation of GGUF repos, their
-    files served from its CDN; the working folder is empty (no folder named like a repo)."""
-    from tests.hubserver import add_gguf_org
+    """The stand-in Hub with ``tests.support.hubserver.add_gguf_org``'s organisation of GGUF repos,
+    their files served from its CDN; the working folder is empty (no folder named like a repo)."""
+    from tests.support.hubserver import add_gguf_org
 
     monkeypatch.chdir(tmp_path)
     add_gguf_org(fake_hub, tmp_path / "written")
     fake_hub.cdn = True
     return fake_hub
+
+
+@pytest.fixture(scope="session")
+def ggml_vocab_files() -> list[Path]:
+    """Every ggml-vocab-*.gguf of the llama-cpp-python 0.3.36 sdist (from the package index
+    once, then the test cache): llama.cpp's own vocabularies, for the GGUF reader's tests and
+    llama.cpp's rule against the real llama.cpp."""
+    from tests.support.testcache import llama_cpp_vocabularies
+
+    try:
+        files = llama_cpp_vocabularies()
+    except LookupError as exc:
+        unavailable(str(exc))
+    assert len(files) >= 19
+    return files
 
 
 @pytest.fixture
@@ -250,8 +267,8 @@ def _no_network(monkeypatch):
 
 @pytest.fixture(scope="session")
 def seed_model(tmp_path_factory):
-    """The seed's broken SmolLM2-135M-Instruct folder (tests/realmodel.py), written once."""
-    from tests.realmodel import write_seed_folder
+    """The seed's broken SmolLM2-135M-Instruct folder (tests/support/realmodel.py), written once."""
+    from tests.support.realmodel import write_seed_folder
 
     return write_seed_folder(tmp_path_factory.mktemp("seed") / "SmolLM2-135M-Instruct")
 

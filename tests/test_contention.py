@@ -1,8 +1,8 @@
 """The same repo gets the same verdict on a busy machine.
 
-Every sample repo, every hostile template of test_hostile and every corpus case
+Every sample repo, every hostile template of tests/analysis/test_template.py and every corpus case
 (``$EOSFIX_CORPUS``; skipped when absent) is checked twice in a fresh process: once as the
-machine is, once with three busy processes per core spinning (tests/contention.py). The
+machine is, once with three busy processes per core spinning (tests/support/contention.py). The
 ``--format json`` outputs must be byte-identical: the render budgets are counts, and the
 wall-clock backstop sits far beyond what any of them needs. Nothing in that output is
 legitimately variable (no time, no load, no temp path: the same folders are checked twice);
@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.cachebuilder import CacheBuilder
 from tests.conftest import CORPUS, ROOT, SAMPLES, corpus_cases, sample_names
-from tests.contention import cpu_contention
+from tests.support.cachebuilder import CacheBuilder
+from tests.support.contention import cpu_contention
 from tests.support.hostile import HOSTILE, hostile_repo
 
 pytestmark = pytest.mark.slow

@@ -124,8 +124,8 @@ def _python_api_snippet() -> str:
 def test_readme_python_api_snippet_runs_on_every_kind_of_path(target, tmp_path, capsys):
     """The snippet never crashes: a fixable repo, a healthy one, a base model, a missing
     path, a file that is no model, a GGUF (no AttributeError on a result without a check)."""
-    from tests import ggufs
     from tests.conftest import SAMPLES, copy_repo
+    from tests.support import ggufs
 
     if target in ("missing", "readme"):
         path = tmp_path / "README.md"

@@ -25,10 +25,10 @@ from eosfix.cli import cli
 from eosfix.core import repo as repolib
 from eosfix.core.errors import RepoLoadError
 from eosfix.core.repo import TokenizerJson
-from tests.cachebuilder import CacheBuilder, chatml_files
 from tests.conftest import SAMPLES, copy_repo
-from tests.processes import alive, children, wait_for
 from tests.support import memory
+from tests.support.cachebuilder import CacheBuilder, chatml_files
+from tests.support.processes import alive, children, wait_for
 
 GEN = "generation_config.json"
 ROOT = Path(__file__).resolve().parent.parent
@@ -406,7 +406,7 @@ def _tight_disk(monkeypatch, folder: Path, room: int) -> None:
 def test_stale_gguf_temp_is_removed_before_the_free_space_check(tmp_path, monkeypatch, output):
     """A killed rewrite left a temp file as big as the model; on a disk with room for one
     copy, the re-run must remove it first instead of refusing for want of space forever."""
-    from tests.ggufs import chatml, glm
+    from tests.support.ggufs import chatml, glm
 
     if output:  # --output with nothing to fix: copy_gguf
         path = chatml(tmp_path / "ok.gguf", tensor=bytes(range(256)) * 256)
@@ -519,7 +519,7 @@ def _gguf_users_edit(path: Path, how: str) -> bytes:
 def test_an_edit_during_a_gguf_rewrite_is_not_overwritten(tmp_path, monkeypatch, how):
     """The edit lands while eosfix copies the tensor data into its temp file."""
     from eosfix.containers.gguf import write as gguf_write
-    from tests.ggufs import glm
+    from tests.support.ggufs import glm
 
     path = glm(tmp_path / "glm.gguf", tensor=bytes(range(256)) * 64)
     real = gguf_write._copy_data
@@ -550,7 +550,7 @@ def test_a_gguf_replaced_after_its_header_was_read_is_refused_not_misread(tmp_pa
     its header: the tensor infos must not be read from the new file at the old offsets (a
     spurious "truncated" error, or a header built from the wrong bytes)."""
     from eosfix.containers.gguf import write as gguf_write
-    from tests.ggufs import glm
+    from tests.support.ggufs import glm
 
     (tmp_path / "a").mkdir()
     path = glm(tmp_path / "a" / "glm.gguf", tensor=bytes(range(256)) * 64)
@@ -699,7 +699,7 @@ def test_a_fixed_file_keeps_its_owner_mode_and_xattrs(tmp_path):
 
 def test_a_rewritten_gguf_keeps_its_owner_and_xattrs(tmp_path):
     from eosfix.containers.gguf.read import read_header
-    from tests.ggufs import glm
+    from tests.support.ggufs import glm
 
     path = glm(tmp_path / "glm.gguf", tensor=bytes(64))
     _set_xattr_or_skip(path, "user.origin", b"converted")
@@ -736,7 +736,7 @@ def test_a_hard_linked_file_is_fixed_with_a_warning(tmp_path, fmt):
 
 
 def test_a_hard_linked_gguf_rewrite_is_said(tmp_path):
-    from tests.ggufs import glm
+    from tests.support.ggufs import glm
 
     path = glm(tmp_path / "glm.gguf", tensor=bytes(64))
     os.link(path, tmp_path / "same.gguf")

@@ -13,10 +13,10 @@ from tests.conftest import ROOT
 INDEX_TESTS = {
     "tests/cli/test_precommit.py::test_try_repo_fixes_then_passes",
     "tests/cli/test_precommit.py::test_readme_snippet_runs_with_real_pre_commit",
-    "tests/containers/gguf/test_real_llamacpp.py::test_model_equals_real_llama_cpp_on_every_shipped_vocab",
-    "tests/containers/gguf/test_real_llamacpp.py::test_check_and_fix_every_vocab_copy_and_real_llama_cpp_agrees",
-    "tests/containers/gguf/test_real_llamacpp.py::test_remote_reads_agree_with_real_llama_cpp_on_the_file_downloaded_whole",
-    "tests/containers/gguf/test_real_llamacpp.py::test_token_pieces_equal_real_llama_cpp_on_every_shipped_vocab",
+    "tests/runtimes/test_llamacpp_real.py::test_model_equals_real_llama_cpp_on_every_shipped_vocab",
+    "tests/runtimes/test_llamacpp_real.py::test_check_and_fix_every_vocab_copy_and_real_llama_cpp_agrees",
+    "tests/runtimes/test_llamacpp_real.py::test_remote_reads_agree_with_real_llama_cpp_on_the_file_downloaded_whole",
+    "tests/runtimes/test_llamacpp_real.py::test_token_pieces_equal_real_llama_cpp_on_every_shipped_vocab",
     "tests/containers/gguf/test_remote.py::test_every_shipped_vocabulary_in_at_most_three_reads",
 }
 
@@ -49,7 +49,7 @@ def test_corpus_tests_skip_when_the_corpus_is_absent(tmp_path):
 def test_the_tests_that_need_the_package_index_are_marked():
     proc = _pytest(
         "--collect-only", "-q", "-m", "package_index",
-        "tests/cli/test_precommit.py", "tests/containers/gguf/test_real_llamacpp.py",
+        "tests/cli/test_precommit.py", "tests/runtimes/test_llamacpp_real.py",
         "tests/containers/gguf/test_remote.py",
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]

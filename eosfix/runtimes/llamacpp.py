@@ -329,7 +329,7 @@ RUNTIME = Runtime(
     source=f"{LLAMA_CPP_VERSION} src/llama-vocab.cpp + gguf-py gguf/vocab.py",
     derive=_llama_cpp,
     note="never reads generation_config.json; EOG guessed from token text",
-    # tests/containers/gguf/test_real_llamacpp.py asks that build's llama_vocab_is_eog for every id
+    # tests/runtimes/test_llamacpp_real.py asks that build's llama_vocab_is_eog for every id
     executed=f"{LLAMA_CPP_COMMIT} (llama-cpp-python {LLAMA_CPP_PYTHON})",
     remedy="after converting, run eosfix fix on the .gguf",  # its converter never reads it
     # the converter: gguf-py SpecialVocab json.load()s these (executed with gguf 0.19.0,

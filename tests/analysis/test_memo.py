@@ -19,8 +19,8 @@ from eosfix.analysis import terminators
 from eosfix.cli import cli
 from eosfix.containers.folder.read import load_repo
 from eosfix.core.errors import TemplateError
-from tests.cachebuilder import CHATML_TEMPLATE, chatml_files
 from tests.conftest import CORPUS, SAMPLES, corpus_cases, sample_names
+from tests.support.cachebuilder import CHATML_TEMPLATE, chatml_files
 from tests.support.hostile import HOSTILE, hostile_repo
 
 MEMO = terminators._memo_analysis

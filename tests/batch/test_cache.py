@@ -21,14 +21,14 @@ from eosfix.batch.cache import CacheRun
 from eosfix.cli import cli
 from eosfix.render.batch import JSON_DETAIL, write_json
 from eosfix.sources import cache as cachelib
-from tests.cachebuilder import (
+from tests.conftest import ROOT
+from tests.support.cachebuilder import (
     CacheBuilder,
     base_model_files,
     chatml_files,
     git_sha1,
     hash_blobs,
 )
-from tests.conftest import ROOT
 
 GEN = "generation_config.json"
 
@@ -473,7 +473,7 @@ def test_a_downloaded_gguf_is_checked_as_check_checks_it(fake_hub, tmp_path, mon
     from huggingface_hub import constants, hf_hub_download
 
     from eosfix.cli import main
-    from tests import ggufs
+    from tests.support import ggufs
 
     data = ggufs.command_r(tmp_path / "src.gguf").read_bytes()
     fake_hub.add_repo("org/Chat-GGUF", {"Chat-Q4_K_M.gguf": data, "README.md": "# Chat\n"})

@@ -1,6 +1,6 @@
 """GGUF repos in a Hub audit (``eosfix hub``): one row per repo, by the same header check as
 ``eosfix check ORG/REPO-GGUF`` (eosfix.targets.gguf_hub), against the stand-in Hub's GGUF
-publisher (tests/hubserver.py add_gguf_org); --state, Ctrl-C and every output format."""
+publisher (tests/support/hubserver.py add_gguf_org); --state, Ctrl-C and every output format."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from eosfix.batch.verdict import Verdict
 from eosfix.sources.hub.read import HubReader, ListingQuery
 from eosfix.targets.hub import check_hub_target
 from eosfix.targets.parse import parse_hub
-from tests.hubserver import GGUF_ORG
+from tests.support.hubserver import GGUF_ORG
 from tests.support.schemas import BATCH, check_csv, check_markdown, valid
 
 CHAT = f"{GGUF_ORG}/Chat-7B-GGUF"
@@ -157,9 +157,9 @@ def test_hub_pr_opens_a_gguf_repos_params_pull_request_once(gguf_org, run_eosfix
 def test_an_organisation_of_both_kinds_has_a_row_for_each(fake_hub, tmp_path, run_eosfix):
     """Safetensors repos by their small files, GGUF repos by their headers, in listing order;
     a repo holding both a tokenizer's files and GGUF files is checked by its small files."""
-    from tests import ggufs
-    from tests.hubserver import add_gguf_repo
+    from tests.support import ggufs
     from tests.support.hubrepos import sample_files
+    from tests.support.hubserver import add_gguf_repo
 
     fake_hub.add_repo("mixed/chat-7b", sample_files("chatml-missing-im-end"))
     gguf = ggufs.chatml(tmp_path / "chat-7b-Q4_K_M.gguf", tensor=bytes(64)).read_bytes()

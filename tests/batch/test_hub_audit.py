@@ -25,8 +25,8 @@ from eosfix.batch.pool import RETRY_CODE
 from eosfix.batch.run import Run
 from eosfix.sources.hub import http as hubhttp
 from eosfix.sources.hub.read import HubReader, fetch_repo_files
-from tests.cachebuilder import chatml_files
 from tests.conftest import ROOT
+from tests.support.cachebuilder import chatml_files
 from tests.support.hubrepos import CHATML_TOKENS, chatml_org, sample_files, tokenizer_json
 
 RELEVANT = {"chat_template.jinja", "config.json", "generation_config.json", "tokenizer_config.json"}

@@ -16,8 +16,8 @@ from eosfix.batch.hubfetch import Plan, Sequence, family_of
 from eosfix.sources.hub.http import API, RESOLVERS
 from eosfix.sources.hub.read import HubEntry, HubReader
 from eosfix.sources.hub.store import Store
-from tests.hubserver import fake_hub  # noqa: F401  (fixture)
 from tests.support.hubrepos import CHATML_TOKENS, sample_files, tokenizer_json
+from tests.support.hubserver import fake_hub  # noqa: F401  (fixture)
 
 SHARED = ("chat_template.jinja", "generation_config.json", "tokenizer_config.json")
 

@@ -13,8 +13,8 @@ import json
 
 import pytest
 
-from tests.cachebuilder import CacheBuilder, chatml_files, git_sha1
 from tests.conftest import SAMPLES, sample_names
+from tests.support.cachebuilder import CacheBuilder, chatml_files, git_sha1
 from tests.support.hubrepos import sample_files
 
 SAMPLES_ON_HUB = [n for n in sample_names() if (SAMPLES / n / "tokenizer_config.json").exists()]

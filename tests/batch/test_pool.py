@@ -17,9 +17,9 @@ import pytest
 
 from eosfix.batch import pool
 from eosfix.batch.verdict import analyze_folder
-from tests.cachebuilder import chatml_files
 from tests.conftest import ROOT, SAMPLES
-from tests.processes import alive, descendants, wait_for
+from tests.support.cachebuilder import chatml_files
+from tests.support.processes import alive, descendants, wait_for
 
 pytestmark = pytest.mark.skipif(
     not Path("/proc/self/task").is_dir() or (os.cpu_count() or 1) < 2,

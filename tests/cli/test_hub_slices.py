@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import json
 
-from tests.hubserver import fake_hub  # noqa: F401  (fixture)
 from tests.support.hubrepos import sample_files
+from tests.support.hubserver import fake_hub  # noqa: F401  (fixture)
 from tests.support.schemas import BATCH, valid
 
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from eosfix.cli import main
-from tests.cachebuilder import CacheBuilder, chatml_files
 from tests.conftest import SAMPLES, copy_repo
+from tests.support.cachebuilder import CacheBuilder, chatml_files
 from tests.support.longints import DIGITS, long_added_token_id, long_member
 
 CASES = [
@@ -104,7 +104,7 @@ def test_hub_author_reports_the_other_repos(fake_hub, capsys):
 def test_ollama_reports_the_other_models(tmp_path, capsys):
     """A model's params blob (the Hub's ``params`` file for ``ollama run hf.co/...``) with a
     long integer is that model's error line."""
-    from tests.ggufs import chatml
+    from tests.support.ggufs import chatml
     from tests.support.ollama import add_model, four_model_store
 
     store = four_model_store(tmp_path)

@@ -57,12 +57,13 @@ def _directory(root: Path) -> str:
 
 CASES = {
     # a generation_config.json or special_tokens_map.json that is not JSON is read past, as
-    # runtimes do (EOS020: tests/containers/folder/test_unreadable.py); any other file refuses
+    # runtimes do (EOS020: tests/containers/folder/test_refusals_unreadable.py); any other file
+    # refuses
     "invalid-json": _set("tokenizer_config.json", b'{"eos_token": [1,}\n'),
     "truncated-json": _set("config.json", b'{"eos_token_id": 2'),
     "top-level-list": _set("generation_config.json", b"[1, 2]\n"),
     # generation_config.json's "2", 2.0, -1, ["a"] are read and rewritten as ids (EOS018,
-    # EOS013: tests/containers/folder/test_eos_types.py); an object is no id at all
+    # EOS013: tests/containers/folder/test_refusals_eos_types.py); an object is no id at all
     "eos-an-object": _gen_eos({"id": 2}),
     "eos-an-object-in-a-list": _gen_eos([2, {"id": 2}]),
     "config-eos-as-string": _set("config.json", json.dumps({"eos_token_id": "2"}).encode()),

@@ -11,9 +11,9 @@ import shlex
 from pathlib import Path
 
 from eosfix.cli import main
-from tests.cachebuilder import CacheBuilder, chatml_files
 from tests.conftest import SAMPLES, copy_repo
-from tests.ggufs import glm
+from tests.support.cachebuilder import CacheBuilder, chatml_files
+from tests.support.ggufs import glm
 
 # What introduces a command, and what ends it.
 _SUGGESTED = re.compile(

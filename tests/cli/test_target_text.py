@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 
 from eosfix.cli import main
-from tests.cachebuilder import CacheBuilder, chatml_files
 from tests.conftest import SAMPLES, copy_repo
-from tests.hubserver import GGUF_ORG
+from tests.support.cachebuilder import CacheBuilder, chatml_files
 from tests.support.hubrepos import BROKEN_REPO, HEALTHY_REPO
+from tests.support.hubserver import GGUF_ORG
 
 GGUF_QUANT = f"hf.co/{GGUF_ORG}/Chat-7B-GGUF:Q4_K_M"
 BLANKS = ("", "   ")

@@ -23,7 +23,7 @@ from typing import Any
 from tokenizers import AddedToken
 
 from eosfix.core.repo import CONFIG, GENERATION_CONFIG, SPECIAL_TOKENS_MAP, TOKENIZER_CONFIG
-from tests.tiny_lm import save_tokenizer, word_level_tokenizer
+from tests.support.tiny_lm import save_tokenizer, word_level_tokenizer
 
 ENDOFTEXT, IM_START, IM_END = "<|endoftext|>", "<|im_start|>", "<|im_end|>"
 EOM, CONTENT_END, IFM_IM_END = "<|eom_id|>", "<|content_model_end_sampling|>", "<|ifm|im_end|>"

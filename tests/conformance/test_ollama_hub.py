@@ -17,9 +17,9 @@ import pytest
 from eosfix.analysis.template import make_environment
 from eosfix.runtimes.ollama import hub
 from eosfix.runtimes.ollama.hub import convert
-from tests import ggufs
 from tests.conformance import hubjs
 from tests.conftest import CORPUS, ROOT, SAMPLES, unavailable
+from tests.support import ggufs
 
 GOLDENS = CORPUS / "render_goldens"
 # Templates made to take each branch of the conversion (and its retries).
@@ -83,7 +83,7 @@ def _cases(table: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
                                   "bos_token": _token(context.get("bos_token")),
                                   "eos_token": _token(context.get("eos_token"))}))  # fmt: skip
     for name in ("CHATML", "COMMAND_R", "REASONING"):
-        cases.append((f"tests.ggufs.{name}", {"chat_template": getattr(ggufs, name)}))
+        cases.append((f"tests.support.ggufs.{name}", {"chat_template": getattr(ggufs, name)}))
     for path in (ggufs.GLM, ggufs.HARMONY):
         cases.append((path.parent.name, {"chat_template": path.read_text(encoding="utf-8")}))
     cases += [(f"table:{e['model']}", {"chat_template": e["gguf"]}) for e in table]

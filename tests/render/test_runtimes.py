@@ -15,7 +15,7 @@ from eosfix.ports.loop import split_probe, tokenize_probe
 from eosfix.render.report import runtimes_line
 from eosfix.runtimes import RUNTIMES, apply_generation_config_eos, describe
 from tests.conftest import CORPUS, SAMPLES, corpus_cases, sample_names
-from tests.tiny_lm import save_tokenizer, word_level_tokenizer
+from tests.support.tiny_lm import save_tokenizer, word_level_tokenizer
 
 NAMES = [rt.name for rt in RUNTIMES]
 WITH_TEMPLATE = [n for n in sample_names() if n != "base-model"]

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from jsonschema import Draft202012Validator
 
-from tests import ggufs
-from tests.cachebuilder import CacheBuilder, chatml_files, git_sha1
 from tests.conftest import SAMPLES, sample_names
+from tests.support import ggufs
+from tests.support.cachebuilder import CacheBuilder, chatml_files, git_sha1
 from tests.support.hubrepos import sample_files
 from tests.support.schemas import BATCH, CHECK, check_csv, check_markdown, valid
 

@@ -17,8 +17,8 @@ from eosfix import api
 from eosfix.analysis.positions import SpecialScanner
 from eosfix.analysis.terminators import _evidence
 from eosfix.cli import cli, main
-from tests.cachebuilder import CacheBuilder, chatml_files
 from tests.conftest import CORPUS, ROOT, SAMPLES, corpus_cases, sample_names
+from tests.support.cachebuilder import CacheBuilder, chatml_files
 
 
 def _run(capsys, *args):

@@ -93,7 +93,7 @@ def test_a_glm_user_turn_opener_in_the_list_is_no_stop_for_llama_cpp_or_ollama()
     before = make(tokenizer_eos_id=eot, generation_config_eos=(eot,), config_eos=(eot,),
                   vocab=vocab)  # fmt: skip
     after = apply_generation_config_eos(before, [eot, user])
-    # ollama: llama-server reads no eos_token_ids (tests/runtimes/test_ollama.py)
+    # ollama: llama-server reads no eos_token_ids (tests/runtimes/ollama/test_engines.py)
     assert stopping_on(after, user) == {"transformers", "vLLM", "SGLang", "TGI", "mlx-lm",
                                         "mlx-vlm"}  # fmt: skip
     assert stopping_on(before, user) == set()

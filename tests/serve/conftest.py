@@ -9,19 +9,15 @@ from typing import Any
 
 import pytest
 
-from tests.support.serve import SECRET, USER_TOKEN
+from tests.support.serve import USER_TOKEN
 
 
 @pytest.fixture
 def one_worker(fake_hub, tmp_path) -> Iterator[Any]:
-    """The bot serving with one worker and policy ``pr`` (``tests.serve.test_bot.Service``)."""
-    from eosfix.serve.config import ServeConfig
-    from tests.serve.test_bot import Service
+    """The bot serving with one worker and policy ``pr`` (``tests.support.service.Service``)."""
+    from tests.support.service import Service, bot_config
 
-    config = ServeConfig(
-        secret=SECRET, token="hf_test", policy="pr", workers=1, state_dir=tmp_path / "state"
-    )
-    with Service(config) as s:
+    with Service(bot_config(tmp_path, workers=1)) as s:
         yield s
 
 
@@ -30,7 +26,7 @@ def signed(fake_hub, tmp_path, monkeypatch) -> Iterator[Any]:
     pytest.importorskip("fastapi")
     pytest.importorskip("multipart")
     from eosfix.serve.config import ServeConfig
-    from tests.serve.pagekit import Page
+    from tests.support.service import Page
 
     monkeypatch.setenv("HF_TOKEN", USER_TOKEN)
     monkeypatch.delenv("SPACE_ID", raising=False)

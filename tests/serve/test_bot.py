@@ -8,15 +8,11 @@ timeout, never a fixed window."""
 from __future__ import annotations
 
 import json
-import os
 import random
 import signal
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -24,71 +20,25 @@ pytest.importorskip("fastapi")
 uvicorn = pytest.importorskip("uvicorn")
 
 from eosfix.serve.config import ServeConfig, ServeConfigError, load_config
-from tests.serve.pagekit import Page
-from tests.serve.pagekit import free_port as _free_port
 from tests.support.hubrepos import BROKEN_SAMPLE as BROKEN
 from tests.support.hubrepos import HEALTHY_SAMPLE as HEALTHY
 from tests.support.hubrepos import repo_files
 from tests.support.serve import SECRET, eosfix_prs, payload
-
-
-def post(url: str, body: Any, secret: str | None = SECRET) -> Response:
-    headers = {"Content-Type": "application/json"}
-    if secret is not None:
-        headers["X-Webhook-Secret"] = secret
-    data = body if isinstance(body, bytes) else json.dumps(body).encode()
-    return http("POST", f"{url}/webhook", data, headers)
-
-
-class Response:
-    """What the service answered (stdlib HTTP: the tests need no HTTP client package)."""
-
-    def __init__(self, status: int, body: bytes) -> None:
-        self.status_code = status
-        self.body = body
-
-    def json(self) -> Any:
-        return json.loads(self.body)
-
-
-def http(method: str, url: str, body: bytes | None = None, headers: dict | None = None) -> Response:
-    import urllib.error
-    import urllib.request
-
-    request = urllib.request.Request(url, data=body, method=method, headers=headers or {})
-    try:
-        with urllib.request.urlopen(request, timeout=30) as reply:
-            return Response(reply.status, reply.read())
-    except urllib.error.HTTPError as exc:
-        return Response(exc.code, exc.read())
-
-
-class Service(Page):
-    """The bot as a real ASGI server in a thread of this process (the page's harness: the same
-    app), its retry backoff instant (counted in metrics)."""
-
-    def __init__(self, config: ServeConfig) -> None:
-        super().__init__(config)
-        self.bot = self.app.state.bot
-        self.bot.sleep = lambda s: None
-
-    def post(self, body: Any, secret: str | None = SECRET) -> Response:
-        return post(self.url, body, secret)
-
-    def drained(self, timeout: float = 120) -> dict[str, Any]:
-        """Wait until nothing is queued or in flight; the metrics then."""
-        deadline = time.monotonic() + timeout
-        while True:
-            health = http("GET", f"{self.url}/healthz").json()
-            if health["queued"] == 0 and health["in_flight"] == 0 and not self.bot.running:
-                return http("GET", f"{self.url}/metrics").json()
-            assert time.monotonic() < deadline, f"queue not drained: {health}"
-            time.sleep(0.02)
+from tests.support.service import (
+    Service,
+    bot_config,
+    free_port,
+    http,
+    one_worker_env,
+    post,
+    serve_process,
+    wait_healthy,
+)
 
 
 @pytest.fixture
 def config(tmp_path: Path) -> ServeConfig:
-    return ServeConfig(secret=SECRET, token="hf_test", policy="pr", state_dir=tmp_path / "state")
+    return bot_config(tmp_path)
 
 
 @pytest.fixture
@@ -118,7 +68,7 @@ def test_a_pushed_gguf_repo_is_checked_by_its_headers(gguf_org, service):
     headers (a range request each, no tokenizer file: the repo has none): its stop list cuts
     replies at <|think_end|> and misses <|turn_end|>, and the pull request is the one
     `eosfix hub --pr` opens, its params file."""
-    from tests.hubserver import GGUF_ORG
+    from tests.support.hubserver import GGUF_ORG
 
     repo_id = f"{GGUF_ORG}/Reasoner-GGUF"
     repo = gguf_org.repos[repo_id]
@@ -297,62 +247,26 @@ def test_100_pushes_across_20_repos_through_429s_and_500s(fake_hub, config):
             assert not prs, repo_id
 
 
-def _one_worker_env(state: Path, token: str = "hf_test", **extra: str) -> dict[str, str]:
-    """The environment of a bot process that opens PRs with one worker, its state in ``state``."""
-    return {
-        **os.environ,
-        "EOSFIX_WEBHOOK_SECRET": SECRET,
-        "HF_TOKEN": token,
-        "EOSFIX_POLICY": "pr",
-        "EOSFIX_WORKERS": "1",
-        "EOSFIX_STATE_DIR": str(state),
-        **extra,
-    }
-
-
-def _serve_process(env: dict[str, str], port: int, log: Path) -> subprocess.Popen[bytes]:
-    with log.open("ab") as err:  # the child keeps its own descriptor
-        return subprocess.Popen(
-            [sys.executable, "-m", "eosfix", "serve", "--port", str(port)],
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=err,
-        )
-
-
-def _wait_healthy(url: str, proc: subprocess.Popen[bytes], timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
-        assert proc.poll() is None, "the service exited"
-        try:
-            if http("GET", f"{url}/healthz").status_code == 200:
-                return
-        except OSError:
-            pass
-        assert time.monotonic() < deadline, "the service did not start"
-        time.sleep(0.05)
-
-
 def test_kill_9_mid_queue_loses_nothing(fake_hub, tmp_path):
     """Pushes accepted (202) survive a ``kill -9`` of the service: after a restart every
     broken repo has its one PR."""
     fake_hub.latency = 0.3  # a far-away Hub: the queue is still full when the kill comes
     names = [f"org/k{i}" for i in range(6)]
     repos = {n: fake_hub.add_repo(n, repo_files(BROKEN)) for n in names}
-    port = _free_port()
+    port = free_port()
     url = f"http://127.0.0.1:{port}"
-    env = _one_worker_env(tmp_path / "state")
+    env = one_worker_env(tmp_path / "state")
     log = tmp_path / "serve.log"
-    proc = _serve_process(env, port, log)
+    proc = serve_process(env, port, log)
     try:
-        _wait_healthy(url, proc)
+        wait_healthy(url, proc)
         for name in names:
             assert post(url, payload(name, repos[name].head)).status_code == 202
         proc.send_signal(signal.SIGKILL)
         proc.wait(30)
         assert sum(len(eosfix_prs(r)) for r in repos.values()) < len(names)  # work was left
-        proc = _serve_process(env, port, log)
-        _wait_healthy(url, proc)
+        proc = serve_process(env, port, log)
+        wait_healthy(url, proc)
         deadline = time.monotonic() + 240
         while not all(eosfix_prs(r) for r in repos.values()):
             assert proc.poll() is None, log.read_text()
@@ -372,12 +286,12 @@ def test_sigterm_finishes_or_keeps_the_work_in_flight(fake_hub, tmp_path):
     fake_hub.latency = 0.2
     names = [f"org/t{i}" for i in range(4)]
     repos = {n: fake_hub.add_repo(n, repo_files(BROKEN)) for n in names}
-    port = _free_port()
+    port = free_port()
     url = f"http://127.0.0.1:{port}"
     state = tmp_path / "state"
-    env = _one_worker_env(state, EOSFIX_GRACE="30")
-    proc = _serve_process(env, port, tmp_path / "serve.log")
-    _wait_healthy(url, proc)
+    env = one_worker_env(state, EOSFIX_GRACE="30")
+    proc = serve_process(env, port, tmp_path / "serve.log")
+    wait_healthy(url, proc)
     for name in names:
         assert post(url, payload(name, repos[name].head)).status_code == 202
     proc.send_signal(signal.SIGTERM)

@@ -14,8 +14,8 @@ from email.parser import BytesHeaderParser
 
 from eosfix.serve.config import ServeConfig
 from eosfix.serve.headers import CSP
-from tests.serve.pagekit import Page
 from tests.support.serve import raw_request
+from tests.support.service import Page
 
 
 @pytest.fixture

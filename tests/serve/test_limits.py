@@ -17,10 +17,10 @@ pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
 
 from eosfix.serve.config import ServeConfig
-from tests.serve.test_bot import Service, http
 from tests.support.hubrepos import BROKEN_SAMPLE as BROKEN
 from tests.support.hubrepos import repo_files
 from tests.support.serve import SECRET, payload
+from tests.support.service import Service, bot_config, http
 
 
 def _connect(url: str) -> socket.socket:
@@ -43,15 +43,7 @@ def _closed_by_server(sock: socket.socket, within: float) -> bool:
 
 @pytest.fixture
 def strict(fake_hub, tmp_path):
-    config = ServeConfig(
-        secret=SECRET,
-        token="hf_test",
-        policy="pr",
-        state_dir=tmp_path / "state",
-        request_timeout=1.0,
-        max_connections=8,
-    )
-    with Service(config) as s:
+    with Service(bot_config(tmp_path, request_timeout=1.0, max_connections=8)) as s:
         yield s
 
 

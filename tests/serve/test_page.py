@@ -21,14 +21,14 @@ pytest.importorskip("multipart")
 from eosfix.serve.config import ServeConfig
 from eosfix.serve.limits import Limiter, RateLimited
 from eosfix.serve.page import CSP
-from tests.hubserver import GGUF_ORG
-from tests.serve.pagekit import Page
 from tests.support.hostile import HOSTILE, hostile_files
 from tests.support.hubrepos import BROKEN_SAMPLE as BROKEN
 from tests.support.hubrepos import HEALTHY_SAMPLE as HEALTHY
 from tests.support.hubrepos import repo_files
+from tests.support.hubserver import GGUF_ORG
 from tests.support.serve import USER_TOKEN as TOKEN
 from tests.support.serve import XSS, eosfix_prs, xss_repo
+from tests.support.service import Page
 
 SCRIPT = "<script>alert(2)</script>"
 
@@ -551,7 +551,7 @@ def test_mock_sign_in_is_refused_off_the_loopback(fake_hub, tmp_path, monkeypatc
     from eosfix.serve.app import create_app
     from eosfix.serve.config import ServeConfigError
     from eosfix.serve.limits import server
-    from tests.serve.pagekit import free_port
+    from tests.support.service import free_port
 
     monkeypatch.setenv("HF_TOKEN", TOKEN)
     monkeypatch.delenv("SPACE_ID", raising=False)

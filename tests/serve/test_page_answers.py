@@ -20,11 +20,11 @@ pytest.importorskip("multipart")
 
 from eosfix.render.words import NO_TEMPLATE_TEXT
 from eosfix.serve.config import ServeConfig
-from tests.hubserver import GGUF_ORG
-from tests.serve.pagekit import Page
 from tests.support.hubrepos import BROKEN_SAMPLE as BROKEN
 from tests.support.hubrepos import repo_files
+from tests.support.hubserver import GGUF_ORG
 from tests.support.serve import eosfix_prs
+from tests.support.service import Page
 
 
 @pytest.fixture

@@ -353,7 +353,7 @@ def test_a_gguf_quant_typed_as_ollama_spells_it(gguf_org, browser):
     change a header) on the first screen."""
     from selenium.webdriver.common.keys import Keys
 
-    from tests.hubserver import GGUF_ORG
+    from tests.support.hubserver import GGUF_ORG
 
     browser.open("/")
     browser.tab_to("#repo")
@@ -381,7 +381,7 @@ def test_a_gguf_repos_params_pull_request_from_the_page(gguf_org, browser):
     (its params file), opened as yourself."""
     from selenium.webdriver.common.keys import Keys
 
-    from tests.hubserver import GGUF_ORG
+    from tests.support.hubserver import GGUF_ORG
 
     repo_id = f"{GGUF_ORG}/Reasoner-GGUF"
     browser.open(f"/check?repo={repo_id}")
@@ -441,7 +441,7 @@ def test_an_audit_of_gguf_repos_leads_with_the_runtimes_that_load_them(gguf_org,
     """An organisation of GGUF repos: the answer names llama.cpp and ``ollama run hf.co``
     alone (no runtime that never loads a GGUF is charted), on the first screen with what a
     pull request fixes and what needs a new file."""
-    from tests.hubserver import GGUF_ORG
+    from tests.support.hubserver import GGUF_ORG
 
     browser.open(f"/audit?author={GGUF_ORG}")
     done = browser.wait("#audit-done")  # the script polled to the end and reloaded

@@ -17,11 +17,11 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT
-from tests.ggufs import big_vocab_header
-from tests.hostilehub import HostileHub
-from tests.serve.pagekit import free_port
 from tests.support import memory
+from tests.support.ggufs import big_vocab_header
+from tests.support.hostilehub import HostileHub
 from tests.support.serve import hub_env, stop_server
+from tests.support.service import free_port
 
 TOKENS, ODD_KEYS = 4_000_000, 1_500
 IM_END = b"4000098"  # <|im_end|>'s id: the 96 byte tokens, TOKENS more, then the specials

@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from tests.cachebuilder import chatml_files
 from tests.conftest import SAMPLES
+from tests.support.cachebuilder import chatml_files
 
 # generation_config.json lists 248044 (<|endoftext|>), replies end with 248046 (<|im_end|>)
 BROKEN_SAMPLE = "chatml-missing-im-end"

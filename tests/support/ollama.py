@@ -6,7 +6,7 @@ import hashlib
 import json
 from pathlib import Path
 
-from tests.ggufs import chatml, command_r, glm
+from tests.support.ggufs import chatml, command_r, glm
 
 GO_CHATML = "{{ range .Messages }}<|im_start|>{{ .Role }}\n{{ .Content }}<|im_end|>\n{{ end }}"
 

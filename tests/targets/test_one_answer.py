@@ -3,7 +3,7 @@ gives the same verdict, the same terminators and the same error line.
 
 Targets: a model folder, a GGUF file, a split GGUF, a cache snapshot folder and a cached GGUF,
 an ollama model, a Hub repo of small files, a Hub GGUF repo and one of its files, a
-tokenizer-only repo, a gated repo and a missing one (the stand-in Hub, tests/hubserver.py).
+tokenizer-only repo, a gated repo and a missing one (the stand-in Hub, tests/support/hubserver.py).
 Surfaces: ``check`` (text and JSON), ``explain``, ``render``, ``hub``, ``cache``, ``ollama``,
 the page over HTTP and the bot's check (``HubSession.check``), each where it applies.
 
@@ -26,10 +26,10 @@ from pathlib import Path
 import pytest
 
 from eosfix.cli import main
-from tests import ggufs
-from tests.cachebuilder import CacheBuilder, chatml_files
 from tests.conftest import SAMPLES, copy_repo
-from tests.hubserver import GGUF_ORG, add_gguf_org
+from tests.support import ggufs
+from tests.support.cachebuilder import CacheBuilder, chatml_files
+from tests.support.hubserver import GGUF_ORG, add_gguf_org
 
 WORST_FIRST = ("problems", "fixable", "fixed", "error", "warned", "ok", "no_template",
                "not_a_model")  # fmt: skip
@@ -168,7 +168,7 @@ class World:
         self.cached_gguf = next((b.root / "models--org--Chat-GGUF" / "snapshots").iterdir()) / (
             "Chat-Q4_K_M.gguf"
         )
-        from tests.containers.ollama.test_store import add_model
+        from tests.support.ollama import add_model
 
         self.store = self.tmp / "ollama"
         add_model(self.store, "cmdr:latest", self.gguf, {"stop": ["<|START_OF_TURN_TOKEN|>"]})
@@ -228,7 +228,7 @@ TARGETS: dict[str, Callable[[World], tuple[tuple[str, ...], tuple[str, ...], str
 @pytest.fixture
 def world(fake_hub, capsys, tmp_path, monkeypatch):
     from eosfix.serve.config import ServeConfig
-    from tests.serve.pagekit import Page
+    from tests.support.service import Page
 
     monkeypatch.chdir(tmp_path)  # no local folder named like the Hub repos
     w = World(capsys, tmp_path, fake_hub)

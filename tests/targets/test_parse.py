@@ -90,7 +90,7 @@ def test_org_name_that_names_no_path_is_a_hub_id_that_says_so(tmp_path, monkeypa
 
 
 def test_a_config_file_names_its_folder_and_a_later_shard_its_first(tmp_path, monkeypatch):
-    from tests import ggufs
+    from tests.support import ggufs
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "m").mkdir()

@@ -9,10 +9,15 @@ import pytest
 from eosfix import api
 from eosfix.cli import main
 from eosfix.containers.gguf.read import load_gguf
-from tests.ggufs import BASE, CHATML, harmony, reasoning
+from tests.support.ggufs import BASE, CHATML, harmony, reasoning
 
 N = len(BASE)
-ENDOFTEXT, TURN, THINK_END, TURN_END = N, N + 1, N + 2, N + 3  # tests.ggufs.REASONING_SPECIALS
+ENDOFTEXT, TURN, THINK_END, TURN_END = (
+    N,
+    N + 1,
+    N + 2,
+    N + 3,
+)  # tests.support.ggufs.REASONING_SPECIALS
 HASH = BASE.index("#")
 EOT = "tokenizer.ggml.eot_token_id"
 
@@ -107,7 +112,7 @@ def test_an_ordinary_token_llama_cpp_stops_on_by_its_text_is_a_warning(tmp_path)
     """Qwen2's vocabulary has '</s>' as an ordinary BPE token; llama.cpp stops on every token
     with that text (ggml-vocab-qwen2.gguf shows it with real llama.cpp). No key changes it,
     and it cuts only a reply that writes '</s>': a warning, not an error."""
-    from tests.ggufs import CHATML, write_gguf
+    from tests.support.ggufs import CHATML, write_gguf
 
     path = write_gguf(
         tmp_path / "q.gguf",
@@ -142,8 +147,8 @@ def test_gpt_oss_eot_on_end_is_no_false_alarm(tmp_path):
 def test_real_llama_cpp_stops_inside_the_turn_until_fixed(tmp_path):
     """Real llama.cpp (llama-cpp-python 0.3.36): it stops on <|think_end|> while eot points
     at it, and after ``fix`` on <|turn_end|> instead; eos on it stays; gpt-oss's <|end|> never."""
-    from tests.ggufs import CHATML, write_gguf
-    from tests.llamacpp_eog import real_eog
+    from tests.support.ggufs import CHATML, write_gguf
+    from tests.support.llamacpp_eog import real_eog
 
     cases = {
         "eot": reasoning(tmp_path / "eot.gguf", {"eos": "<|endoftext|>", "eot": "<|think_end|>"}),
@@ -176,7 +181,7 @@ def test_real_llama_cpp_stops_inside_the_turn_until_fixed(tmp_path):
 
 
 def test_a_byte_level_word_piece_is_shown_as_the_model_writes_it(tmp_path):
-    from tests.ggufs import write_gguf
+    from tests.support.ggufs import write_gguf
 
     path = write_gguf(
         tmp_path / "w.gguf",

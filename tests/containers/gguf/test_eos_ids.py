@@ -21,7 +21,7 @@ from eosfix.containers.gguf.eos_ids import ollama_view
 from eosfix.containers.gguf.read import load_gguf, read_header
 from eosfix.runtimes.ollama.compat import INT32
 from eosfix.runtimes.ollama.engines import GO, SERVER, gguf_stops, go_stops
-from tests.ggufs import (
+from tests.support.ggufs import (
     BASE,
     HARMONY,
     HARMONY_SPECIALS,
@@ -31,10 +31,10 @@ from tests.ggufs import (
     glm,
     write_gguf,
 )
-from tests.llamacpp_eog import assert_loads
+from tests.support.llamacpp_eog import assert_loads
 
 N = len(BASE)
-ENDOFTEXT, IM_END = N, N + 2  # tests.ggufs.chatml
+ENDOFTEXT, IM_END = N, N + 2  # tests.support.ggufs.chatml
 IDS = "tokenizer.ggml.eos_token_ids"
 
 

@@ -19,7 +19,7 @@ from eosfix.containers.gguf.hubparams import (
 from eosfix.containers.gguf.read import load_gguf
 from eosfix.containers.gguf.runtime_table import ollama_stops
 from eosfix.runtimes.ollama.hub import AUTO
-from tests.ggufs import chatml, harmony, reasoning
+from tests.support.ggufs import chatml, harmony, reasoning
 
 
 def _plan(path, repo_file=None):

@@ -1,12 +1,12 @@
 """A GGUF's ids read as text, piece by piece, as llama.cpp writes them (its own pieces are
-compared on every shipped vocabulary in test_real_llamacpp.py)."""
+compared on every shipped vocabulary in tests/runtimes/test_llamacpp_real.py)."""
 
 from __future__ import annotations
 
 from eosfix.containers.gguf.format import BYTE, CONTROL, NORMAL, USER_DEFINED
 from eosfix.containers.gguf.pieces import piece
 from eosfix.containers.gguf.read import load_gguf
-from tests.ggufs import BASE, write_gguf
+from tests.support.ggufs import BASE, write_gguf
 
 
 def test_sentencepiece_pieces_turn_the_space_mark_and_byte_tokens_into_text():

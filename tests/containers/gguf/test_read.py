@@ -21,7 +21,7 @@ from eosfix.containers.gguf.read import (
     read_header,
 )
 from eosfix.core.errors import RepoLoadError
-from tests.ggufs import (
+from tests.support.ggufs import (
     BASE,
     CHATML,
     chatml,
@@ -36,7 +36,7 @@ from tests.ggufs import (
     u32_kv,
     write_gguf,
 )
-from tests.realmodel import require_smollm2_gguf
+from tests.support.realmodel import require_smollm2_gguf
 
 
 def test_reads_what_the_gguf_writer_wrote(tmp_path):

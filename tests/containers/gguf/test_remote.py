@@ -24,7 +24,7 @@ from eosfix.containers.gguf.remote import (
     stop_fields,
 )
 from eosfix.core.errors import RepoLoadError
-from tests.ggufs import (
+from tests.support.ggufs import (
     BASE,
     chatml,
     chatml_pairs,

@@ -16,7 +16,7 @@ from eosfix.containers.gguf.read import model_from_header, read_header
 from eosfix.containers.gguf.remote import read_remote_header
 from eosfix.containers.gguf.tokens import TokenIds
 from eosfix.runtimes.llamacpp import GgufVocab
-from tests.ggufs import BASE, Bytes, big_vocab_header, chatml_pairs, kv, raw_gguf
+from tests.support.ggufs import BASE, Bytes, big_vocab_header, chatml_pairs, kv, raw_gguf
 
 TOKENS = "tokenizer.ggml.tokens"
 

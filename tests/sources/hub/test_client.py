@@ -16,9 +16,10 @@ import pytest
 from eosfix.sources.hub.client import TooLarge, TooSlow
 from eosfix.sources.hub.read import HubEntry, HubReader
 from eosfix.targets.session import HubSession
-from tests.cachebuilder import chatml_files
 from tests.conftest import ROOT
-from tests.hostilehub import (  # noqa: F401
+from tests.support import memory
+from tests.support.cachebuilder import chatml_files
+from tests.support.hostilehub import (  # noqa: F401
     MiB,
     drip,
     hostile_hub,
@@ -26,7 +27,6 @@ from tests.hostilehub import (  # noqa: F401
     stream,
     with_headers,
 )
-from tests.support import memory
 
 CONFIG = r"^/evil/big/resolve/[^/]+/tokenizer_config\.json$"
 

@@ -11,8 +11,8 @@ import pytest
 from eosfix.sources.hub.bounds import LONGEST_WAIT
 from eosfix.sources.hub.http import Stopped, TooSlow, WaitRefused
 from eosfix.sources.hub.read import HubEntry, HubReader
-from tests.cachebuilder import chatml_files
-from tests.hostilehub import answer, drip, hostile_hub, with_headers  # noqa: F401
+from tests.support.cachebuilder import chatml_files
+from tests.support.hostilehub import answer, drip, hostile_hub, with_headers  # noqa: F401
 
 INFO = r"^/api/models/org/m/revision/"
 HUGE = {

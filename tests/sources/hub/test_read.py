@@ -12,8 +12,8 @@ import pytest
 
 from eosfix.sources.hub import read
 from eosfix.sources.hub.read import BadListing, HubReader, ListingQuery
-from tests.cachebuilder import chatml_files
-from tests.hostilehub import answer, hostile_hub, with_headers  # noqa: F401
+from tests.support.cachebuilder import chatml_files
+from tests.support.hostilehub import answer, hostile_hub, with_headers  # noqa: F401
 
 TOKEN = "hf_listing_token"
 FIRST_PAGE = r"^/api/models$"
