@@ -6,22 +6,26 @@ server's own figures, ``tests/support/memory.py``)."""
 
 from __future__ import annotations
 
+import gc
 import subprocess
 import sys
 import threading
 import time
 import urllib.error
 import urllib.request
+import weakref
 from pathlib import Path
 
 import pytest
 
+from eosfix.serve.config import ServeConfig
 from tests.conftest import ROOT
 from tests.support import memory
 from tests.support.ggufs import big_vocab_header
 from tests.support.hostilehub import HostileHub
+from tests.support.hubrepos import BROKEN_SAMPLE, repo_files
 from tests.support.serve import hub_env, stop_server
-from tests.support.service import free_port
+from tests.support.service import Page, free_port
 
 TOKENS, ODD_KEYS = 4_000_000, 1_500
 IM_END = b"4000098"  # <|im_end|>'s id: the 96 byte tokens, TOKENS more, then the specials
@@ -111,3 +115,32 @@ def test_ten_checks_of_a_120_mb_gguf_header_leave_the_server_within_100_mb(tmp_p
     assert after - before <= LIMIT_MIB, (
         f"{before:.0f} MiB before, {after:.0f} after, peak {peak:.0f}"
     )
+
+
+def test_a_page_answer_leaves_no_reference_cycle_holding_its_check(fake_hub, tmp_path, monkeypatch):
+    """A template's macros keep their context in a reference cycle, and the context holds the
+    page's views, their rows and the check (a GGUF's 4M-token vocabulary): the check is freed
+    as the answer goes out, not at the collector's next full pass (which a quiet server may
+    not run for a long time)."""
+    from eosfix.serve import page as page_module
+
+    checks: list[weakref.ref[object]] = []
+    real = page_module._result_page
+
+    def keep_refs(request, checked, pr, message):  # type: ignore[no-untyped-def]
+        checks.extend(weakref.ref(r.check) for r in checked.results if r.check is not None)
+        return real(request, checked, pr, message)
+
+    monkeypatch.setattr(page_module, "_result_page", keep_refs)
+    fake_hub.add_repo("org/broken", repo_files(BROKEN_SAMPLE))
+    config = ServeConfig(secret="s", state_dir=tmp_path / "state", page_rate=1000)
+    gc.collect()
+    gc.disable()
+    try:
+        with Page(config) as page:
+            reply = page.client().get("/check?repo=org/broken")
+        assert reply.status == 200
+        assert checks
+        assert [ref() for ref in checks] == [None] * len(checks)
+    finally:
+        gc.enable()
