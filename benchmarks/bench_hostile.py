@@ -34,7 +34,6 @@ from __future__ import annotations
 import argparse
 import signal
 import statistics
-import struct
 import sys
 import tempfile
 import threading
@@ -68,30 +67,9 @@ HOSTILE = [
 # --- the hostile Hub, in its own process ------------------------------------------------------
 
 
-def _gguf_header(tokens: int, extra_keys: int = 0) -> bytes:
-    """A ChatML GGUF header with ``tokens`` more plain tokens (a large vocabulary), and
-    ``extra_keys`` keys of 8 KB names each holding a u32."""
-    from tests.support import ggufs
-
-    names = [*ggufs.BASE, *(f"tok{i:012d}" for i in range(tokens))]
-    specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
-    strings = b"".join(ggufs.s(t) for t in [*names, *specials])
-    token_kv = ggufs.kv("tokenizer.ggml.tokens", 9, struct.pack("<IQ", 8, len(names) + 3))
-    types = struct.pack("<IQ", 5, len(names) + 3) + struct.pack("<i", 1) * len(names)
-    types += struct.pack("<3i", 3, 3, 3)
-    pairs = ggufs.chatml_pairs(
-        **{
-            "tokenizer.ggml.tokens": token_kv + strings,
-            "tokenizer.ggml.token_type": ggufs.kv("tokenizer.ggml.token_type", 9, types),
-            "tokenizer.ggml.eos_token_id": ggufs.u32_kv("tokenizer.ggml.eos_token_id", len(names)),
-        }
-    )
-    odd = [ggufs.u32_kv(f"odd.{i:06d}." + "k" * 8180, i) for i in range(extra_keys)]
-    return ggufs.raw_gguf([*pairs, *odd])
-
-
 def serve(latency: float) -> None:
     from tests.support.cachebuilder import chatml_files
+    from tests.support.ggufs import big_vocab_header
     from tests.support.hostilehub import HostileHub, answer, drip, stream, with_headers
 
     hub = HostileHub()
@@ -108,8 +86,8 @@ def serve(latency: float) -> None:
     hub.on(r"^/api/models/evil/retry/", answer(429, {"error": "slow down"}, slow_down))
     hub.cdn = True  # .gguf files from a CDN, by ranges
     for repo_id, header in (
-        ("evil/bigheader-GGUF", _gguf_header(4_000_000)),
-        ("evil/oddkeys-GGUF", _gguf_header(0, extra_keys=3000)),
+        ("evil/bigheader-GGUF", big_vocab_header(4_000_000)),
+        ("evil/oddkeys-GGUF", big_vocab_header(0, extra_keys=3000)),
     ):
         repo = hub.add_repo(repo_id, {"model-Q4_K_M.gguf": header, "README.md": b"# x\n"})
         repo.gguf = {"total": 0, "architecture": "llama"}

@@ -32,9 +32,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
-import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -46,6 +44,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.paired import memory_mb, start_serve
+from tests.support.serve import stop_server
 
 
 def main() -> int:  # one run, told top to bottom
@@ -157,12 +156,7 @@ def main() -> int:  # one run, told top to bottom
             if weight > 150 * 1024:
                 failures.append(f"page weight {weight} bytes (target 150 KB)")
         finally:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            stop_server(proc)
         mp.undo()
     for failure in failures[:20]:
         print("FAILED:", failure)

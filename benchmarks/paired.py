@@ -216,17 +216,6 @@ class ServedHub:
 def audit_env(code: Path, hub_url: str, home: Path) -> dict[str, str]:
     """The environment of an ``eosfix hub`` run of ``code`` (on PYTHONPATH) against the stand-in
     Hub at ``hub_url``, its caches under ``home``, with no token of the machine's."""
-    env = {
-        **os.environ,
-        "PYTHONPATH": str(code),
-        "HF_ENDPOINT": hub_url,
-        "HF_HOME": str(home / "hf"),
-        "HF_HUB_CACHE": str(home / "hf" / "hub"),
-        "EOSFIX_CACHE": str(home / "eosfix"),
-        "HF_HUB_DISABLE_XET": "1",
-        "HF_HUB_DISABLE_TELEMETRY": "1",
-        "HF_HUB_OFFLINE": "0",
-    }
-    for var in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"):
-        env.pop(var, None)
-    return env
+    from tests.support.serve import hub_env
+
+    return hub_env(code, hub_url, home)

@@ -21,7 +21,7 @@ from eosfix.analysis.shapes import (
     find_marker,
     user_message,
 )
-from eosfix.analysis.template import TemplateRefusal, render_chat
+from eosfix.analysis.template import TemplateRefusal, render_chat, without_traceback
 from eosfix.core.limits import RenderLimitExceeded, SandboxEscape
 
 # What a template can raise from inside the sandbox (besides raise_exception).
@@ -107,7 +107,8 @@ def _render_probe(
     except (RenderLimitExceeded, SandboxEscape) as exc:
         return Probe(spec, template_name, refusal=str(exc), limit=exc.limit), None
     except RENDER_ERRORS as exc:
-        return Probe(spec, template_name, refusal=f"{type(exc).__name__}: {exc}"), exc
+        kept = without_traceback(exc)
+        return Probe(spec, template_name, refusal=f"{type(exc).__name__}: {exc}"), kept
     return Probe(spec, template_name, text=text), None
 
 

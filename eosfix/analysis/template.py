@@ -25,7 +25,7 @@ import threading
 from collections.abc import Callable, Iterator, Mapping
 from datetime import datetime
 from functools import lru_cache
-from typing import Any
+from typing import Any, TypeVar
 
 import jinja2
 from jinja2 import nodes
@@ -49,6 +49,7 @@ _MIN_JINJA = (3, 1, 6)
 # Real chat templates are a few kB (the largest known are ~100 kB); compiling megabytes of
 # Jinja takes seconds and memory, so a bigger template is refused before it is compiled.
 MAX_TEMPLATE_CHARS = 1_000_000
+E = TypeVar("E", bound=BaseException)
 _scope = threading.local()  # .struck: the open strike_scope's {(source, limits): refusal}
 _refused = threading.local()  # .count: this thread's renders refused by a bound or the sandbox
 
@@ -209,7 +210,7 @@ def _render(source: str, context: Mapping[str, Any], limits: RenderLimits) -> st
     template = compile_template(source)
     try:
         with render_budget(limits):
-            return template.render(**context)
+            return _render_template(template, context)
     except RenderLimitExceeded as exc:
         refused = exc
     except RecursionError:
@@ -218,7 +219,60 @@ def _render(source: str, context: Mapping[str, Any], limits: RenderLimits) -> st
         refused = RenderLimitExceeded("memory", "the process ran out of memory")
     if struck is not None:
         struck[source, limits] = refused
-    raise refused
+    try:
+        raise refused
+    finally:  # this frame, in the error's traceback, must not hold the error (a cycle)
+        del refused, struck
+
+
+def _render_template(template: jinja2.Template, context: Mapping[str, Any]) -> str:
+    try:
+        return template.render(**context)
+    except BaseException as exc:
+        _release_frames(exc)
+        raise
+
+
+def without_traceback(exc: E) -> E:
+    """``exc`` (and the errors it chains) with no traceback: an error kept after it was caught,
+    as evidence, must not hold the frames it went through (the caller's own among them: a
+    reference cycle)."""
+    seen: set[int] = set()
+    error: BaseException | None = exc
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        error.__traceback__ = None
+        error = error.__cause__ or error.__context__
+    return exc
+
+
+def _release_frames(exc: BaseException) -> None:
+    """Clear the locals of the finished frames ``exc`` (and the errors it chains) went through,
+    and of the finished frames they were called from, and take the error out of the frames
+    jinja2 makes up for a template's lines. jinja2 rewrites a render error's traceback through
+    such frames, in reference cycles (the error in their globals; the frames in the list the
+    rewriting kept) that would hold every frame of the call, and all its callers hold (a whole
+    check's data), until the garbage collector happens to run."""
+    seen: set[int] = set()
+    errors: list[BaseException] = [exc]
+    while errors:
+        error = errors.pop()
+        if id(error) in seen:
+            continue
+        seen.add(id(error))
+        tb = error.__traceback__
+        while tb is not None:
+            frame: Any = tb.tb_frame
+            while frame is not None and id(frame) not in seen:
+                seen.add(id(frame))
+                frame.f_globals.pop("__jinja_exception__", None)  # only a made-up frame's
+                try:
+                    frame.clear()
+                except RuntimeError:  # still running: this function's, and its callers'
+                    break
+                frame = frame.f_back
+            tb = tb.tb_next
+        errors += [e for e in (error.__cause__, error.__context__) if e is not None]
 
 
 @contextlib.contextmanager

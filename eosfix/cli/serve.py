@@ -45,10 +45,12 @@ def serve(host: str, port: int, config_path: str | None) -> None:
             f"eosfix serve needs its web server: pip install 'eosfix[serve]' ({exc.name} is "
             "missing)"
         ) from None
+    from eosfix.core.limits import give_back_large_blocks
     from eosfix.serve.config import load_config
     from eosfix.serve.logs import json_logging
 
     config = load_config(config_path)
+    give_back_large_blocks()  # a long-running process: what a large check held goes back
     log_config = json_logging()
     app = create_app(config)
     # uvicorn shuts down gracefully on SIGTERM/Ctrl-C, then re-raises the signal to the handler

@@ -556,6 +556,32 @@ def budgeted_json(value: Any, **kwargs: Any) -> str:
 # --- the process ceiling ----------------------------------------------------------------
 
 
+# glibc's mallopt parameter, and the value glibc starts with (malloc/malloc.c)
+M_MMAP_THRESHOLD, MMAP_THRESHOLD = -3, 128 * 1024
+
+
+def give_back_large_blocks() -> bool:
+    """Make the C allocator return every block of 128 KiB or more to the system as soon as it
+    is freed, for the whole life of a long-running process (``eosfix serve``).
+
+    glibc serves such a block by its own memory map, and unmaps it on free; but each time one
+    is freed it raises that threshold to the block's size (up to 32 MiB), after which blocks
+    below it come from its arenas, whose freed memory goes back only from their top. A server
+    that now and then holds a large buffer (a GGUF header of up to 128 MiB: its bytes, offsets,
+    ids) in a worker thread then keeps hundreds of MB resident after the check. Setting the
+    threshold turns that adjustment off. True: set; False: not glibc (another allocator keeps
+    its own policy) or not allowed."""
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None)  # the C library this process runs with
+    except (OSError, TypeError):  # none to load by that name (Windows)
+        return False
+    if not hasattr(libc, "gnu_get_libc_version"):  # the parameter is glibc's
+        return False
+    return bool(libc.mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD))
+
+
 def set_memory_ceiling(max_bytes: int) -> None:
     """Cap this process's address space (``RLIMIT_AS``); allocations past it fail.
 

@@ -7,7 +7,7 @@ except the lazy tokenizer.json load for an id the smaller files cannot resolve.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -159,32 +159,6 @@ class TokenizerJson:
     def decode(self, ids: Sequence[int]) -> str | None:
         tok = self.tokenizer()
         return None if tok is None else str(tok.decode(list(ids), skip_special_tokens=False))
-
-
-class TokenTable:
-    """A token list already in memory (a GGUF's ``tokenizer.ggml.tokens``): text -> id."""
-
-    available = True
-
-    def __init__(self, ids: Mapping[str, int], source: str) -> None:
-        self._ids = ids
-        self.source = source
-
-    def token_to_id(self, content: str) -> int | None:
-        return self._ids.get(content)
-
-    @cached_property
-    def _texts(self) -> dict[int, str]:
-        return {i: t for t, i in self._ids.items()}
-
-    def id_to_token(self, token_id: int) -> str | None:
-        return self._texts.get(token_id)
-
-    def tokenizer(self) -> Any:
-        return None  # no encoder: explain shows no tokenized probe for this container
-
-    def decode(self, ids: Sequence[int]) -> str | None:
-        return None  # a list of texts alone does not say how its pieces join
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
 
 from eosfix.core.repo import CONFIG, TOKENIZER_CONFIG, TOKENIZER_JSON
 from eosfix.runtimes.rule import Refusals, Runtime, StopInputs, refusing
@@ -119,6 +120,20 @@ class GgufVocab:
         """From the token list: an empty token text becomes ``[EMPTY_<id>]`` as in llama.cpp."""
         text_ids = {(t or f"[EMPTY_{i}]"): i for i, t in enumerate(tokens)}
         return cls(model, pre, len(tokens), text_ids, key_ids)
+
+    def token_text(self, token_id: int) -> str | None:
+        """Token ``token_id``'s text as ``text_ids`` has it, None: no such token."""
+        if isinstance(self.text_ids, IdsWithTexts):  # a GGUF's own list: asked, not scanned
+            return self.text_ids.text(token_id) if token_id < self.n_tokens else None
+        return next((t for t, i in self.text_ids.items() if i == token_id), None)
+
+
+@runtime_checkable
+class IdsWithTexts(Protocol):
+    """A text -> id table that also gives an id's text without a scan (a GGUF's token list:
+    ``eosfix.containers.gguf.tokens.TokenIds``)."""
+
+    def text(self, token_id: int) -> str | None: ...
 
 
 @dataclass(frozen=True)

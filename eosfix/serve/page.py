@@ -380,14 +380,24 @@ def render(request: Request, name: str, status: int = 200, **context: Any) -> HT
     the words of each kind of stop id."""
     state = page_state(request)
     user = signed_in(request)
-    body = state.templates.get_template(name).render(
-        stop_words=STOP_ID_TEXT,
-        user=user.name if user else None,
-        sign_in=state.sign_in is not None,
-        csrf=csrf_token(request) if user else None,
-        login=f"/oauth/huggingface/login?_target_url={_target(request)}",
-        **context,
+    template = state.templates.get_template(name)
+    scope = template.new_context(
+        {
+            "stop_words": STOP_ID_TEXT,
+            "user": user.name if user else None,
+            "sign_in": state.sign_in is not None,
+            "csrf": csrf_token(request) if user else None,
+            "login": f"/oauth/huggingface/login?_target_url={_target(request)}",
+            **context,
+        }
     )
+    try:  # what Template.render does, then the context emptied: the template's macros keep
+        # it in a reference cycle, and it holds the views down to a check's GGUF vocabulary,
+        # which must go now, not at the collector's next full pass
+        body = template.environment.concat(template.root_render_func(scope))
+    finally:
+        scope.vars.clear()
+        scope.parent.clear()
     return HTMLResponse(body, status_code=status)
 
 

@@ -175,14 +175,18 @@ def i32_array_kv(key: str, items: Sequence[int]) -> bytes:
 
 
 def raw_gguf(
-    pairs: Sequence[bytes], *, version: int = 3, n_kv: int | None = None, magic: bytes = b"GGUF"
+    pairs: Sequence[bytes | bytearray],
+    *,
+    version: int = 3,
+    n_kv: int | None = None,
+    magic: bytes = b"GGUF",
 ) -> bytes:
     """A header with no tensors: magic, version, counts, then the given key/value pairs."""
     count = len(pairs) if n_kv is None else n_kv
-    return magic + struct.pack("<IQQ", version, 0, count) + b"".join(pairs)
+    return b"".join([magic, struct.pack("<IQQ", version, 0, count), *pairs])
 
 
-def chatml_pairs(**override: bytes) -> list[bytes]:
+def chatml_pairs(**override: bytes | bytearray) -> list[bytes | bytearray]:
     """The key/values of a small ChatML GGUF; ``override`` replaces one by key name."""
     tokens = [*BASE, "<|endoftext|>", "<|im_start|>", "<|im_end|>"]
     pairs = {
@@ -197,6 +201,40 @@ def chatml_pairs(**override: bytes) -> list[bytes]:
     }
     pairs.update(override)
     return [v for v in pairs.values() if v]
+
+
+class Bytes:
+    """A file in memory, read by ranges (``eosfix.containers.gguf.remote.ByteRanges``)."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data, self.size = data, len(data)
+
+    def read_into(self, buf: bytearray, end: int) -> None:
+        buf += self.data[len(buf) : end]
+
+
+def big_vocab_header(tokens: int, extra_keys: int = 0) -> bytes:
+    """A ChatML GGUF header with ``tokens`` more plain tokens (``tok000000000000``... a large
+    vocabulary: 4M of them make a 108 MB header, within the reader's limits), the ChatML
+    specials last, eos ``<|endoftext|>``; and ``extra_keys`` keys of 8 KB names, each holding
+    a u32. Built a block of tokens at a time (a few seconds, little memory beside it)."""
+    specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+    n = len(BASE) + tokens + len(specials)
+    # the token array's key/value, built in place (the items are most of the header)
+    token_kv = bytearray(kv("tokenizer.ggml.tokens", 9, struct.pack("<IQ", 8, n)))
+    token_kv += b"".join(s(t) for t in BASE)
+    length, block = struct.pack("<Q", len(b"tok%012d" % 0)), 1 << 16
+    for lo in range(0, tokens, block):
+        token_kv += b"".join(length + b"tok%012d" % i for i in range(lo, min(tokens, lo + block)))
+    token_kv += b"".join(s(t) for t in specials)
+    types = struct.pack("<IQ", 5, n) + struct.pack("<i", 1) * (n - 3) + struct.pack("<3i", 3, 3, 3)
+    pairs = chatml_pairs(**{
+        "tokenizer.ggml.tokens": token_kv,
+        "tokenizer.ggml.token_type": kv("tokenizer.ggml.token_type", 9, types),
+        "tokenizer.ggml.eos_token_id": u32_kv("tokenizer.ggml.eos_token_id", n - 3),
+    })  # fmt: skip
+    odd = [u32_kv(f"odd.{i:06d}." + "k" * 8180, i) for i in range(extra_keys)]
+    return raw_gguf([*pairs, *odd])
 
 
 def field_values(header: Any, key: str) -> Any:

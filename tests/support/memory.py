@@ -5,7 +5,8 @@ through ``exec`` (a pytest worker that loaded torch makes every ``python -c`` it
 2 GB), and within one process it never goes down, so a test run after a big one sees no
 growth at all. ``VmHWM`` in ``/proc/self/status`` belongs to the address space: a new one at
 ``exec``, and writing ``5`` to ``/proc/self/clear_refs`` (Linux 4.0+) sets it back to what is
-resident now. Both tests and the children they start use this module.
+resident now. Both tests and the children they start use this module; a test that watches a
+long-running process it started (``eosfix serve``) reads that process's figures by its pid.
 """
 
 from __future__ import annotations
@@ -34,11 +35,22 @@ def measurable() -> bool:
     return sys.platform.startswith("linux") and _STATUS.exists()
 
 
-def peak_mib() -> float:
-    """This process's peak resident memory since it started (or since ``reset_peak``), MiB."""
-    found = re.search(r"^VmHWM:\s+(\d+) kB", _STATUS.read_text(), re.MULTILINE)
-    assert found is not None, "no VmHWM in /proc/self/status"
+def _status_mib(name: str, pid: int | None) -> float:
+    status = _STATUS if pid is None else Path(f"/proc/{pid}/status")
+    found = re.search(rf"^{name}:\s+(\d+) kB", status.read_text(), re.MULTILINE)
+    assert found is not None, f"no {name} in {status}"
     return int(found.group(1)) / 1024
+
+
+def peak_mib(pid: int | None = None) -> float:
+    """This process's (or process ``pid``'s) peak resident memory since it started (or since
+    ``reset_peak``), MiB."""
+    return _status_mib("VmHWM", pid)
+
+
+def resident_mib(pid: int | None = None) -> float:
+    """This process's (or process ``pid``'s) resident memory now, MiB."""
+    return _status_mib("VmRSS", pid)
 
 
 def reset_peak() -> None:

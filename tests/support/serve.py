@@ -1,12 +1,18 @@
 """What the bot's and the page's tests share: the webhook secret and a push's payload as the
 Hub sends it, the signed-in user's token, a repo whose turn end is spelled as markup, the
 eosfix pull requests of a stand-in Hub repo and the temperature one proposes, a broken commit
-pushed, and a request sent as raw bytes."""
+pushed, a request sent as raw bytes; and for ``eosfix serve`` run as a process of its own (the
+tests that watch its memory, the benchmarks) its environment against a stand-in Hub and its
+stop."""
 
 from __future__ import annotations
 
 import json
+import os
+import signal
 import socket
+import subprocess
+from pathlib import Path
 from typing import Any
 
 from eosfix.sources.hub.write import PR_TITLE_PREFIX
@@ -101,3 +107,32 @@ def raw_request(url: str, request: bytes, *, read: bool = True) -> bytes:
                 break
             chunks.append(chunk)
         return b"".join(chunks)
+
+
+def hub_env(code: Path, hub_url: str, home: Path) -> dict[str, str]:
+    """The environment of an eosfix process running ``code`` (on PYTHONPATH) against the
+    stand-in Hub at ``hub_url``, its caches under ``home``, with no token of the machine's."""
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(code),
+        "HF_ENDPOINT": hub_url,
+        "HF_HOME": str(home / "hf"),
+        "HF_HUB_CACHE": str(home / "hf" / "hub"),
+        "EOSFIX_CACHE": str(home / "eosfix"),
+        "HF_HUB_DISABLE_XET": "1",
+        "HF_HUB_DISABLE_TELEMETRY": "1",
+        "HF_HUB_OFFLINE": "0",
+    }
+    for var in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"):
+        env.pop(var, None)
+    return env
+
+
+def stop_server(proc: subprocess.Popen[bytes], grace: float = 30) -> None:
+    """SIGTERM, then SIGKILL if ``proc`` has not exited within ``grace`` seconds."""
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(grace)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()

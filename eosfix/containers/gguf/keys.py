@@ -23,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import shlex
+from array import array
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
@@ -310,7 +311,7 @@ def _same_length_int32(model: GgufModel, edit: ArrayEdit) -> bool:
     return (
         f is not None
         and f.item_type is ValueType.INT32
-        and isinstance(f.value, list)
+        and isinstance(f.value, array)
         and len(f.value) == len(edit.new)
     )
 

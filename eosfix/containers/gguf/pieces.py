@@ -12,11 +12,19 @@ None, and the caller says the text is unknown.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from functools import cache
+from typing import Any
 
-from eosfix.containers.gguf.format import BYTE, CONTROL, NORMAL, UNKNOWN, USER_DEFINED
-from eosfix.core.repo import TokenTable
+from eosfix.containers.gguf.format import (
+    BYTE,
+    CONTROL,
+    NORMAL,
+    TOKENS_KEY,
+    UNKNOWN,
+    USER_DEFINED,
+)
+from eosfix.containers.gguf.tokens import TokenIds
 
 SPM, BPE = "llama", "gpt2"
 DECODED_MODELS = (SPM, BPE)
@@ -74,21 +82,30 @@ def piece(model: str, text: str, token_type: int) -> bytes:
     return b""  # unused or undefined: llama.cpp writes nothing
 
 
-class GgufTokens(TokenTable):
-    """A GGUF's token list, which can also turn ids into text (``decode``)."""
+class GgufTokens:
+    """A GGUF's token list as a repo's full vocabulary (``eosfix.core.repo.Vocabulary``):
+    text <-> id (``eosfix.containers.gguf.tokens.TokenIds``), and ids turned into text
+    (``decode``); no encoder."""
+
+    source = TOKENS_KEY
+    available = True
 
     def __init__(
-        self,
-        ids: Mapping[str, int],
-        source: str,
-        tokens: Sequence[str],
-        types: Sequence[int] | None,
-        model: str,
+        self, ids: TokenIds, tokens: Sequence[str], types: Sequence[int] | None, model: str
     ) -> None:
-        super().__init__(ids, source)
+        self._ids = ids
         self._tokens = tokens
         self._types = types
         self.model = model
+
+    def token_to_id(self, content: str) -> int | None:
+        return self._ids.get(content)
+
+    def id_to_token(self, token_id: int) -> str | None:
+        return self._ids.text(token_id)  # an empty text is [EMPTY_<id>], as llama.cpp names it
+
+    def tokenizer(self) -> Any:
+        return None  # no encoder: explain shows no tokenized probe for this container
 
     def decode(self, ids: Sequence[int]) -> str | None:
         if self.model not in DECODED_MODELS:

@@ -19,9 +19,11 @@ import mmap
 import os
 import re
 import struct
+import sys
 import threading
+from array import array
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence, Sized
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -44,6 +46,7 @@ from eosfix.containers.gguf.format import (
     key_name,
 )
 from eosfix.containers.gguf.pieces import GgufTokens
+from eosfix.containers.gguf.tokens import NO_STRINGS, OFFSET, Strings
 from eosfix.core.errors import RepoLoadError, reading
 from eosfix.core.repo import ChatTemplate, ModelRepo, TokenInfo
 from eosfix.core.saferead import open_regular
@@ -67,7 +70,20 @@ _SCALAR = {
     ValueType.UINT64: "<Q", ValueType.INT64: "<q", ValueType.FLOAT64: "<d",
 }  # fmt: skip
 # Arrays whose items eosfix needs; every other array is skipped without building objects.
+# A decoded array is held as compactly as the file holds it: a string array as ``Strings``
+# (``eosfix.containers.gguf.tokens``), a numeric one as an ``array`` of its item type (a bool
+# one as bytes 0 and 1), never a Python object per item.
 _DECODED_ARRAYS = frozenset({TOKENS_KEY, TOKEN_TYPE_KEY, EOS_IDS_KEY})
+_ARRAY_CODES = {
+    vtype: next(c for c in codes if array(c).itemsize == struct.calcsize(_SCALAR[vtype]))
+    for vtype, codes in (
+        (ValueType.UINT8, "B"), (ValueType.INT8, "b"), (ValueType.UINT16, "H"),
+        (ValueType.INT16, "h"), (ValueType.UINT32, "IL"), (ValueType.INT32, "il"),
+        (ValueType.FLOAT32, "f"), (ValueType.BOOL, "B"), (ValueType.UINT64, "QL"),
+        (ValueType.INT64, "ql"), (ValueType.FLOAT64, "d"),
+    )
+}  # fmt: skip
+_TRUTH = bytes([0] + [1] * 255)  # a GGUF bool is any nonzero byte
 
 
 @dataclass(frozen=True)
@@ -80,7 +96,7 @@ class Field:
     start: int  # offset of the key's length prefix
     value_start: int  # offset of the value (after the type, and the array header)
     end: int  # offset after the value
-    value: Any  # scalar, str, list (decoded arrays) or None (skipped arrays)
+    value: Any  # scalar, str, Strings or array (decoded arrays), None (skipped arrays)
 
     @property
     def type_name(self) -> str:
@@ -226,11 +242,13 @@ def _read_array(r: _Reader, key: str) -> tuple[ValueType, int, Any]:
 _U64 = struct.Struct("<Q").unpack_from
 
 
-def _string_items(r: _Reader, key: str, count: int, *, decode: bool) -> list[str] | None:
-    """Walk ``count`` length-prefixed strings (a tight loop: merges hold ~10^5 of them)."""
+def _string_items(r: _Reader, key: str, count: int, *, decode: bool) -> Strings | None:
+    """Walk ``count`` length-prefixed strings (a tight loop: merges hold ~10^5 of them);
+    ``decode``: keep them, as ``Strings`` (where each begins, and a copy of their bytes)."""
     buf, pos, limit = r.buf, r.pos, r.limit
     end = min(len(buf), limit)  # the bytes at hand (a byte source fetches more when asked)
-    out: list[str] | None = [] if decode else None
+    first = pos
+    starts = array(OFFSET) if decode else None
     r.key, r.items, r.item_start = key, count, pos
     for i in range(count):
         if pos + 8 > end:
@@ -242,16 +260,29 @@ def _string_items(r: _Reader, key: str, count: int, *, decode: bool) -> list[str
             r.pos, r.item = pos + 8, i
             r.need(n, f"{key} item")
             buf, end = r.buf, min(len(r.buf), limit)
-        if out is not None:
-            out.append(bytes(buf[pos + 8 : pos + 8 + n]).decode("utf-8", "surrogateescape"))
+        if starts is not None:
+            starts.append(pos - first)
         pos += 8 + n
     r.pos, r.items = pos, 0
+    if starts is None:
+        return None
+    starts.append(pos - first)
+    return Strings(_copy(buf, first, pos), starts)
+
+
+def _copy(buf: Any, start: int, end: int) -> bytes:
+    """Bytes [start, end) of ``buf`` (a memory map or a bytearray), copied once."""
+    with memoryview(buf) as view:
+        return view[start:end].tobytes()
+
+
+def _numeric_array(buf: Any, start: int, item: ValueType, count: int) -> array[Any]:
+    out = array(_ARRAY_CODES[item])
+    with memoryview(buf) as view, view[start : start + count * out.itemsize] as items:
+        out.frombytes(items.tobytes().translate(_TRUTH) if item is ValueType.BOOL else items)
+    if sys.byteorder == "big":  # GGUF is little-endian
+        out.byteswap()
     return out
-
-
-def _numeric_array(buf: Any, start: int, item: ValueType, count: int) -> list[Any]:
-    fmt = _SCALAR[item]
-    return list(struct.unpack_from(f"<{count}{fmt[1]}", buf, start)) if count else []
 
 
 def _read_value(r: _Reader, key: str, vtype: ValueType) -> Any:
@@ -351,31 +382,70 @@ def _parse(path: Path, buf: Any, st: os.stat_result) -> Header:
     )
 
 
-# What a kept field's decoded value holds beyond its bytes, at most (CPython): a list slot per
-# item; a str object's header, and up to 4 bytes a character (a str with one wide character
-# stores every character wide); an int object (small ints are shared, but counting each keeps
-# the bound without walking the list).
-_SLOT_BYTES, _STR_BYTES, _CHAR_BYTES, _INT_BYTES = 8, 64, 4, 32
+# A str holds up to 4 bytes a character (one wide character makes every character wide).
+_CHAR_BYTES = 4
+
+
+def _items_bytes(f: Field) -> Any:
+    """The bytes ``f``'s decoded array holds as its file does (``Strings``' own; a numeric
+    array's on a little-endian machine, but a bool array's, whose bytes are 0 and 1), which a
+    kept field shares rather than copies; b"" else."""
+    value = f.value
+    if isinstance(value, Strings):
+        return value.data
+    if isinstance(value, array) and sys.byteorder == "little" and f.item_type is not ValueType.BOOL:
+        return memoryview(value).cast("B")
+    return b""
 
 
 def _held_bytes(f: Field, size: int) -> int:
     """A bound on the memory keeping field ``f`` (``size`` bytes in its file) takes: its bytes,
-    and its decoded value's objects (computed from counts, never by walking the value)."""
-    if not isinstance(f.value, list):
-        return size + (len(f.value) if isinstance(f.value, str) else 0) * _CHAR_BYTES
-    n = len(f.value)
-    if f.item_type is ValueType.STRING:
-        text = f.end - f.value_start - 8 * n  # the items' bytes, without their lengths
-        return size + n * (_SLOT_BYTES + _STR_BYTES) + text * _CHAR_BYTES
-    return size + n * (_SLOT_BYTES + _INT_BYTES)
+    and its decoded value (computed from sizes, never by walking the value); the bytes a
+    decoded array shares with the field (``_items_bytes``) are counted once."""
+    value = f.value
+    if isinstance(value, Strings):
+        return size - len(value.data) + value.held_bytes
+    if isinstance(value, array):
+        return size + value.itemsize * len(value) - len(_items_bytes(f))
+    return size + (len(value) if isinstance(value, str) else 0) * _CHAR_BYTES
+
+
+def _holds(buf: Any, start: int, part: Any) -> bool:
+    """Whether ``buf`` holds the bytes ``part`` at ``start`` (compared in place, not copied)."""
+    if isinstance(buf, (bytes, bytearray)):
+        return buf.startswith(part, start)
+    return bool(buf[start : start + len(part)] == part)
 
 
 @dataclass(frozen=True)
 class _Kept:
+    """A kept field and its bytes, key to end: ``head``, then ``tail``, its items' bytes
+    where its decoded value holds them as the file does (``_items_bytes``: kept once)."""
+
     field: Field
-    data: bytes  # the field's bytes, key to end
+    head: bytes
+    tail: Any  # bytes-like
     held: int  # _held_bytes
     after: int  # its header's key/value bytes after it: fetched with it, in the same read
+
+    @property
+    def size(self) -> int:
+        return len(self.head) + len(self.tail)
+
+    def found_in(self, buf: Any, start: int, n: int) -> bool:
+        """Whether ``buf`` holds this field's first ``n`` bytes at ``start``."""
+        for part in (self.head, self.tail):
+            m = min(n, len(part))
+            if m:
+                with memoryview(part) as view, view[:m] as first:
+                    if not _holds(buf, start, first):
+                        return False
+            start, n = start + m, n - m
+        return True
+
+    def same(self, other: _Kept) -> bool:
+        """The same bytes (one key's fields split alike: the head is the key and the counts)."""
+        return self.head == other.head and self.tail == other.tail
 
 
 class KnownFields:
@@ -389,7 +459,7 @@ class KnownFields:
     at most ``max_fields`` fields and ``max_bytes`` bytes (``held_bytes``: each field's bytes
     and a bound on its decoded value), the least recently used going first; a field that alone
     holds more than ``max_bytes`` is never kept. The default budget holds every large field of
-    one model with a 262k-token vocabulary (gemma-4's: 54 MB by that bound). Thread-safe."""
+    one model with a 262k-token vocabulary (gemma-4's: 19 MB by that bound). Thread-safe."""
 
     MIN_BYTES = 4096
 
@@ -420,20 +490,24 @@ class KnownFields:
             if size < self.MIN_BYTES or f.end > len(buf) or size > self.max_bytes:
                 continue
             held = _held_bytes(f, size)
-            if held <= self.max_bytes:
-                self._keep(f, bytes(buf[f.start : f.end]), held, header.kv_end - f.end)
+            if held > self.max_bytes:
+                continue
+            tail = _items_bytes(f)
+            head = _copy(buf, f.start, f.end - len(tail))
+            self._keep(_Kept(f, head, tail, held, header.kv_end - f.end))
 
-    def _keep(self, f: Field, data: bytes, held: int, after: int) -> None:
+    def _keep(self, kept: _Kept) -> None:
+        f = kept.field
         with self._lock:
             same_key = self._by_key.setdefault(f.key, [])
             for serial in same_key:
-                if self._kept[serial].data == data:
+                if self._kept[serial].same(kept):
                     self._kept.move_to_end(serial)
                     return
             serial = next(self._serial)
-            self._kept[serial] = _Kept(f, data, held, after)
+            self._kept[serial] = kept
             same_key.insert(0, serial)
-            self.held_bytes += held
+            self.held_bytes += kept.held
             for old in same_key[self.per_key :]:
                 self._drop(old)
             while self.held_bytes > self.max_bytes or len(self._kept) > self.max_fields:
@@ -453,18 +527,18 @@ class KnownFields:
         with self._lock:
             candidates = [(s, self._kept[s]) for s in self._by_key.get(key, ())]
         for serial, kept in candidates:
-            f, data, after = kept.field, kept.data, kept.after
-            if len(data) > r.limit - start:
+            f, size = kept.field, kept.size
+            if size > r.limit - start:
                 continue
-            here = min(len(data), len(r.buf) - start)  # what is fetched already must agree
-            if r.buf[start : start + here] != data[:here]:  # (before more is fetched for it)
+            here = min(size, len(r.buf) - start)  # what is fetched already must agree
+            if not kept.found_in(r.buf, start, here):  # (before more is fetched for it)
                 continue
             if here < f.value_start - f.start:  # its key, type and length not seen yet: more
                 continue  # is fetched for it only when they agree (another model's costs a read)
             r.pos = start
-            r.need(min(len(data) + after, r.limit - start), key)
-            if r.buf[start : start + len(data)] == data:
-                r.pos = start + len(data)
+            r.need(min(size + kept.after, r.limit - start), key)
+            if kept.found_in(r.buf, start, size):
+                r.pos = start + size
                 shift = start - f.start
                 with self._lock:
                     self.reused += 1
@@ -676,12 +750,12 @@ class GgufModel:
     vocab: GgufVocab
     specials: SpecialIds
     repo: ModelRepo
-    token_types: tuple[int, ...] | None
+    token_types: Sequence[int] | None  # tokenizer.ggml.token_type (an array of int32)
     shards: tuple[Path, ...] = ()
     tensor_shapes: dict[str, tuple[int, ...]] | None = None
 
     def token_text(self, token_id: int | None) -> str | None:
-        tokens = self.header.value(TOKENS_KEY) or []
+        tokens = self.header.value(TOKENS_KEY) or NO_STRINGS
         return tokens[token_id] if token_id is not None and 0 <= token_id < len(tokens) else None
 
     @property
@@ -740,45 +814,39 @@ def _validate(header: Header) -> None:
 
 def _vocab(header: Header) -> GgufVocab:
     model = header.value(MODEL_KEY)
-    tokens: list[str] = header.value(TOKENS_KEY) or []
+    tokens: Strings = header.value(TOKENS_KEY) or NO_STRINGS
     if not tokens and model not in ("no_vocab", "none"):
         raise RepoLoadError(f"no {TOKENS_KEY}: the file has no vocabulary", path=header.path)
     keys = {slot: header.fields[key_name(slot)].value for _, slot in ID_SLOTS
             if key_name(slot) in header.fields}  # fmt: skip
-    text_ids = _shared(("text_ids", tokens), lambda: _text_ids(tokens))
-    vocab = GgufVocab(model, header.value(PRE_KEY, ""), len(tokens), text_ids, keys)
-    if len(vocab.text_ids) != len(tokens):
-        seen: dict[str, int] = {}
-        for i, t in enumerate(tokens):
-            text = t or f"[EMPTY_{i}]"
-            if text in seen:
-                raise RepoLoadError(
-                    f"{TOKENS_KEY}: {text!r} is both token {seen[text]} and {i} "
-                    "(llama.cpp aborts on duplicate token texts)",
-                    path=header.path,
-                )
-            seen[text] = i
-    return vocab
+    text_ids = tokens.ids()  # built once per list, kept with it
+    if text_ids.duplicate is not None:
+        first, second = text_ids.duplicate
+        raise RepoLoadError(
+            f"{TOKENS_KEY}: {text_ids.text(second)!r} is both token {first} and {second} "
+            "(llama.cpp aborts on duplicate token texts)",
+            path=header.path,
+        )
+    return GgufVocab(model, header.value(PRE_KEY, ""), len(tokens), text_ids, keys)
 
 
-def _text_ids(tokens: Sequence[str]) -> Mapping[str, int]:
-    return GgufVocab.from_tokens("", "", tokens, {}).text_ids
-
-
-# What is built from a token list (text -> id, the added tokens) is built once per list: the
-# quantisations of one model share their lists (``KnownFields``). Keyed by the lists' identity;
-# the entry holds the lists, so an id is not reused while it is here. Bounded like
+# What is built from a token list beyond text -> id (the added tokens) is built once per list:
+# the quantisations of one model share their lists (``KnownFields``). Keyed by the lists'
+# identity; the entry holds the lists, so an id is not reused while it is here. Bounded like
 # ``KnownFields``, least recently used first out: at most _SHARED_SIZE builds, from lists of
-# _SHARED_ITEMS items in all (both builds of a 262k-token vocabulary); a build from a longer
-# list is not kept.
+# _SHARED_ITEMS items in all; a build from a longer list is not kept.
 _SHARED: OrderedDict[tuple[Any, ...], tuple[tuple[Any, ...], Any]] = OrderedDict()
 _SHARED_LOCK = threading.Lock()
 _SHARED_SIZE = 16
 _SHARED_ITEMS = 1 << 19
 
 
+def _is_list(part: Any) -> bool:
+    return isinstance(part, Sized) and not isinstance(part, str)
+
+
 def _items(parts: tuple[Any, ...]) -> int:
-    return max((len(p) for p in parts if isinstance(p, list)), default=0)
+    return max((len(p) for p in parts if _is_list(p)), default=0)
 
 
 def shared_items() -> int:
@@ -788,7 +856,7 @@ def shared_items() -> int:
 
 
 def _shared(parts: tuple[Any, ...], build: Callable[[], Any]) -> Any:
-    key = tuple(id(p) if isinstance(p, list) else p for p in parts)
+    key = tuple(id(p) if _is_list(p) else p for p in parts)
     with _SHARED_LOCK:
         found = _SHARED.get(key)
         if found is not None and all(a is b for a, b in zip(found[0], parts, strict=True)):
@@ -818,13 +886,17 @@ def _templates(header: Header) -> tuple[ChatTemplate, ...]:
     return tuple(out)
 
 
-def _added_tokens(tokens: list[str], types: list[int] | None) -> dict[str, TokenInfo]:
+_ADDED_TYPES = frozenset({CONTROL, USER_DEFINED})
+
+
+def _added_tokens(tokens: Sequence[str], types: Sequence[int] | None) -> dict[str, TokenInfo]:
     """Control tokens (special) and user-defined ones (added, not special), as a folder's
     ``added_tokens_decoder`` would list them."""
     out: dict[str, TokenInfo] = {}
-    for i, t in enumerate(types or ()):
-        if t in (CONTROL, USER_DEFINED) and i < len(tokens):
-            out[tokens[i]] = TokenInfo(tokens[i], i, t == CONTROL, False, TOKEN_TYPE_KEY)
+    types = types or ()
+    for i in itertools.compress(range(len(tokens)), map(_ADDED_TYPES.__contains__, types)):
+        text = tokens[i]
+        out[text] = TokenInfo(text, i, types[i] == CONTROL, False, TOKEN_TYPE_KEY)
     return out
 
 
@@ -858,8 +930,8 @@ def model_from_header(
     path = header.path
     vocab = _vocab(header)
     specials = special_ids(vocab)
-    tokens: list[str] = header.value(TOKENS_KEY) or []
-    types: list[int] | None = header.value(TOKEN_TYPE_KEY)
+    tokens: Strings = header.value(TOKENS_KEY) or NO_STRINGS
+    types: array[int] | None = header.value(TOKEN_TYPE_KEY)
     # llama.cpp renders the template with the text of its bos/eos ids (common/chat.cpp)
     named = {f"{r}_token": tokens[i] for r in ("bos", "eos") if (i := specials.get(r)) is not None}
     added = _shared(("added", tokens, types), lambda: _added_tokens(tokens, types))
@@ -868,9 +940,9 @@ def model_from_header(
         templates=_templates(header),
         special_tokens=named,
         added_tokens=added,
-        vocabulary=GgufTokens(vocab.text_ids, TOKENS_KEY, tokens, types, vocab.model),
+        vocabulary=GgufTokens(tokens.ids(), tokens, types, vocab.model),
     )
     return GgufModel(
-        path, header, vocab, specials, repo, tuple(types) if types else None,
+        path, header, vocab, specials, repo, types or None,
         shards or (path,), tensor_shapes,
     )  # fmt: skip

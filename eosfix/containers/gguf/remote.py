@@ -57,12 +57,14 @@ _NOT_STOP = frozenset({MERGES_KEY, SCORES_KEY})
 
 
 class ByteRanges(Protocol):
-    """A file read by ranges: ``read(start, end)`` gives bytes [start, end) (fewer only at
-    the end of the file); ``size`` is the file's, known once the first read is done."""
+    """A file read by ranges: ``read_into(buf, end)`` appends to ``buf`` the file's bytes
+    [len(buf), end) (fewer only at the end of the file), as they come (a header's bytes are
+    held once, in the reader's buffer); ``size`` is the file's, known once the first read is
+    done."""
 
     size: int | None
 
-    def read(self, start: int, end: int) -> bytes: ...
+    def read_into(self, buf: bytearray, end: int) -> None: ...
 
 
 def read_remote_header(
@@ -76,7 +78,8 @@ def read_remote_header(
     it, ``org/repo/file.gguf``), fetching as the module says. ``known``: fields of headers
     read before (their bytes compared, not walked again; this header's are added); ``hint``:
     the header of a quantisation of the same model, which sizes the one read."""
-    buf = bytearray(source.read(0, _first_end(hint)))
+    buf = bytearray()
+    source.read_into(buf, _first_end(hint))
     if source.size is None:
         raise RepoLoadError("the server did not say how large the file is", path=name)
     path = Path(name)
@@ -84,8 +87,7 @@ def read_remote_header(
     def grow(r: _Reader, n: int) -> None:
         want = r.pos + n
         end = min(r.limit, max(want, _projected_end(r, n, hint)))
-        more = source.read(len(r.buf), end)
-        r.buf += more
+        source.read_into(r.buf, end)
         if len(r.buf) < want:
             raise RepoLoadError(
                 f"the server sent {len(r.buf)} bytes of a {r.size}-byte file where the "

@@ -35,6 +35,7 @@ import shutil
 import stat
 import struct
 import tempfile
+from array import array
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -104,14 +105,14 @@ def _same_encoding(header: Header, key: str, value: GgufValue) -> bool:
     if isinstance(value, int):
         return f.type is ValueType.UINT32
     return (
-        f.item_type is ValueType.INT32 and isinstance(f.value, list) and len(f.value) == len(value)
+        f.item_type is ValueType.INT32 and isinstance(f.value, array) and len(f.value) == len(value)
     )
 
 
 def _reads_back(value: object, wanted: GgufValue) -> bool:
     if isinstance(wanted, int):
         return value == wanted
-    return isinstance(value, list) and tuple(value) == wanted
+    return isinstance(value, array) and tuple(value) == wanted
 
 
 def _can_edit_in_place(header: Header, values: Mapping[str, GgufValue]) -> bool:

@@ -59,7 +59,7 @@ class OllamaGguf:
         return any(n.startswith(prefixes) for n in self.tensor_shapes or {})
 
     def token(self, token_id: int) -> str | None:
-        return next((t for t, i in self.vocab.text_ids.items() if i == token_id), None)
+        return self.vocab.token_text(token_id)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -534,11 +534,13 @@ class HubHttp:
         *,
         send_token: bool = True,
         tally: Counter[str] | None = None,
+        sink: IO[bytes] | None = None,
     ) -> httpx2.Response:
         """GET bytes [start, end) of the file at ``url`` (a 206 answer; a 200 means the
         server ignored the range: then only its first ``end - start`` bytes are read, never
         the whole file). ``send_token``: False for a URL off the Hub (a CDN's signed URL);
-        ``tally``: counts this call's requests too (the file's own count)."""
+        ``tally``: counts this call's requests too (the file's own count); ``sink``: where a
+        successful answer's bytes go as they arrive (then its ``content`` is empty)."""
         headers = {
             **(self.headers if send_token else _without_token(self.headers)),
             "Range": f"bytes={start}-{end - 1}",
@@ -549,7 +551,7 @@ class HubHttp:
         }
         cap = Cap(end - start, "a byte range", "the bytes asked for, never the whole file")
         response = self._request(
-            "GET", url, None, None, headers=headers, cap=cap, tally=tally, ranged=True
+            "GET", url, None, None, headers=headers, cap=cap, sink=sink, tally=tally, ranged=True
         )
         hf_raise_for_status(response)
         return response

@@ -120,7 +120,7 @@ def test_go_engine_architecture_gets_eos_token_ids_int32_and_llama_cpp_loads_it(
     assert "(rewritten)" in err
     after = read_header(path)
     f_ids = after.fields[IDS]
-    assert (f_ids.item_type.name, f_ids.value) == ("INT32", [ENDOFTEXT, IM_END])
+    assert (f_ids.item_type.name, list(f_ids.value)) == ("INT32", [ENDOFTEXT, IM_END])
     for key, field in before.fields.items():
         assert after.fields[key].value == field.value, key
     model = load_gguf(path)
@@ -145,7 +145,7 @@ def test_an_existing_list_of_another_type_is_rewritten_as_int32(tmp_path, capsys
     assert "its UINT32 list reads as empty there" in f.message
     assert run(capsys, "fix", path)[0] == 1
     field = read_header(path).fields[IDS]
-    assert (field.item_type.name, field.value) == ("INT32", [ENDOFTEXT, IM_END])
+    assert (field.item_type.name, list(field.value)) == ("INT32", [ENDOFTEXT, IM_END])
     assert list(read_header(path).fields).count(IDS) == 1
     assert_loads([path])
 
@@ -163,7 +163,7 @@ def test_same_length_int32_list_is_edited_in_place(tmp_path, capsys):
     assert [p.as_json()["in_place"] for p in patch] == [True]
     code, _, err = run(capsys, "fix", same)
     assert (code, "(in place)" in err) == (1, True)
-    assert read_header(same).fields[IDS].value == [ENDOFTEXT, IM_END]  # '(' cut replies
+    assert list(read_header(same).fields[IDS].value) == [ENDOFTEXT, IM_END]  # '(' cut replies
     assert_loads([same])
 
 

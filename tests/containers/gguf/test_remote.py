@@ -45,12 +45,12 @@ class Ranges:
         self.size: int | None = None
         self.reads: list[tuple[int, int]] = []
 
-    def read(self, start: int, end: int) -> bytes:
+    def read_into(self, buf: bytearray, end: int) -> None:
+        start = len(buf)
         self.size = len(self.data) + self.pad
         self.reads.append((start, end))
         end = min(end, self.size)
-        head = self.data[start:end]
-        return head + bytes(max(0, end - max(start, len(self.data))))
+        buf += self.data[start:end] + bytes(max(0, end - max(start, len(self.data))))
 
     @property
     def fetched(self) -> int:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from eosfix.core.errors import RepoLoadError
+from eosfix.sources.hub import ranges
 from eosfix.sources.hub.http import HubHttp
 from eosfix.sources.hub.ranges import HubFile, resolve_url
 
@@ -74,3 +75,33 @@ def test_an_empty_file_has_size_zero(served):
     f = _file(hub, sha, "empty.gguf")
     assert f.read(0, 1 << 20) == b""
     assert f.size == 0
+
+
+def test_a_range_is_appended_to_the_callers_buffer_as_it_arrives(served, monkeypatch):
+    """``read_into`` writes each piece of the answer to the end of the buffer it is given (a
+    GGUF header of up to 128 MiB is held once, not also as the answer's pieces and their
+    join), and a read that fails leaves the buffer as it was."""
+    hub, sha = served
+    pieces: list[int] = []
+    write = ranges._Appending.write
+
+    def counted(self, chunk):
+        pieces.append(len(chunk))
+        return write(self, chunk)
+
+    monkeypatch.setattr(ranges._Appending, "write", counted)
+    big = 3 << 20
+    hub.declared_sizes[("org/files", "m.gguf")] = big  # zeros after DATA, up to 3 MiB
+    f = _file(hub, sha, "m.gguf")
+    buf = bytearray(b"kept")
+    f.read_into(buf, 4 + 100)  # bytes [4, 104)
+    assert bytes(buf) == b"kept" + DATA[4:104]
+    f.read_into(buf, big)
+    assert bytes(buf) == b"kept" + DATA[4:] + bytes(big - len(DATA))
+    assert len(pieces) > 2  # the answer came in pieces, each appended as it came
+    assert sum(pieces) == big - 4 == f.fetched
+    hub.ignore_ranges = True
+    part = bytearray(DATA[:10])
+    with pytest.raises(RepoLoadError, match="ignores Range requests"):
+        f.read_into(part, 20)
+    assert part == DATA[:10]  # what the refused answer brought is taken back
