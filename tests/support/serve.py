@@ -2,8 +2,8 @@
 Hub sends it, the signed-in user's token, a repo whose turn end is spelled as markup, the
 eosfix pull requests of a stand-in Hub repo and the temperature one proposes, a broken commit
 pushed, a request sent as raw bytes; and for ``eosfix serve`` run as a process of its own (the
-tests that watch its memory, the benchmarks) its environment against a stand-in Hub and its
-stop."""
+tests that watch its memory, the benchmarks) its environment against a stand-in Hub, its
+stop, and its memory after page checks of one repo (``page_checks_memory``)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,10 @@ import os
 import signal
 import socket
 import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -136,3 +140,93 @@ def stop_server(proc: subprocess.Popen[bytes], grace: float = 30) -> None:
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()
+
+
+# --- the page's memory after checks of one large GGUF header ------------------------------------
+
+
+def settled_mb(pid: int, quiet: float = 2.0, longest: float = 20.0) -> float:
+    """``pid``'s resident memory (MiB) once it has not fallen for ``quiet`` seconds (what a
+    check held is freed once its answer is sent)."""
+    from tests.support import memory
+
+    low, since, end = memory.resident_mib(pid), time.monotonic(), time.monotonic() + longest
+    while time.monotonic() - since < quiet and time.monotonic() < end:
+        time.sleep(0.25)
+        now = memory.resident_mib(pid)
+        if now < low:
+            low, since = now, time.monotonic()
+    return low
+
+
+@dataclass(frozen=True)
+class PageMemory:
+    """``eosfix serve``'s resident memory (MiB) before the checks, at its peak and settled
+    after them; the checks' wall time; how many answers were a verdict naming the id."""
+
+    start: float
+    peak: float
+    after: float
+    wall: float
+    verdicts: int
+
+
+def page_checks_memory(
+    code: Path, hub_url: str, home: Path, repo: str, *, checks: int, at_once: int, id_text: bytes
+) -> PageMemory:
+    """``code``'s ``eosfix serve`` against the stand-in Hub at ``hub_url``: ``checks`` page
+    checks of ``repo``, ``at_once`` at a time as visitors send them; its own figures (/proc)."""
+    import urllib.error
+    import urllib.request
+
+    from tests.support import memory
+    from tests.support.service import free_port
+
+    def get(url: str) -> tuple[int, bytes]:
+        try:
+            with urllib.request.urlopen(url, timeout=600) as reply:
+                return int(reply.status), reply.read()
+        except urllib.error.HTTPError as exc:
+            return int(exc.code), exc.read()
+
+    env = {
+        **hub_env(code, hub_url, home),
+        "EOSFIX_WEBHOOK_SECRET": "memory",
+        "EOSFIX_STATE_DIR": str(home / "state"),
+        "EOSFIX_PAGE_RATE": "100000",
+    }
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "eosfix", "serve", "--port", str(port)],
+        env=env, cwd=code, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if get(f"http://127.0.0.1:{port}/healthz")[0] == 200:
+                    break
+            except OSError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("eosfix serve did not start")
+            time.sleep(0.1)
+        start = settled_mb(proc.pid)
+        answers: list[tuple[int, bytes]] = []
+
+        def visitor(k: int) -> None:
+            for _ in range(k, checks, at_once):
+                answers.append(get(f"http://127.0.0.1:{port}/check?repo={repo}"))
+
+        began = time.monotonic()
+        visitors = [threading.Thread(target=visitor, args=(k,)) for k in range(at_once)]
+        for v in visitors:
+            v.start()
+        for v in visitors:
+            v.join()
+        wall = time.monotonic() - began
+        after, peak = settled_mb(proc.pid), memory.peak_mib(proc.pid)
+    finally:
+        stop_server(proc)
+    verdicts = sum(status == 200 and id_text in body for status, body in answers)
+    return PageMemory(start, peak, after, wall, verdicts)
