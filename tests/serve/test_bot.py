@@ -250,8 +250,8 @@ def test_100_pushes_across_20_repos_through_429s_and_500s(fake_hub, config):
 def test_kill_9_mid_queue_loses_nothing(fake_hub, tmp_path):
     """Pushes accepted (202) survive a ``kill -9`` of the service: after a restart every
     broken repo has its one PR."""
-    fake_hub.latency = 0.3  # a far-away Hub: the queue is still full when the kill comes
-    names = [f"org/k{i}" for i in range(6)]
+    fake_hub.latency = 0.2  # a far-away Hub: the queue is still full when the kill comes
+    names = [f"org/k{i}" for i in range(3)]
     repos = {n: fake_hub.add_repo(n, repo_files(BROKEN)) for n in names}
     port = free_port()
     url = f"http://127.0.0.1:{port}"
