@@ -12,7 +12,6 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -176,18 +175,8 @@ def page_checks_memory(
 ) -> PageMemory:
     """``code``'s ``eosfix serve`` against the stand-in Hub at ``hub_url``: ``checks`` page
     checks of ``repo``, ``at_once`` at a time as visitors send them; its own figures (/proc)."""
-    import urllib.error
-    import urllib.request
-
     from tests.support import memory
-    from tests.support.service import free_port
-
-    def get(url: str) -> tuple[int, bytes]:
-        try:
-            with urllib.request.urlopen(url, timeout=600) as reply:
-                return int(reply.status), reply.read()
-        except urllib.error.HTTPError as exc:
-            return int(exc.code), exc.read()
+    from tests.support.service import free_port, http, serve_process, wait_healthy
 
     env = {
         **hub_env(code, hub_url, home),
@@ -196,27 +185,17 @@ def page_checks_memory(
         "EOSFIX_PAGE_RATE": "100000",
     }
     port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "eosfix", "serve", "--port", str(port)],
-        env=env, cwd=code, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    proc = serve_process(env, port, home / "serve.log", cwd=code)
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if get(f"http://127.0.0.1:{port}/healthz")[0] == 200:
-                    break
-            except OSError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError("eosfix serve did not start")
-            time.sleep(0.1)
+        wait_healthy(url, proc)
         start = settled_mb(proc.pid)
         answers: list[tuple[int, bytes]] = []
 
         def visitor(k: int) -> None:
             for _ in range(k, checks, at_once):
-                answers.append(get(f"http://127.0.0.1:{port}/check?repo={repo}"))
+                reply = http("GET", f"{url}/check?repo={repo}", timeout=600)
+                answers.append((reply.status_code, reply.body))
 
         began = time.monotonic()
         visitors = [threading.Thread(target=visitor, args=(k,)) for k in range(at_once)]

@@ -151,13 +151,19 @@ class Response:
         return json.loads(self.body)
 
 
-def http(method: str, url: str, body: bytes | None = None, headers: dict | None = None) -> Response:
+def http(
+    method: str,
+    url: str,
+    body: bytes | None = None,
+    headers: dict | None = None,
+    timeout: float = 30,
+) -> Response:
     import urllib.error
     import urllib.request
 
     request = urllib.request.Request(url, data=body, method=method, headers=headers or {})
     try:
-        with urllib.request.urlopen(request, timeout=30) as reply:
+        with urllib.request.urlopen(request, timeout=timeout) as reply:
             return Response(reply.status, reply.read())
     except urllib.error.HTTPError as exc:
         return Response(exc.code, exc.read())
@@ -211,11 +217,16 @@ def one_worker_env(state: Path, token: str = "hf_test", **extra: str) -> dict[st
     }
 
 
-def serve_process(env: dict[str, str], port: int, log: Path) -> subprocess.Popen[bytes]:
+def serve_process(
+    env: dict[str, str], port: int, log: Path, cwd: Path | None = None
+) -> subprocess.Popen[bytes]:
+    """``eosfix serve`` as a process of its own; ``cwd``: run from another checkout (``-m``
+    imports from the current folder before PYTHONPATH)."""
     with log.open("ab") as err:  # the child keeps its own descriptor
         return subprocess.Popen(
             [sys.executable, "-m", "eosfix", "serve", "--port", str(port)],
             env=env,
+            cwd=cwd,
             stdout=subprocess.DEVNULL,
             stderr=err,
         )
