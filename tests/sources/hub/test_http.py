@@ -158,15 +158,23 @@ def _arrived(hub, path: str) -> bool:
     return False
 
 
-def test_aborting_ends_a_request_blocked_on_a_silent_hub(hostile_hub):
-    """A second Ctrl-C or a server shutting down (the gate aborted) ends a request whose
-    server says nothing, without waiting for its timeout."""
+def _resolve_held(hostile_hub):
+    """A repo resolved in a thread, its info request held by the Hub once it has arrived."""
     hostile_hub.add_repo("org/m", chatml_files())
     hold = hostile_hub.hold(r"^/api/models/org/m/")
     reader = HubReader(timeout=60)
     thread, out = _in_thread(reader.resolve, HubEntry("org/m"))
+    if not hold.arrived.wait(10):
+        hold.release()
+        raise AssertionError("the info request never reached the Hub")
+    return hold, reader, thread, out
+
+
+def test_aborting_ends_a_request_blocked_on_a_silent_hub(hostile_hub):
+    """A second Ctrl-C or a server shutting down (the gate aborted) ends a request whose
+    server says nothing, without waiting for its timeout."""
+    hold, reader, thread, out = _resolve_held(hostile_hub)
     try:
-        assert hold.arrived.wait(10)
         reader.http.gate.abort()
         thread.join(10)
         assert not thread.is_alive(), "the request waited on"
@@ -178,12 +186,8 @@ def test_aborting_ends_a_request_blocked_on_a_silent_hub(hostile_hub):
 def test_stopping_lets_a_request_on_the_network_finish_and_starts_no_other(hostile_hub):
     """The first Ctrl-C (the gate stopped) stops early but whole: a request already sent is
     answered and counted as it was; the next one does not start."""
-    hostile_hub.add_repo("org/m", chatml_files())
-    hold = hostile_hub.hold(r"^/api/models/org/m/")
-    reader = HubReader(timeout=60)
-    thread, out = _in_thread(reader.resolve, HubEntry("org/m"))
+    hold, reader, thread, out = _resolve_held(hostile_hub)
     try:
-        assert hold.arrived.wait(10)
         reader.http.gate.stop()
         hold.release()
         thread.join(10)
