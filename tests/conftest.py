@@ -33,8 +33,8 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 # Fixtures too costly to build in every worker (pytest -n), by the group of test modules that
 # share them: SmolLM2 is dequantized from its GGUF once per process; the runtime matrix writes
 # 30 shapes' weights and asks every runtime's own code about all of them at once; vLLM's and
-# SGLang's config registries are asked in their virtualenvs; pre-commit builds the hook's
-# virtualenv (pip installs from the package index).
+# SGLang's config registries are asked in their virtualenvs; the pre-commit tests' hook repo is
+# a snapshot of the checkout, committed and tagged.
 BUILT_ONCE = {
     "seed_model": "smollm2",
     "seed_repo": "smollm2",
