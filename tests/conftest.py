@@ -33,8 +33,8 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 # Fixtures too costly to build in every worker (pytest -n), by the group of test modules that
 # share them: SmolLM2 is dequantized from its GGUF once per process; the runtime matrix writes
 # 30 shapes' weights and asks every runtime's own code about all of them at once; vLLM's and
-# SGLang's config registries are asked in their virtualenvs; pre-commit builds the hook's
-# virtualenv (pip installs from the package index).
+# SGLang's config registries are asked in their virtualenvs; the pre-commit tests' hook repo is
+# a snapshot of the checkout, committed and tagged.
 BUILT_ONCE = {
     "seed_model": "smollm2",
     "seed_repo": "smollm2",
@@ -265,21 +265,11 @@ def _no_network(monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", os.environ.get("HF_HUB_OFFLINE", "1"))
 
 
-@pytest.fixture(scope="session")
-def seed_model(tmp_path_factory):
-    """The seed's broken SmolLM2-135M-Instruct folder (tests/support/realmodel.py), written once."""
-    from tests.support.realmodel import write_seed_folder
-
-    return write_seed_folder(tmp_path_factory.mktemp("seed") / "SmolLM2-135M-Instruct")
-
-
-@pytest.fixture
-def seed_repo(seed_model, tmp_path):
-    """A copy of the seed folder this test may fix; the weights are hard-linked (eosfix never
-    writes them), or copied where the file system cannot link."""
-    folder = tmp_path / seed_model.name
+def _copy_seed(source: Path, folder: Path) -> Path:
+    """A copy of a seed folder; the weights are hard-linked (eosfix never writes them), or
+    copied where the file system cannot link."""
     folder.mkdir()
-    for path in seed_model.iterdir():
+    for path in source.iterdir():
         if path.suffix == ".safetensors":
             try:
                 os.link(path, folder / path.name)
@@ -288,6 +278,23 @@ def seed_repo(seed_model, tmp_path):
                 pass
         shutil.copyfile(path, folder / path.name)
     return folder
+
+
+@pytest.fixture(scope="session")
+def seed_model(tmp_path_factory):
+    """The seed's broken SmolLM2-135M-Instruct folder (tests/support/realmodel.py): written
+    once per machine and its inputs, copied here so that nothing a test does reaches the kept
+    one."""
+    from tests.support.realmodel import seed_folder
+
+    kept = seed_folder()
+    return _copy_seed(kept, tmp_path_factory.mktemp("seed") / kept.name)
+
+
+@pytest.fixture
+def seed_repo(seed_model, tmp_path):
+    """A copy of the seed folder this test may fix."""
+    return _copy_seed(seed_model, tmp_path / seed_model.name)
 
 
 def tool(name: str) -> Any:

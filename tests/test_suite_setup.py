@@ -113,3 +113,32 @@ def test_the_groups_run_in_one_worker(tmp_path):
             workers.setdefault(line.split("::")[0].split()[-1], set()).add(worker)
     assert set(workers) == {"test_a.py", "test_b.py", "test_c.py", "test_d.py"}, proc.stdout
     assert len(workers["test_a.py"] | workers["test_b.py"]) == 1, workers
+
+
+def test_the_wheelhouse_is_keyed_by_what_pip_install_asks_the_index_for(tmp_path):
+    """The pre-commit tests' wheelhouse holds wheels for pyproject.toml's build requirements
+    and dependencies: a dependency or build requirement changed makes another one, so the
+    hook never installs from a wheelhouse made for other requirements."""
+    from tests.support.wheelhouse import folder, key, requirements
+
+    def project(build: str, deps: str) -> list[str]:
+        path = tmp_path / "pyproject.toml"
+        path.write_text(
+            f'[build-system]\nrequires = ["{build}"]\n\n'
+            f'[project]\nname = "x"\ndependencies = [{deps}]\n'
+        )
+        return requirements(path)
+
+    base = project("setuptools>=77", '"click>=8", "rich>=13"')
+    assert base == ["setuptools>=77", "click>=8", "rich>=13"]
+    others = [
+        project("setuptools>=80", '"click>=8", "rich>=13"'),
+        project("setuptools>=77", '"click>=8.1", "rich>=13"'),
+        project("setuptools>=77", '"click>=8", "rich>=13", "packaging"'),
+    ]
+    assert len({key(base), *map(key, others)}) == 4
+    assert folder(base) != folder(others[0])
+    assert folder(base).name == f"wheelhouse-{key(base)}"
+    ours = requirements()
+    assert ours[0] == "setuptools>=77", ours  # the build's, which pip's isolated build installs
+    assert "huggingface_hub>=2.1.1" in ours, ours

@@ -8,14 +8,16 @@ checks the committed module against the same answers (in CI, with the rest of th
 
     python tools/gen_config_defaults.py           # write eosfix/runtimes/config_defaults.py
     python tools/gen_config_defaults.py --check   # exit 1 if the module is not what it would write
+    python tools/gen_config_defaults.py --ask     # only ask the runtimes (CI's stage 0)
+
+The answers are kept in each runtime's virtualenv (tests.conformance.venvs.answer): asked once
+per lock and runner source.
 """
 
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
-import tempfile
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -33,21 +35,16 @@ SOURCES = {"vllm": ("transformers", "vllm"), "sglang": ("sglang",)}
 
 
 def collect() -> dict[str, dict[str, Any]]:
-    """The runner's document for each table (transformers, vllm, sglang): the virtualenvs
-    asked side by side (most of each one's time is importing its runtime)."""
-    pythons = {venv: venvs.require(venv) for venv in SOURCES}
+    """The runner's document for each table (transformers, vllm, sglang). It depends only on
+    the pinned runtimes and the runner: asked once per virtualenv and kept there
+    (``venvs.answer``), the virtualenvs asked side by side (most of each one's time is
+    importing its runtime and every transformers configuration module)."""
 
     def ask(venv: str) -> dict[str, Any]:
-        with tempfile.TemporaryDirectory() as tmp:
-            out = Path(tmp) / "defaults.json"
-            subprocess.run(
-                [str(pythons[venv]), str(RUNNER), "--out", str(out), *SOURCES[venv]],
-                check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                env=external.OFFLINE,
-            )  # fmt: skip
-            document: dict[str, Any] = json.loads(out.read_text(encoding="utf-8"))
-            return document
+        return venvs.answer(venv, RUNNER, SOURCES[venv], external.OFFLINE)
 
+    for venv in SOURCES:
+        venvs.require(venv)  # LookupError before anything starts
     documents: dict[str, dict[str, Any]] = {}
     with ThreadPoolExecutor(len(SOURCES)) as pool:
         for document in pool.map(ask, SOURCES):
@@ -150,10 +147,13 @@ def render(documents: Mapping[str, Mapping[str, Any]]) -> str:
 
 
 def main(argv: list[str]) -> int:
-    if argv not in ([], ["--check"]):
-        print("usage: python tools/gen_config_defaults.py [--check]", file=sys.stderr)
+    if argv not in ([], ["--check"], ["--ask"]):
+        print("usage: python tools/gen_config_defaults.py [--check | --ask]", file=sys.stderr)
         return 2
-    text = render(collect())
+    documents = collect()
+    if argv == ["--ask"]:
+        return 0
+    text = render(documents)
     if argv == ["--check"]:
         if MODULE.read_text(encoding="utf-8") != text:
             print(

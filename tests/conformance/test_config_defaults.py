@@ -17,7 +17,9 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def config_class_defaults():
     """What transformers', vLLM's and SGLang's config registries say, asked in their
-    virtualenvs (tools/gen_config_defaults.py's ``collect``)."""
+    virtualenvs (tools/gen_config_defaults.py's ``collect``): once per lock and runner source,
+    then kept in the virtualenv (nothing of eosfix's goes into the answer; the comparison with
+    eosfix's tables runs every time)."""
     try:
         return defaults.collect()
     except LookupError as exc:

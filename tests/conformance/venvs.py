@@ -8,7 +8,9 @@ dependency tree (vLLM's would be 9.4 GB of CUDA kernels).
 
 A virtualenv lives in ``$EOSFIX_RUNTIME_VENVS`` (default ``~/.cache/eosfix/runtime-venvs``)
 under a name that hashes its lock, so a changed lock makes a new one; it counts only once its
-``complete`` marker is written, after every install step succeeded.
+``complete`` marker is written, after every install step succeeded. What a runner answers from
+nothing but the pinned runtime (``answer``: no file a test writes, no eosfix code) is kept in
+the virtualenv's ``answers/``, asked once per runner source and arguments.
 
     python -m tests.conformance.venvs create [NAME...]   # all when none is named
     python -m tests.conformance.venvs status
@@ -16,6 +18,7 @@ under a name that hashes its lock, so a changed lock makes a new one; it counts 
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -23,8 +26,10 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 LOCKS = Path(__file__).parent / "locks"
 MARKER = "complete"
@@ -79,6 +84,29 @@ def require(name: str) -> Path:
             f"no {name} virtualenv in {root()}: run python -m tests.conformance.venvs create {name}"
         )
     return found
+
+
+def answer(name: str, runner: Path, args: Sequence[str], env: Mapping[str, str]) -> dict[str, Any]:
+    """The JSON document ``runner`` writes when the virtualenv's Python runs it
+    (``RUNNER --out FILE ARGS...``), asked once per virtualenv (its lock), runner source and
+    arguments, under a file lock (pytest -n: one process asks, the others wait and read).
+    Only for an answer that depends on those alone (LookupError: no virtualenv)."""
+    python = require(name)
+    digest = hashlib.sha256(runner.read_bytes())
+    digest.update("\0".join(args).encode())
+    kept = folder(name) / "answers" / f"{runner.stem}-{digest.hexdigest()[:12]}.json"
+    kept.parent.mkdir(exist_ok=True)
+    with open(kept.with_suffix(".lock"), "w", encoding="utf-8") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not kept.is_file():
+            part = kept.with_suffix(".part")
+            subprocess.run(
+                [str(python), str(runner), "--out", str(part), *args],
+                check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=dict(env),
+            )  # fmt: skip
+            part.replace(kept)  # whole or not at all
+    document: dict[str, Any] = json.loads(kept.read_text(encoding="utf-8"))
+    return document
 
 
 def _size(path: Path) -> int:

@@ -2,19 +2,28 @@
 
 Shared by every test that runs a real model (transformers, mlx-lm, ports, early stops). The
 package is located, never imported (its ``__init__`` needs the ``llm`` plugin host). Loading
-dequantizes the GGUF once per test process.
+dequantizes the GGUF once per test process; the seed's folder written from it is kept in the
+test cache, made once per GGUF, library versions and source of the code that writes it.
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
+import importlib.metadata
 import importlib.util
+import inspect
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.conftest import unavailable
+from tests.support import testcache
+
+SEED_NAME = "SmolLM2-135M-Instruct"
+# What write_seed_folder's output depends on besides the GGUF and this module's source.
+SEED_LIBRARIES = ("torch", "transformers", "tokenizers", "gguf", "safetensors", "numpy")
 
 
 def smollm2_gguf() -> Path | None:
@@ -99,6 +108,33 @@ def write_seed_folder(folder: Path) -> Path:
     return folder
 
 
+def _version(distribution: str) -> str:
+    try:
+        return importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return "absent"
+
+
+def seed_folder() -> Path:
+    """``write_seed_folder``'s folder, written once per machine for its inputs (the GGUF's
+    bytes, the versions of the libraries that convert it, the source of the two functions
+    that do) and kept in the test cache; callers copy it before they change anything
+    (``seed_model``)."""
+    gguf = require_smollm2_gguf()
+    digest = hashlib.sha256()
+    with open(gguf, "rb") as f:
+        while chunk := f.read(1 << 20):
+            digest.update(chunk)
+    inputs = [
+        digest.digest(),
+        " ".join(f"{name}=={_version(name)}" for name in SEED_LIBRARIES).encode(),
+        inspect.getsource(_load.__wrapped__).encode(),
+        inspect.getsource(write_seed_folder).encode(),
+    ]
+    kept = testcache.built_once("smollm2-seed", inputs, lambda d: write_seed_folder(d / SEED_NAME))
+    return kept / SEED_NAME
+
+
 CAPITAL_QUESTION = [{"role": "user", "content": "What is the capital of France?"}]
 
 
@@ -114,7 +150,22 @@ def greedy_from_folder(folder: Path, max_new_tokens: int) -> tuple[list[int], An
         CAPITAL_QUESTION, add_generation_prompt=True, tokenize=True, return_dict=True
     )["input_ids"]
     ids = torch.tensor([list(prompt)])
-    out = model.generate(
-        ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=max_new_tokens
-    )
+    # One thread: the suite runs a worker per core (pytest -n auto), and torch's second
+    # thread, spinning for a core another process holds, made a generation 3-4 times slower
+    # in wall and CPU time (8 tokens: 2.6 s CPU with two threads, 0.6 s with one).
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        out = model.generate(
+            ids,
+            attention_mask=torch.ones_like(ids),
+            do_sample=False,
+            max_new_tokens=max_new_tokens,
+        )
+    finally:
+        torch.set_num_threads(threads)
     return out[0, ids.shape[1] :].tolist(), tokenizer, model
+
+
+if __name__ == "__main__":  # CI writes the kept seed folder with the install, before the tests
+    print(seed_folder())

@@ -1,15 +1,17 @@
-"""What tests fetch from a package registry once: kept in the test cache
-(``$EOSFIX_TEST_CACHE``, default ``~/.cache/eosfix-tests``), each fetched under a file lock so
-that test processes running side by side (``pytest -n``) fetch it once and never read it
-half-written."""
+"""What tests fetch from a package registry once, and what they build once from pinned inputs:
+kept in the test cache (``$EOSFIX_TEST_CACHE``, default ``~/.cache/eosfix-tests``), each made
+under a file lock so that test processes running side by side (``pytest -n``) make it once and
+never read it half-written."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import subprocess
 import sys
 import tarfile
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from filelock import FileLock
@@ -31,6 +33,25 @@ LLAMA_CPP_VOCABULARIES = {
 def folder(name: str) -> Path:
     default = Path.home() / ".cache" / "eosfix-tests"
     return Path(os.environ.get("EOSFIX_TEST_CACHE", default)) / name
+
+
+def built_once(name: str, inputs: Iterable[bytes], build: Callable[[Path], object]) -> Path:
+    """The folder ``build`` writes, made once for these ``inputs`` (every byte the result
+    depends on: files, versions, the builder's source) and kept as ``NAME-<their hash>``:
+    written into a folder of its own, then moved into place whole."""
+    digest = hashlib.sha256()
+    for part in inputs:
+        digest.update(hashlib.sha256(part).digest())
+    target = folder(f"{name}-{digest.hexdigest()[:12]}")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(f"{target}.lock"):
+        if not target.is_dir():
+            partial = target.with_name(f"{target.name}.partial")
+            shutil.rmtree(partial, ignore_errors=True)  # an earlier attempt that did not end
+            partial.mkdir()
+            build(partial)
+            partial.rename(target)
+    return target
 
 
 def llama_cpp_vocab_folder() -> Path:

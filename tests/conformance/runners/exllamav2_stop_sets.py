@@ -32,4 +32,4 @@ def stop_set(folder: str, scan: int) -> list[int]:
 
 if __name__ == "__main__":
     details = {"extension": "stubbed (exllamav2_ext: an empty module)"}
-    sys.exit(main("ExLlamaV2", importlib.metadata.version("exllamav2"), details, stop_set))
+    main("ExLlamaV2", importlib.metadata.version("exllamav2"), details, stop_set)

@@ -13,7 +13,6 @@ tokenizer's eos and its additional stop ids), and every id is confirmed by calli
 from __future__ import annotations
 
 import importlib.metadata
-import sys
 from array import array
 
 from _protocol import confirm, main
@@ -64,4 +63,4 @@ def stop_set(folder: str, scan: int) -> list[int]:
 if __name__ == "__main__":
     version = importlib.metadata.version("sglang")
     details = {"transformers": importlib.metadata.version("transformers")}
-    sys.exit(main("SGLang", version, details, stop_set))
+    main("SGLang", version, details, stop_set)
