@@ -1,21 +1,30 @@
 """Ask real llama.cpp (llama-cpp-python's build) what it stops on, for GGUF files.
 
 Run as a script in a child process: a GGUF llama.cpp dislikes may abort the process (a
-``GGML_ASSERT``), which must not take pytest down with it. Prints one JSON object:
-``{path: {"eog": [...], "eos": id, "eot": id, "n_tokens": n} | {"error": text}}`` (the
-bindings have no eom getter); with ``--pieces``, also ``"pieces"``: each token's piece.
+``GGML_ASSERT``), which must not take pytest down with it. For each file, one JSON object:
+``{"eog": [...], "eos": id, "eot": id, "n_tokens": n} | {"error": text}`` (the bindings have
+no eom getter); with ``--pieces``, also ``"pieces"``: each token's piece.
 
-    python tests/support/llamacpp_eog.py [--pieces] a.gguf b.gguf
+    python tests/support/llamacpp_eog.py [--pieces] a.gguf b.gguf   # {path: object}
+    python tests/support/llamacpp_eog.py --serve    # a request a line, an answer a line
+
+A test process keeps one ``--serve`` child (starting Python and importing llama_cpp costs more
+than loading most vocabularies) and remembers each answer by the file's bytes (a shard of a
+split excepted: its siblings count too), so a vocabulary that several tests ask about is loaded
+into llama.cpp once per process.
 """
 
 from __future__ import annotations
 
+import atexit
 import ctypes
+import hashlib
 import json
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import pytest
 
@@ -63,33 +72,117 @@ def _query(lib: Any, path: str, pieces: bool = False) -> dict[str, Any]:
         lib.llama_model_free(model)
 
 
-def main(args: list[str]) -> int:
+ANSWER = "eog-answer "  # marks the answer line among anything llama.cpp itself prints
+
+
+_SILENCE: list[Any] = []  # the log callback, kept alive while llama.cpp may call it
+
+
+def _init() -> Any:
     import llama_cpp
 
-    pieces = "--pieces" in args
-    paths = [a for a in args if a != "--pieces"]
-    silence = llama_cpp.llama_log_callback(lambda level, text, user: None)
-    llama_cpp.llama_log_set(silence, ctypes.c_void_p())  # keep `silence` alive until exit
+    _SILENCE.append(llama_cpp.llama_log_callback(lambda level, text, user: None))
+    llama_cpp.llama_log_set(_SILENCE[0], ctypes.c_void_p())
     llama_cpp.llama_backend_init()
-    out = {p: _query(llama_cpp, p, pieces) for p in paths}
-    print(json.dumps(out))
+    return llama_cpp
+
+
+def _serve(lib: Any) -> int:
+    """Answer ``{"path": p, "pieces": bool}`` lines until stdin closes."""
+    for line in sys.stdin:
+        ask = json.loads(line)
+        found = _query(lib, ask["path"], ask["pieces"])
+        sys.stdout.write(ANSWER + json.dumps(found) + "\n")
+        sys.stdout.flush()
     return 0
 
 
+def main(args: list[str]) -> int:
+    lib = _init()
+    if args == ["--serve"]:
+        return _serve(lib)
+    pieces = "--pieces" in args
+    paths = [a for a in args if a != "--pieces"]
+    print(json.dumps({p: _query(lib, p, pieces) for p in paths}))
+    return 0
+
+
+class _Child:
+    """This script under ``--serve`` in a child process, started on first use and again after
+    a file made llama.cpp abort it."""
+
+    def __init__(self) -> None:
+        self.proc: subprocess.Popen[str] | None = None
+        self.stderr: IO[bytes] | None = None
+
+    def ask(self, path: Path, pieces: bool) -> dict[str, Any]:
+        if self.proc is None or self.proc.poll() is not None:
+            # a file, not a pipe nobody drains; it lives as long as the child (closed by close)
+            self.stderr = tempfile.TemporaryFile()  # noqa: SIM115
+            self.proc = subprocess.Popen(
+                [sys.executable, __file__, "--serve"],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=self.stderr,
+                text=True,
+            )
+        proc = self.proc
+        assert proc.stdin is not None
+        assert proc.stdout is not None
+        try:
+            proc.stdin.write(json.dumps({"path": str(path), "pieces": pieces}) + "\n")
+            proc.stdin.flush()
+        except BrokenPipeError:
+            pass  # it died at once: said below
+        for line in proc.stdout:  # ends when the child does
+            if line.startswith(ANSWER):
+                return dict(json.loads(line[len(ANSWER) :]))
+        assert self.stderr is not None
+        self.stderr.seek(0)
+        said = self.stderr.read()[-2000:]
+        self.close()
+        raise AssertionError(f"llama.cpp died on {path}: {said!r}")
+
+    def close(self) -> None:
+        if self.proc is not None:
+            if self.proc.stdin is not None:
+                self.proc.stdin.close()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+            self.proc = None
+        if self.stderr is not None:
+            self.stderr.close()
+            self.stderr = None
+
+
+_CHILD = _Child()
+atexit.register(_CHILD.close)
+_ANSWERS: dict[tuple[str, bool], dict[str, Any]] = {}  # (the file's sha256, pieces) -> answer
+# A shard names the split (``split.count``): llama.cpp then reads its sibling files too, so its
+# own bytes do not decide the answer. The key as the GGUF writes it: length, then text.
+_SPLIT_KEY = len(b"split.count").to_bytes(8, "little") + b"split.count"
+
+
 def real_eog(paths: list[Path], *, pieces: bool = False) -> dict[Path, dict[str, Any]]:
-    """Run this script on ``paths`` in a child process; skip the test if llama.cpp is absent.
-    ``pieces``: each token's piece too (``"pieces"``: hex, by id)."""
+    """What llama.cpp says of each file, asked in a child process; skip the test if llama.cpp
+    is absent. ``pieces``: each token's piece too (``"pieces"``: hex, by id). An answer with
+    pieces also answers the same bytes without them."""
     pytest.importorskip("llama_cpp", reason="pip install 'eosfix[runtimes]' (llama-cpp-python)")
-    proc = subprocess.run(
-        [sys.executable, __file__, *(["--pieces"] if pieces else []), *map(str, paths)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    data = json.loads(proc.stdout.splitlines()[-1])
-    return {Path(p): v for p, v in data.items()}
+    out = {}
+    for path in paths:
+        data = Path(path).read_bytes()
+        if _SPLIT_KEY in data:
+            out[Path(path)] = _CHILD.ask(path, pieces)
+            continue
+        digest = hashlib.sha256(data).hexdigest()
+        found = _ANSWERS.get((digest, pieces)) or _ANSWERS.get((digest, True))
+        if found is None:
+            found = _ANSWERS[(digest, pieces)] = _CHILD.ask(path, pieces)
+        out[Path(path)] = found
+    return out
 
 
 def assert_loads(paths: list[Path]) -> dict[Path, dict[str, Any]]:

@@ -18,6 +18,16 @@ from filelock import FileLock
 
 LLAMA_CPP_PYTHON_SDIST = "llama_cpp_python-0.3.36.tar.gz"
 _VOCAB_MEMBERS = "vendor/llama.cpp/models/ggml-vocab-"
+# What the sdist ships under that prefix: ``ggml-vocab-NAME.gguf`` -> its ``tokenizer.ggml.model``.
+# Written down so that tests take one case per vocabulary when they are collected, before
+# anything is downloaded (tests/runtimes/test_llamacpp_real.py checks it against the sdist).
+LLAMA_CPP_VOCABULARIES = {
+    "aquila": "gpt2", "baichuan": "llama", "bert-bge": "bert", "command-r": "gpt2",
+    "deepseek-coder": "gpt2", "deepseek-llm": "gpt2", "falcon": "gpt2", "gemma-4": "gemma4",
+    "gpt-2": "gpt2", "gpt-neox": "gpt2", "llama-bpe": "gpt2", "llama-spm": "llama",
+    "mpt": "gpt2", "nomic-bert-moe": "t5", "phi-3": "llama", "qwen2": "gpt2", "qwen35": "gpt2",
+    "refact": "gpt2", "starcoder": "gpt2",
+}  # fmt: skip
 
 
 def folder(name: str) -> Path:
