@@ -7,13 +7,12 @@ with the params file a pull request would write. From the result's typed fields 
 from __future__ import annotations
 
 import shlex
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from eosfix.result import RepoResult
 
 
-@dataclass(frozen=True, slots=True)
-class GgufRows:
+class GgufRows(NamedTuple):
     """A GGUF file read on the Hub: the files it stands for, whose default download it is,
     a group that differs, and what works for its header (no pull request changes one): the
     command that makes a fixed file from a downloaded copy, and llama.cpp's flags until then."""
@@ -41,8 +40,7 @@ class GgufRows:
         return f"llama-server -hf {self.repo_id}:{self.tag} {' '.join(self.override)}"
 
 
-@dataclass(frozen=True, slots=True)
-class OllamaHubRow:
+class OllamaHubRow(NamedTuple):
     """What ``ollama run hf.co/...`` stops on (``stop``, from the repo's params file or from
     the Hub's conversion of the chat template), and the params file a pull request would
     write (``after``; None: no change)."""

@@ -22,7 +22,7 @@ import itertools
 import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from eosfix.analysis.terminators import STOP_STRING, Placement, Terminator
 from eosfix.core.codes import CODES, EOS005, EOS013
@@ -40,8 +40,7 @@ if TYPE_CHECKING:
 NOT_APPLICABLE = "n/a (no config.json)"
 
 
-@dataclass(frozen=True, slots=True)
-class VerdictRow:
+class VerdictRow(NamedTuple):
     """A repo's verdict line: its verdict (``eosfix.core.outcome.VERDICTS``), what is wrong
     (``problem``), the runtimes that run on past a turn's end or stop inside a reply now, and
     the texts no stop id can hold (a turn that ends with plain text)."""
@@ -60,8 +59,7 @@ class VerdictRow:
         return verdict_words(self.verdict, self.problem)
 
 
-@dataclass(frozen=True, slots=True)
-class TerminatorRow:
+class TerminatorRow(NamedTuple):
     """A token (or text) that ends a turn: ``optional`` when it ends only the whole chat."""
 
     content: str
@@ -98,8 +96,7 @@ class TerminatorRow:
         return self.kind == STOP_STRING
 
 
-@dataclass(frozen=True, slots=True)
-class StopIdRow:
+class StopIdRow(NamedTuple):
     """A stop id: what token it is and why it is (or is not) a good place to stop; ``now``
     and ``after``: whether the container's reader stops on it now and once the fix is
     written; ``listed`` False for an id only the fix adds (no file lists it now)."""
@@ -114,8 +111,7 @@ class StopIdRow:
     listed: bool = True
 
 
-@dataclass(frozen=True, slots=True)
-class RuntimeState:
+class RuntimeState(NamedTuple):
     """One runtime in one state (now, after the fix, after ``fix --config-json``): each
     terminator with whether it stops there (None: the terminator has no id), and the ids of
     its set that cut a reply (token text -> id)."""
@@ -165,8 +161,7 @@ class RuntimeState:
         return f"{cell}; {cut}" if self.missed else cut
 
 
-@dataclass(frozen=True, slots=True)
-class RuntimeLine:
+class RuntimeLine(NamedTuple):
     """One runtime's row of the check's table (``RuntimeRow``): its state now, after the fix
     and with ``fix --config-json`` (each made when first read: the JSON entry reads the
     table's own sets), and what its rule stands on; ``applicable`` False when the runtime
@@ -222,8 +217,7 @@ class RuntimeLine:
         return self.row.note
 
 
-@dataclass(frozen=True, slots=True)
-class FindingRow:
+class FindingRow(NamedTuple):
     code: str
     severity: Severity
     file: str
@@ -235,8 +229,7 @@ class FindingRow:
         return CODES[self.code].title if self.code in CODES else ""
 
 
-@dataclass(frozen=True, slots=True)
-class ChangeRow:
+class ChangeRow(NamedTuple):
     """One planned (or written) edit: a file's new text or a GGUF key's new value."""
 
     file: str  # the file, or the GGUF key
@@ -254,8 +247,7 @@ class ChangeRow:
         return None if key is None else str(key)
 
 
-@dataclass(frozen=True, slots=True)
-class Action:
+class Action(NamedTuple):
     """What to do about a result: ``pr_file`` the file a fix pull request carries (a repo's
     generation_config.json, a GGUF repo's ``params``; None: no pull request can), and
     ``command`` the one command that does the fix (None: nothing to write)."""
@@ -264,8 +256,7 @@ class Action:
     pr_file: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class BeforeRows:
+class BeforeRows(NamedTuple):
     """What ``fix`` found before it wrote: the check that planned the writes."""
 
     status: str
