@@ -23,19 +23,25 @@ def matrix(models, tmp_path_factory) -> Matrix:
 
 
 @pytest.fixture(scope="session")
-def answers(matrix):
-    """runtime -> its runner's Answer for every folder of the matrix, asked once per session;
-    skipped (failed, with $EOSFIX_REQUIRE_RUNTIME_VENVS set) when its virtualenv is absent."""
+def answers(tmp_path_factory):
+    """runtime -> its runner's Answer, one runner process per runtime for the session, each
+    folder asked when a test first reads it; skipped (failed, with
+    $EOSFIX_REQUIRE_RUNTIME_VENVS set) when its virtualenv is absent."""
     cache: dict[str, external.Answer] = {}
+    running: list[external.Served] = []
+    logs = tmp_path_factory.mktemp("runners")
 
     def answer(runtime: str) -> external.Answer:
         if runtime not in cache:
             try:
-                cache[runtime] = external.ask(runtime, matrix.folders.values())
+                cache[runtime], served = external.serve(runtime, logs / f"{runtime}.log")
             except LookupError as exc:
                 if external.required():
                     pytest.fail(str(exc))
                 pytest.skip(str(exc))
+            running.append(served)
         return cache[runtime]
 
-    return answer
+    yield answer
+    for served in running:
+        served.close()

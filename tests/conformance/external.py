@@ -3,8 +3,10 @@
 Each runner (tests/conformance/runners/) runs in the virtualenv ``tests.conformance.venvs``
 makes for it and writes the stop set of every folder it is given, or the runtime's error for
 that folder (see runners/_protocol.py). Starting vLLM or SGLang (importing them) takes 5-6 s
-of CPU time, so the tests hand a runner every folder at once. The stop sets are asked anew on
-every run: most folders are written by eosfix's ``fix``.
+of CPU time, so one runner process answers every folder: ``ask`` hands it every folder at once
+(a table of them all), ``serve`` keeps it running and asks for each folder when a test reads it,
+so a test waits for its own folders (and the first one for the import). The stop sets are asked
+anew on every run: most folders are written by eosfix's ``fix``.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import json
 import os
 import subprocess
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -54,7 +56,7 @@ class Answer:
 
     version: str
     details: dict[str, str]
-    sets: dict[Path, frozenset[int] | str]
+    sets: Mapping[Path, frozenset[int] | str]
 
 
 def ask(runtime: str, folders: Iterable[Path]) -> Answer:
@@ -70,7 +72,72 @@ def ask(runtime: str, folders: Iterable[Path]) -> Answer:
         if done.returncode != 0 or not out.exists():
             raise RuntimeError(f"{spec.runner} failed ({done.returncode}):\n{done.stderr[-4000:]}")
         document = json.loads(out.read_text(encoding="utf-8"))
-    sets: dict[Path, frozenset[int] | str] = {}
-    for folder, result in document["sets"].items():
-        sets[Path(folder)] = frozenset(result["ids"]) if "ids" in result else result["error"]
+    sets = {Path(folder): _result(result) for folder, result in document["sets"].items()}
     return Answer(document["version"], document["details"], sets)
+
+
+def _result(result: dict[str, object]) -> frozenset[int] | str:
+    return frozenset(result["ids"]) if "ids" in result else str(result["error"])  # type: ignore[call-overload]
+
+
+class Served(Mapping[Path, "frozenset[int] | str"]):
+    """A runner kept running (``--serve``): each folder's answer asked the first time it is
+    read, then kept. ``close`` ends the runner."""
+
+    def __init__(self, spec: External, stderr: Path) -> None:
+        python = venvs.require(spec.venv)
+        self._name, self._stderr = spec.runner, stderr
+        self._log = open(stderr, "w", encoding="utf-8")  # noqa: SIM115 - closed by close()
+        self._proc = subprocess.Popen(
+            [str(python), str(RUNNERS / spec.runner), "--serve", "--scan", str(SCAN)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log, text=True,
+            env=OFFLINE,
+        )  # fmt: skip
+        self._known: dict[Path, frozenset[int] | str] = {}
+        self.header = self._read()
+
+    def _read(self) -> dict[str, object]:
+        assert self._proc.stdout is not None
+        line = self._proc.stdout.readline()
+        if not line:
+            code = self._proc.wait()
+            tail = self._stderr.read_text(encoding="utf-8", errors="replace")[-4000:]
+            raise RuntimeError(f"{self._name} failed ({code}):\n{tail}")
+        document: dict[str, object] = json.loads(line)
+        return document
+
+    def __getitem__(self, folder: Path) -> frozenset[int] | str:
+        if folder not in self._known:
+            assert self._proc.stdin is not None
+            self._proc.stdin.write(f"{folder}\n")
+            self._proc.stdin.flush()
+            document = self._read()
+            assert document["folder"] == str(folder), document
+            self._known[folder] = _result(document)
+        return self._known[folder]
+
+    def __iter__(self) -> Iterator[Path]:
+        return iter(self._known)
+
+    def __len__(self) -> int:
+        return len(self._known)
+
+    def close(self) -> None:
+        if self._proc.stdin is not None:
+            self._proc.stdin.close()
+        try:
+            self._proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            self._proc.wait()
+        if self._proc.stdout is not None:
+            self._proc.stdout.close()
+        self._log.close()
+
+
+def serve(runtime: str, stderr: Path) -> tuple[Answer, Served]:
+    """``runtime``'s runner kept running, its answers asked folder by folder as they are
+    read (LookupError: no virtualenv); the runtime's own output goes to ``stderr``."""
+    served = Served(EXTERNAL[runtime], stderr)
+    version, details = served.header["version"], served.header["details"]
+    return Answer(str(version), dict(details), served), served  # type: ignore[call-overload]
