@@ -75,12 +75,13 @@ def test_check_verdicts_under_cpu_contention_equal_idle_ones(kind, tmp_path):
         assert "EOS101" in out  # the hostile templates were stopped, by a count
 
 
-def test_batch_verdicts_under_cpu_contention_equal_idle_ones(tmp_path):
-    """The batch engine (worker processes, shared analyses) over all of them as a HF cache."""
+@pytest.mark.parametrize("kind", ["samples", "corpus"])
+def test_batch_verdicts_under_cpu_contention_equal_idle_ones(kind, tmp_path):
+    """The batch engine (worker processes, shared analyses) over the same repos as a HF cache:
+    the samples with the hostile templates, and the corpus, each its own cache."""
     b = CacheBuilder(tmp_path / "hub")
     (tmp_path / "hostile").mkdir()
-    folders = [SAMPLES / name for name in sample_names()] + _hostile(tmp_path / "hostile")
-    folders += [CORPUS / name for name in corpus_cases()]
+    folders = _targets(kind, tmp_path / "hostile")
     for folder in folders:
         files = {
             p.relative_to(folder).as_posix(): p.read_bytes()
