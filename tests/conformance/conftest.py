@@ -23,18 +23,17 @@ def matrix(models, tmp_path_factory) -> Matrix:
 
 
 @pytest.fixture(scope="session")
-def answers(tmp_path_factory):
+def answers():
     """runtime -> its runner's Answer, one runner process per runtime for the session, each
     folder asked when a test first reads it; skipped (failed, with
     $EOSFIX_REQUIRE_RUNTIME_VENVS set) when its virtualenv is absent."""
     cache: dict[str, external.Answer] = {}
     running: list[external.Served] = []
-    logs = tmp_path_factory.mktemp("runners")
 
     def answer(runtime: str) -> external.Answer:
         if runtime not in cache:
             try:
-                cache[runtime], served = external.serve(runtime, logs / f"{runtime}.log")
+                cache[runtime], served = external.serve(runtime)
             except LookupError as exc:
                 if external.required():
                     pytest.fail(str(exc))

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tests.conformance import venvs
+from tests.support.processes import LineChild
 
 RUNNERS = Path(__file__).parent / "runners"
 SCAN = 256  # every id below this is put to each runtime's own per-token stop check
@@ -84,34 +85,23 @@ class Served(Mapping[Path, "frozenset[int] | str"]):
     """A runner kept running (``--serve``): each folder's answer asked the first time it is
     read, then kept. ``close`` ends the runner."""
 
-    def __init__(self, spec: External, stderr: Path) -> None:
+    def __init__(self, spec: External) -> None:
         python = venvs.require(spec.venv)
-        self._name, self._stderr = spec.runner, stderr
-        self._log = open(stderr, "w", encoding="utf-8")  # noqa: SIM115 - closed by close()
-        self._proc = subprocess.Popen(
-            [str(python), str(RUNNERS / spec.runner), "--serve", "--scan", str(SCAN)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log, text=True,
-            env=OFFLINE,
-        )  # fmt: skip
+        command = [str(python), str(RUNNERS / spec.runner), "--serve", "--scan", str(SCAN)]
+        self._name, self._child = spec.runner, LineChild(command, env=OFFLINE)
         self._known: dict[Path, frozenset[int] | str] = {}
-        self.header = self._read()
+        self.header = self._document(self._child.read())
 
-    def _read(self) -> dict[str, object]:
-        assert self._proc.stdout is not None
-        line = self._proc.stdout.readline()
-        if not line:
-            code = self._proc.wait()
-            tail = self._stderr.read_text(encoding="utf-8", errors="replace")[-4000:]
-            raise RuntimeError(f"{self._name} failed ({code}):\n{tail}")
+    def _document(self, line: str | None) -> dict[str, object]:
+        if line is None:
+            code = self._child.proc.wait()
+            raise RuntimeError(f"{self._name} failed ({code}):\n{self._child.said()}")
         document: dict[str, object] = json.loads(line)
         return document
 
     def __getitem__(self, folder: Path) -> frozenset[int] | str:
         if folder not in self._known:
-            assert self._proc.stdin is not None
-            self._proc.stdin.write(f"{folder}\n")
-            self._proc.stdin.flush()
-            document = self._read()
+            document = self._document(self._child.ask(str(folder)))
             assert document["folder"] == str(folder), document
             self._known[folder] = _result(document)
         return self._known[folder]
@@ -123,21 +113,12 @@ class Served(Mapping[Path, "frozenset[int] | str"]):
         return len(self._known)
 
     def close(self) -> None:
-        if self._proc.stdin is not None:
-            self._proc.stdin.close()
-        try:
-            self._proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self._proc.kill()
-            self._proc.wait()
-        if self._proc.stdout is not None:
-            self._proc.stdout.close()
-        self._log.close()
+        self._child.close()
 
 
-def serve(runtime: str, stderr: Path) -> tuple[Answer, Served]:
+def serve(runtime: str) -> tuple[Answer, Served]:
     """``runtime``'s runner kept running, its answers asked folder by folder as they are
-    read (LookupError: no virtualenv); the runtime's own output goes to ``stderr``."""
-    served = Served(EXTERNAL[runtime], stderr)
+    read (LookupError: no virtualenv)."""
+    served = Served(EXTERNAL[runtime])
     version, details = served.header["version"], served.header["details"]
     return Answer(str(version), dict(details), served), served  # type: ignore[call-overload]

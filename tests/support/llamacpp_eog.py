@@ -20,13 +20,14 @@ import atexit
 import ctypes
 import hashlib
 import json
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
-from typing import IO, Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
+
+if TYPE_CHECKING:  # imported when first used: this file also runs as a script
+    from tests.support.processes import LineChild
 
 
 def _pieces(lib: Any, vocab: Any, n: int) -> list[str]:
@@ -112,50 +113,25 @@ class _Child:
     a file made llama.cpp abort it."""
 
     def __init__(self) -> None:
-        self.proc: subprocess.Popen[str] | None = None
-        self.stderr: IO[bytes] | None = None
+        self.child: LineChild | None = None
 
     def ask(self, path: Path, pieces: bool) -> dict[str, Any]:
-        if self.proc is None or self.proc.poll() is not None:
-            # a file, not a pipe nobody drains; it lives as long as the child (closed by close)
-            self.stderr = tempfile.TemporaryFile()  # noqa: SIM115
-            self.proc = subprocess.Popen(
-                [sys.executable, __file__, "--serve"],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=self.stderr,
-                text=True,
-            )
-        proc = self.proc
-        assert proc.stdin is not None
-        assert proc.stdout is not None
-        try:
-            proc.stdin.write(json.dumps({"path": str(path), "pieces": pieces}) + "\n")
-            proc.stdin.flush()
-        except BrokenPipeError:
-            pass  # it died at once: said below
-        for line in proc.stdout:  # ends when the child does
-            if line.startswith(ANSWER):
-                return dict(json.loads(line[len(ANSWER) :]))
-        assert self.stderr is not None
-        self.stderr.seek(0)
-        said = self.stderr.read()[-2000:]
+        from tests.support.processes import LineChild
+
+        if self.child is None or not self.child.alive():
+            self.close()
+            self.child = LineChild([sys.executable, __file__, "--serve"], prefix=ANSWER)
+        answer = self.child.ask(json.dumps({"path": str(path), "pieces": pieces}))
+        if answer is not None:
+            return dict(json.loads(answer))
+        said = self.child.said(2000)
         self.close()
         raise AssertionError(f"llama.cpp died on {path}: {said!r}")
 
     def close(self) -> None:
-        if self.proc is not None:
-            if self.proc.stdin is not None:
-                self.proc.stdin.close()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-            self.proc = None
-        if self.stderr is not None:
-            self.stderr.close()
-            self.stderr = None
+        if self.child is not None:
+            self.child.close(timeout=10)
+            self.child = None
 
 
 _CHILD = _Child()
