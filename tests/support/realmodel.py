@@ -96,6 +96,7 @@ def _version(distribution: str) -> str:
         return "absent"
 
 
+@functools.lru_cache(maxsize=1)  # hashing the 98 MB GGUF once per process, not per caller
 def converted_folder() -> Path:
     """``write_converted_folder``'s folder, written once per machine for its inputs (the GGUF's
     bytes, the versions of the libraries that convert it, the source of the two functions
