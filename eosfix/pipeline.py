@@ -9,11 +9,9 @@ API and the CLI all call these.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from eosfix.containers.folder.container import fix_folder, open_folder
 from eosfix.containers.paths import cache_snapshot, cache_snapshot_of, is_gguf, resolve
@@ -54,8 +52,7 @@ class Container(Protocol):
     ) -> EosfixError | None: ...  # what would stop fix writing ``patches`` (writes nothing)
 
 
-@dataclass(frozen=True)
-class _Analysis:
+class _Analysis(NamedTuple):
     check: RepoCheck
     patches: tuple[Change, ...]
     runtimes: RuntimeTable | None
@@ -127,7 +124,7 @@ def check(
         root, config_json=config_json, label=label, keep_ids=keep_ids, pins=pins,
         blockers=blockers, replace_symlinks=replace_symlinks,
     )  # fmt: skip
-    return dataclasses.replace(result, cache=cache) if cache is not None else result
+    return result._replace(cache=cache) if cache is not None else result
 
 
 def check_folder(

@@ -12,9 +12,8 @@ itself). Renderers turn these into the keys of ``--format json``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from eosfix.decide.check import Status
 
@@ -48,8 +47,7 @@ class Change(Protocol):
 NOUNS = {"folder": "repo", "gguf": "GGUF file", "ollama": "ollama model"}
 
 
-@dataclass(frozen=True)
-class HubOrigin:
+class HubOrigin(NamedTuple):
     """A Hub repo checked by id: its id, the revision asked (a branch, a tag or a commit) and
     the commit read (None when the Hub named none: the repo could not be read)."""
 
@@ -58,8 +56,7 @@ class HubOrigin:
     sha: str | None = None
 
 
-@dataclass(frozen=True)
-class RemoteGguf:
+class RemoteGguf(NamedTuple):
     """One GGUF file of a Hub repo, read by its header: what reading it cost, and why it could
     not be read (``error``)."""
 
@@ -73,8 +70,7 @@ class RemoteGguf:
     error: str | None = None
 
 
-@dataclass(frozen=True)
-class GgufGroup:
+class GgufGroup(NamedTuple):
     """A GGUF file read on the Hub and the files it stands for: ``files`` (the first is
     ``file``) share their stop keys; a group that differs from the repo's biggest one names
     it (``differs_from``) and the keys (``differs_in``); ``default_for``: whose default
@@ -94,8 +90,7 @@ class GgufGroup:
         return tuple(f.path for f in self.files[1:])
 
 
-@dataclass(frozen=True)
-class OllamaHub:
+class OllamaHub(NamedTuple):
     """What ``ollama run hf.co/...`` gets for a GGUF on the Hub (``params``: the repo's params
     file, or the Hub's conversion of the chat template) and the params file a pull request
     would write (``plan``: None when the stop list needs no change); ``control`` and
@@ -109,8 +104,7 @@ class OllamaHub:
     file: str = "params"  # the repo file the Hub reads ollama's parameters from
 
 
-@dataclass(frozen=True)
-class RepoResult:
+class RepoResult(NamedTuple):
     """One repo (or GGUF file) checked or fixed.
 
     ``check`` is the repo as it is now: after ``fix`` wrote files, it is read again from disk,

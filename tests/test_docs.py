@@ -80,14 +80,13 @@ def test_codes_page_is_generated_from_the_registry():
 def test_codes_page_generator_follows_the_registry(monkeypatch):
     """The generator reads the registry, not a copy: a changed entry changes the page, and
     prose for an unknown code is refused."""
-    import dataclasses
 
     from eosfix.core import codes
 
     gen = _gen_codes()
     entry = codes.CODES["EOS004"]
     changed = dict(codes.CODES)
-    changed["EOS004"] = dataclasses.replace(entry, fixable=True, title="a new title")
+    changed["EOS004"] = entry._replace(fixable=True, title="a new title")
     monkeypatch.setattr(gen, "CODES", changed)
     page = gen.markdown()
     assert "## EOS004 — a new title (fixable, warning) { #eos004 }" in page

@@ -12,7 +12,6 @@ probe of its kind takes (``tool_call+documents``).
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
@@ -246,14 +245,10 @@ def branch_specs(
             base = mine[0]
             if True not in sides:
                 kwargs = {**base.kwargs, gate.name: value}
-                out.append(
-                    dataclasses.replace(base, name=f"{base.name}+{gate.name}", kwargs=kwargs)
-                )
+                out.append(base._replace(name=f"{base.name}+{gate.name}", kwargs=kwargs))
             if False not in sides:
                 kwargs = {k: v for k, v in base.kwargs.items() if k != gate.name}
-                out.append(
-                    dataclasses.replace(base, name=f"{base.name}-{gate.name}", kwargs=kwargs)
-                )
+                out.append(base._replace(name=f"{base.name}-{gate.name}", kwargs=kwargs))
     return tuple(out)
 
 

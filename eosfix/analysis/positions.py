@@ -37,7 +37,7 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from eosfix.analysis.shapes import (
     ASSISTANT1,
@@ -127,8 +127,7 @@ def _scanner_regex(tokens: tuple[str, ...]) -> re.Pattern[str]:
     )
 
 
-@dataclass(frozen=True)
-class Sighting:
+class Sighting(NamedTuple):
     """One control token (or plain-text stop) at one place of one probe.
 
     ``kind`` is what it asks of the stop set: one of ``REQUIRED_KINDS`` (it must be a stop
@@ -147,8 +146,7 @@ class Sighting:
     related: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
-class Gap:
+class Gap(NamedTuple):
     """What a history probe writes between the probed assistant text and the next message."""
 
     probe: Probe

@@ -5,7 +5,6 @@ a variable no probe passes is tried once more with placeholders (``run_probe``).
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -52,12 +51,12 @@ def run_probe(
     values = _placeholders_for(source, error, spec.kwargs, special_tokens)
     if not values:
         return probe
-    retry = dataclasses.replace(spec, kwargs={**spec.kwargs, **values})
+    retry = spec._replace(kwargs={**spec.kwargs, **values})
     again, _ = _render_probe(source, template_name, retry, special_tokens)
     if again.text is not None:
-        return dataclasses.replace(again, placeholders=tuple(values))
+        return again._replace(placeholders=tuple(values))
     refusal = f"{probe.refusal}; again with placeholders for {', '.join(values)}: {again.refusal}"
-    return dataclasses.replace(probe, refusal=refusal, limit=again.limit)
+    return probe._replace(refusal=refusal, limit=again.limit)
 
 
 def _placeholders_for(

@@ -16,13 +16,11 @@ wrote (``several_calls_specs``).
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import json
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from eosfix.analysis.reads import mentions, reasoning_flags
 
@@ -93,8 +91,7 @@ def _reasoning_part(part_type: str) -> dict[str, Any]:
 _TOOL_RESULT_MSG = {"role": "tool", "tool_call_id": CALL_ID, "name": TOOL, "content": TOOL_RESULT}
 
 
-@dataclass(frozen=True)
-class ProbeSpec:
+class ProbeSpec(NamedTuple):
     """One input shape: which messages, which extra variables, and which sentinels matter."""
 
     name: str
@@ -103,7 +100,7 @@ class ProbeSpec:
     # message followed by its results: ``history_twin``), never in ``TemplateAnalysis.probes``
     kind: str
     messages: tuple[dict[str, Any], ...]
-    kwargs: Mapping[str, Any] = field(default_factory=dict)
+    kwargs: Mapping[str, Any] = {}
     end_marker: str = ASSISTANT1  # the assistant text whose tail is read
     next_marker: str | None = None  # the next turn's text (history shapes)
 
@@ -256,7 +253,7 @@ def flagged_reasoning_spec(source: str, rendered: Sequence[Probe]) -> ProbeSpec 
     if not flags:
         return None
     spec = next(s for s in SPECS if s.kind == "reasoning")
-    return dataclasses.replace(spec, name=f"{spec.name}+flags", kwargs=dict(flags))
+    return spec._replace(name=f"{spec.name}+flags", kwargs=dict(flags))
 
 
 def _assistant_parts(*parts: dict[str, Any]) -> dict[str, Any]:
@@ -295,8 +292,7 @@ def history_twin(spec: ProbeSpec) -> ProbeSpec:
     same assistant message in history, where the model sees its own past replies."""
     calls = spec.messages[-1].get("tool_calls") or []
     results = tuple({**_TOOL_RESULT_MSG, "tool_call_id": call.get("id", CALL_ID)} for call in calls)
-    return dataclasses.replace(
-        spec,
+    return spec._replace(
         name=f"{spec.name}+result",
         kind="call_history",
         messages=(*spec.messages, *results),
@@ -327,8 +323,7 @@ def _marker_regex(marker: str) -> re.Pattern[str]:
     return re.compile(re.escape(marker), re.IGNORECASE)
 
 
-@dataclass(frozen=True)
-class Probe:
+class Probe(NamedTuple):
     """The outcome of one probe on one template: rendered text, or why it was refused."""
 
     spec: ProbeSpec

@@ -27,10 +27,9 @@ Everything here is pure: no printing, no writing, no network.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from jinja2 import nodes
 
@@ -96,8 +95,7 @@ __all__ = [
 _EVIDENCE_CHARS = 48
 
 
-@dataclass(frozen=True)
-class Placement:
+class Placement(NamedTuple):
     """Where a template writes a terminator (one of ``eosfix.analysis.positions.WHERE``).
 
     ``related``: the tokens that placement refers to: the history closer a last-reply token
@@ -109,8 +107,7 @@ class Placement:
     related: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
-class Terminator:
+class Terminator(NamedTuple):
     content: str
     id: int | None
     kind: str  # turn_end | tool_call | next_turn_opener | stop_string | conversation_end
@@ -131,8 +128,7 @@ class Terminator:
         return self.kind in REQUIRED_KINDS
 
 
-@dataclass(frozen=True)
-class TemplateAnalysis:
+class TemplateAnalysis(NamedTuple):
     name: str
     file: str
     probes: tuple[Probe, ...]
@@ -169,12 +165,11 @@ class TemplateAnalysis:
         return {n: p.spec.kwargs[n] for p in self.rendered for n in p.placeholders}
 
 
-@dataclass(frozen=True)
-class TerminatorSet:
+class TerminatorSet(NamedTuple):
     terminators: tuple[Terminator, ...]  # every one must be a stop id
     acceptable: tuple[str, ...] = ()  # may also be stop ids: the reply is complete there
     in_turn: tuple[str, ...] = ()  # never stop ids: written inside one turn
-    templates: tuple[TemplateAnalysis, ...] = field(default_factory=tuple)
+    templates: tuple[TemplateAnalysis, ...] = ()
     additional: tuple[Terminator, ...] = ()  # reported stops never required (conversation end)
     # never stop ids: written by a reply that makes tool calls before its last argument
     in_call: tuple[str, ...] = ()
@@ -343,7 +338,7 @@ class _Collector:
         if old is not None:
             templates = old.templates + (() if template in old.templates else (template,))
             placements = tuple(dict.fromkeys((*old.placements, placement)))
-            table[s.token] = dataclasses.replace(old, templates=templates, placements=placements)
+            table[s.token] = old._replace(templates=templates, placements=placements)
             return
         info = self.repo.resolve(s.token) if s.kind != STOP_STRING else None
         text = s.probe.text or ""
@@ -381,8 +376,7 @@ def find_terminators(repo: ModelRepo) -> TerminatorSet:
     )
 
 
-@dataclass(frozen=True)
-class _Reading:
+class _Reading(NamedTuple):
     """What the templates' probes say, before any token is resolved to an id."""
 
     analyses: tuple[TemplateAnalysis, ...]  # with their positions
@@ -415,7 +409,7 @@ def _read_templates(key: Same[TemplateAnalysis], scan: SpecialScanner) -> _Readi
         )
         found += sightings
         positions = where_written(sightings, own_in_turn[i], openers[i], own_in_call[i])
-        analyses[i] = dataclasses.replace(ta, positions=positions)
+        analyses[i] = ta._replace(positions=positions)
     return _Reading(tuple(analyses), tuple(found), tuple(sorted(in_turn)), tuple(sorted(in_call)))
 
 
@@ -433,7 +427,7 @@ def _read_shape(ta: TemplateAnalysis, scan: SpecialScanner) -> TemplateAnalysis:
         differ = tuple(history_disagreements(ta.rendered, ta.twins, scan))
     if quoted is None and not differ:
         return ta
-    return dataclasses.replace(ta, quoted=quoted, disagreements=differ)
+    return ta._replace(quoted=quoted, disagreements=differ)
 
 
 def scanner_for(repo: ModelRepo) -> SpecialScanner:

@@ -6,9 +6,8 @@ terminator). Pure.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from eosfix.analysis.positions import (
     IN_TOOL_CALL,
@@ -23,8 +22,7 @@ from eosfix.analysis.positions import (
 from eosfix.analysis.shapes import CALL_ARGS, TOOL_ARG, USER1, Probe, find_marker, rfind_marker
 
 
-@dataclass(frozen=True)
-class Disagreement:
+class Disagreement(NamedTuple):
     """A call probe's message rendered last (``final``) and in history (``history``), with
     the control tokens each writes before its last argument, where they differ."""
 
@@ -286,7 +284,7 @@ def _read_tool_gap(
         found = read_opener(gap, in_turn)
         if wrote_nothing:
             return found
-        return [dataclasses.replace(s, kind=None, acceptable=True) for s in found]
+        return [s._replace(kind=None, acceptable=True) for s in found]
     if closer[-1][0] in closing or closing & {t for t, _ in closer}:
         return [Sighting(t, TOOL_CALL, gap.probe, p) for t, p in closer]
     out = [Sighting(t, TOOL_CALL, gap.probe, p) for t, p in closer[:-1]]

@@ -29,7 +29,7 @@ def repo_verdict(checked: GgufRepoCheck, detail: Detail | None) -> tuple[Verdict
     the file a pull request would set (``params_fix``). Also each group as JSON
     (``groups``): its files, its verdict, what it differs in."""
     repo_id = checked.entry.repo_id
-    results = [dataclasses.replace(r, path=Path(repo_id)) for r in checked.results]
+    results = [r._replace(path=Path(repo_id)) for r in checked.results]
     plain = [to_verdict(r, None) for r in results]
     worst = min(range(len(plain)), key=lambda i: _WORST_FIRST.index(plain[i].name))
     chosen = to_verdict(results[worst], detail) if detail is not None else plain[worst]

@@ -80,8 +80,9 @@ class PrPlan:
         item = unit.item
         fields = item.fields()
         hub = HubOrigin(item.repo_id, fields.get("revision", "main"), fields.get("sha"))
-        result = dataclasses.replace(
-            pipeline.check(unit.path, label=item.repo_id, keep_ids=self.keep_ids, blockers=False),
+        result = pipeline.check(
+            unit.path, label=item.repo_id, keep_ids=self.keep_ids, blockers=False
+        )._replace(
             hub=hub,
         )
         return self.settle(unit, result)

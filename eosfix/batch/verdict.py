@@ -168,7 +168,7 @@ def to_verdict(result: RepoResult, detail: Detail | None) -> Verdict:
         extra = tuple((k, v) for k, v in detail.render(result) if k not in ("path", "name"))
     text = None
     if detail is not None and detail.kind == "text":
-        text = detail.render(dataclasses.replace(result, label=LABEL))
+        text = detail.render(result._replace(label=LABEL))
     needs = needs_tokenizer_json(result)
     if result.error is not None:
         rel = _relative(result.error, result.path)

@@ -18,7 +18,7 @@ it).
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from typing import NamedTuple
 
 
 class Severity(enum.Enum):
@@ -26,8 +26,7 @@ class Severity(enum.Enum):
     WARNING = "warning"
 
 
-@dataclass(frozen=True)
-class Finding:
+class Finding(NamedTuple):
     """One problem: a stable code, the file (or GGUF key) it is about, a one-line message."""
 
     code: str
@@ -46,8 +45,7 @@ class Subject(enum.Enum):
     TOKENS = "tokens"  # how a token is declared: ``added_tokens_decoder``
 
 
-@dataclass(frozen=True)
-class Code:
+class Code(NamedTuple):
     """One finding code and everything eosfix knows about it; every other module reads these
     fields from the entry, never a list of codes of its own."""
 

@@ -22,6 +22,7 @@ import json
 import math
 import re
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from eosfix.core.errors import VerificationError
 
@@ -50,8 +51,7 @@ class _Member:
     value: _Node = field(default_factory=lambda: _Node(-1))
 
 
-@dataclass(frozen=True)
-class _Style:
+class _Style(NamedTuple):
     """How the document is laid out, so inserted text looks like its neighbours."""
 
     newline: str  # "\n" or "\r\n"; "" when the document has no line break

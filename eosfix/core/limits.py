@@ -49,8 +49,7 @@ import re
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import jinja2
 from jinja2 import nodes
@@ -66,8 +65,7 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment, SecurityError, modifie
 BACKSTOP_SECONDS = 30.0
 
 
-@dataclass(frozen=True)
-class RenderLimits:
+class RenderLimits(NamedTuple):
     """The budget of one render. Real chat templates use a tiny fraction of each."""
 
     # The wall-clock backstop (RenderDeadline), not a budget: see the module docstring.

@@ -11,7 +11,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from eosfix.core.errors import RepoLoadError, reading
 from eosfix.core.models import GenerationConfig, ModelConfig, TokenizerConfig
@@ -63,8 +63,7 @@ def is_read_file(rel: str) -> bool:
     return rel == TOKENIZER_JSON or is_relevant_file(rel)
 
 
-@dataclass(frozen=True)
-class JsonFile:
+class JsonFile(NamedTuple):
     """A JSON file as read: its text (BOM kept) and parsed object, for byte-level editing."""
 
     name: str
@@ -73,8 +72,7 @@ class JsonFile:
     data: dict[str, Any]
 
 
-@dataclass(frozen=True)
-class UnreadableFile:
+class UnreadableFile(NamedTuple):
     """A JSON file no JSON reader parses (empty, NUL bytes, cut short) that runtimes read past
     or refuse, file by file (``eosfix.runtimes``' refusals): its text as read, and why."""
 
@@ -83,15 +81,13 @@ class UnreadableFile:
     why: str  # "is empty", "holds only NUL bytes (163)", "is not valid JSON (...)"
 
 
-@dataclass(frozen=True)
-class ChatTemplate:
+class ChatTemplate(NamedTuple):
     name: str  # "default", "tool_use", ...
     source: str
     file: str  # repo-relative file it came from
 
 
-@dataclass(frozen=True)
-class TokenInfo:
+class TokenInfo(NamedTuple):
     content: str
     id: int | None
     special: bool
@@ -161,8 +157,7 @@ class TokenizerJson:
         return None if tok is None else str(tok.decode(list(ids), skip_special_tokens=False))
 
 
-@dataclass(frozen=True)
-class TokenizerHead:
+class TokenizerHead(NamedTuple):
     """What tokenizer.json says near its top, read without parsing the vocabulary: its
     ``added_tokens`` in file order (duplicates kept: gguf-py takes the first match) and the
     last special token of its ``TemplateProcessing`` post-processor (gguf-py reads it)."""

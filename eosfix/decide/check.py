@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from eosfix.analysis.inturn import closers_inside_a_call, closers_inside_a_turn
 from eosfix.analysis.positions import EMPTY_TEMPLATE, TURN_END
@@ -233,7 +233,7 @@ def _eos_ends_an_empty_template(repo: ModelRepo, ts: TerminatorSet) -> Terminato
     where = (Placement(EMPTY_TEMPLATE),)
     eos_end = Terminator(eos.content, eos.id, TURN_END, names, "", "", eos.source, eos.special,
                          where)  # fmt: skip
-    return replace(ts, terminators=(eos_end,))
+    return ts._replace(terminators=(eos_end,))
 
 
 def _template_findings(ts: TerminatorSet) -> list[Finding]:
@@ -274,8 +274,8 @@ def check(
     template_findings = _template_findings(ts)
     if any(f.code == EOS103.code for f in template_findings):
         # An analysis this machine could not finish proposes nothing: fix writes nothing.
-        no_removal = replace(decision.review, remove=frozenset(), config_remove=frozenset())
-        decision = replace(decision, proposed=None, review=no_removal)
+        no_removal = decision.review._replace(remove=frozenset(), config_remove=frozenset())
+        decision = decision._replace(proposed=None, review=no_removal)
     findings = [
         *_empty_template_findings(repo),
         *template_findings,

@@ -11,8 +11,7 @@ findings its keys raise and which ids the reader stops on once ``fix`` has writt
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from eosfix.analysis.terminators import Terminator, TerminatorSet
 from eosfix.core.codes import Finding
@@ -20,8 +19,7 @@ from eosfix.core.repo import ModelRepo, TokenInfo
 from eosfix.decide.stopids import UNCHECKED, StopId
 
 
-@dataclass(frozen=True)
-class StopConfig:
+class StopConfig(NamedTuple):
     """What the container's reference reader stops on today, and where that comes from.
 
     ``source``: the file or set read (``generation_config.json``, ``config.json text_config``,
@@ -37,8 +35,7 @@ class StopConfig:
     after: str = "generation_config.json after `eosfix fix`"
 
 
-@dataclass(frozen=True)
-class StopIdReview:
+class StopIdReview(NamedTuple):
     """Every stop id of the container's keys, classified; the ids ``fix`` takes out."""
 
     stop_ids: tuple[StopId, ...]
@@ -67,8 +64,7 @@ class StopIdReview:
 NO_REVIEW = StopIdReview((), frozenset())
 
 
-@dataclass(frozen=True)
-class StopDecision:
+class StopDecision(NamedTuple):
     """What the container's keys come to, given the terminators.
 
     ``proposed``: the ids the reference reader stops on after ``fix`` (None: nothing to
@@ -84,7 +80,7 @@ class StopDecision:
     missing: tuple[Finding, ...]
     findings: tuple[Finding, ...]
     unplaced: tuple[Terminator, ...] = ()
-    instead: Mapping[str, str] = field(default_factory=dict)
+    instead: Mapping[str, str] = {}
     model: bool = True  # False: no runtime loads a model from this container (NOT_A_MODEL)
 
 

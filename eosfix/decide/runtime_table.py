@@ -10,7 +10,8 @@ in the result (``eosfix.result.RepoResult.runtimes``). Pure.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import NamedTuple
 
 from eosfix.decide.check import RepoCheck
 from eosfix.decide.stopids import StopId, classify
@@ -19,8 +20,7 @@ from eosfix.runtimes import Rule, Runtime
 States = tuple[frozenset[int], frozenset[int], frozenset[int]]  # now, after fix, --config-json
 
 
-@dataclass(frozen=True)
-class RuntimeRow:
+class RuntimeRow(NamedTuple):
     """One runtime's verdict; ``None`` in ``stops_*`` means the terminator has no id.
 
     ``versions`` is the range the rule used holds for, ``pinned`` the version the user asked
@@ -42,9 +42,9 @@ class RuntimeRow:
     cited: str | None = None
     # Stop ids in its set that cut a reply (eosfix.decide.stopids: in-turn or ordinary tokens),
     # label -> id, now, after the planned fix, and with --config-json.
-    early_before: dict[str, int] = field(default_factory=dict)
-    early_after: dict[str, int] = field(default_factory=dict)
-    early_with_config_json: dict[str, int] = field(default_factory=dict)
+    early_before: Mapping[str, int] = {}
+    early_after: Mapping[str, int] = {}
+    early_with_config_json: Mapping[str, int] = {}
     # Runtime facts the verdict text needs (``eosfix.runtimes.rule.Runtime``).
     config_only: bool = False
     first_id_only: bool = False
@@ -132,8 +132,7 @@ class RuntimeTable:
         return next((s for s in self.cutting if s.id == token_id), None)
 
 
-@dataclass(frozen=True)
-class RowInputs:
+class RowInputs(NamedTuple):
     """One runtime's stop sets in each state, with the rule that gave them."""
 
     runtime: Runtime

@@ -27,10 +27,8 @@ Pure; tokenizer.json is loaded (lazily) only for an id the added tokens do not n
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from eosfix.analysis.inturn import closers_inside_a_turn, in_turn_sighting
 from eosfix.analysis.positions import IN_TOOL_CALL, IN_TURN
@@ -54,8 +52,7 @@ REMOVABLE = (IN_TURN_KIND, ORDINARY, OUT_OF_VOCAB)  # what ``fix`` takes out of 
 CODE_BY_KIND: dict[str, Code] = {c.stop_id_kind: c for c in CODES.values() if c.stop_id_kind}
 
 
-@dataclass(frozen=True)
-class StopId:
+class StopId(NamedTuple):
     """One stop id, what token it is, and why it is (or is not) a good place to stop.
 
     ``token`` is the token as the tokenizer stores it (None: unknown); ``text`` what the
@@ -87,8 +84,7 @@ class StopId:
         return f"{self.token} ({self.id})"
 
 
-@dataclass(frozen=True)
-class VocabBound:
+class VocabBound(NamedTuple):
     """How many ids are tokens: tokenizer.json's count, and config.json's ``vocab_size``."""
 
     tokenizer_size: int | None  # tokens of tokenizer.json / the GGUF list (None: unknown)
@@ -179,7 +175,7 @@ class _Context:
     def classify(self, token_id: int) -> StopId:
         found = self._classify(token_id)
         if found.token is not None and found.token in self.unsure:
-            return dataclasses.replace(found, closes_inside=True)
+            return found._replace(closes_inside=True)
         return found
 
     def _classify(self, token_id: int) -> StopId:
@@ -207,7 +203,7 @@ class _Context:
     def _unknown(self, token_id: int) -> StopId:
         b = self.bound
         if b.tokenizer_size is None and self.repo.has_tokenizer_json:
-            b = self.bound = dataclasses.replace(b, tokenizer_size=_tokenizer_size(self.repo))
+            b = self.bound = b._replace(tokenizer_size=_tokenizer_size(self.repo))
         known = b.tokenizer_size is not None
         beyond = b.config_size is not None and token_id >= b.config_size
         if known or beyond or token_id < 0:

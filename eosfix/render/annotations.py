@@ -11,9 +11,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import quote
 
 from eosfix import __version__
@@ -25,8 +24,7 @@ SARIF_SCHEMA = (
 )
 
 
-@dataclass(frozen=True)
-class Location:
+class Location(NamedTuple):
     """Where a finding is: a file as CI names it (relative to the current folder, else
     absolute), the line of the key it is about when known, and for a GGUF the metadata key
     (the file is binary: no line); ``note`` what the message adds (a finding about a file

@@ -10,7 +10,6 @@ current rule.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 
 from eosfix.core.repo import GENERATION_CONFIG
@@ -91,8 +90,7 @@ def apply_generation_config_eos(inputs: StopInputs, new_eos: Sequence[int]) -> S
     """Inputs after generation_config.json's eos_token_id is written as a list (the file
     created, or written whole in place of one no JSON reader parses; without a byte-order
     mark)."""
-    return dataclasses.replace(
-        inputs,
+    return inputs._replace(
         generation_config_exists=True,
         generation_config_eos=tuple(new_eos),
         generation_config_has_eos_key=True,

@@ -22,8 +22,7 @@ tokens, else config.json's *integer* ``eos_token_id``; generation_config.json is
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import NamedTuple, Protocol, runtime_checkable
 
 from eosfix.core.repo import CONFIG, TOKENIZER_CONFIG, TOKENIZER_JSON
 from eosfix.runtimes.rule import Refusals, Runtime, StopInputs, refusing
@@ -53,8 +52,7 @@ AUTODETECT: dict[str, tuple[str, ...]] = {
 EOG_TEXTS: tuple[str, ...] = tuple(dict.fromkeys(EOG_LIST + AUTODETECT["eot"]))
 
 
-@dataclass(frozen=True)
-class EogRules:
+class EogRules(NamedTuple):
     """The token texts and workarounds of one llama.cpp build's EOG logic (they grow from build
     to build; ``eosfix.runtimes.ollama.compat`` holds the older builds ollama vendored)."""
 
@@ -103,8 +101,7 @@ _NO_VOCAB = ("no_vocab", "none")
 _NO_BOS_PRE = ("chatglm-bpe", "glm4", "glm5")  # pre-tokenizers that clear the default bos
 
 
-@dataclass(frozen=True)
-class GgufVocab:
+class GgufVocab(NamedTuple):
     """What llama.cpp reads of a GGUF to decide where generation ends."""
 
     model: str  # tokenizer.ggml.model
@@ -136,8 +133,7 @@ class IdsWithTexts(Protocol):
     def text(self, token_id: int) -> str | None: ...
 
 
-@dataclass(frozen=True)
-class SpecialIds:
+class SpecialIds(NamedTuple):
     """The ids llama.cpp holds after load (``None``: LLAMA_TOKEN_NULL)."""
 
     ids: Mapping[str, int | None]  # bos, eos, eot, eom, fim_pad, ...
@@ -147,8 +143,7 @@ class SpecialIds:
         return self.ids.get(role)
 
 
-@dataclass(frozen=True)
-class EogSet:
+class EogSet(NamedTuple):
     """llama.cpp's end-of-generation ids; ``uncertain`` ids are EOG in some builds only (one
     of several FIM texts is picked in hash-map order), so eosfix never counts on them."""
 
@@ -237,8 +232,7 @@ def _apply_exceptions(eog: set[int], text_ids: Mapping[str, int], rules: EogRule
 # --- a folder, as llama.cpp's converter would write it -------------------------------------
 
 
-@dataclass(frozen=True)
-class ConverterInputs:
+class ConverterInputs(NamedTuple):
     """What gguf-py ``SpecialVocab`` reads of a folder to set the special-token keys."""
 
     has_tokenizer_json: bool

@@ -20,7 +20,7 @@ import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
-from typing import Any
+from typing import Any, NamedTuple
 
 from packaging.version import InvalidVersion, Version
 
@@ -33,8 +33,7 @@ from eosfix.core.repo import (
 from eosfix.runtimes.config_defaults import Default
 
 
-@dataclass(frozen=True)
-class Layout:
+class Layout(NamedTuple):
     """What in a folder decides whether a runtime opens one of its files at all:
     ``added_tokens_decoder``, tokenizer_config.json lists its added tokens (transformers'
     AutoTokenizer then never opens special_tokens_map.json)."""
@@ -42,8 +41,7 @@ class Layout:
     added_tokens_decoder: bool = False
 
 
-@dataclass(frozen=True)
-class StopInputs:
+class StopInputs(NamedTuple):
     """What the repo's files say about end-of-sequence, already resolved to ids."""
 
     tokenizer_eos_id: int | None
@@ -64,7 +62,7 @@ class StopInputs:
     gguf_special_ids: Mapping[str, int] | None = None
     # The tokenizer's added tokens, text -> id (``get_added_vocab()``: special or not; never a
     # token only in the model's vocabulary).
-    added_tokens: Mapping[str, int] = field(default_factory=dict)
+    added_tokens: Mapping[str, int] = {}
     # config.json as the runtimes that build transformers' config *object* read it (vLLM,
     # SGLang): its ``model_type`` names the config class, whose default ``eos_token_id`` holds
     # where the file has no such key (eosfix.runtimes.config_defaults). The same for the
@@ -95,8 +93,7 @@ class StopInputs:
         return self.generation_config_has_eos_key or self.generation_config_eos is not None
 
 
-@dataclass(frozen=True)
-class Malformed:
+class Malformed(NamedTuple):
     """generation_config.json's ``eos_token_id`` as the file holds it, when it is not ids."""
 
     value: Any
@@ -131,8 +128,7 @@ def _legacy_tokenizer_config(layout: Layout) -> bool:
 AUTOTOKENIZER_READS = {SPECIAL_TOKENS_MAP: _legacy_tokenizer_config}
 
 
-@dataclass(frozen=True)
-class EosRead:
+class EosRead(NamedTuple):
     """How a runtime holds generation_config.json's ``eos_token_id`` when it is not ids:
     ``ids`` the token ids that equal what it holds (None: it ignores the value, as if the key
     were absent; ``()``: it holds the value, and no token equals it), whether it holds a list
@@ -147,8 +143,7 @@ class EosRead:
 EosReader = Callable[[Any], EosRead]
 
 
-@dataclass(frozen=True)
-class Refusals:
+class Refusals(NamedTuple):
     """What a runtime does where JSON readers refuse: ``files`` a file it reads that its JSON
     reader refuses, because it starts with a byte-order mark (none of Python's ``json``, Go's
     ``encoding/json`` or Rust's ``serde_json`` skips the mark) or is not JSON at all (empty,
@@ -157,9 +152,9 @@ class Refusals:
     generation_config.json's ``eos_token_id`` when that is not ids (None: it never uses that
     value for stopping, or does not read the file)."""
 
-    files: Mapping[str, str] = field(default_factory=dict)
+    files: Mapping[str, str] = {}
     eos: EosReader | None = None
-    only_if: Mapping[str, Callable[[Layout], bool]] = field(default_factory=dict)
+    only_if: Mapping[str, Callable[[Layout], bool]] = {}
 
     def effect(self, name: str, layout: Layout) -> str | None:
         """IGNORES or FAILS when its reader refuses ``name`` in a folder laid out so; None
@@ -223,15 +218,12 @@ def as_read(refusals: Refusals, x: StopInputs) -> StopInputs | str:
         if effect == FAILS:
             return f"{FAILS}: {name} {why}"
         if effect == IGNORES:  # only generation_config.json is ever ignored
-            x = dataclasses.replace(
-                x, generation_config_exists=False, generation_config_eos=None,
+            x = x._replace(generation_config_exists=False, generation_config_eos=None,
                 generation_config_eos_is_list=False, generation_config_has_eos_key=False,
                 generation_config_eos_malformed=None,
             )  # fmt: skip
     malformed = x.generation_config_eos_malformed
-    x = dataclasses.replace(
-        x, bom=frozenset(), unreadable=frozenset(), generation_config_eos_malformed=None
-    )
+    x = x._replace(bom=frozenset(), unreadable=frozenset(), generation_config_eos_malformed=None)
     if malformed is None or not x.generation_config_exists:
         return x
     if refusals.eos is None:  # the value plays no part in its stop set
@@ -240,11 +232,8 @@ def as_read(refusals: Refusals, x: StopInputs) -> StopInputs | str:
     if read.fails:
         return f"cannot generate: {read.fails}"
     if read.ids is None:  # ignored, as if the key were absent
-        return dataclasses.replace(
-            x, generation_config_eos=None, generation_config_has_eos_key=False
-        )
-    return dataclasses.replace(
-        x, generation_config_eos=read.ids, generation_config_eos_is_list=read.is_list,
+        return x._replace(generation_config_eos=None, generation_config_has_eos_key=False)
+    return x._replace(generation_config_eos=read.ids, generation_config_eos_is_list=read.is_list,
         generation_config_eos_truthy=read.truthy,
     )  # fmt: skip
 

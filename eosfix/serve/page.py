@@ -35,7 +35,6 @@ escaped by the templates.
 
 from __future__ import annotations
 
-import dataclasses
 import hmac
 import logging
 import os
@@ -464,7 +463,7 @@ async def check_files(
         result = await state.slots.run(lambda: _check_files(dropped.folder))
     finally:
         dropped.remove()  # gone before the answer is sent
-    rows = repo_rows(dataclasses.replace(result, path=Path(".")))
+    rows = repo_rows(result._replace(path=Path(".")))
     views = [views_.build(rows, name=result.name, hub=False)]
     notes = (
         [f"Ignored (no check reads them): {', '.join(dropped.ignored)}"] if dropped.ignored else []
@@ -636,7 +635,7 @@ def _check_files(folder: Path) -> RepoResult:
             named = Path(error.path).relative_to(folder).as_posix()
         except ValueError:
             named = ""
-        result = dataclasses.replace(result, error=error.but(path=named or "your files"))
+        result = result._replace(error=error.but(path=named or "your files"))
     return result
 
 

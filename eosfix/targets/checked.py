@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from eosfix.decide.check import Status
 from eosfix.result import RepoResult
@@ -11,8 +11,7 @@ _WORST_FIRST = (Status.PROBLEMS, Status.FIXABLE, Status.ERROR, Status.OK, Status
                 Status.NOT_A_MODEL)  # fmt: skip
 
 
-@dataclass(frozen=True)
-class Checked:
+class Checked(NamedTuple):
     """What a target gave: its results (one, or for a GGUF repo on the Hub one per group of
     alike files); ``summary``: what reading a GGUF repo's headers cost; ``note``: a Hub repo
     checked by its small files that also holds GGUF files says how to check those. The lines

@@ -24,7 +24,6 @@ params a pull request would write (``ollama_hub``).
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -288,9 +287,7 @@ def _check_group(
     )
     table = result.runtimes
     plan = table.params_plan if isinstance(table, HubTable) else None
-    return dataclasses.replace(
-        result, hub=hub, gguf=group, ollama_hub=_ollama_hub(model, params, plan)
-    )
+    return result._replace(hub=hub, gguf=group, ollama_hub=_ollama_hub(model, params, plan))
 
 
 def _origin(entry: HubEntry) -> HubOrigin:

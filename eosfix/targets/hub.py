@@ -9,7 +9,6 @@ by the same rules.
 
 from __future__ import annotations
 
-import dataclasses
 import shlex
 from collections.abc import Iterable
 from pathlib import Path
@@ -63,7 +62,7 @@ def check_hub_repo(
     options: dict[str, Any] = {"keep_ids": keep_ids, "pins": pins, "config_json": config_json}
     try:
         fetched = fetch_repo_files(repo_id, revision, reader=reader, entry=entry)
-        hub = dataclasses.replace(hub, sha=fetched.sha)
+        hub = hub._replace(sha=fetched.sha)
         result = pipeline.check_folder(fetched.path, label=repo_id, model=fetched.model, **options)
         if fetched.has_tokenizer_json and needs_tokenizer_json(result):
             fetched = fetch_repo_files(repo_id, fetched.sha, reader=reader, tokenizer_json=True)
@@ -73,7 +72,7 @@ def check_hub_repo(
     except HubError as exc:
         return RepoResult(Path(repo_id), error=exc, label=repo_id, hub=hub)
     error = _relabel(result.error, fetched.path, repo_id)
-    return dataclasses.replace(result, path=Path(repo_id), error=error, hub=hub)
+    return result._replace(path=Path(repo_id), error=error, hub=hub)
 
 
 def check_hub_target(
@@ -144,7 +143,7 @@ def _as_given(result: RepoResult, target: HubTarget) -> RepoResult:
         error = error.but(path=str(target))
     if target.not_local:
         error = error.but(message=f"{error.message}{target.not_local}")
-    return dataclasses.replace(result, error=error)
+    return result._replace(error=error)
 
 
 def _failed(target: HubTarget, error: EosfixError) -> RepoResult:

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from eosfix.containers.paths import is_model_folder, model_folders_below
 from eosfix.core.errors import NotChecked
@@ -28,8 +28,7 @@ from eosfix.targets.parse import (
 )
 
 
-@dataclass(frozen=True)
-class Refused:
+class Refused(NamedTuple):
     """A string that names nothing eosfix checks, and why (the error names the string)."""
 
     given: str

@@ -6,7 +6,6 @@ a folder only if it stops at the end of every turn. Writes to the Hub go through
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 from pathlib import Path
 from typing import Any
@@ -126,7 +125,7 @@ def check_before_upload(folder: str | Path, *, fix: bool = False) -> RepoResult:
     fixed = pipeline.fix(folder)
     if fixed.error is not None or not fixed.written:
         return fixed
-    return dataclasses.replace(pipeline.check(folder), written=fixed.written)
+    return pipeline.check(folder)._replace(written=fixed.written)
 
 
 def upload_checked(

@@ -4,7 +4,6 @@ entry, read from there, and every module refers to a code by its entry, never by
 from __future__ import annotations
 
 import ast
-import dataclasses
 import re
 from pathlib import Path
 
@@ -97,7 +96,7 @@ def test_where_ci_points_is_read_from_the_entry(tmp_path, capsys, monkeypatch):
     assert template != added
     line = _github_line(capsys, monkeypatch, tmp_path, "EOS005")
     assert f"file=alpaca/tokenizer_config.json,line={template}," in line
-    changed = dataclasses.replace(CODES["EOS005"], about=Subject.TOKENS)
+    changed = CODES["EOS005"]._replace(about=Subject.TOKENS)
     monkeypatch.setitem(CODES, "EOS005", changed)
     line = _github_line(capsys, monkeypatch, tmp_path, "EOS005")
     assert f"file=alpaca/tokenizer_config.json,line={added}," in line

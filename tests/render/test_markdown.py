@@ -10,7 +10,6 @@ backslash escape splits them into separate tokens). Every hostile string carries
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import re
 import shutil
@@ -179,7 +178,7 @@ def test_discussion_report_shows_hostile_text_as_text(tmp_path, name):
     from eosfix.serve.bot import report_markdown
 
     result = _result(tmp_path, "chatml-missing-im-end", "<|im_end|>", HOSTILE[name])
-    result = dataclasses.replace(result, hub=HubOrigin("org/name", "main", "a" * 40))
+    result = result._replace(hub=HubOrigin("org/name", "main", "a" * 40))
     text = report_markdown(result)
     assert live_from_repo(text) == [], text
     assert "pwn" in text

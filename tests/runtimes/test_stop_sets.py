@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import re
 
@@ -140,7 +139,7 @@ def test_tgi_only_honours_a_list(is_list, expected):
 def test_ollama_stops_on_the_tokenizer_eos_whatever_generation_config_says():
     vocab = {"<|x|>": 5, "<|y|>": 6}
     as_int = make(tokenizer_eos_id=5, generation_config_eos=(6,), vocab=vocab)
-    as_list = dataclasses.replace(as_int, generation_config_eos_is_list=True)
+    as_list = as_int._replace(generation_config_eos_is_list=True)
     # ollama create writes the list as eos_token_ids; llama-server (>= 0.30.0) never reads it
     assert stop_sets(as_int)["ollama"] == stop_sets(as_list)["ollama"] == {5}
     assert stop_sets(as_list)["llama.cpp"] == {5}  # never reads generation_config.json
@@ -182,9 +181,9 @@ def test_sglang_unions_everything_and_eom():
                   config_eos=(128002,), vocab=vocab, added_tokens=vocab)  # fmt: skip
     assert stop_sets(inputs)["SGLang"] == {128001, 128002, 128008, 128009}
     # only an added token counts (get_added_vocab()), and the other two texts too
-    assert 128008 not in stop_sets(dataclasses.replace(inputs, added_tokens={}))["SGLang"]
+    assert 128008 not in stop_sets(inputs._replace(added_tokens={}))["SGLang"]
     more = {"<|content_model_end_sampling|>": 5, "<|ifm|im_end|>": 6}
-    assert stop_sets(dataclasses.replace(inputs, added_tokens=more))["SGLang"] >= {5, 6}
+    assert stop_sets(inputs._replace(added_tokens=more))["SGLang"] >= {5, 6}
 
 
 def test_sglang_ignores_a_falsy_generation_config_eos():
@@ -203,9 +202,9 @@ def test_config_class_default_joins_vllm_and_sglang():
     sets = stop_sets(inputs)
     assert sets["vLLM"] == sets["SGLang"] == {0, 2}
     assert sets["transformers"] == set()
-    null = dataclasses.replace(inputs, config_has_eos_key=True)  # "eos_token_id": null
+    null = inputs._replace(config_has_eos_key=True)  # "eos_token_id": null
     assert stop_sets(null)["vLLM"] == stop_sets(null)["SGLang"] == {0}
-    unknown = dataclasses.replace(inputs, config_model_type="custom-code")
+    unknown = inputs._replace(config_model_type="custom-code")
     assert stop_sets(unknown)["vLLM"] == {0}
     # a vision-language config: the text_config object's default
     vlm = make(generation_config_exists=False, generation_config_eos=None, config_eos=None,
@@ -246,7 +245,7 @@ def test_mlx_lm_reads_a_truthy_generation_config_from_0_30_2():
                   generation_config_eos_is_list=True, config_eos=(A,))  # fmt: skip
     assert stop_sets(inputs, {"mlx-lm": "0.30.2"})["mlx-lm"] == {0}  # [0] is truthy
     assert stop_sets(inputs, {"mlx-lm": "0.30.0"})["mlx-lm"] == {A}  # config.json only
-    empty = dataclasses.replace(inputs, config_eos=(), config_eos_is_list=True,
+    empty = inputs._replace(config_eos=(), config_eos_is_list=True,
                                 generation_config_eos=None)  # fmt: skip
     assert stop_sets(empty, {"mlx-lm": "0.31.3"})["mlx-lm"] == set()  # [] replaces: no stop
     assert stop_sets(empty)["mlx-lm"] == {B}
@@ -282,8 +281,7 @@ def test_the_list_in_both_files_covers_candle_and_exllamav2():
     """generation_config.json and config.json (top level and text_config) written as one list,
     as ``fix --config-json`` does: every runtime stops on every id of it, but TGI's
     transformers path, which reads the tokenizer's eos (A) alone."""
-    after = dataclasses.replace(
-        apply_generation_config_eos(make(text_config_eos=(A,)), [B, A]),
+    after = apply_generation_config_eos(make(text_config_eos=(A,)), [B, A])._replace(
         config_eos=(B, A), config_eos_is_list=True, text_config_eos=(B, A),
     )  # fmt: skip
     assert stopping_on(after, B) == ALL - {"TGI-transformers"}

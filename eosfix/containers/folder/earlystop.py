@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from eosfix.analysis.terminators import TerminatorSet
 from eosfix.core.codes import EOS014, Finding, Severity, finding
@@ -46,8 +46,7 @@ TEXT_CONFIG_KEY = ("text_config", "eos_token_id")
 EOS_KEY = ("eos_token_id",)
 
 
-@dataclass(frozen=True)
-class IdList:
+class IdList(NamedTuple):
     """One ``eos_token_id`` value of one file: where it is, its ids, who reads it."""
 
     file: str

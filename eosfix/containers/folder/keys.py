@@ -33,6 +33,7 @@ from __future__ import annotations
 import json
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from eosfix.analysis.terminators import STOP_STRING, Terminator, TerminatorSet
 from eosfix.containers.folder.earlystop import review_stop_ids
@@ -92,8 +93,7 @@ def propose_eos(
     return tuple(dict.fromkeys([*have, *extra, *missing]))
 
 
-@dataclass(frozen=True)
-class ReaderMiss:
+class ReaderMiss(NamedTuple):
     """A runtime that misses ``missed`` now and stops on them once the list is written."""
 
     runtime: Runtime

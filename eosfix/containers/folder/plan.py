@@ -14,8 +14,7 @@ keeps its old bytes beside it (``FilePatch.backup``).
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from eosfix.core.errors import VerificationError
 from eosfix.core.jsonedit import set_json_value
@@ -79,8 +78,7 @@ BOM = "\ufeff"
 CORRUPT_SUFFIX = ".corrupt"  # generation_config.json.corrupt: the bytes of a file replaced
 
 
-@dataclass(frozen=True)
-class FilePatch:
+class FilePatch(NamedTuple):
     file: str  # repo-relative
     old_text: str | None  # None: the file is created
     new_text: str
@@ -97,7 +95,9 @@ class FilePatch:
         """Where ``fix`` keeps the old bytes of a file it replaces whole (None: it edits)."""
         return self.file + CORRUPT_SUFFIX if self.replaces else None
 
-    how = ""  # a file is always written whole (atomically)
+    @property
+    def how(self) -> str:
+        return ""  # a file is always written whole (atomically)
 
     @property
     def bom_removed(self) -> bool:

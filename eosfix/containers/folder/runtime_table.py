@@ -11,7 +11,6 @@ Pure.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -104,7 +103,7 @@ def not_applicable(
     if CONFIG in check.repo.files or not ids:
         return frozenset()
     after = stop_inputs(check, patches)
-    filled = dataclasses.replace(after, config_eos=ids, config_eos_is_list=len(ids) > 1)
+    filled = after._replace(config_eos=ids, config_eos_is_list=len(ids) > 1)
     out = set()
     for rt in RUNTIMES:
         rule = rule_for(rt, pins)

@@ -17,7 +17,6 @@ as eot/eom for GLM-4-MoE-Lite blobs that lack those keys. Pure.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
@@ -53,7 +52,7 @@ def ollama_view(
         ids, type_name = listed, INT32
     template = model.header.value(TEMPLATE_KEY)
     return OllamaGguf(
-        vocab=dataclasses.replace(model.vocab, key_ids=key_ids),
+        vocab=model.vocab._replace(key_ids=key_ids),
         architecture=model.architecture,
         eos_token_ids=ids,
         eos_token_ids_type=type_name or INT32,

@@ -13,7 +13,6 @@ missing terminators outnumber the free slots, nothing is planned. Pure.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
@@ -163,7 +162,7 @@ class GgufPlan:
 
 def _with_key(vocab: GgufVocab, role: str, token_id: int) -> GgufVocab:
     keys = {**vocab.key_ids, role: token_id}
-    return dataclasses.replace(vocab, key_ids=keys)
+    return vocab._replace(key_ids=keys)
 
 
 def _assign(

@@ -16,8 +16,8 @@ no stop id; what they write to eos/eot/eom, the token list or the tokenizer mode
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
+from typing import NamedTuple
 
 from eosfix.runtimes.llamacpp import GgufVocab
 
@@ -28,8 +28,7 @@ INT32, UINT32 = "INT32", "UINT32"
 SHAPE_ARCHITECTURES = ("gemma3", "gemma3n")
 
 
-@dataclasses.dataclass(frozen=True)
-class OllamaGguf:
+class OllamaGguf(NamedTuple):
     """What ollama reads of a GGUF blob to decide where generation ends.
 
     ``vocab`` is llama.cpp's view (tokenizer model, pre, token texts, every ``*_token_id`` key).
@@ -62,8 +61,7 @@ class OllamaGguf:
         return self.vocab.token_text(token_id)
 
 
-@dataclasses.dataclass(frozen=True)
-class Translated:
+class Translated(NamedTuple):
     """A blob after the compatibility layer, and what it rewrote: field -> new value, a field
     being an id slot (``eot``) or ``architecture``, ``model``, ``pre``, ``tokens``,
     ``eos_token_ids`` (the GGUF container names their keys:
@@ -77,7 +75,7 @@ class Translated:
 def _with_keys(g: OllamaGguf, **changes: int) -> OllamaGguf:
     keys = dict(g.vocab.key_ids)
     keys.update(changes)
-    return dataclasses.replace(g, vocab=dataclasses.replace(g.vocab, key_ids=keys))
+    return g._replace(vocab=g.vocab._replace(key_ids=keys))
 
 
 def _truncated(g: OllamaGguf, rows: int, model: str | None = None) -> OllamaGguf:
@@ -85,8 +83,8 @@ def _truncated(g: OllamaGguf, rows: int, model: str | None = None) -> OllamaGguf
     v = g.vocab
     n = min(v.n_tokens, rows)
     text_ids = {t: i for t, i in v.text_ids.items() if i < n}
-    vocab = dataclasses.replace(v, n_tokens=n, text_ids=text_ids, model=model or v.model)
-    return dataclasses.replace(g, vocab=vocab)
+    vocab = v._replace(n_tokens=n, text_ids=text_ids, model=model or v.model)
+    return g._replace(vocab=vocab)
 
 
 def _gemma3(g: OllamaGguf) -> Translated:
@@ -122,7 +120,7 @@ def _gemma3n(g: OllamaGguf) -> Translated:
         new = ids if 106 in ids else (*ids, 106)
     else:
         new = ids if ids is not None else (1, 106)
-    out = dataclasses.replace(out, eos_token_ids=new)
+    out = out._replace(eos_token_ids=new)
     return Translated(out, {"model": "llama", "tokens": f"first {pe}", "eos_token_ids": new})  # fmt: skip
 
 
@@ -132,16 +130,16 @@ def _gemma4(g: OllamaGguf) -> Translated:
     # has no default ids); nothing else touches stop keys
     if g.vocab.model != "llama":
         return Translated(g, {})
-    vocab = dataclasses.replace(g.vocab, model="gemma4")
-    return Translated(dataclasses.replace(g, vocab=vocab), {"model": "gemma4"})
+    vocab = g.vocab._replace(model="gemma4")
+    return Translated(g._replace(vocab=vocab), {"model": "gemma4"})
 
 
 def _glm4moelite(g: OllamaGguf) -> Translated:
     # :1704 handle_glm4moelite: architecture -> deepseek2, pre -> glm4, then :91-119
     # fix_glm4moelite_eog_token_ids: eot = eos_token_ids[1], eom = [2], each only when absent
     # (INT32 items: negatives dropped first; UINT32 as they are; any other type: nothing)
-    vocab = dataclasses.replace(g.vocab, pre="glm4")
-    out = dataclasses.replace(g, architecture="deepseek2", vocab=vocab)
+    vocab = g.vocab._replace(pre="glm4")
+    out = g._replace(architecture="deepseek2", vocab=vocab)
     rewrites: dict[str, object] = {
         "architecture": "deepseek2",
         "pre": "glm4",
@@ -180,8 +178,8 @@ def _llama3(g: OllamaGguf) -> Translated:
     changes = {r: 128009 for r in ("eos", "eot") if g.key(r) in (None, 128001)}
     out = _with_keys(g, **changes)
     if default_pre:
-        out = dataclasses.replace(out, vocab=dataclasses.replace(out.vocab, pre="llama-bpe"))
-    out = dataclasses.replace(out, eos_token_ids=(128009,), eos_token_ids_type=INT32)
+        out = out._replace(vocab=out.vocab._replace(pre="llama-bpe"))
+    out = out._replace(eos_token_ids=(128009,), eos_token_ids_type=INT32)
     rewrites: dict[str, object] = dict(changes)
     rewrites.update({"pre": "llama-bpe"} if default_pre else {})
     rewrites["eos_token_ids"] = (128009,)

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from packaging.version import Version
 
@@ -142,8 +142,7 @@ _EOG_HARMONY = ("<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>",
                 "<|end_of_text|>", "<end_of_utterance>")  # fmt: skip
 
 
-@dataclass(frozen=True)
-class VendoredLlamaCpp:
+class VendoredLlamaCpp(NamedTuple):
     since: str
     source: str  # the ollama tag's commit and llama-vocab.cpp lines
     rules: EogRules
@@ -239,8 +238,7 @@ def _go_list(g: OllamaGguf, version: str) -> tuple[int, ...]:
     return ids
 
 
-@dataclass(frozen=True)
-class GoRule:
+class GoRule(NamedTuple):
     """What the Go engine's vocabulary stops on, from ``since`` on (to the next rule)."""
 
     since: str
@@ -285,8 +283,7 @@ def go_rule(version: str) -> GoRule:
 # --- the stop set of one blob under one release ----------------------------------------------
 
 
-@dataclass(frozen=True)
-class OllamaStops:
+class OllamaStops(NamedTuple):
     """The token ids a blob stops on under one ollama release (and how that was derived)."""
 
     version: str
@@ -295,7 +292,7 @@ class OllamaStops:
     uncertain: frozenset[int]  # EOG in some builds only (llama.cpp's hash-order picks)
     reads: str
     source: str
-    rewrites: Mapping[str, object] = field(default_factory=dict)  # compat layer, key -> value
+    rewrites: Mapping[str, object] = {}  # compat layer, key -> value
     notes: tuple[str, ...] = ()
 
 

@@ -7,8 +7,6 @@ Hub's code that picks ``params.stop`` for ``ollama run hf.co/...`` pulls, under 
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 
 from eosfix.runtimes import describe, parse_pins, stop_sets
@@ -118,10 +116,10 @@ def test_go_engine_reads_eos_and_the_int32_list_only():
     g = blob("qwen3", QWEN, 151936, keys={"eos": 151645, "eot": 151644, "eom": 151643})
     # qwen3/model.go:231-232 at c28ddc0a7: eot/eom keys and EOG token texts are not read
     assert ids(g, "0.24.0") == {151645}
-    listed = dataclasses.replace(g, eos_token_ids=(151645, 151643))
+    listed = g._replace(eos_token_ids=(151645, 151643))
     assert ids(listed, "0.24.0") == {151645, 151643}
     # KV.Ints (ggml.go:245) asserts *array[int32]: a UINT32 list reads as absent
-    uint = dataclasses.replace(listed, eos_token_ids_type=UINT32)
+    uint = listed._replace(eos_token_ids_type=UINT32)
     assert ids(uint, "0.24.0") == {151645}
 
 
@@ -134,7 +132,7 @@ def test_go_engine_gemma3_adds_eot_or_106():
     gemma = {"<eos>": 1, "<end_of_turn>": 106}
     g = blob("gemma3", gemma, 262144, model="llama", keys={"eos": 1})
     assert ids(g, "0.24.0") == {1, 106}  # gemma3/model.go:81: eot_token_id, default 106
-    assert ids(dataclasses.replace(g, vocab=dataclasses.replace(g.vocab, key_ids={
+    assert ids(g._replace(vocab=g.vocab._replace(key_ids={
         "eos": 1, "eot": 50})), "0.24.0") == {1, 50}  # fmt: skip
     gpt2 = blob("gemma3", gemma, 262144, model="gpt2", keys={"eos": 1})
     assert ids(gpt2, "0.24.0") == {1}  # :75-77: the gpt2 branch adds nothing (since 0.13.3)
@@ -159,7 +157,7 @@ def test_go_engine_before_the_eos_list():
     llama4 = blob("llama4", {"<|eot|>": 200008}, 202048, keys={"eos": 200008})
     assert ids(llama4, "0.6.7") == {200008, 0}
     assert ids(llama4, "0.7.0") == {200008}
-    listed = dataclasses.replace(llama4, eos_token_ids=(200007,))
+    listed = llama4._replace(eos_token_ids=(200007,))
     assert ids(listed, "0.7.0") == {200008}  # the list arrived in 0.7.1 (333e36042)
     assert ids(listed, "0.7.1") == {200008, 200007}
 
@@ -230,7 +228,7 @@ def test_compat_llama3_keeps_an_eot_that_is_not_128001_and_needs_a_marker():
     assert translate(fine).rewrites == {}  # pre set and eos not 128001: no gap detected
     no_marker = blob("llama", {"<|eot_id|>": 128009}, 128256, keys={"eos": 128001})
     assert translate(no_marker).rewrites == {}
-    template = dataclasses.replace(no_marker, chat_template="{{ '<|eot_id|>' }}")
+    template = no_marker._replace(chat_template="{{ '<|eot_id|>' }}")
     assert translate(template).rewrites["pre"] == "llama-bpe"  # pre missing: set
 
 
@@ -245,9 +243,9 @@ def test_compat_glm4moelite_takes_eot_and_eom_from_the_list():
     assert translate(g).gguf.architecture == "deepseek2"
     assert ids(g, "0.24.0") == {154820, 154827, 154828}  # Go engine (listed since 0.14.3)
     assert ids(g, "0.14.2") == {154820}  # llama.cpp runner: neither text is EOG
-    negative = dataclasses.replace(g, eos_token_ids=(-1, 154820, 154828))
+    negative = g._replace(eos_token_ids=(-1, 154820, 154828))
     assert translate(negative).gguf.key("eot") == 154828  # INT32: negatives dropped first
-    uint = dataclasses.replace(g, eos_token_ids_type=UINT32)
+    uint = g._replace(eos_token_ids_type=UINT32)
     assert ids(uint, "0.30.0") == {154820, 154827, 154828}
     assert ids(uint, "0.24.0") == {154820}  # the Go engine reads INT32 lists only
     kept = blob("glm4moelite", GLM, 154880, keys={"eos": 154820, "eot": 154827},
@@ -265,9 +263,9 @@ def test_compat_gemma3n_cuts_the_vocabulary_and_adds_106_to_an_unread_list():
     assert t.gguf.vocab.n_tokens == 108
     assert t.gguf.vocab.model == "llama"
     assert ids(g, "0.30.0") == {1, 106}  # 110 is cut off; 106 is EOG by text anyway
-    same = dataclasses.replace(g, tensor_shapes={**shapes, "token_embd.weight": (2048, 108)})
+    same = g._replace(tensor_shapes={**shapes, "token_embd.weight": (2048, 108)})
     assert translate(same).rewrites == {}  # only when the two embeddings disagree
-    unknown = dataclasses.replace(g, tensor_shapes=None)
+    unknown = g._replace(tensor_shapes=None)
     assert translate(unknown).notes
     assert translate(unknown).rewrites == {}
 
