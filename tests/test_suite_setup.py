@@ -119,7 +119,7 @@ def test_the_wheelhouse_is_keyed_by_what_pip_install_asks_the_index_for(tmp_path
     """The pre-commit tests' wheelhouse holds wheels for pyproject.toml's build requirements
     and dependencies: a dependency or build requirement changed makes another one, so the
     hook never installs from a wheelhouse made for other requirements."""
-    from tests.support.wheelhouse import folder, key, requirements
+    from tests.support.wheelhouse import folder, requirements
 
     def project(build: str, deps: str) -> list[str]:
         path = tmp_path / "pyproject.toml"
@@ -136,9 +136,9 @@ def test_the_wheelhouse_is_keyed_by_what_pip_install_asks_the_index_for(tmp_path
         project("setuptools>=77", '"click>=8.1", "rich>=13"'),
         project("setuptools>=77", '"click>=8", "rich>=13", "packaging"'),
     ]
-    assert len({key(base), *map(key, others)}) == 4
-    assert folder(base) != folder(others[0])
-    assert folder(base).name == f"wheelhouse-{key(base)}"
+    assert len({folder(base), *map(folder, others)}) == 4
+    assert folder(base) == folder(list(base))
+    assert folder(base).name.startswith("wheelhouse-")
     ours = requirements()
     assert ours[0] == "setuptools>=77", ours  # the build's, which pip's isolated build installs
     assert "huggingface_hub>=2.1.1" in ours, ours

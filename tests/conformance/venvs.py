@@ -18,7 +18,6 @@ the virtualenv's ``answers/``, asked once per runner source and arguments.
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import os
@@ -30,6 +29,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from tests.support.testcache import locked
 
 LOCKS = Path(__file__).parent / "locks"
 MARKER = "complete"
@@ -96,8 +97,7 @@ def answer(name: str, runner: Path, args: Sequence[str], env: Mapping[str, str])
     digest.update("\0".join(args).encode())
     kept = folder(name) / "answers" / f"{runner.stem}-{digest.hexdigest()[:12]}.json"
     kept.parent.mkdir(exist_ok=True)
-    with open(kept.with_suffix(".lock"), "w", encoding="utf-8") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with locked(kept.with_suffix(".lock")):
         if not kept.is_file():
             part = kept.with_suffix(".part")
             subprocess.run(

@@ -1,7 +1,10 @@
 """What tests fetch from a package registry once, and what they build once from pinned inputs:
 kept in the test cache (``$EOSFIX_TEST_CACHE``, default ``~/.cache/eosfix-tests``), each made
 under a file lock so that test processes running side by side (``pytest -n``) make it once and
-never read it half-written."""
+never read it half-written.
+
+Standard library only: CI's first stage builds the pre-commit tests' wheelhouse through it
+(tests/support/wheelhouse.py) with the system Python, before any virtualenv exists."""
 
 from __future__ import annotations
 
@@ -11,10 +14,9 @@ import shutil
 import subprocess
 import sys
 import tarfile
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
-
-from filelock import FileLock
 
 LLAMA_CPP_PYTHON_SDIST = "llama_cpp_python-0.3.36.tar.gz"
 _VOCAB_MEMBERS = "vendor/llama.cpp/models/ggml-vocab-"
@@ -35,16 +37,41 @@ def folder(name: str) -> Path:
     return Path(os.environ.get("EOSFIX_TEST_CACHE", default)) / name
 
 
+@contextmanager
+def locked(path: Path) -> Iterator[None]:
+    """Hold an exclusive lock on the file ``path`` (made if absent) while the block runs: the
+    other test processes that ask for it wait. Without ``fcntl`` (Windows) nothing is locked;
+    a folder moved into place whole is still never seen half-made."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        import fcntl
+    except ImportError:
+        yield
+        return
+    with open(path, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def kept(name: str, inputs: Iterable[bytes]) -> Path:
+    """Where ``built_once`` keeps what it builds from ``inputs``: ``NAME-<their hash>``."""
+    digest = hashlib.sha256()
+    for part in inputs:
+        digest.update(hashlib.sha256(part).digest())
+    return folder(f"{name}-{digest.hexdigest()[:12]}")
+
+
 def built_once(name: str, inputs: Iterable[bytes], build: Callable[[Path], object]) -> Path:
     """The folder ``build`` writes, made once for these ``inputs`` (every byte the result
     depends on: files, versions, the builder's source) and kept as ``NAME-<their hash>``:
     written into a folder of its own, then moved into place whole."""
-    digest = hashlib.sha256()
-    for part in inputs:
-        digest.update(hashlib.sha256(part).digest())
-    target = folder(f"{name}-{digest.hexdigest()[:12]}")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with FileLock(f"{target}.lock"):
+    target = kept(name, inputs)
+    if target.is_dir():  # made whole by an earlier run: no lock to wait for
+        return target
+    with locked(target.with_name(f"{target.name}.lock")):
         if not target.is_dir():
             partial = target.with_name(f"{target.name}.partial")
             shutil.rmtree(partial, ignore_errors=True)  # an earlier attempt that did not end
@@ -80,7 +107,7 @@ def llama_cpp_vocabularies() -> list[Path]:
     models = llama_cpp_vocab_folder()
     cache = models.parent
     cache.mkdir(parents=True, exist_ok=True)
-    with FileLock(cache / ".lock"):
+    with locked(cache / ".lock"):
         if not (models / ".complete").is_file():
             with tarfile.open(_sdist(cache)) as tar:
                 models.mkdir(exist_ok=True)
