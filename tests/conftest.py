@@ -265,36 +265,23 @@ def _no_network(monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", os.environ.get("HF_HUB_OFFLINE", "1"))
 
 
-def _copy_seed(source: Path, folder: Path) -> Path:
-    """A copy of a seed folder; the weights are hard-linked (eosfix never writes them), or
-    copied where the file system cannot link."""
-    folder.mkdir()
-    for path in source.iterdir():
-        if path.suffix == ".safetensors":
-            try:
-                os.link(path, folder / path.name)
-                continue
-            except OSError:
-                pass
-        shutil.copyfile(path, folder / path.name)
-    return folder
-
-
 @pytest.fixture(scope="session")
 def seed_model(tmp_path_factory):
     """The seed's broken SmolLM2-135M-Instruct folder (tests/support/realmodel.py): written
     once per machine and its inputs, copied here so that nothing a test does reaches the kept
     one."""
-    from tests.support.realmodel import seed_folder
+    from tests.support.realmodel import copy_model, seed_folder
 
     kept = seed_folder()
-    return _copy_seed(kept, tmp_path_factory.mktemp("seed") / kept.name)
+    return copy_model(kept, tmp_path_factory.mktemp("seed") / kept.name)
 
 
 @pytest.fixture
 def seed_repo(seed_model, tmp_path):
     """A copy of the seed folder this test may fix."""
-    return _copy_seed(seed_model, tmp_path / seed_model.name)
+    from tests.support.realmodel import copy_model
+
+    return copy_model(seed_model, tmp_path / seed_model.name)
 
 
 def tool(name: str) -> Any:

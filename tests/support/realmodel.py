@@ -136,19 +136,28 @@ def load_smollm2() -> tuple[Any, Any]:
     return _load(converted_folder())
 
 
+def copy_model(source: Path, folder: Path) -> Path:
+    """A copy of the model folder ``source`` as the new folder ``folder``: the weights
+    hard-linked (eosfix never writes them), or copied where the file system cannot link."""
+    folder.mkdir()
+    for path in source.iterdir():
+        if path.suffix == ".safetensors":
+            try:
+                os.link(path, folder / path.name)
+                continue
+            except OSError:
+                pass
+        shutil.copyfile(path, folder / path.name)
+    return folder
+
+
 def write_seed_folder(folder: Path, converted: Path) -> Path:
     """The converted folder broken as the seed's repo was: tokenizer_config.json's
     ``eos_token`` is ``<|endoftext|>`` and both config files say ``eos_token_id: 0``, while
-    every reply ends with ``<|im_end|>`` (2). The weights are linked, not copied (nothing
-    writes them)."""
+    every reply ends with ``<|im_end|>`` (2)."""
     import json
 
-    folder.mkdir(parents=True, exist_ok=True)
-    for path in converted.iterdir():
-        if path.suffix == ".safetensors":
-            os.link(path, folder / path.name)  # the same file system: the test cache
-        else:
-            shutil.copyfile(path, folder / path.name)
+    copy_model(converted, folder)
     config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
     config.update(bos_token_id=1, eos_token_id=0)
     tokenizer_config = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))
